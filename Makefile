@@ -1,0 +1,28 @@
+# Two entry points for a fresh machine (see README):
+#   make demo  -> sets up .venv and runs the main job on the embedded default
+#   make test  -> sets up .venv and runs the test suite (what .ci/run calls)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+
+.PHONY: setup test demo lint
+
+setup: $(VENV)/.ormix-installed
+
+# torch==2.13.0 first: the CPU wheel is on local disk; letting TRL pull plain `torch` fetches a multi-GB CUDA build.
+$(VENV)/.ormix-installed: pyproject.toml
+	@command -v bwrap >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq bubblewrap; }
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0
+	$(PIP) install -q -e '.[trl,plot,dev]'
+	@touch $@
+
+test: setup
+	$(PY) -m pytest -q
+
+demo: setup
+	$(VENV)/bin/ormix train mixtures/local-demo.yaml
+
+lint: setup
+	$(VENV)/bin/ruff check src tests benchmarks examples

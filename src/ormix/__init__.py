@@ -1,0 +1,40 @@
+"""ormix: train one LLM agent on a mixture of Open Reward Standard (ORS) environments with TRL.
+
+Public names are imported lazily so that `import ormix` stays light: it never imports torch,
+transformers or TRL, and the heavy parts load only when used.
+
+Example:
+    >>> from ormix import OpenRewardSpec, MixtureSpec     # doctest: +SKIP
+    >>> spec = OpenRewardSpec("local:terminals", num_tasks=8)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "OpenRewardSpec": "ormix.spec",
+    "MixtureSpec": "ormix.mixture",
+    "load_mixture": "ormix.config",
+    "ORSClient": "ormix.ors",
+}
+
+__all__ = ["MixtureSpec", "ORSClient", "OpenRewardSpec", "__version__", "load_mixture"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .config import load_mixture
+    from .mixture import MixtureSpec
+    from .ors import ORSClient
+    from .spec import OpenRewardSpec
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ormix' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

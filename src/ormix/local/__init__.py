@@ -1,0 +1,18 @@
+"""ORS environments that ship with ormix, and the code that serves them on loopback.
+
+`local:echo`, `local:terminals`, `local:seta` and `local:faulty` stand in for catalog environments so
+that everything (tests, demo, examples) runs offline.
+"""
+
+from .registry import LOCAL_ENVIRONMENTS, UnknownEnvironmentError, load_environment_class
+from .serving import LocalServer, ServerStartError, serve_in_process, serve_in_thread
+
+__all__ = [
+    "LOCAL_ENVIRONMENTS",
+    "LocalServer",
+    "ServerStartError",
+    "UnknownEnvironmentError",
+    "load_environment_class",
+    "serve_in_process",
+    "serve_in_thread",
+]

@@ -1,0 +1,21 @@
+"""`python -m ormix.local [--host H] [--port N] [--idle-limit S] local:NAME|module:Class ...`"""
+
+from __future__ import annotations
+
+import argparse
+
+from .serving import run_forever
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m ormix.local", description="Serve ORS environments.")
+    parser.add_argument("envs", nargs="+")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--idle-limit", type=float, default=None)
+    args = parser.parse_args(argv)
+    run_forever(args.envs, host=args.host, port=args.port, idle_limit_s=args.idle_limit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""Serve ORS environments on loopback: in a background thread or in a child process.
+
+Both modes bind an ephemeral port, wait until `/health` answers, and shut down cleanly: the server's
+lifespan deletes every open session (running each environment's `teardown()`, which removes sandboxes),
+and a child process is terminated, then killed, so no process stays behind.
+
+`idle_limit_s` reaps sessions idle for longer than the limit, the way the openreward server's own reaper
+does at 900 s; tests shorten it to prove keepalive pings without waiting a quarter of an hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from .registry import env_name_of, load_environment_class
+
+# Before openreward is imported: its loggers read the level once, at import. Local servers log warnings
+# and errors only; set OPENREWARD_LOG_LEVEL=INFO to see every request.
+os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
+os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
+
+READY_LINE = "ORMIX_SERVER_READY"
+
+
+class ServerStartError(RuntimeError):
+    """A local server did not become ready."""
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _reap_idle(ors_server, limit_s: float, interval_s: float) -> None:
+    """The openreward server's reaper with a configurable threshold (its own is fixed at 900 s)."""
+    from openreward.environments.server import _delete_session
+
+    while True:
+        await asyncio.sleep(interval_s)
+        now = time.monotonic()
+        for sid, ts in list(ors_server._last_ping.items()):
+            if now - ts > limit_s:
+                await _delete_session(
+                    sid,
+                    ors_server._active_envs,
+                    ors_server._active_toolsets,
+                    ors_server._last_ping,
+                    ors_server._setup_tasks,
+                    ors_server._ready,
+                    ors_server._setup_errors,
+                )
+
+
+def build_app(env_classes: Sequence[type]):
+    """An openreward `Server` for these classes (first one is the default env)."""
+    from openreward.environments import Server
+
+    return Server(list(env_classes))
+
+
+async def _serve(env_classes: Sequence[type], sock: socket.socket, idle_limit_s: float | None,
+                 uv_holder: list | None = None) -> None:
+    import uvicorn
+
+    ors_server = build_app(env_classes)
+    config = uvicorn.Config(ors_server.app, log_level="warning", access_log=False, timeout_keep_alive=60,
+                            lifespan="on")
+    uv = uvicorn.Server(config)
+    if uv_holder is not None:
+        uv_holder.append(uv)
+    reaper = None
+    if idle_limit_s is not None:
+        reaper = asyncio.create_task(_reap_idle(ors_server, idle_limit_s, min(1.0, idle_limit_s / 4)))
+    try:
+        await uv.serve(sockets=[sock])
+    finally:
+        if reaper is not None:
+            reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
+
+
+def _wait_healthy(url: str, timeout_s: float, alive=lambda: True) -> None:
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if not alive():
+            raise ServerStartError(f"local ORS server at {url} exited during start-up")
+        try:
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError as e:
+            last = e
+        time.sleep(0.02)
+    raise ServerStartError(f"local ORS server at {url} not healthy after {timeout_s:.0f}s (last error: {last})")
+
+
+@dataclass
+class LocalServer:
+    """A running local ORS server. Use as a context manager or call `close()`.
+
+    Example:
+        >>> with serve_in_thread(["local:echo"]) as srv:   # doctest: +SKIP
+        ...     srv.url, srv.env_names
+        ('http://127.0.0.1:40123', ['echo'])
+    """
+
+    url: str
+    port: int
+    env_names: list[str]
+    mode: str
+    _closer: object = field(repr=False, default=None)
+    _closed: bool = field(repr=False, default=False)
+
+    def close(self) -> None:
+        """Stop the server; open sessions are torn down. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closer()  # type: ignore[operator]
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _classes(envs: Sequence[str | type]) -> list[type]:
+    return [load_environment_class(e) if isinstance(e, str) else e for e in envs]
+
+
+def serve_in_thread(envs: Sequence[str | type], *, host: str = "127.0.0.1", port: int = 0,
+                    idle_limit_s: float | None = None, ready_timeout_s: float = 30.0) -> LocalServer:
+    """Serve environments (classes, `local:NAME` or `module:Class`) from a daemon thread of this process.
+
+    Example:
+        >>> srv = serve_in_thread(["local:echo"]); srv.close()   # doctest: +SKIP
+    """
+    classes = _classes(envs)
+    sock = _bind(host, port)
+    bound_port = sock.getsockname()[1]
+    url = f"http://{host}:{bound_port}"
+    holder: list = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(_serve(classes, sock, idle_limit_s, holder))
+        except BaseException as e:  # surfaced by the readiness wait
+            errors.append(e)
+
+    thread = threading.Thread(target=run, name=f"ormix-ors-{bound_port}", daemon=True)
+    thread.start()
+
+    def close() -> None:
+        if holder:
+            holder[0].should_exit = True
+        thread.join(timeout=15)
+        with contextlib.suppress(OSError):
+            sock.close()
+
+    try:
+        _wait_healthy(url, ready_timeout_s, alive=thread.is_alive)
+    except ServerStartError as e:
+        close()
+        raise ServerStartError(f"{e}; {errors[0]!r}" if errors else str(e)) from None
+    server = LocalServer(url=url, port=bound_port, env_names=[env_name_of(c) for c in classes], mode="thread",
+                         _closer=close)
+    atexit.register(server.close)
+    return server
+
+
+def serve_in_process(envs: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
+                     idle_limit_s: float | None = None, ready_timeout_s: float = 60.0,
+                     env: dict[str, str] | None = None) -> LocalServer:
+    """Serve environments named by `local:NAME` / `module:Class` from a child process.
+
+    The child is the same code as `ormix serve`; it can be killed and restarted for fault tests.
+
+    Example:
+        >>> with serve_in_process(["local:terminals"]) as srv:   # doctest: +SKIP
+        ...     print(srv.url)
+    """
+    names = [e if isinstance(e, str) else f"{e.__module__}:{e.__qualname__}" for e in envs]
+    cmd = [sys.executable, "-m", "ormix.local", "--host", host, "--port", str(port), *names]
+    if idle_limit_s is not None:
+        cmd += ["--idle-limit", str(idle_limit_s)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True,
+                            env={**os.environ, **(env or {})})
+    bound: list[int] = []
+
+    def read_ready() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(READY_LINE):
+                bound.append(int(line.split("port=")[1].split()[0]))
+                break
+        # Keep draining so the child never blocks on a full pipe.
+        for _ in proc.stdout:
+            pass
+
+    reader = threading.Thread(target=read_ready, daemon=True)
+    reader.start()
+
+    def close() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    deadline = time.monotonic() + ready_timeout_s
+    while not bound:
+        if proc.poll() is not None:
+            raise ServerStartError(f"`{' '.join(cmd)}` exited with code {proc.returncode} before it was ready")
+        if time.monotonic() > deadline:
+            close()
+            raise ServerStartError(f"`{' '.join(cmd)}` not ready after {ready_timeout_s:.0f}s")
+        time.sleep(0.02)
+    url = f"http://{host}:{bound[0]}"
+    try:
+        _wait_healthy(url, ready_timeout_s, alive=lambda: proc.poll() is None)
+    except ServerStartError:
+        close()
+        raise
+    server = LocalServer(url=url, port=bound[0], env_names=[env_name_of(load_environment_class(n)) for n in names],
+                         mode="process", _closer=close)
+    server.pid = proc.pid  # type: ignore[attr-defined]
+    atexit.register(server.close)
+    return server
+
+
+def run_forever(envs: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
+                idle_limit_s: float | None = None) -> None:
+    """Serve in the foreground until SIGTERM/SIGINT (the body of `ormix serve` and `python -m ormix.local`)."""
+    classes = _classes(envs)
+    sock = _bind(host, port)
+    print(f"{READY_LINE} port={sock.getsockname()[1]} envs={','.join(env_name_of(c) for c in classes)}",
+          flush=True)
+    asyncio.run(_serve(classes, sock, idle_limit_s))
