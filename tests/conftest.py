@@ -20,3 +20,11 @@ def echo_server():
     """`local:echo` served from a thread of the test process for the whole session."""
     with serve_in_thread(["local:echo"]) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    """The offline tiny Qwen3 (random weights, local tokenizer, TRL's qwen3 template), built once per session."""
+    from ormix.tiny import build_tiny_model
+
+    return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))

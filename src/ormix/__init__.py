@@ -18,15 +18,14 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "OpenRewardSpec": "ormix.spec",
     "MixtureSpec": "ormix.mixture",
-    "load_mixture": "ormix.config",
+    "load_mixture": "ormix.mixture",
     "ORSClient": "ormix.ors",
 }
 
 __all__ = ["MixtureSpec", "ORSClient", "OpenRewardSpec", "__version__", "load_mixture"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .config import load_mixture
-    from .mixture import MixtureSpec
+    from .mixture import MixtureSpec, load_mixture
     from .ors import ORSClient
     from .spec import OpenRewardSpec
 

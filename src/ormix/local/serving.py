@@ -79,6 +79,8 @@ async def _serve(env_classes: Sequence[type], sock: socket.socket, idle_limit_s:
     import uvicorn
 
     ors_server = build_app(env_classes)
+    if uv_holder is not None:
+        uv_holder.append(ors_server)
     config = uvicorn.Config(ors_server.app, log_level="warning", access_log=False, timeout_keep_alive=60,
                             lifespan="on")
     uv = uvicorn.Server(config)
@@ -135,6 +137,13 @@ class LocalServer:
         self._closed = True
         self._closer()  # type: ignore[operator]
 
+    def active_sessions(self) -> list[str]:
+        """Ids of the sessions the server holds now (thread mode only: it reads the server's memory)."""
+        ors = getattr(self, "_ors", None)
+        if ors is None:
+            raise RuntimeError("active_sessions() needs a server started with serve_in_thread")
+        return [sid for sid, env in list(ors._active_envs.items()) if env is not None]
+
     def __enter__(self) -> LocalServer:
         return self
 
@@ -170,8 +179,8 @@ def serve_in_thread(envs: Sequence[str | type], *, host: str = "127.0.0.1", port
     thread.start()
 
     def close() -> None:
-        if holder:
-            holder[0].should_exit = True
+        if len(holder) > 1:
+            holder[1].should_exit = True
         thread.join(timeout=15)
         with contextlib.suppress(OSError):
             sock.close()
@@ -183,6 +192,7 @@ def serve_in_thread(envs: Sequence[str | type], *, host: str = "127.0.0.1", port
         raise ServerStartError(f"{e}; {errors[0]!r}" if errors else str(e)) from None
     server = LocalServer(url=url, port=bound_port, env_names=[env_name_of(c) for c in classes], mode="thread",
                          _closer=close)
+    server._ors = holder[0]  # type: ignore[attr-defined]
     atexit.register(server.close)
     return server
 
@@ -245,6 +255,7 @@ def serve_in_process(envs: Sequence[str], *, host: str = "127.0.0.1", port: int 
     server = LocalServer(url=url, port=bound[0], env_names=[env_name_of(load_environment_class(n)) for n in names],
                          mode="process", _closer=close)
     server.pid = proc.pid  # type: ignore[attr-defined]
+    server._proc_alive = lambda: proc.poll() is None  # type: ignore[attr-defined]
     atexit.register(server.close)
     return server
 

@@ -1,0 +1,156 @@
+"""Benchmark: ormix's ORS client vs the openreward SDK on the same local echo server.
+
+The server (`local:echo`) runs in its own process (`serve_in_process`). An episode opens a session,
+makes 20 `echo` calls and closes it; 1, 8 and 32 episodes run at once. Each configuration is repeated
+and the median calls/s is reported (calls / wall time, open and close included).
+
+- `sdk`: the SDK's sync client on plain threads, as TRL drives it (`OpenReward(base_url=...)`,
+  `environments.get("echo", variant="echo")` so the env is named in the path, its best case,
+  `env.session(split=, index=)`, `session.call_tool`).
+- `ormix-threads`: ormix from plain threads through its portal (`run_sync`), as ormix's TRL adapters
+  drive it. The `ratio` lines compare this one with `sdk`: the like-for-like comparison.
+- `ormix-async`: the same episodes as tasks of one event loop (for reference).
+
+Run: `python benchmarks/client_vs_sdk.py [--reps 3] [--calls 20]`. Last three lines:
+`ratio calls_per_s n=1: X`, `n=8`, `n=32` (ormix-threads / sdk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import threading
+import time
+
+os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
+os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
+
+import anyio  # noqa: E402
+import httpx  # noqa: E402
+
+from ormix.local import serve_in_process  # noqa: E402
+from ormix.ors import ORSClient, run_sync  # noqa: E402
+
+WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "pixel", "quartz", "tundra",
+         "violet", "willow", "zephyr", "harbor", "lantern", "meadow"]
+CONCURRENCY = (1, 8, 32)
+
+
+def _threads(n: int, fn) -> float:
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(n + 1)
+
+    def body(i: int) -> None:
+        barrier.wait()
+        try:
+            fn(i)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    ts = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for t in ts:
+        t.join()
+    elapsed = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    return elapsed
+
+
+def bench_sdk(url: str, n: int, calls: int) -> float:
+    from openreward import OpenReward
+
+    os.environ["OPENREWARD_SESSION_URL"] = url
+    os.environ["OPENREWARD_API_URL"] = url
+    client = OpenReward(base_url=url)
+    env = client.environments.get("echo", variant="echo", base_url=url)
+
+    def episode(i: int) -> None:
+        with env.session(split="train", index=i % 16) as s:
+            for _ in range(calls):
+                out = s.call_tool("echo", {"text": WORDS[i % 16]})
+                assert out.reward == 1.0
+
+    episode(0)  # warm up connections
+    return n * calls / _threads(n, episode)
+
+
+def bench_ormix_threads(url: str, n: int, calls: int) -> float:
+    client = run_sync(_make_client, url)
+
+    def episode(i: int) -> None:
+        s = run_sync(client.open_session, split="train", index=i % 16)
+        try:
+            for _ in range(calls):
+                assert run_sync(s.call, "echo", {"text": WORDS[i % 16]}).reward == 1.0
+        finally:
+            run_sync(s.close)
+
+    try:
+        episode(0)
+        return n * calls / _threads(n, episode)
+    finally:
+        run_sync(client.aclose)
+
+
+async def _make_client(url: str) -> ORSClient:
+    return ORSClient(url, env_name="echo")
+
+
+def bench_ormix_async(url: str, n: int, calls: int) -> float:
+    async def main() -> float:
+        async with ORSClient(url, env_name="echo") as client:
+            async def episode(i: int) -> None:
+                async with client.session(split="train", index=i % 16) as s:
+                    for _ in range(calls):
+                        assert (await s.call("echo", {"text": WORDS[i % 16]})).reward == 1.0
+
+            await episode(0)
+            start = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for i in range(n):
+                    tg.start_soon(episode, i)
+            return n * calls / (time.perf_counter() - start)
+
+    return anyio.run(main)
+
+
+def _server_stall_ms(url: str) -> float:
+    with httpx.Client() as h:
+        h.get(f"{url}/health")
+        t = time.perf_counter()
+        for _ in range(10):
+            h.get(f"{url}/health")
+        return (time.perf_counter() - t) * 100
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--calls", type=int, default=20)
+    args = ap.parse_args()
+
+    with serve_in_process(["local:echo"]) as srv:
+        stall = _server_stall_ms(srv.url)
+        print(f"server {srv.url} (own process), trivial GET {stall:.2f} ms")
+        if stall > 20:
+            print("WARNING: the local server stalls ~40 ms per response (TCP delayed ACK: its socket has no "
+                  "TCP_NODELAY); every client is bound by it and the ratios below mean little.")
+        clients = {"sdk": bench_sdk, "ormix-threads": bench_ormix_threads, "ormix-async": bench_ormix_async}
+        medians: dict[tuple[str, int], float] = {}
+        for n in CONCURRENCY:
+            for name, fn in clients.items():
+                runs = [fn(srv.url, n, args.calls) for _ in range(args.reps)]
+                medians[name, n] = statistics.median(runs)
+                print(f"{name:14s} n={n:<3d} calls/s median {medians[name, n]:8.1f}  "
+                      f"runs {' '.join(f'{r:.0f}' for r in runs)}", flush=True)
+    for n in CONCURRENCY:
+        print(f"ratio calls_per_s n={n}: {medians['ormix-threads', n] / medians['sdk', n]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

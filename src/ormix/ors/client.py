@@ -1,0 +1,341 @@
+"""`ORSClient`: the async ORS client ormix uses to drive many sessions at once.
+
+What it adds over the openreward SDK: per-call deadlines, retries that never run a tool twice
+(`task_id` replay), keepalive pings also during long calls, one round trip per call (env name in the
+path), typed errors, bounded concurrency for bulk task fetches, and a small pool of HTTP clients so 32+
+concurrent sessions do not contend for one connection pool.
+
+Example:
+    >>> import anyio
+    >>> async def main(url):                                   # doctest: +SKIP
+    ...     async with ORSClient(url, env_name="echo") as client:
+    ...         print(await client.splits())
+    ...         async with client.session(split="train", index=0) as s:
+    ...             print((await s.call("echo", {"text": "apple"})).reward)
+    >>> anyio.run(main, "http://127.0.0.1:8080")               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import anyio
+
+from .endpoint import Endpoint, resolve_endpoint
+from .errors import ORSError, SessionDeadError, SessionOpenError, TransportError
+from .models import Split, ToolSpec
+from .secrets import augment_with_api_key, encode_secrets
+from .session import Session
+from .sse import CallStream, SSEParser
+from .transport import HTTPPool, Transport
+
+__all__ = ["ORSClient"]
+
+
+class ORSClient:
+    """Async client for one ORS environment (a URL, or a catalog `owner/name`).
+
+    Args:
+        target: `http(s)://host:port` or `owner/name`, or a resolved `Endpoint`.
+        env_name: environment name on a multi-env server (URL targets: discovered when None).
+        api_key: platform key (catalog targets; default `OPENREWARD_API_KEY`). Never logged.
+        timeout_s: default deadline of each call (None: no deadline).
+        connect_timeout_s: TCP connect timeout.
+        retries: retries of a failed request (transport errors, 429/502/503/504).
+        ping_interval_s: keepalive period of open sessions (None: no pings).
+        max_concurrency: parallel requests of bulk helpers such as `get_tasks`.
+        http_clients: size of the HTTP client pool (sessions are spread over it).
+
+    Example:
+        >>> client = ORSClient("http://127.0.0.1:8080", env_name="echo")   # doctest: +SKIP
+        >>> client.endpoint.env_name                                        # doctest: +SKIP
+        'echo'
+    """
+
+    def __init__(self, target: str | Endpoint, *, env_name: str | None = None, api_key: str | None = None,
+                 timeout_s: float | None = 300.0, connect_timeout_s: float = 10.0, retries: int = 3,
+                 ping_interval_s: float | None = 10.0, max_concurrency: int = 16,
+                 http_clients: int = 16) -> None:
+        self._target = target
+        self._env_name = env_name
+        self._api_key = api_key
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.retries = max(0, int(retries))
+        self.ping_interval_s = ping_interval_s
+        self.max_concurrency = max(1, int(max_concurrency))
+        self._pool = HTTPPool(http_clients, connect_timeout_s)
+        self._endpoint: Endpoint | None = None
+        self._transport: Transport | None = None
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._closed = False
+        if isinstance(target, Endpoint):
+            self._set_endpoint(target)
+        elif not (isinstance(target, str) and target.startswith(("http://", "https://")) and env_name is None):
+            # Resolving does not touch the network here; a URL without env_name resolves on first use.
+            self._set_endpoint(resolve_endpoint(target, env_name=env_name, api_key=api_key))
+
+    def __repr__(self) -> str:
+        return f"ORSClient({self._endpoint!r})" if self._endpoint else f"ORSClient({self._target!r}, unresolved)"
+
+    def _set_endpoint(self, ep: Endpoint) -> None:
+        self._endpoint = ep
+        self._transport = Transport(ep, self._pool, self.retries)
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """The resolved endpoint (resolving a URL target without env_name makes one blocking request)."""
+        if self._endpoint is None:
+            self._set_endpoint(resolve_endpoint(str(self._target), env_name=None, api_key=self._api_key))
+        assert self._endpoint is not None
+        return self._endpoint
+
+    async def _tr(self) -> Transport:
+        if self._closed:
+            raise ORSError("this ORSClient is closed; create a new one")
+        if self._transport is None:
+            url = str(self._target).rstrip("/")
+            probe = Transport(Endpoint(url, url, None, None, api_key=self._api_key), self._pool, self.retries)
+            names = (await probe.request("GET", "/list_environments")).json()
+            if not isinstance(names, list) or not names:
+                raise ORSError(f"the ORS server at {url} lists no environments; pass env_name=")
+            self._set_endpoint(Endpoint(url, url, str(names[0]).lower(), None, api_key=self._api_key))
+        assert self._transport is not None
+        return self._transport
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def __aenter__(self) -> ORSClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every session this client opened, then its HTTP connections. Idempotent."""
+        if self._closed:
+            return
+        with anyio.CancelScope(shield=True):
+            sessions = [s for s in list(self._sessions) if not s.closed]
+            if sessions:
+                async with anyio.create_task_group() as tg:
+                    for s in sessions:
+                        tg.start_soon(s.close)
+            self._closed = True
+            await self._pool.aclose()
+
+    def _forget(self, session: Session) -> None:
+        self._sessions.discard(session)
+
+    # ------------------------------------------------------------------ stateless calls
+
+    @contextlib.asynccontextmanager
+    async def _throwaway_sid(self, tr: Transport) -> AsyncIterator[str | None]:
+        # The platform routes even stateless calls by a session id, as the SDK does (matrix_sid_provider).
+        if not tr.endpoint.is_platform:
+            yield None
+            return
+        sid = await self._platform_sid(tr)
+        try:
+            yield sid
+        finally:
+            with contextlib.suppress(Exception):
+                await tr.request("POST", "/delete_session", sid=sid, ok_statuses=frozenset({200, 404, 410}))
+
+    async def _stateless(self, method: str, suffix: str, body: Any = None, *, env_path: bool = True) -> Any:
+        tr = await self._tr()
+        path = tr.endpoint.path(suffix) if env_path else suffix
+        with self._deadline():
+            async with self._throwaway_sid(tr) as sid:
+                return (await tr.request(method, path, json_body=body, sid=sid)).json()
+
+    def _deadline(self, timeout_s: float | None = None):
+        t = self.timeout_s if timeout_s is None else timeout_s
+        return anyio.fail_after(t) if t is not None else contextlib.nullcontext()
+
+    async def health(self) -> dict:
+        """`GET /health` → `{"status": "ok"}`."""
+        return await self._stateless("GET", "/health", env_path=False)
+
+    async def version(self) -> dict:
+        """`GET /version` → `{version, build_sha}` of the server's openreward package."""
+        return await self._stateless("GET", "/version", env_path=False)
+
+    async def list_environments(self) -> list[str]:
+        """Environment names the server hosts."""
+        return await self._stateless("GET", "/list_environments", env_path=False)
+
+    async def splits(self) -> list[Split]:
+        """The environment's splits."""
+        return [Split(**s) if isinstance(s, dict) else Split(name=str(s), type="validation")
+                for s in await self._stateless("GET", "/splits")]
+
+    async def num_tasks(self, split: str) -> int:
+        """Number of tasks in `split`."""
+        return int((await self._stateless("POST", "/num_tasks", {"split": split}))["num_tasks"])
+
+    async def task(self, split: str, index: int) -> dict:
+        """The task spec at `index` of `split`."""
+        return (await self._stateless("POST", "/task", {"split": split, "index": int(index)}))["task"]
+
+    async def task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict]:
+        """Task specs `[start, stop)` of `split` (Python slice conventions)."""
+        body: dict[str, Any] = {"split": split}
+        if start is not None:
+            body["start"] = start
+        if stop is not None:
+            body["stop"] = stop
+        return (await self._stateless("POST", "/task_range", body))["tasks"]
+
+    async def tasks(self, split: str) -> list[dict]:
+        """Every task spec of `split` (large environments may only serve `num_tasks` + `task`)."""
+        return (await self._stateless("POST", "/tasks", {"split": split}))["tasks"]
+
+    async def tools_info(self) -> dict:
+        """The raw `/tools` answer: `tools`, `terminal_tool`, `supports_score_group`, ..."""
+        return await self._stateless("GET", "/tools")
+
+    async def tools(self) -> list[ToolSpec]:
+        """The environment's shared tools (a session may add task tools: `Session.tools()`)."""
+        return [ToolSpec.from_wire(t) for t in (await self.tools_info()).get("tools", [])]
+
+    async def get_tasks(self, split: str, indices: Sequence[int], *, concurrency: int | None = None) -> list[dict]:
+        """Fetch many tasks with at most `concurrency` (default `max_concurrency`) requests in flight.
+
+        Results are in the order of `indices`.
+
+        Example:
+            >>> specs = await client.get_tasks("train", [3, 1, 2])   # doctest: +SKIP
+        """
+        idx = [int(i) for i in indices]
+        out: list[Any] = [None] * len(idx)
+        limit = anyio.Semaphore(max(1, concurrency or self.max_concurrency))
+
+        async def one(k: int, i: int) -> None:
+            async with limit:
+                out[k] = await self.task(split, i)
+
+        async with anyio.create_task_group() as tg:
+            for k, i in enumerate(idx):
+                tg.start_soon(one, k, i)
+        return out
+
+    # ------------------------------------------------------------------ sessions
+
+    async def _platform_sid(self, tr: Transport) -> str:
+        resp = await tr.request("POST", "/create_session", json_body={}, headers=tr.headers(
+            extra={"Accept": "text/event-stream"}))
+        stream = CallStream()
+        for event, data in SSEParser().feed(resp.text + "\r\n\r\n"):
+            stream.on_event(event, data)
+        if not stream.task_id:
+            raise SessionOpenError(f"POST /create_session to {tr.endpoint.target} returned no session id",
+                                   env=tr.endpoint.deployment)
+        return stream.task_id
+
+    async def open_session(self, *, split: str | None = None, index: int | None = None,
+                           task_spec: dict | None = None, secrets: dict[str, Any] | None = None,
+                           session_id: str | None = None, timeout_s: float | None = None) -> Session:
+        """Open a session for a task (`split` + `index`, or a `task_spec`) and start its keepalive.
+
+        The session id is a client-chosen uuid on a self-hosted server (one round trip) and comes from
+        `/create_session` on the platform. `secrets` travel once, in `X-Secrets` at `/create`.
+        Raises `SessionOpenError` when the server refuses or the environment's constructor raises.
+
+        Example:
+            >>> s = await client.open_session(split="train", index=0)   # doctest: +SKIP
+        """
+        if (task_spec is None) == (split is None or index is None):
+            raise ValueError("open_session needs either task_spec=... or both split=... and index=...")
+        tr = await self._tr()
+        ep = tr.endpoint
+        label = ep.env_name or ep.deployment
+        start = time.perf_counter()
+        try:
+            with self._deadline(timeout_s):
+                sid = session_id or (await self._platform_sid(tr) if ep.is_platform else str(uuid.uuid4()))
+                extra: dict[str, str] = {}
+                all_secrets = augment_with_api_key(secrets, ep.api_key if ep.is_platform else None,
+                                                   ep.session_url, ep.api_url)
+                if all_secrets:
+                    extra["X-Secrets"] = encode_secrets(all_secrets)
+                body: dict[str, Any] = {}
+                if ep.env_name:
+                    body["env_name"] = ep.env_name
+                if task_spec is not None:
+                    body["task_spec"] = task_spec
+                else:
+                    body["split"] = split
+                    body["index"] = int(index)  # type: ignore[arg-type]
+                await self._create(tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None)
+        except TimeoutError as e:
+            raise SessionOpenError(f"opening a session did not finish within the deadline "
+                                   f"({self.timeout_s if timeout_s is None else timeout_s}s)", env=label) from e
+        http = self._pool.get(self._pool.slot())
+        session = Session(transport=tr, http=http, sid=sid, env_name=ep.env_name, timeout_s=self.timeout_s,
+                          connect_timeout_s=self.connect_timeout_s, ping_interval_s=self.ping_interval_s,
+                          owner=self)
+        session.timings.open_ms = (time.perf_counter() - start) * 1000.0
+        self._sessions.add(session)
+        session._start_keepalive()
+        return session
+
+    async def _create(self, tr: Transport, sid: str, body: dict, headers: dict[str, str], label: str | None,
+                      *, own_sid: bool) -> None:
+        what = f"task {body['split']}[{body['index']}]" if "split" in body else "the given task_spec"
+        try:
+            resp = await tr.request("POST", "/create", json_body=body, headers=headers,
+                                    ok_statuses=frozenset({200, 400}))
+        except TransportError:
+            raise
+        except SessionDeadError as e:  # pragma: no cover - /create has no session yet
+            raise SessionOpenError(str(e), env=label, session_id=sid) from None
+        except ORSError as e:
+            detail = getattr(e, "detail", None) or e.message
+            code = getattr(e, "status_code", None)
+            cause = ("the environment's constructor raised" if code == 500 else
+                     "the request was malformed" if code == 422 else "the server refused it")
+            raise SessionOpenError(f"could not open a session for {what}: {cause} ({code}: {detail}). "
+                                   f"Skip this task or fix the environment.", detail=detail, status_code=code,
+                                   env=label, session_id=sid) from None
+        if resp.status_code == 400:
+            detail = _detail(resp)
+            # A retried /create whose first attempt went through: the fresh uuid exists, so it is ours.
+            if "already exists" in detail and own_sid:
+                return
+            raise SessionOpenError(f"could not open a session for {what}: {detail} (400). Check the split "
+                                   f"and index (see num_tasks()).", detail=detail, status_code=400,
+                                   env=label, session_id=sid)
+
+    @contextlib.asynccontextmanager
+    async def session(self, *, split: str | None = None, index: int | None = None, task_spec: dict | None = None,
+                      secrets: dict[str, Any] | None = None, session_id: str | None = None) -> AsyncIterator[Session]:
+        """`open_session(...)` as an async context manager that always closes the session.
+
+        Example:
+            >>> async with client.session(split="train", index=0) as s:   # doctest: +SKIP
+            ...     await s.call("echo", {"text": "hi"})
+        """
+        s = await self.open_session(split=split, index=index, task_spec=task_spec, secrets=secrets,
+                                    session_id=session_id)
+        try:
+            yield s
+        finally:
+            with anyio.CancelScope(shield=True):
+                await s.close()
+
+
+def _detail(resp) -> str:
+    try:
+        body = resp.json()
+        d = body.get("detail", body) if isinstance(body, dict) else body
+        return d if isinstance(d, str) else json.dumps(d)
+    except ValueError:
+        return resp.text
+

@@ -1,0 +1,166 @@
+"""Typed errors of the ORS client.
+
+Every error says what happened, to what (environment, session, tool) and what to do. None of them ever
+carries a secret or an API key: messages are built from names and server details only.
+
+Example:
+    >>> try:
+    ...     raise ToolRejected("bad arguments", reason="input_validation", env="echo", tool="echo")
+    ... except ORSError as e:
+    ...     print(e.reason, e.tool)
+    input_validation echo
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BadTargetError",
+    "DeadlineExceeded",
+    "ORSError",
+    "ServerError",
+    "SessionDeadError",
+    "SessionOpenError",
+    "ToolFailed",
+    "ToolRejected",
+    "TransportError",
+]
+
+
+class ORSError(Exception):
+    """Base class: something went wrong talking to an ORS server.
+
+    Attributes `env`, `session_id` and `tool` name what it happened to (each may be None).
+
+    Example:
+        >>> str(ORSError("server answered 418", env="echo", session_id="abc"))
+        'server answered 418 [env=echo session=abc]'
+    """
+
+    def __init__(self, message: str, *, env: str | None = None, session_id: str | None = None,
+                 tool: str | None = None) -> None:
+        self.message = message
+        self.env = env
+        self.session_id = session_id
+        self.tool = tool
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        ctx = [f"{k}={v}" for k, v in (("env", self.env), ("session", self.session_id), ("tool", self.tool))
+               if v is not None]
+        return f"{self.message} [{' '.join(ctx)}]" if ctx else self.message
+
+    def __reduce__(self):
+        # Keeps the keyword-only context across pickling (multiprocessing, Ray, TRL's workers).
+        return (_rebuild, (type(self), self.message, dict(self.__dict__)))
+
+
+def _rebuild(cls, message, state):
+    err = cls.__new__(cls)
+    Exception.__init__(err, message)
+    err.__dict__.update(state)
+    return err
+
+
+class BadTargetError(ORSError, ValueError):
+    """A target string that is neither a `http(s)://` URL nor a catalog `owner/name`.
+
+    Example:
+        >>> from ormix.ors import resolve_endpoint
+        >>> resolve_endpoint("not a target")  # doctest: +IGNORE_EXCEPTION_DETAIL
+        Traceback (most recent call last):
+        BadTargetError: ...
+    """
+
+
+class TransportError(ORSError):
+    """The server could not be reached or the connection failed, after the allowed retries.
+
+    Example:
+        >>> TransportError("connection refused", env="echo").env
+        'echo'
+    """
+
+
+class DeadlineExceeded(ORSError, TimeoutError):
+    """A call ran past its deadline (`timeout_s`). The client and the session stay usable.
+
+    Example:
+        >>> isinstance(DeadlineExceeded("too slow"), TimeoutError)
+        True
+    """
+
+
+class SessionDeadError(ORSError):
+    """The session no longer exists on the server (reaped when idle, deleted, or the server restarted).
+
+    Open a new session; this one cannot be revived.
+
+    Example:
+        >>> SessionDeadError("reaped", session_id="s1").session_id
+        's1'
+    """
+
+
+class SessionOpenError(ORSError):
+    """A session could not be opened: `/create` failed or the environment's `setup()` raised.
+
+    `detail` holds the server's own message.
+
+    Example:
+        >>> SessionOpenError("open failed", detail="RuntimeError: boom").detail
+        'RuntimeError: boom'
+    """
+
+    def __init__(self, message: str, *, detail: str | None = None, status_code: int | None = None,
+                 **ctx: str | None) -> None:
+        self.detail = detail
+        self.status_code = status_code
+        super().__init__(message, **ctx)
+
+
+class ToolRejected(ORSError):
+    """The server refused a tool call without running it; the session stays usable.
+
+    `reason` is one of `input_validation`, `not_found`, `episode_finished`, `other`; `detail` is the
+    server's message.
+
+    Example:
+        >>> ToolRejected("no such tool", reason="not_found").reason
+        'not_found'
+    """
+
+    REASONS = ("input_validation", "not_found", "episode_finished", "other")
+
+    def __init__(self, message: str, *, reason: str = "other", detail: str | None = None,
+                 **ctx: str | None) -> None:
+        self.reason = reason if reason in self.REASONS else "other"
+        self.detail = detail
+        super().__init__(message, **ctx)
+
+
+class ToolFailed(ORSError):
+    """The tool ran and raised inside the environment (SSE `error` event). `detail` is the server's text.
+
+    Example:
+        >>> ToolFailed("tool raised", detail="ValueError: x", tool="t").detail
+        'ValueError: x'
+    """
+
+    def __init__(self, message: str, *, detail: str | None = None, **ctx: str | None) -> None:
+        self.detail = detail
+        super().__init__(message, **ctx)
+
+
+class ServerError(ORSError):
+    """The server answered an HTTP status the client has no better type for. `status_code`, `detail`.
+
+    Example:
+        >>> ServerError("bad request", status_code=400).status_code
+        400
+    """
+
+    def __init__(self, message: str, *, status_code: int, detail: str | None = None,
+                 **ctx: str | None) -> None:
+        self.status_code = status_code
+        self.detail = detail
+        super().__init__(message, **ctx)

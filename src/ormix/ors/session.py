@@ -1,0 +1,400 @@
+"""One ORS session: prompt, tools, tool calls with deadlines and safe retries, keepalive pings, close.
+
+Open sessions through `ORSClient.open_session()` / `ORSClient.session()`.
+
+Example:
+    >>> async def episode(client):                       # doctest: +SKIP
+    ...     async with client.session(split="train", index=0) as s:
+    ...         print(await s.prompt_text())
+    ...         r = await s.call("submit", {"text": "apple"})
+    ...         return r.reward
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx
+
+from .errors import (
+    DeadlineExceeded,
+    ORSError,
+    SessionDeadError,
+    SessionOpenError,
+    ToolFailed,
+    ToolRejected,
+    TransportError,
+)
+from .models import ToolResult, ToolSpec, text_of
+from .sse import CallStream, SSEParser
+from .transport import RETRY_STATUSES, backoff_s, detail_of, is_unsent, retry_after_s
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .transport import Transport
+
+logger = logging.getLogger("ormix.ors")
+
+__all__ = ["Session", "SessionTimings"]
+
+# The server sends `: ping` on SSE streams every 10 s; a stream silent for longer than this is stalled.
+_STREAM_READ_TIMEOUT_S = 45.0
+
+
+class SessionTimings:
+    """Cheap counters kept on every session (milliseconds).
+
+    Example:
+        >>> t = SessionTimings(); t.calls
+        0
+    """
+
+    __slots__ = ("open_ms", "calls", "call_ms_total", "last_call_ms", "retries", "pings", "ping_failures")
+
+    def __init__(self) -> None:
+        self.open_ms: float | None = None
+        self.calls = 0
+        self.call_ms_total = 0.0
+        self.last_call_ms: float | None = None
+        self.retries = 0
+        self.pings = 0
+        self.ping_failures = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}
+
+    def __repr__(self) -> str:
+        return f"SessionTimings({self.as_dict()})"
+
+
+def _infer_reason(reason: str | None, error: str) -> str:
+    # Servers before the `reason` field only sent the message (same fallback as the SDK).
+    if reason:
+        return reason if reason in ToolRejected.REASONS else "other"
+    if error.startswith("Tool input validation error"):
+        return "input_validation"
+    if "is not a valid tool" in error:
+        return "not_found"
+    if "episode has finished" in error:
+        return "episode_finished"
+    return "other"
+
+
+_REJECT_HINT = {
+    "input_validation": "fix the arguments to match the tool's input schema; the session is still usable",
+    "not_found": "call one of the session's tools (see Session.tools()); the session is still usable",
+    "episode_finished": "the episode is over (a tool returned finished=True); close the session",
+    "other": "see the server's message",
+}
+
+
+class Session:
+    """An open ORS session. Created by `ORSClient.open_session()`; close it with `close()`.
+
+    Attributes: `id`, `env_name`, `closed`, `timings` (open_ms, calls, ...), `dead_reason`.
+
+    Example:
+        >>> async def run(client):                       # doctest: +SKIP
+        ...     s = await client.open_session(split="train", index=0)
+        ...     try:
+        ...         return (await s.call("echo", {"text": "hi"})).text
+        ...     finally:
+        ...         await s.close()
+    """
+
+    def __init__(self, *, transport: Transport, http: httpx.AsyncClient, sid: str, env_name: str | None,
+                 timeout_s: float | None, connect_timeout_s: float, ping_interval_s: float | None,
+                 owner: Any = None) -> None:
+        self.id = sid
+        self.env_name = env_name
+        self.timings = SessionTimings()
+        self.dead_reason: str | None = None
+        self._t = transport
+        self._http = http
+        self._timeout_s = timeout_s
+        self._headers = transport.headers(sid)
+        self._closed = False
+        self._ping_interval_s = ping_interval_s
+        self._ping_task: asyncio.Task | None = None
+        self._owner = owner
+        self._stream_timeout = httpx.Timeout(connect=connect_timeout_s, read=_STREAM_READ_TIMEOUT_S,
+                                             write=60.0, pool=None)
+        ep = transport.endpoint
+        self._call_url = transport.url(ep.path("/call"))
+        self._label = env_name or ep.deployment
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("dead" if self.dead_reason else "open")
+        return f"Session(id={self.id!r}, env={self._label!r}, {state})"
+
+    @property
+    def closed(self) -> bool:
+        """True once `close()` ran."""
+        return self._closed
+
+    @property
+    def dead(self) -> bool:
+        """True when the server no longer has this session (found by a ping or a call)."""
+        return self.dead_reason is not None
+
+    # ------------------------------------------------------------------ keepalive
+
+    def _start_keepalive(self) -> None:
+        if self._ping_interval_s and self._ping_interval_s > 0 and self._ping_task is None:
+            self._ping_task = asyncio.get_running_loop().create_task(self._keepalive(),
+                                                                     name=f"ormix-ping-{self.id}")
+
+    async def _keepalive(self) -> None:
+        interval = float(self._ping_interval_s or 10.0)
+        while not self._closed and self.dead_reason is None:
+            await asyncio.sleep(interval)
+            if self._closed:
+                return
+            try:
+                with anyio.fail_after(max(5.0, interval * 3)):
+                    await self.ping()
+            except SessionDeadError:
+                return
+            except Exception as e:  # noqa: BLE001 - a failed ping is retried at the next tick
+                self.timings.ping_failures += 1
+                logger.debug("ormix.ors: ping failed for session %s: %s", self.id, type(e).__name__)
+
+    def _mark_dead(self, why: str) -> None:
+        if self.dead_reason is None:
+            self.dead_reason = why
+
+    def _ctx(self, tool: str | None = None) -> dict[str, str | None]:
+        return {"env": self._label, "session_id": self.id, "tool": tool}
+
+    def _check_usable(self, tool: str | None = None) -> None:
+        if self._closed:
+            raise ORSError("this session is closed; open a new one", **self._ctx(tool))
+        if self.dead_reason is not None:
+            raise SessionDeadError(f"session is dead: {self.dead_reason}. Open a new session.",
+                                   **self._ctx(tool))
+
+    def _deadline(self, timeout_s: float | None):
+        t = self._timeout_s if timeout_s is None else timeout_s
+        return anyio.fail_after(t) if t is not None else contextlib.nullcontext()
+
+    def _dead_from(self, err: SessionDeadError) -> SessionDeadError:
+        self._mark_dead(err.message)
+        return err
+
+    # ------------------------------------------------------------------ simple endpoints
+
+    async def ping(self) -> None:
+        """Tell the server the session is alive (`POST /ping`). Raises SessionDeadError if it is gone."""
+        self._check_usable()
+        try:
+            await self._t.request("POST", "/ping", sid=self.id, headers=self._headers, client=self._http)
+        except SessionDeadError as e:
+            raise self._dead_from(SessionDeadError(
+                "the server no longer knows this session (a keepalive ping got 404): it was reaped after "
+                "idling past the server's limit, deleted, or the server restarted. Open a new session.",
+                **self._ctx())) from e
+        except ORSError as e:
+            if getattr(e, "status_code", None) == 404:
+                raise self._dead_from(SessionDeadError(f"ping answered 404: {e.message}",
+                                                       **self._ctx())) from e
+            raise
+        self.timings.pings += 1
+
+    async def _get_ready(self, suffix: str, timeout_s: float | None) -> Any:
+        self._check_usable()
+        path = self._t.endpoint.path(suffix)
+        try:
+            with self._deadline(timeout_s):
+                resp = await self._t.request("GET", path, sid=self.id, headers=self._headers, client=self._http,
+                                             ride_out_starting=True)
+        except TimeoutError as e:
+            raise DeadlineExceeded(
+                f"GET {suffix} did not answer within the deadline: the environment may still be starting "
+                f"(setup() running). Pass a larger timeout_s or check the environment's setup.",
+                **self._ctx()) from e
+        except SessionDeadError as e:
+            raise self._dead_from(e) from None
+        except ORSError as e:
+            if getattr(e, "status_code", None) == 500:
+                raise SessionOpenError(
+                    f"the session could not start: the environment failed ({e.detail}). This task cannot be "
+                    f"run as is; close the session and report or skip the task.",
+                    detail=getattr(e, "detail", None), status_code=500, **self._ctx()) from None
+            raise
+        return resp.json()
+
+    async def prompt(self, *, timeout_s: float | None = None) -> list[dict]:
+        """The task's prompt blocks (`GET /{env}/prompt`); waits out a slow `setup()` until the deadline.
+
+        Example:
+            >>> blocks = await session.prompt()         # doctest: +SKIP
+        """
+        return await self._get_ready("/prompt", timeout_s)
+
+    async def prompt_text(self, *, timeout_s: float | None = None) -> str:
+        """The prompt's text blocks joined by newlines."""
+        return text_of(await self.prompt(timeout_s=timeout_s))
+
+    async def tools(self, *, timeout_s: float | None = None) -> list[ToolSpec]:
+        """This session's tools: shared ones plus the task's own (`GET /{env}/task_tools`)."""
+        body = await self._get_ready("/task_tools", timeout_s)
+        return [ToolSpec.from_wire(t) for t in body.get("tools", [])]
+
+    # ------------------------------------------------------------------ tool calls
+
+    async def call(self, name: str, input: dict | None = None, *, timeout_s: float | None = None) -> ToolResult:
+        """Call a tool and return its result.
+
+        Retries a dropped connection with the server's `task_id`, so the server replays the result
+        instead of running the tool again. Raises `ToolRejected` (bad arguments, unknown tool, episode
+        over), `ToolFailed` (the tool raised), `SessionDeadError`, `DeadlineExceeded` (after `timeout_s`,
+        default: the client's), `TransportError`.
+
+        Example:
+            >>> r = await session.call("echo", {"text": "apple"})   # doctest: +SKIP
+            >>> r.text, r.reward
+            ('apple', 1.0)
+        """
+        self._check_usable(name)
+        if input is None:
+            input = {}
+        if not isinstance(input, dict):
+            raise TypeError(f"tool input must be a dict, got {type(input).__name__}")
+        start = time.perf_counter()
+        stream = CallStream()
+        try:
+            with self._deadline(timeout_s):
+                await self._call_stream(name, input, stream)
+        except TimeoutError as e:
+            t = self._timeout_s if timeout_s is None else timeout_s
+            raise DeadlineExceeded(
+                f"tool call {name!r} did not finish within {t:g}s. The tool may still be running on the "
+                f"server (a non-concurrent tool of this session stays busy until it ends); the client and "
+                f"the session are still usable. Pass a larger timeout_s for slow tools.",
+                **self._ctx(name)) from e
+        finally:
+            ms = (time.perf_counter() - start) * 1000.0
+            self.timings.calls += 1
+            self.timings.last_call_ms = ms
+            self.timings.call_ms_total += ms
+        if stream.error is not None:
+            raise ToolFailed(f"tool {name!r} raised inside the environment: {stream.error}. The session "
+                             f"stays open on the server, but its state may be inconsistent.",
+                             detail=stream.error, **self._ctx(name))
+        return self._parse_result(name, stream.result or "")
+
+    def _parse_result(self, name: str, text: str) -> ToolResult:
+        try:
+            res = json.loads(text)
+        except ValueError as e:
+            raise ORSError(f"tool {name!r} returned a result that is not JSON ({len(text)} chars); the "
+                           f"server may be incompatible", **self._ctx(name)) from e
+        if res.get("ok"):
+            out = res.get("output") or {}
+            return ToolResult(blocks=out.get("blocks") or [], metadata=out.get("metadata"),
+                              reward=out.get("reward"), finished=bool(out.get("finished", False)))
+        error = str(res.get("error", ""))
+        reason = _infer_reason(res.get("reason"), error)
+        raise ToolRejected(f"tool call {name!r} rejected ({reason}): {error}. {_REJECT_HINT[reason]}.",
+                           reason=reason, detail=error, **self._ctx(name))
+
+    async def _call_stream(self, name: str, input: dict, stream: CallStream) -> None:
+        body: dict[str, Any] = {"name": name, "input": input}
+        attempt = 0
+        while True:
+            if stream.task_id:
+                body["task_id"] = stream.task_id
+            stream.reset_partial()
+            failure: BaseException | None = None
+            try:
+                async with self._http.stream("POST", self._call_url, json=body, headers=self._headers,
+                                             timeout=self._stream_timeout) as resp:
+                    if resp.status_code != 200:
+                        await resp.aread()
+                        code = resp.status_code
+                        # A non-200 answer comes before the server starts the tool: retrying is safe.
+                        if code in RETRY_STATUSES and (attempt < self._t.retries
+                                                       or resp.headers.get("X-Backend-State") == "starting"):
+                            wait = retry_after_s(resp)
+                            await asyncio.sleep(min(wait, 10.0) if wait is not None else backoff_s(attempt, 0.2))
+                            attempt += 1
+                            self.timings.retries += 1
+                            continue
+                        err = self._t.status_error(resp, "POST", "/call", sid=self.id, tool=name)
+                        if isinstance(err, SessionDeadError):
+                            raise self._dead_from(err)
+                        if code == 500:
+                            # The stream never started: the session's setup() failed (the /call route waits
+                            # for setup and re-raises its error).
+                            raise SessionOpenError(
+                                f"the session could not start, so tool {name!r} was not run: {detail_of(resp)}",
+                                detail=detail_of(resp), status_code=500, **self._ctx(name))
+                        raise err
+                    parser = SSEParser()
+                    async for text in resp.aiter_text():
+                        for event, data in parser.feed(text):
+                            stream.on_event(event, data)
+                    if stream.done:
+                        if (stream.error == "unknown task_id" and "task_id" in body):
+                            raise TransportError(
+                                f"the connection dropped during tool call {name!r} and the server no longer "
+                                f"holds its result (task_id expired or the server restarted); the tool ran "
+                                f"once, its output is lost.", **self._ctx(name))
+                        return
+                    failure = httpx.RemoteProtocolError("stream ended before the `end` event")
+            except httpx.TransportError as e:
+                failure = e
+            # The connection failed. Retry only when that cannot run the tool twice: with the server's
+            # task_id (it replays or resumes the one run), or when the request never left this machine.
+            if not (stream.task_id or is_unsent(failure)):
+                raise TransportError(
+                    f"the connection failed during tool call {name!r} before the server acknowledged it "
+                    f"({type(failure).__name__}: {failure}); not retried because the tool may have run. "
+                    f"Call it again only if running it twice is harmless.", **self._ctx(name)) from failure
+            if attempt >= self._t.retries:
+                raise TransportError(
+                    f"tool call {name!r} failed after {attempt + 1} attempts ({type(failure).__name__}: "
+                    f"{failure}). Check the server is reachable.", **self._ctx(name)) from failure
+            await asyncio.sleep(backoff_s(attempt))
+            attempt += 1
+            self.timings.retries += 1
+
+    # ------------------------------------------------------------------ close
+
+    async def close(self) -> None:
+        """Delete the session on the server (`POST /delete`). Idempotent; never raises.
+
+        A dead or already-deleted session closes quietly (the server answers 200 for unknown ids).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        task, self._ping_task = self._ping_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        try:
+            with anyio.fail_after(30.0):
+                await self._t.request("POST", "/delete", sid=self.id, headers=self._headers, client=self._http,
+                                      ok_statuses=frozenset({200, 404, 410}))
+                if self._t.endpoint.is_platform:
+                    await self._t.request("POST", "/delete_session", sid=self.id, headers=self._headers,
+                                          client=self._http, ok_statuses=frozenset({200, 404, 410}))
+        except Exception as e:  # noqa: BLE001 - closing must not mask the caller's own error
+            logger.debug("ormix.ors: closing session %s failed: %s", self.id, type(e).__name__)
+        finally:
+            if self._owner is not None:
+                self._owner._forget(self)
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.close()
