@@ -96,3 +96,14 @@ class Hostile(_SurfaceBase):
         1: [{"name": "probe", "description": "task 1 version",
              "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}],
     }
+
+
+class NumericDifficulty(_SurfaceBase):
+    """Same metadata key as the SWE surface (`difficulty`), but an integer: a type clash across members."""
+
+    TOOLS = surface_tools("swe-rebench-v2")
+    CALLS: ClassVar[list[tuple[str, Any]]] = []
+
+    @classmethod
+    def list_tasks(cls, split: str) -> list[dict]:
+        return [{"n": i, "difficulty": i % 3, "tags": {"nested": [i]}} for i in range(4)]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import posixpath
 import re
@@ -390,7 +391,7 @@ class Sandbox:
             try:
                 return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=fd)
             except OSError as e:
-                if e.errno in (40,):  # ELOOP: a symlink appeared after resolution
+                if e.errno == errno.ELOOP:  # a symlink appeared after resolution
                     raise SandboxPathError(f"{path!r} changed into a symlink; refused") from None
                 raise
         finally:

@@ -85,6 +85,7 @@ class ORSClient:
         return f"ORSClient({self._endpoint!r})" if self._endpoint else f"ORSClient({self._target!r}, unresolved)"
 
     def _set_endpoint(self, ep: Endpoint) -> None:
+        self._pool.tls = ep.session_url.startswith("https:") or ep.api_url.startswith("https:")
         self._endpoint = ep
         self._transport = Transport(ep, self._pool, self.retries)
 
@@ -132,6 +133,10 @@ class ORSClient:
 
     def _forget(self, session: Session) -> None:
         self._sessions.discard(session)
+        slot = getattr(session, "_slot", None)
+        if slot is not None:
+            session._slot = None
+            self._pool.release(slot)
 
     # ------------------------------------------------------------------ stateless calls
 
@@ -257,6 +262,8 @@ class ORSClient:
         ep = tr.endpoint
         label = ep.env_name or ep.deployment
         start = time.perf_counter()
+        slot = self._pool.acquire()
+        http = self._pool.get(slot)
         try:
             with self._deadline(timeout_s):
                 sid = session_id or (await self._platform_sid(tr) if ep.is_platform else str(uuid.uuid4()))
@@ -273,24 +280,29 @@ class ORSClient:
                 else:
                     body["split"] = split
                     body["index"] = int(index)  # type: ignore[arg-type]
-                await self._create(tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None)
+                await self._create(tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None,
+                                   http=http)
         except TimeoutError as e:
+            self._pool.release(slot)
             raise SessionOpenError(f"opening a session did not finish within the deadline "
                                    f"({self.timeout_s if timeout_s is None else timeout_s}s)", env=label) from e
-        http = self._pool.get(self._pool.slot())
+        except BaseException:
+            self._pool.release(slot)
+            raise
         session = Session(transport=tr, http=http, sid=sid, env_name=ep.env_name, timeout_s=self.timeout_s,
                           connect_timeout_s=self.connect_timeout_s, ping_interval_s=self.ping_interval_s,
                           owner=self)
+        session._slot = slot
         session.timings.open_ms = (time.perf_counter() - start) * 1000.0
         self._sessions.add(session)
         session._start_keepalive()
         return session
 
     async def _create(self, tr: Transport, sid: str, body: dict, headers: dict[str, str], label: str | None,
-                      *, own_sid: bool) -> None:
+                      *, own_sid: bool, http=None) -> None:
         what = f"task {body['split']}[{body['index']}]" if "split" in body else "the given task_spec"
         try:
-            resp = await tr.request("POST", "/create", json_body=body, headers=headers,
+            resp = await tr.request("POST", "/create", json_body=body, headers=headers, client=http,
                                     ok_statuses=frozenset({200, 400}))
         except TransportError:
             raise

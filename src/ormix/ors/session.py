@@ -122,6 +122,7 @@ class Session:
         self._ping_interval_s = ping_interval_s
         self._ping_task: asyncio.Task | None = None
         self._owner = owner
+        self._slot: int | None = None  # the client pool slot this session holds (released at close)
         self._stream_timeout = httpx.Timeout(connect=connect_timeout_s, read=_STREAM_READ_TIMEOUT_S,
                                              write=60.0, pool=None)
         ep = transport.endpoint

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import random
+import ssl
 import time
 from typing import Any
 
@@ -61,19 +62,38 @@ def backoff_s(attempt: int, base: float = 0.05, cap: float = 2.0) -> float:
     return min(cap, base * (2 ** attempt)) * (0.5 + random.random() / 2)
 
 
+_SSL: dict[bool, ssl.SSLContext] = {}
+
+
+def _ssl_context(verify: bool) -> ssl.SSLContext:
+    # Building a verifying context (loading the CA bundle) costs tens of milliseconds; httpx would do it
+    # for every AsyncClient. One per process, shared by the pool; plain-HTTP endpoints get a bare one.
+    ctx = _SSL.get(verify)
+    if ctx is None:
+        ctx = _SSL[verify] = httpx.create_ssl_context() if verify else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    return ctx
+
+
 class HTTPPool:
-    """A few `httpx.AsyncClient`s bound to one event loop and one process."""
+    """A few `httpx.AsyncClient`s bound to one event loop and one process.
+
+    Sessions take the least-loaded client (`acquire`/`release`), so sequential episodes reuse one warm
+    connection and concurrent ones spread over the pool.
+    """
 
     def __init__(self, size: int, connect_timeout_s: float) -> None:
         self.size = max(1, size)
         self.connect_timeout_s = connect_timeout_s
+        self.tls = True
         self._clients: list[httpx.AsyncClient] = []
+        self._load = [0] * self.size
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pid = os.getpid()
         self._rr = itertools.count()
 
     def _new_client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(
+            verify=_ssl_context(self.tls),
             # No read timeout of its own: deadlines are per call (anyio cancel scopes). SSE streams carry
             # `: ping` every 10 s, so a stalled stream is caught by the stream read timeout set per request.
             timeout=httpx.Timeout(connect=self.connect_timeout_s, read=None, write=60.0, pool=None),
@@ -92,6 +112,7 @@ class HTTPPool:
         # Sockets of another process or loop are abandoned, not closed: closing them here would touch
         # the parent's connections (fork) or a loop that is not running.
         self._clients = []
+        self._load = [0] * self.size
         self._loop = loop
         self._pid = pid
 
@@ -103,9 +124,14 @@ class HTTPPool:
             self._clients.append(self._new_client())
         return self._clients[i]
 
-    def slot(self) -> int:
-        """A pool index for a new session (round robin)."""
-        return next(self._rr) % self.size
+    def acquire(self) -> int:
+        """A pool index for a new session: the least-loaded client (lowest index on ties)."""
+        i = min(range(self.size), key=self._load.__getitem__)
+        self._load[i] += 1
+        return i
+
+    def release(self, index: int) -> None:
+        self._load[index] = max(0, self._load[index] - 1)
 
     async def aclose(self) -> None:
         clients, self._clients = self._clients, []
