@@ -1,8 +1,9 @@
 """Benchmark: ormix's ORS client vs the openreward SDK on the same local echo server.
 
 The server (`local:echo`) runs in its own process (`serve_in_process`). An episode opens a session,
-makes 20 `echo` calls and closes it; 1, 8 and 32 episodes run at once. Each configuration is repeated
-and the median calls/s is reported (calls / wall time, open and close included).
+makes 20 `echo` calls and closes it; 1, 8 and 32 workers run at once, each running `--episodes`
+episodes in a row. Each configuration is repeated and the median calls/s is reported (calls / wall
+time, session open and close included).
 
 - `sdk`: the SDK's sync client on plain threads, as TRL drives it (`OpenReward(base_url=...)`,
   `environments.get("echo", variant="echo")` so the env is named in the path, its best case,
@@ -11,7 +12,7 @@ and the median calls/s is reported (calls / wall time, open and close included).
   drive it. The `ratio` lines compare this one with `sdk`: the like-for-like comparison.
 - `ormix-async`: the same episodes as tasks of one event loop (for reference).
 
-Run: `python benchmarks/client_vs_sdk.py [--reps 3] [--calls 20]`. Last three lines:
+Run: `python benchmarks/client_vs_sdk.py [--reps 3] [--calls 20] [--episodes 4]`. Last three lines:
 `ratio calls_per_s n=1: X`, `n=8`, `n=32` (ormix-threads / sdk).
 """
 
@@ -61,7 +62,7 @@ def _threads(n: int, fn) -> float:
     return elapsed
 
 
-def bench_sdk(url: str, n: int, calls: int) -> float:
+def bench_sdk(url: str, n: int, calls: int, episodes: int) -> float:
     from openreward import OpenReward
 
     os.environ["OPENREWARD_SESSION_URL"] = url
@@ -76,10 +77,10 @@ def bench_sdk(url: str, n: int, calls: int) -> float:
                 assert out.reward == 1.0
 
     episode(0)  # warm up connections
-    return n * calls / _threads(n, episode)
+    return n * episodes * calls / _threads(n, lambda i: [episode(i + k) for k in range(episodes)])
 
 
-def bench_ormix_threads(url: str, n: int, calls: int) -> float:
+def bench_ormix_threads(url: str, n: int, calls: int, episodes: int) -> float:
     client = run_sync(_make_client, url)
 
     def episode(i: int) -> None:
@@ -92,7 +93,7 @@ def bench_ormix_threads(url: str, n: int, calls: int) -> float:
 
     try:
         episode(0)
-        return n * calls / _threads(n, episode)
+        return n * episodes * calls / _threads(n, lambda i: [episode(i + k) for k in range(episodes)])
     finally:
         run_sync(client.aclose)
 
@@ -101,7 +102,7 @@ async def _make_client(url: str) -> ORSClient:
     return ORSClient(url, env_name="echo")
 
 
-def bench_ormix_async(url: str, n: int, calls: int) -> float:
+def bench_ormix_async(url: str, n: int, calls: int, episodes: int) -> float:
     async def main() -> float:
         async with ORSClient(url, env_name="echo") as client:
             async def episode(i: int) -> None:
@@ -109,12 +110,16 @@ def bench_ormix_async(url: str, n: int, calls: int) -> float:
                     for _ in range(calls):
                         assert (await s.call("echo", {"text": WORDS[i % 16]})).reward == 1.0
 
+            async def worker(i: int) -> None:
+                for k in range(episodes):
+                    await episode(i + k)
+
             await episode(0)
             start = time.perf_counter()
             async with anyio.create_task_group() as tg:
                 for i in range(n):
-                    tg.start_soon(episode, i)
-            return n * calls / (time.perf_counter() - start)
+                    tg.start_soon(worker, i)
+            return n * episodes * calls / (time.perf_counter() - start)
 
     return anyio.run(main)
 
@@ -132,6 +137,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--episodes", type=int, default=4, help="episodes per worker, in a row")
     args = ap.parse_args()
 
     with serve_in_process(["local:echo"]) as srv:
@@ -144,7 +150,7 @@ def main() -> None:
         medians: dict[tuple[str, int], float] = {}
         for n in CONCURRENCY:
             for name, fn in clients.items():
-                runs = [fn(srv.url, n, args.calls) for _ in range(args.reps)]
+                runs = [fn(srv.url, n, args.calls, args.episodes) for _ in range(args.reps)]
                 medians[name, n] = statistics.median(runs)
                 print(f"{name:14s} n={n:<3d} calls/s median {medians[name, n]:8.1f}  "
                       f"runs {' '.join(f'{r:.0f}' for r in runs)}", flush=True)

@@ -7,7 +7,6 @@ near-miss wrong solution 0.0. One server serves the whole module.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 import pytest
 
@@ -25,28 +24,9 @@ pytestmark = pytest.mark.skipif(_BWRAP_WHY is not None,
 _INDEX = {t.task_id: (t.split, [u.task_id for u in TASKS if u.split == t.split].index(t.task_id)) for t in TASKS}
 
 
-@contextlib.contextmanager
-def fresh_server(envs):
-    """serve_in_thread with sse-starlette's process-wide exit event swapped out for its lifetime.
-
-    Workaround, not a fake: sse-starlette binds one global anyio.Event to the event loop of the first SSE
-    response in the process, so another loopback server (another thread, another loop) fails every /call
-    with "bound to a different event loop". The event is restored afterwards so servers of other test
-    modules keep working. The real fix belongs in ormix.local.serving (a per-loop event).
-    """
-    from sse_starlette.sse import AppStatus
-
-    saved, AppStatus.should_exit_event = AppStatus.should_exit_event, None
-    try:
-        with serve_in_thread(envs) as srv:
-            yield srv
-    finally:
-        AppStatus.should_exit_event = saved
-
-
 @pytest.fixture(scope="module")
 def server():
-    with fresh_server(["local:terminals"]) as srv:
+    with serve_in_thread(["local:terminals"]) as srv:
         yield srv
 
 

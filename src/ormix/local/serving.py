@@ -38,6 +38,48 @@ class ServerStartError(RuntimeError):
     """A local server did not become ready."""
 
 
+_sse_patched = False
+
+
+def _one_exit_event_per_loop() -> None:
+    """Let several servers run in one process (thread mode).
+
+    sse-starlette keeps ONE process-wide exit event, bound to the event loop of the first streamed response;
+    every streamed `/call` of a server on another loop then fails ("bound to a different event loop"). Keep
+    one event per loop instead, all set when uvicorn handles an exit signal.
+    """
+    global _sse_patched
+    if _sse_patched:
+        return
+    import weakref
+
+    import uvicorn
+    from sse_starlette import sse
+
+    events: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    async def listen_for_exit_signal() -> None:
+        if sse.AppStatus.should_exit:
+            return
+        loop = asyncio.get_running_loop()
+        event = events.get(loop)
+        if event is None:
+            event = events[loop] = asyncio.Event()
+        await event.wait()
+
+    original = uvicorn.Server.handle_exit
+
+    def handle_exit(*args, **kwargs):
+        for loop, event in list(events.items()):
+            with contextlib.suppress(RuntimeError):  # a closed loop
+                loop.call_soon_threadsafe(event.set)
+        return original(*args, **kwargs)
+
+    sse.EventSourceResponse._listen_for_exit_signal = staticmethod(listen_for_exit_signal)
+    uvicorn.Server.handle_exit = handle_exit
+    _sse_patched = True
+
+
 def _bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -78,6 +120,7 @@ async def _serve(env_classes: Sequence[type], sock: socket.socket, idle_limit_s:
                  uv_holder: list | None = None) -> None:
     import uvicorn
 
+    _one_exit_event_per_loop()
     ors_server = build_app(env_classes)
     if uv_holder is not None:
         uv_holder.append(ors_server)

@@ -258,7 +258,7 @@ class Session:
 
         Example:
             >>> r = await session.call("echo", {"text": "apple"})   # doctest: +SKIP
-            >>> r.text, r.reward
+            >>> r.text, r.reward                                    # doctest: +SKIP
             ('apple', 1.0)
         """
         self._check_usable(name)
