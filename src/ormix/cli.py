@@ -41,6 +41,70 @@ def serve(
         pass
 
 
+@app.command()
+def inspect(
+    path: Annotated[Path, typer.Argument(help="mixture file (mixtures/*.yaml)")],
+    steps: Annotated[int, typer.Option(help="how many first steps to show")] = 4,
+    batch: Annotated[int | None, typer.Option(help="prompts per step for the starvation estimate")] = None,
+) -> None:
+    """Members, task counts, tool surfaces and name maps, per-step composition and starvation risk."""
+    from rich.table import Table
+
+    from .inspection import inspect_mixture
+
+    mix = _load(path)
+    try:
+        info = inspect_mixture(mix, first_steps=steps, batch=batch)
+    except Exception as e:  # noqa: BLE001 - any member failure is reported, not a traceback
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+    console.print(f"[bold]{info['name']}[/bold]: {len(info['members'])} member(s), routing {info['routing']}, "
+                  f"strategy {info['strategy']}, seed {info['seed']}, {info['rows']} rows, "
+                  f"prompts_per_step {info['prompts_per_step']}")
+    table = Table("member", "target", "role", "tasks", "p(step 0)", "tools")
+    for m in info["members"]:
+        table.add_row(m.name, m.target, m.role, str(m.tasks), f"{info['probabilities'].get(m.name, 0):.3f}",
+                      ", ".join(m.tools))
+    console.print(table)
+    for m in info["members"]:
+        for wire, py in m.renamed.items():
+            console.print(f"  {m.name}: tool {wire!r} is exposed as {py}")
+        for note in m.notes:
+            console.print(f"  {m.name}: {note}")
+    if info["composition"]:
+        comp = Table("step", *[m.name for m in info["members"] if m.role != "eval"], title="composition")
+        for label, counts in info["composition"]:
+            comp.add_row(label, *[str(counts.get(m.name, 0)) for m in info["members"] if m.role != "eval"])
+        console.print(comp)
+    if info["starvation"]:
+        starv = Table("member", "P(no prompt in a step), random draws", "with ormix quotas", title="starvation")
+        for name, p in info["starvation"]["iid"].items():
+            starv.add_row(name, f"{p:.3f}", f"{info['starvation']['quotas'][name]:.3f}")
+        console.print(starv)
+    mix.close_sessions()
+
+
+@app.command()
+def ablate(
+    path: Annotated[Path, typer.Argument(help="mixture file to derive from")],
+    out: Annotated[Path, typer.Option("--out", help="directory for the derived mixture files")],
+    leave_one_out: Annotated[bool, typer.Option("--leave-one-out", help="one file per train member left out")] = False,
+    only: Annotated[list[str] | None, typer.Option("--only", help="one file with only this member (repeatable)")] = None,
+) -> None:
+    """Write derived mixture files (leave one out, only one), each with its manifest hash."""
+    from .ablation import write_ablations
+    from .config import MixtureConfigError, load_mixture_config
+
+    try:
+        config = load_mixture_config(path)
+        written = write_ablations(config, out, source=str(path), leave_one_out=leave_one_out, only=only or [])
+    except (MixtureConfigError, ValueError) as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    for file, digest in written:
+        console.print(f"{file}  {digest[:16]}")
+
+
 def _load(path: Path):
     from .config import MixtureFileError
     from .mixture import MixtureError, load_mixture

@@ -18,8 +18,8 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import atexit
-import functools
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -33,7 +33,7 @@ __all__ = ["portal", "run_sync", "shutdown"]
 T = TypeVar("T")
 
 _lock = threading.Lock()
-_state: dict[str, Any] = {"pid": None, "portal": None, "thread": None}
+_state: dict[str, Any] = {"pid": None, "portal": None, "thread": None, "loop": None}
 
 
 def _reset_after_fork() -> None:
@@ -41,7 +41,7 @@ def _reset_after_fork() -> None:
     # portal object is plain data here (no finalizer), so dropping it cannot block the child.
     global _lock
     _lock = threading.Lock()
-    _state.update(pid=None, portal=None, thread=None)
+    _state.update(pid=None, portal=None, thread=None, loop=None)
 
 
 if hasattr(os, "register_at_fork"):
@@ -58,6 +58,7 @@ def _start() -> tuple[BlockingPortal, threading.Thread]:
         async def main() -> None:
             async with BlockingPortal() as p:
                 box["portal"] = p
+                box["loop"] = asyncio.get_running_loop()
                 ready.set()
                 await p.sleep_until_stopped()
 
@@ -72,6 +73,7 @@ def _start() -> tuple[BlockingPortal, threading.Thread]:
     ready.wait()
     if "error" in box:
         raise RuntimeError(f"could not start the ormix ORS portal: {box['error']!r}") from box["error"]
+    _state["loop"] = box["loop"]
     return box["portal"], thread
 
 
@@ -96,14 +98,28 @@ def portal() -> BlockingPortal:
 def run_sync(async_fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
     """Call `async_fn(*args, **kwargs)` on the portal's loop and wait for the result (from any thread).
 
-    Must not be called from the portal's own loop (it would deadlock; anyio raises instead).
+    Must not be called from the portal's own loop (it would deadlock): that raises RuntimeError.
 
     Example:
         >>> import anyio
         >>> run_sync(anyio.sleep, 0)
     """
-    fn = functools.partial(async_fn, **kwargs) if kwargs else async_fn
-    return portal().call(fn, *args)
+    portal()
+    loop: asyncio.AbstractEventLoop = _state["loop"]
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        raise RuntimeError("ormix.ors.run_sync was called from the portal's own event loop; await the "
+                           "coroutine directly instead")
+    # asyncio.run_coroutine_threadsafe is the lightest hop onto the loop (BlockingPortal.call adds a
+    # task group and cancel scopes per call); anyio's cancel scopes still work inside the coroutine.
+    return asyncio.run_coroutine_threadsafe(_call(async_fn, args, kwargs), loop).result()
+
+
+async def _call(async_fn: Callable[..., Awaitable[T]], args: tuple, kwargs: dict) -> T:
+    return await async_fn(*args, **kwargs)
 
 
 def shutdown() -> None:
