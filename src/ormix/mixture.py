@@ -297,10 +297,15 @@ class MixtureSpec:
 
     @cached_property
     def callbacks(self) -> list[Any]:
-        """Session cleanup at train end and the trainer-configuration check (needs transformers)."""
-        from .trl import MixtureConfigCheck, SessionCleanupCallback
+        """The trainer-configuration check, per-environment telemetry (rollout records, coverage alarm as set
+        by `telemetry=`) and session cleanup at train end (needs transformers).
 
-        return [MixtureConfigCheck(self), SessionCleanupCallback(self._specs.values())]
+        Raises `ormix.telemetry.TelemetryConfigError` for an unknown or invalid `telemetry` setting.
+        """
+        from .trl import MixtureConfigCheck, SessionCleanupCallback, TelemetryCallback
+
+        return [MixtureConfigCheck(self), TelemetryCallback(self._specs, self.telemetry),
+                SessionCleanupCallback(self._specs.values())]
 
     def close_sessions(self) -> int:
         """Close every session still open by this mixture's episodes."""

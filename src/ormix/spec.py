@@ -235,10 +235,12 @@ class OpenRewardSpec:
 
     @cached_property
     def callbacks(self) -> list[Any]:
-        """Trainer callbacks: close every session of this spec when training ends (needs transformers)."""
-        from .trl import SessionCleanupCallback
+        """Trainer callbacks (need transformers): per-environment telemetry (rollout records under
+        `<output_dir>/rollouts/`, coverage alarm with the default thresholds) and closing every session of
+        this spec when training ends."""
+        from .trl import SessionCleanupCallback, TelemetryCallback
 
-        return [SessionCleanupCallback([self])]
+        return [TelemetryCallback({self.name: self}), SessionCleanupCallback([self])]
 
     def close_sessions(self) -> int:
         """Close every session still open by this spec's episodes; returns how many."""
@@ -351,12 +353,21 @@ class OpenRewardSpec:
                 raise SpecError(f"{self.name}: no task of split {self.split!r} matches where={self.where!r}. "
                                 "Check the metadata keys and values (`ormix inspect` lists them).")
             return chosen
+        from .ors import errors
+
         if self.indices is not None:
             indexes = list(self.indices)
+            specs = await client.get_tasks(self.split, indexes)
         else:
             total = await client.num_tasks(self.split)
             indexes = list(range(total if self.num_tasks is None else min(self.num_tasks, total)))
-        specs = await client.get_tasks(self.split, indexes)
+            try:
+                # One round trip for a contiguous range; big environments serve only `task` (400 here).
+                specs = list(await client.task_range(self.split, 0, len(indexes))) if indexes else []
+                if len(specs) != len(indexes):
+                    raise errors.ServerError("task_range returned a different number of tasks", status_code=200)
+            except errors.ORSError:
+                specs = await client.get_tasks(self.split, indexes)
         return [(i, s if isinstance(s, dict) else {}) for i, s in zip(indexes, specs, strict=True)]
 
     async def _all_tasks(self, client: ORSClient) -> list[dict[str, Any]]:
@@ -429,19 +440,30 @@ def make_reward_func(name: str, config: EpisodeConfig, *, scale: float = 1.0,
                      unscored_reward: float | None = None) -> Callable[..., list[float | None]]:
     """An outcome-only reward function for the episodes of one spec (or mixture member), named `name`.
 
-    Other members' rollouts get `None`. When the config says so, each scored rollout's session is closed
-    right after its reward is read.
+    Other members' rollouts get `None`; an infrastructure error is always `None`. Each call also logs the
+    member's telemetry (`ormix/<name>/...` through TRL's `log_metric`) and appends its rollout records
+    when a `TelemetryCallback` is training (see `ormix.telemetry`). When the config says so, each scored
+    rollout's session is closed right after its reward is read.
     """
+    from .telemetry import observe_batch
 
-    def reward(environments: Sequence[Any] | None = None, **_: Any) -> list[float | None]:
+    def reward(environments: Sequence[Any] | None = None, prompts: Sequence[Any] | None = None,
+               trainer_state: Any = None, log_metric: Callable[[str, float], None] | None = None,
+               **_: Any) -> list[float | None]:
+        environments = list(environments or [])
         values: list[float | None] = []
-        for env in environments or []:
+        mine: list[Episode] = []
+        for env in environments:
             # A RoutingEnvironment answers for the episode of its active member.
             env = getattr(env, "episode", env)
             if env is None or getattr(type(env), "_config", None) is not config:
                 values.append(None)
                 continue
             values.append(training_reward(env.outcome, scale=scale, unscored_reward=unscored_reward))
+            mine.append(env)
+        observe_batch(name, config, environments, values, prompts=prompts, log_metric=log_metric,
+                      trainer_state=trainer_state)
+        for env in mine:
             env.scored = True
             if config.close_after_scoring:
                 env._close()

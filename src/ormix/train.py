@@ -1,0 +1,532 @@
+"""The main job: GRPO on a mixture file, end to end (`ormix train FILE`).
+
+`train_command` is what the console script runs; `train` is the same for Python callers (examples, ablations):
+
+1. load the mixture (validated before any server is contacted; `local:`/`module:` members are served on
+   loopback in child processes),
+2. build the model: ormix's offline tiny model by default, else a hub id or a local path,
+3. build `GRPOConfig` from the file's ``train:`` section, then the caller's overrides, then settings that must
+   agree with the mixture (data order, kept columns, batch geometry; see `build_grpo_config`),
+4. optionally warm the model up with a few steps of supervised fine-tuning on reference solutions
+   (`ormix.warmup`, local environments only),
+5. write ``manifest.json`` (`MixtureSpec.manifest`) and ``train_args.json`` into the run directory, train,
+   printing one line per logging step with the per-member reward (and coverage, once telemetry logs it),
+6. save the model under ``<run dir>/model`` and print the report.
+
+Sessions are closed on every exit path (end, Ctrl-C, error): TRL never closes its environments.
+
+Example:
+    >>> from ormix.train import train
+    >>> result = train("mixtures/local-demo.yaml", max_steps=2)       # doctest: +SKIP
+    >>> result.run_dir, result.summary["seta"]["reward"]               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib.util
+import json
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "TrainConfigError",
+    "TrainResult",
+    "build_grpo_config",
+    "default_run_dir",
+    "parse_overrides",
+    "train",
+    "train_command",
+]
+
+#: Settings ormix chooses when neither the file nor the caller does (reasoning next to `build_grpo_config`).
+DEFAULTS: dict[str, Any] = {
+    "report_to": "none",
+    "logging_steps": 1,
+    "log_completions": True,         # completions land in <run dir>/completions/*.parquet
+    "num_completions_to_print": 0,   # ...but are not printed as a table every step
+    "disable_tqdm": True,            # one compact line per step instead
+    "max_tool_calling_iterations": 10,
+    "save_strategy": "no",
+}
+
+
+class TrainConfigError(ValueError):
+    """A training setting that cannot work with this mixture or this trainer; the message names the fix."""
+
+
+@dataclass
+class TrainResult:
+    """What a finished (or interrupted) run left behind.
+
+    Attributes:
+        run_dir: The run directory (manifest, train args, log history, completions, rollouts, report, model).
+        log_history: The trainer's log entries (one per logging step, then the final summary).
+        summary: Per member: mean over logged steps of ``reward`` and, where logged, ``coverage``.
+        wall_s: Seconds from loading the mixture to the end of training.
+        interrupted: True when training stopped on Ctrl-C.
+    """
+
+    run_dir: Path
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    wall_s: float = 0.0
+    interrupted: bool = False
+
+
+# ── settings ──────────────────────────────────────────────────────────
+
+
+def _grpo_fields() -> dict[str, dataclasses.Field]:
+    from trl import GRPOConfig
+
+    return {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
+
+
+def _parse_scalar(text: str) -> Any:
+    import yaml
+
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    return value
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` (the CLI's ``--set``) as a dict; values are read as YAML scalars.
+
+    Example:
+        >>> parse_overrides(["max_steps=4", "report_to=none", "learning_rate=1e-5", "bf16=false"])
+        {'max_steps': 4, 'report_to': 'none', 'learning_rate': '1e-5', 'bf16': False}
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise TrainConfigError(f"--set {item!r} is not key=value; write e.g. --set learning_rate=1e-5")
+        out[key] = _parse_scalar(value.strip())
+    return out
+
+
+def _coerce(name: str, value: Any, default: Any, where: str) -> Any:
+    # YAML reads `1e-5` as a string and CLI values arrive untyped: convert to the type of the setting's default.
+    if isinstance(default, bool) or default is None or isinstance(value, bool):
+        return value
+    try:
+        if isinstance(default, float) and isinstance(value, (int, str)):
+            return float(value)
+        if isinstance(default, int) and isinstance(value, str):
+            return int(value)
+        if isinstance(default, int) and isinstance(value, float) and value.is_integer():
+            return int(value)
+    except ValueError:
+        raise TrainConfigError(f"{where}{name}={value!r}: expected a {type(default).__name__}") from None
+    return value
+
+
+def _check_keys(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+    fields = _grpo_fields()
+    out = {}
+    for key, value in settings.items():
+        if key not in fields:
+            close = difflib.get_close_matches(key, fields, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TrainConfigError(f"{where}{key} is not a GRPOConfig setting{hint} "
+                                   "(see trl.GRPOConfig for the settings it takes)")
+        f = fields[key]
+        default = f.default if f.default is not dataclasses.MISSING else None
+        out[key] = _coerce(key, value, default, where)
+    return out
+
+
+def _gpu_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: int, where: str) -> list[str]:
+    """Fill per_device_train_batch_size / gradient_accumulation_steps so one optimizer step takes exactly
+    `prompts_per_step` unique prompts; explain what to change where the given values cannot."""
+    notes: list[str] = []
+    generations = int(settings.get("num_generations") or 8)
+    completions = prompts_per_step * generations  # completions per optimizer step, over all processes
+    if completions % world_size:
+        raise TrainConfigError(f"prompts_per_step={prompts_per_step} × num_generations={generations} = {completions} "
+                               f"completions per step cannot be split over {world_size} processes: change "
+                               "prompts_per_step or num_generations")
+    per_rank = completions // world_size
+    batch = settings.get("per_device_train_batch_size")
+    accum = settings.get("gradient_accumulation_steps")
+    explain = (f"the mixture plans prompts_per_step={prompts_per_step}, so one step needs {completions} completions "
+               f"(prompts_per_step × num_generations={generations}) = per_device_train_batch_size × "
+               f"gradient_accumulation_steps × processes ({world_size})")
+    if batch is not None and accum is not None:
+        if batch * accum != per_rank:
+            raise TrainConfigError(f"{where}per_device_train_batch_size={batch} × gradient_accumulation_steps={accum}"
+                                   f" = {batch * accum}, but {explain}: set them so their product is {per_rank}, or "
+                                   "leave one out and ormix derives it")
+    elif batch is not None:
+        if per_rank % batch:
+            raise TrainConfigError(f"{where}per_device_train_batch_size={batch} does not divide {per_rank}: {explain}"
+                                   "; pick a divisor, or leave it out and ormix derives it")
+        settings["gradient_accumulation_steps"] = per_rank // batch
+        notes.append(f"gradient_accumulation_steps={per_rank // batch} (derived from prompts_per_step)")
+    elif accum is not None:
+        if per_rank % accum:
+            raise TrainConfigError(f"{where}gradient_accumulation_steps={accum} does not divide {per_rank}: {explain}"
+                                   "; pick a divisor, or leave it out and ormix derives it")
+        settings["per_device_train_batch_size"] = per_rank // accum
+        notes.append(f"per_device_train_batch_size={per_rank // accum} (derived from prompts_per_step)")
+    else:
+        # The largest batch of at most 8 completions that divides the step: memory stays modest, few accumulations.
+        batch = max(d for d in range(1, min(per_rank, 8) + 1) if per_rank % d == 0)
+        settings["per_device_train_batch_size"] = batch
+        settings["gradient_accumulation_steps"] = per_rank // batch
+        notes.append(f"per_device_train_batch_size={batch}, gradient_accumulation_steps={per_rank // batch} "
+                     "(derived from prompts_per_step)")
+    return notes
+
+
+def build_grpo_config(mixture: Any, settings: Mapping[str, Any] | None = None, *, output_dir: str | Path,
+                      model: str | None = None, world_size: int = 1, where: str = "") -> tuple[Any, list[str]]:
+    """A `GRPOConfig` for training `mixture`, plus notes on what ormix set and why.
+
+    `settings` are GRPOConfig keyword arguments (the file's ``train:`` section merged with the caller's
+    overrides); an unknown key is an error naming it. ormix then sets, unless given:
+
+    - ``shuffle_dataset=False`` when the mixture's plan carries an order (quotas, schedule, round robin);
+      ``True`` given explicitly is refused, as is ``remove_unused_columns=True`` (rows need their
+      ``environment`` and ``task_index`` columns);
+    - the batch geometry, so that one optimizer step takes exactly ``prompts_per_step`` prompts;
+    - ``use_cpu`` (and no bf16/fp16/vLLM) without a GPU; ``use_vllm`` (colocate) with a GPU, vLLM installed and a
+      model other than the tiny one;
+    - ``report_to="none"``, ``logging_steps=1``, ``log_completions=True`` (files, not printed tables),
+      ``max_tool_calling_iterations=10``, ``save_strategy="no"`` (the final model is saved anyway),
+      ``seed`` = the mixture's seed.
+
+    Example:
+        >>> args, notes = build_grpo_config(mix, {"num_generations": 2}, output_dir="runs/x")   # doctest: +SKIP
+        >>> args.shuffle_dataset, args.remove_unused_columns                                    # doctest: +SKIP
+        (False, False)
+    """
+    from trl import GRPOConfig
+
+    given = _check_keys(dict(settings or {}), where)
+    merged: dict[str, Any] = {**DEFAULTS, "seed": getattr(mixture, "seed", 0), **given}
+    notes: list[str] = []
+
+    if getattr(mixture, "order_matters", False):
+        if given.get("shuffle_dataset") is True:
+            raise TrainConfigError(f"{where}shuffle_dataset=true would shuffle away the mixture's plan (exact per-step "
+                                   "quotas, a schedule or round robin): set shuffle_dataset: false, or drop "
+                                   "prompts_per_step / schedule from the mixture")
+        merged["shuffle_dataset"] = False
+    if given.get("remove_unused_columns") is True:
+        raise TrainConfigError(f"{where}remove_unused_columns=true strips the 'environment' and 'task_index' columns "
+                               "every rollout needs: remove it (ormix sets it to false)")
+    merged["remove_unused_columns"] = False
+
+    pps = getattr(mixture, "prompts_per_step", None)
+    if pps:
+        notes += _derive_batch(merged, pps, world_size, where)
+
+    gpu = _gpu_available()
+    if not gpu:
+        merged.setdefault("use_cpu", True)
+        for key in ("bf16", "fp16", "use_vllm"):
+            if given.get(key):
+                notes.append(f"{key}=false: no GPU here (the file asks for {key}=true)")
+            merged[key] = False
+    elif "use_vllm" not in given and model is not None and importlib.util.find_spec("vllm") is not None:
+        merged["use_vllm"] = True
+        merged.setdefault("vllm_mode", "colocate")
+        notes.append("use_vllm=true, vllm_mode=colocate (vLLM is installed and a GPU is present)")
+
+    merged["output_dir"] = str(output_dir)
+    try:
+        args = GRPOConfig(**merged)
+    except (TypeError, ValueError) as e:
+        raise TrainConfigError(f"GRPOConfig rejected the training settings: {e}") from None
+    return args, notes
+
+
+def default_run_dir(name: str, root: str | Path = "runs") -> Path:
+    """A fresh run directory ``<root>/<name>-<YYYYmmdd-HHMMSS>`` (a numeric suffix if taken); not created.
+
+    Example:
+        >>> default_run_dir("local-demo").name.startswith("local-demo-")
+        True
+    """
+    base = Path(root) / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
+
+
+# ── progress ──────────────────────────────────────────────────────────
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "  -  "
+    return f"{value:5.2f}"
+
+
+def _progress_callback(members: Sequence[str], console: Any, run_dir: Path):
+    from transformers import TrainerCallback
+
+    class ProgressLine(TrainerCallback):
+        """One compact line per logging step: step, loss, reward, then reward / coverage per member.
+
+        Also appends every log entry to ``<run dir>/log_history.jsonl``.
+        """
+
+        def __init__(self) -> None:
+            self.started = time.monotonic()
+            self.path = run_dir / "log_history.jsonl"
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if not state.is_world_process_zero or not logs:
+                return control
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps({"step": state.global_step, **logs}, default=str) + "\n")
+            if "train_runtime" in logs:
+                return control
+            eval_mode = any(k.startswith("eval_") for k in logs)
+            prefix = "eval_" if eval_mode else ""
+            parts = [f"[bold]{'eval' if eval_mode else 'step'} {state.global_step}/{state.max_steps}[/bold]"]
+            if f"{prefix}loss" in logs:
+                parts.append(f"loss {logs[f'{prefix}loss']:.4f}")
+            if f"{prefix}reward" in logs:
+                parts.append(f"reward {_fmt(logs[f'{prefix}reward'])}")
+            for m in members:
+                reward = logs.get(f"{prefix}rewards/{m}/mean")
+                cov = logs.get(f"{prefix}ormix/{m}/coverage")
+                text = f"[cyan]{m}[/cyan] r {_fmt(reward)}"
+                if f"{prefix}ormix/{m}/coverage" in logs:
+                    text += f" cov {_fmt(cov)}"
+                parts.append(text)
+            calls = logs.get(f"{prefix}tools/call_frequency")
+            if calls is not None:
+                parts.append(f"tools/rollout {calls:.2f}")
+            parts.append(f"{time.monotonic() - self.started:.0f}s")
+            console.print(" │ ".join(parts), highlight=False)
+            return control
+
+    return ProgressLine()
+
+
+def _summarise(history: Sequence[Mapping[str, Any]], members: Sequence[str]) -> dict[str, dict[str, float | None]]:
+    def mean(key: str) -> float | None:
+        values = [h[key] for h in history if isinstance(h.get(key), (int, float)) and not math.isnan(h[key])]
+        return sum(values) / len(values) if values else None
+
+    return {m: {"reward": mean(f"rewards/{m}/mean"), "coverage": mean(f"ormix/{m}/coverage")} for m in members}
+
+
+def _print_report(run_dir: Path, result: TrainResult, console: Any) -> None:
+    report = None
+    try:
+        from .report import report_command as report  # telemetry's report, when it is installed
+    except ImportError:
+        report = None
+    if report is not None:
+        try:
+            report(run_dir, console)
+            return
+        except Exception as e:  # noqa: BLE001 - a report failure must not hide a finished run
+            console.print(f"[yellow]warning:[/yellow] the report failed ({e}); the run directory is intact")
+    from rich.table import Table
+
+    table = Table(title="per member (mean over logged steps)")
+    table.add_column("member")
+    table.add_column("reward", justify="right")
+    table.add_column("coverage", justify="right")
+    for m, row in result.summary.items():
+        table.add_row(m, _fmt(row["reward"]).strip(), _fmt(row["coverage"]).strip())
+    console.print(table)
+
+
+# ── the job ───────────────────────────────────────────────────────────
+
+
+def _load(path: str | Path, settings: Mapping[str, Any], max_steps: int | None):
+    from .config import load_mixture_config
+    from .mixture import MixtureSpec
+
+    config = load_mixture_config(str(path))
+    overrides: dict[str, Any] = {}
+    steps = max_steps if max_steps is not None else settings.get("max_steps", config.train.get("max_steps"))
+    # Size the dataset to the run when the file does not: `num_steps × prompts_per_step` rows.
+    if config.num_samples is None and config.prompts_per_step and isinstance(steps, int) and steps > 0:
+        overrides["num_steps"] = steps
+    return config, MixtureSpec.from_config(config, **overrides)
+
+
+def train(
+    mixture: Any,
+    *,
+    model: str | None = None,
+    max_steps: int | None = None,
+    output_dir: str | Path | None = None,
+    warmup_sft: int = 0,
+    settings: Mapping[str, Any] | None = None,
+    console: Any | None = None,
+    report: bool = True,
+    callbacks: Sequence[Any] = (),
+) -> TrainResult:
+    """Train on a mixture (a `MixtureSpec`, or a path to a mixture file) with GRPO; return what it left.
+
+    Args:
+        mixture: a `MixtureSpec` (its ``config.train`` section applies when it came from a file) or a path.
+        model: hub id or local path; ``None`` (or ``"ormix:tiny"``) = the offline tiny model.
+        max_steps: overrides ``train.max_steps``.
+        output_dir: run directory; default ``runs/<mixture name>-<timestamp>``.
+        warmup_sft: steps of supervised warm start on reference solutions before GRPO (local members only).
+        settings: GRPOConfig overrides, applied over the file's ``train:`` section.
+        console: a `rich.console.Console` for progress (default: a new one).
+        report: print the report at the end.
+        callbacks: extra `TrainerCallback`s.
+
+    Raises:
+        TrainConfigError, MixtureError, MixtureFileError: bad settings, found before training starts.
+
+    Example:
+        >>> from ormix import load_mixture
+        >>> result = train(load_mixture("mixtures/local-demo.yaml"), max_steps=2)   # doctest: +SKIP
+    """
+    from rich.console import Console
+
+    from .mixture import MixtureSpec
+    from .tiny import TINY_MODEL, resolve_model
+
+    console = console or Console()
+    started = time.monotonic()
+    settings = dict(settings or {})
+    if isinstance(mixture, MixtureSpec):
+        mix = mixture
+        config = getattr(mix, "config", None)
+    else:
+        config, mix = _load(mixture, settings, max_steps)
+    file_settings = dict(getattr(config, "train", None) or {})
+    _check_keys(file_settings, "train.")  # name a bad key as the file spells it, before merging
+    merged = {**file_settings, **settings}
+    if max_steps is not None:
+        merged["max_steps"] = max_steps
+    run_dir = Path(output_dir) if output_dir is not None else default_run_dir(mix.name)
+    tiny = model is None or model == TINY_MODEL
+    args, notes = build_grpo_config(mix, merged, output_dir=run_dir, model=None if tiny else model)
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    members = list(mix.members)
+    result = TrainResult(run_dir=run_dir)
+    try:
+        model_path = resolve_model(model)
+        console.print(f"[bold]ormix train[/bold] {mix.name}: members {', '.join(members)} "
+                      f"({mix.routing} routing), model {'ormix:tiny' if tiny else model}")
+        console.print(f"run directory: {run_dir}")
+        for note in notes:
+            console.print(f"  set {note}")
+        # Contacts the servers: task lists, tool surfaces; the manifest pins exactly what this run trains on.
+        manifest = mix.manifest()
+        (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        (run_dir / "train_args.json").write_text(args.to_json_string())
+        steps = args.max_steps if args.max_steps > 0 else "epochs"
+        console.print(f"  {len(mix.train_dataset)} training rows, {mix.prompts_per_step or '?'} prompts/step × "
+                      f"{args.num_generations} generations, max_steps {steps}, device "
+                      f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if args.use_vllm else ''}")
+
+        trainer_model: Any = model_path
+        processing_class = None
+        if warmup_sft > 0:
+            from .warmup import warmup_sft as run_warmup
+
+            trainer_model, processing_class = run_warmup(mix, model_path, steps=warmup_sft, console=console,
+                                                         seed=args.seed, use_cpu=bool(args.use_cpu))
+        result.log_history = _run_trainer(mix, args, trainer_model, processing_class, members, console, run_dir,
+                                          list(callbacks), result)
+    finally:
+        mix.close_sessions()
+        result.wall_s = time.monotonic() - started
+    result.summary = _summarise(result.log_history, members)
+    if report:
+        _print_report(run_dir, result, console)
+    state = "interrupted" if result.interrupted else "finished"
+    console.print(f"{state} in {result.wall_s:.0f}s; run directory: [bold]{run_dir}[/bold]")
+    return result
+
+
+def _run_trainer(mix, args, model, processing_class, members, console, run_dir, callbacks, result):
+    from transformers import PrinterCallback, ProgressCallback
+    from trl import GRPOTrainer
+
+    eval_dataset = None
+    if mix.eval_dataset and args.eval_strategy != "no":
+        eval_dataset = mix.eval_dataset
+    trainer = GRPOTrainer(
+        model=model, args=args, processing_class=processing_class,
+        train_dataset=mix.train_dataset, eval_dataset=eval_dataset,
+        environment_factory=mix.environment_factory, reward_funcs=mix.reward_funcs,
+        callbacks=[*mix.callbacks, _progress_callback(members, console, run_dir), *callbacks])
+    # Our one line per step replaces transformers' printed log dicts.
+    trainer.remove_callback(PrinterCallback)
+    if args.disable_tqdm:
+        trainer.remove_callback(ProgressCallback)
+    try:
+        trainer.train()
+    except KeyboardInterrupt:
+        result.interrupted = True
+        console.print("[yellow]interrupted[/yellow]: closing sessions; the run directory keeps what was logged")
+        return list(trainer.state.log_history)
+    trainer.save_model(str(run_dir / "model"))
+    return list(trainer.state.log_history)
+
+
+def train_command(path: Path, *, model: str | None, max_steps: int | None, output_dir: Path | None,
+                  warmup_sft: int, overrides: list[str], console: Any) -> int:
+    """`ormix train FILE`: returns the exit status (0 done, 1 training failed, 2 bad input, 130 interrupted).
+
+    Example:
+        >>> from rich.console import Console
+        >>> train_command(Path("mixtures/local-demo.yaml"), model=None, max_steps=2, output_dir=None,
+        ...               warmup_sft=0, overrides=[], console=Console())   # doctest: +SKIP
+        0
+    """
+    from .config import MixtureConfigError
+    from .mixture import MixtureError
+    from .spec import SpecError
+
+    try:
+        settings = parse_overrides(overrides)
+        _check_keys(settings, "--set ")
+        result = train(path, model=model, max_steps=max_steps, output_dir=output_dir, warmup_sft=warmup_sft,
+                       settings=settings, console=console)
+    except (TrainConfigError, MixtureConfigError, MixtureError, SpecError) as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]")
+        return 130
+    except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
+        from .trl import TrainerConfigError
+
+        if isinstance(e, TrainerConfigError):
+            console.print(f"[red]error:[/red] {e}", highlight=False)
+            return 2
+        console.print_exception(max_frames=8)
+        console.print(f"[red]training failed:[/red] {type(e).__name__}: {e}", highlight=False)
+        return 1
+    return 130 if result.interrupted else 0
