@@ -23,13 +23,16 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import importlib.util
 import json
+import logging
 import math
 import os
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -322,7 +325,7 @@ def _progress_callback(members: Sequence[str], console: Any, run_dir: Path):
             if calls is not None:
                 parts.append(f"tools/rollout {calls:.2f}")
             parts.append(f"{time.monotonic() - self.started:.0f}s")
-            console.print(" │ ".join(parts), highlight=False)
+            console.print(" │ ".join(parts), highlight=False, soft_wrap=True)
             return control
 
     return ProgressLine()
@@ -455,7 +458,8 @@ def train(
             from .warmup import warmup_sft as run_warmup
 
             trainer_model, processing_class = run_warmup(mix, model_path, steps=warmup_sft, console=console,
-                                                         seed=args.seed, use_cpu=bool(args.use_cpu))
+                                                         seed=args.seed, use_cpu=bool(args.use_cpu),
+                                                         max_completion_length=args.max_completion_length)
         result.log_history = _run_trainer(mix, args, trainer_model, processing_class, members, console, run_dir,
                                           list(callbacks), result)
     finally:
@@ -486,13 +490,42 @@ def _run_trainer(mix, args, model, processing_class, members, console, run_dir, 
     if args.disable_tqdm:
         trainer.remove_callback(ProgressCallback)
     try:
-        trainer.train()
+        with _quiet_trainer():
+            trainer.train()
     except KeyboardInterrupt:
         result.interrupted = True
         console.print("[yellow]interrupted[/yellow]: closing sessions; the run directory keeps what was logged")
         return list(trainer.state.log_history)
-    trainer.save_model(str(run_dir / "model"))
+    with _quiet_trainer():
+        trainer.save_model(str(run_dir / "model"))
     return list(trainer.state.log_history)
+
+
+class _DropUnscoredNotice(logging.Filter):
+    # TRL warns, with the whole prompt and completion, for every rollout no reward function scored. In ormix
+    # that is the `unscored` outcome, counted per member (coverage), so the dump is only noise.
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("All reward functions returned None")
+
+
+@contextlib.contextmanager
+def _quiet_trainer():
+    from transformers.utils import logging as hf_logging
+
+    trl_logger = logging.getLogger("trl.trainer.grpo_trainer")
+    notice = _DropUnscoredNotice()
+    trl_logger.addFilter(notice)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            # transformers deprecation notices triggered inside TRL (gradient_checkpointing_* renames)
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
+            yield
+    finally:
+        trl_logger.removeFilter(notice)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def train_command(path: Path, *, model: str | None, max_steps: int | None, output_dir: Path | None,
