@@ -105,6 +105,23 @@ def ablate(
         console.print(f"{file}  {digest[:16]}")
 
 
+@app.command()
+def check(path: Annotated[Path, typer.Argument(help="mixture file whose environments to check")]) -> None:
+    """Connect to every environment, open a session, call each tool with schema-valid arguments; report latency
+    and errors (exit 1 when an environment is unusable)."""
+    from .check import check_command
+
+    raise typer.Exit(check_command(path, console))
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="run directory (the trainer's output_dir)")]) -> None:
+    """Per-environment table and plots (reward, coverage, share, errors, latency) from a run's rollout records."""
+    from .report import report_command
+
+    raise typer.Exit(report_command(run_dir, console))
+
+
 def _load(path: Path):
     from .config import MixtureFileError
     from .mixture import MixtureError, load_mixture

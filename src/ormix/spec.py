@@ -97,6 +97,8 @@ class OpenRewardSpec:
         call_timeout_s: per-call deadline; `ping_interval_s`: keepalive period (`None` disables pings).
         max_output_chars: longest tool output shown to the model (the full size is recorded).
         local_serve: `"process"` or `"thread"` for `local:`/`module:` targets.
+        open_retries: how many times a failed session open is retried before the rollout is an `error`
+            (counted on the episode as `open_retries`).
 
     Example:
         >>> spec = OpenRewardSpec("local:echo", num_tasks=4)     # doctest: +SKIP
@@ -125,6 +127,7 @@ class OpenRewardSpec:
         ping_interval_s: float | None = 10.0,
         max_output_chars: int = 16_384,
         local_serve: str | None = None,
+        open_retries: int = 0,
     ) -> None:
         if num_tasks is not None and indices is not None:
             raise SpecError("Provide num_tasks or indices, not both.")
@@ -152,6 +155,9 @@ class OpenRewardSpec:
         self.ping_interval_s = ping_interval_s
         self.max_output_chars = max_output_chars
         self.local_serve = local_serve
+        if open_retries < 0:
+            raise SpecError(f"open_retries must be >= 0, got {open_retries}.")
+        self.open_retries = open_retries
         self._api_key = api_key
         self._secrets = dict(secrets) if secrets is not None else None
         self._client: ORSClient | None = None
@@ -202,7 +208,7 @@ class OpenRewardSpec:
         """This spec's own `Episode` subclass, with one method per tool."""
         config = EpisodeConfig(member=self.name, open_session=self._open_session,
                                close_after_scoring=self.close_after_scoring,
-                               max_output_chars=self.max_output_chars)
+                               max_output_chars=self.max_output_chars, open_retries=self.open_retries)
         class_name = re.sub(r"\W", "", self.name.title()) or "Env"
         cls = make_episode_class(class_name, config, self.tool_specs)
         for note in cls._binding.notes:

@@ -186,7 +186,13 @@ def group_ids(n: int, *, rank: int = 0, num_generations: int | None = None,
     return out
 
 
-def _informative(values: Sequence[float | None]) -> bool:
+def is_informative(values: Sequence[float | None]) -> bool:
+    """Whether a GRPO group's rewards differ (std > 0), ignoring `None` (errors, unscored).
+
+    Example:
+        >>> is_informative([1.0, 0.0, None]), is_informative([1.0, 1.0]), is_informative([0.5, None])
+        (True, False, False)
+    """
     present = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
     if len(present) < 2:
         return False
@@ -220,7 +226,7 @@ def member_values(records: Sequence[Mapping[str, Any]], member: str, batch_size:
     groups: dict[Any, list[float | None]] = {}
     for r in mine:
         groups.setdefault(r.get("group"), []).append(r.get("reward"))
-    out["informative_groups"] = [float(_informative(v)) for v in groups.values()]
+    out["informative_groups"] = [float(is_informative(v)) for v in groups.values()]
     out["session_open_ms"] = [float(r["open_ms"]) for r in mine if r.get("open_ms") is not None]
     out["tool_ms"] = [float(c["latency_ms"]) for r in mine for c in r.get("calls") or []
                       if c.get("error") not in _UNSENT_CALL_ERRORS]

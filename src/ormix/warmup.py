@@ -33,7 +33,7 @@ from typing import Any
 from .local.solutions import reference_for
 from .scripted import tool_call
 
-__all__ = ["Transcript", "WarmupError", "build_transcripts", "check_tool_calls", "warmup_sft"]
+__all__ = ["Transcript", "WarmupError", "build_transcripts", "check_tool_calls", "sft_loop", "warmup_sft"]
 
 #: What the model says after the submit call's result (short: it costs completion budget).
 FINAL_ANSWER = "Done."
@@ -207,6 +207,48 @@ def check_tool_calls(model: Any, tokenizer: Any, transcripts: Sequence[Transcrip
     return ok, len(picked)
 
 
+def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learning_rate: float = 3e-3,
+             batch_size: int = 4, seed: int = 0, on_report: Any = None, reports: int = 5) -> float:
+    """Plain next-token SFT on the labelled (assistant) tokens of `transcripts`; returns the last loss.
+
+    Logits are computed only where a label is: the vocabulary projection of the long prompts (tool schemas)
+    would otherwise dominate the cost of a step on a CPU.
+    """
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
+    rng = random.Random(seed)
+    order: list[int] = []
+    pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+    body, head = model.get_decoder(), model.get_output_embeddings()
+    model.train()
+    every = max(1, steps // max(reports, 1))
+    loss_value = float("nan")
+    for step in range(1, steps + 1):
+        if len(order) < batch_size:
+            fresh = list(range(len(transcripts)))
+            rng.shuffle(fresh)
+            order = fresh + order
+        batch = [transcripts[order.pop()] for _ in range(min(batch_size, len(transcripts)))]
+        width = max(len(t.input_ids) for t in batch)
+        input_ids = torch.tensor([t.input_ids + [pad] * (width - len(t.input_ids)) for t in batch])
+        labels = torch.tensor([t.labels + [-100] * (width - len(t.labels)) for t in batch])
+        mask = torch.tensor([[1] * len(t.input_ids) + [0] * (width - len(t.input_ids)) for t in batch])
+        hidden = body(input_ids=input_ids.to(model.device), attention_mask=mask.to(model.device)).last_hidden_state
+        targets = labels[:, 1:].to(model.device)
+        keep = targets != -100
+        logits = head(hidden[:, :-1][keep])
+        loss = torch.nn.functional.cross_entropy(logits.float(), targets[keep])
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss_value = float(loss.detach())
+        if on_report is not None and (step % every == 0 or step == steps):
+            on_report(step, loss_value)
+    return loss_value
+
+
 def warmup_sft(mixture: Any, model_path: str, *, steps: int, console: Any | None = None, seed: int = 0,
                learning_rate: float = 3e-3, batch_size: int = 4, use_cpu: bool = True,
                max_completion_length: int | None = None) -> tuple[Any, Any]:
@@ -246,32 +288,9 @@ def warmup_sft(mixture: Any, model_path: str, *, steps: int, console: Any | None
             say(f"  note: {over} of {len(transcripts)} reference episodes exceed max_completion_length="
                 f"{max_completion_length}; GRPO cuts those before their submit call")
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
-    rng = random.Random(seed)
-    order: list[int] = []
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    model.train()
-    report_every = max(1, steps // 5)
-    loss_value = float("nan")
-    for step in range(1, steps + 1):
-        if len(order) < batch_size:
-            fresh = list(range(len(transcripts)))
-            rng.shuffle(fresh)
-            order += fresh
-        batch = [transcripts[order.pop()] for _ in range(min(batch_size, len(transcripts)))]
-        width = max(len(t.input_ids) for t in batch)
-        input_ids = torch.tensor([t.input_ids + [pad] * (width - len(t.input_ids)) for t in batch])
-        labels = torch.tensor([t.labels + [-100] * (width - len(t.labels)) for t in batch])
-        mask = torch.tensor([[1] * len(t.input_ids) + [0] * (width - len(t.input_ids)) for t in batch])
-        out = model(input_ids=input_ids.to(model.device), attention_mask=mask.to(model.device),
-                    labels=labels.to(model.device))
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        loss_value = float(out.loss.detach())
-        if step % report_every == 0 or step == steps:
-            say(f"  sft step {step}/{steps}: loss {loss_value:.3f} ({time.monotonic() - started:.0f}s)")
+    loss_value = sft_loop(model, transcripts, steps=steps, learning_rate=learning_rate, batch_size=batch_size,
+                          seed=seed, on_report=lambda step, loss: say(
+                              f"  sft step {step}/{steps}: loss {loss:.3f} ({time.monotonic() - started:.0f}s)"))
     ok, tried = check_tool_calls(model, tokenizer, transcripts)
     say(f"warm start done in {time.monotonic() - started:.0f}s: final loss {loss_value:.3f}; greedy first turns "
         f"that parse as a tool call: {ok}/{tried}")

@@ -59,6 +59,7 @@ class EpisodeConfig:
     member: str
     open_session: Callable[..., Any]
     close_after_scoring: bool = True
+    open_retries: int = 0
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
     live: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -136,18 +137,18 @@ class Episode:
         task_spec = row.get("task_spec") if isinstance(row.get("task_spec"), dict) else None
         t0 = time.perf_counter()
         try:
-            self._session, prompt = run_sync(
-                _open_and_prompt, self._config.open_session, self.task_index, task_spec
+            self._session, prompt, self.open_retries = run_sync(
+                _open_and_prompt, self._config.open_session, self.task_index, task_spec,
+                self._config.open_retries,
             )
-        except ors_errors.ORSError as e:
+        except _OpenFailed as failed:
+            e = failed.error
+            self.open_retries = failed.retries
             self.open_ms = (time.perf_counter() - t0) * 1000
             kind = infra_error_kind(e) or "session_open"
             # Anything that stops the session from starting is a failed open, whatever the transport said.
             self._record_infra("session_open" if kind != "deadline" else "deadline", e)
-            return (
-                f"[ormix] The environment {self.member!r} could not start this task ({_short(e)}). "
-                "Tool calls will fail."
-            )
+            return f"[ormix] The environment {self.member!r} could not start this task. Tool calls will fail."
         self.open_ms = (time.perf_counter() - t0) * 1000
         return prompt
 
@@ -213,6 +214,7 @@ class Episode:
         self.error_kind: str | None = None
         self.error: str | None = None
         self.open_ms: float | None = None
+        self.open_retries = 0
         self.member: str = self._config.member
         self.task_index: int | None = None
         self.scored = False
@@ -227,7 +229,7 @@ class Episode:
         self.calls.append(CallRecord(wire_name, latency, error=kind, detail=_short(exc)))
         self.rewards.append(None)
         self.metadata.append(None)
-        self.last_output = f"Error: {_short(exc)}"
+        self.last_output = model_message(kind, exc)
         return self.last_output
 
     def _close(self) -> None:
@@ -247,13 +249,55 @@ class Episode:
         )
 
 
-async def _open_and_prompt(open_session: Callable[..., Any], task_index: Any, task_spec: dict | None):
-    session = await open_session(task_index, task_spec)
-    try:
-        return session, await session.prompt_text()
-    except BaseException:
-        await session.close()
-        raise
+class _OpenFailed(Exception):
+    def __init__(self, error: ors_errors.ORSError, retries: int) -> None:
+        self.error, self.retries = error, retries
+
+
+#: Failures worth another open: the environment or the link failed, not the deadline.
+_RETRYABLE_OPEN = (ors_errors.SessionOpenError, ors_errors.TransportError, ors_errors.SessionDeadError,
+                   ors_errors.ServerError)
+
+
+async def _open_and_prompt(open_session: Callable[..., Any], task_index: Any, task_spec: dict | None,
+                           retries: int = 0):
+    """Open a session and read its prompt, retrying a failed open up to `retries` times."""
+    attempt = 0
+    while True:
+        session = None
+        try:
+            session = await open_session(task_index, task_spec)
+            return session, await session.prompt_text(), attempt
+        except ors_errors.ORSError as e:
+            if session is not None:
+                await session.close()
+            if attempt >= retries or not isinstance(e, _RETRYABLE_OPEN):
+                raise _OpenFailed(e, attempt) from e
+            attempt += 1
+        except BaseException:
+            if session is not None:
+                await session.close()
+            raise
+
+
+_MODEL_MESSAGES = {
+    "deadline": "Error: the tool did not finish within its time limit.",
+    "session_died": "Error: the environment session has ended; no further tool call can succeed.",
+    "transport": "Error: the environment could not be reached.",
+    "session_open": "Error: the environment could not start this task.",
+}
+
+
+def model_message(kind: str, exc: BaseException) -> str:
+    """The short text the model sees for a failed call (the full cause goes to the call record).
+
+    Rejections and tool failures carry the environment's own words (they are about the model's call);
+    infrastructure failures get a fixed sentence, so operator advice and ids never enter the transcript.
+    """
+    if kind in _MODEL_MESSAGES:
+        return _MODEL_MESSAGES[kind]
+    detail = getattr(exc, "detail", None) or str(exc)
+    return f"Error: {_short(Exception(detail), 500)}"
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:

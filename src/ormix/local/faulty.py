@@ -6,6 +6,7 @@ Server env name `faulty`. Every behaviour is chosen by the TASK SPEC, so a test 
 | field              | effect                                                                          |
 |--------------------|---------------------------------------------------------------------------------|
 | `fail_open`        | the constructor raises → `/create` answers 500 (`SessionOpenError`)             |
+| `flaky_open`       | a key: the FIRST open with that key in this process fails like `fail_open`, later ones work |
 | `fail_setup`       | `setup()` raises → `/prompt`, `/call` answer 500 (`SessionOpenError`)            |
 | `setup_s`          | `setup()` sleeps this long (prompt waits for it)                                 |
 | `slow_s`           | default duration of the `slow` tool (0.5 s when unset)                           |
@@ -146,6 +147,14 @@ class Faulty(Environment):
         self.secrets = dict(secrets or {})
         if self.spec.get("fail_open"):
             raise RuntimeError(f"faulty: task {self.spec.get('index', '?')} is configured to fail at open")
+        flaky = self.spec.get("flaky_open")
+        if flaky is not None:
+            with _COUNTS_LOCK:
+                key = f"open:{flaky}"
+                _COUNTS[key] = _COUNTS.get(key, 0) + 1
+                first = _COUNTS[key] == 1
+            if first:
+                raise RuntimeError(f"faulty: first open of {flaky!r} fails (flaky_open)")
         self.calls = 0
 
     @classmethod

@@ -1,0 +1,145 @@
+"""Faults real deployments cause, provoked for real against local servers: what ormix does with each.
+
+Every fault ends in a classified outcome (`error` with its kind, reward `None`), a short message to the model,
+and no exception into TRL's loop.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+
+import pytest
+
+from ormix import OpenRewardSpec
+from ormix.local import serve_in_process, serve_in_thread
+
+
+@pytest.fixture(scope="module")
+def faulty():
+    with serve_in_thread(["local:faulty"]) as server:
+        yield server
+
+
+def spec_on(server, **kwargs) -> OpenRewardSpec:
+    kwargs.setdefault("discover_task_tools", False)
+    return OpenRewardSpec(server.url, env_name="faulty", **kwargs)
+
+
+def test_failed_open_is_retried_within_budget_and_counted(faulty):
+    spec = spec_on(faulty, open_retries=1)
+    ep = spec.environment_factory()
+    prompt = ep.reset(task_spec={"flaky_open": uuid.uuid4().hex})
+    assert "could not start" not in prompt
+    assert ep.open_retries == 1 and ep.outcome.kind == "unscored"
+    assert "42" in ep.submit(answer="42") or ep.reward == 1.0
+    assert ep.outcome.kind == "scored"
+
+    no_budget = spec_on(faulty).environment_factory()
+    text = no_budget.reset(task_spec={"flaky_open": uuid.uuid4().hex})
+    assert "could not start" in text and "flaky_open" in no_budget.outcome.error
+    assert no_budget.outcome.kind == "error" and no_budget.outcome.error_kind == "session_open"
+    assert spec_on(faulty).reward_funcs(environments=[no_budget]) == [None]
+
+
+def test_thirty_percent_failed_opens_are_errors_and_never_zero(faulty):
+    spec = spec_on(faulty, num_tasks=12, unscored_reward=0.0)
+    episodes = []
+    for row in spec.train_dataset:
+        ep = spec.environment_factory()
+        ep.reset(**row)
+        if ep.outcome.kind != "error" and row["behaviour"] in ("plain", "slow"):
+            ep.submit(answer=row["answer"])
+        episodes.append((row["behaviour"], ep))
+    rewards = spec.reward_funcs(environments=[ep for _, ep in episodes])
+    for (behaviour, ep), reward in zip(episodes, rewards, strict=True):
+        if behaviour in ("fail_open", "fail_setup"):
+            assert ep.outcome.error_kind == "session_open" and reward is None
+    assert sum(b == "fail_open" for b, _ in episodes) == 4  # every third task
+    assert rewards.count(1.0) == sum(b in ("plain", "slow") for b, _ in episodes) == 5
+
+
+def test_session_that_dies_mid_episode_is_an_error_even_after_a_reward(faulty):
+    ep = spec_on(faulty).environment_factory()
+    ep.reset(task_spec={"die_after": 2, "answer": "x"})
+    ep.echo(text="one")
+    ep.echo(text="two")
+    text = ep.echo(text="three")
+    assert text == "Error: the environment session has ended; no further tool call can succeed."
+    assert ep.outcome.kind == "error" and ep.outcome.error_kind == "session_died"
+    assert ep.outcome.reward is None
+
+
+def test_deadline_is_reported_to_the_model_and_does_not_block_the_next_rollout(faulty):
+    spec = spec_on(faulty, call_timeout_s=0.5)
+    slow = spec.environment_factory()
+    slow.reset(task_spec={"slow_s": 5})
+    t0 = time.monotonic()
+    text = slow.slow()
+    assert time.monotonic() - t0 < 3
+    assert text == "Error: the tool did not finish within its time limit."
+    assert "did not finish within 0.5s" in slow.calls[-1].detail
+    assert slow.outcome.error_kind == "deadline" and slow.calls[-1].error == "deadline"
+    nxt = spec.environment_factory()
+    t0 = time.monotonic()
+    nxt.reset(task_spec={"answer": "42"})
+    nxt.submit(answer="42")
+    assert time.monotonic() - t0 < 2 and nxt.reward == 1.0
+
+
+@pytest.mark.parametrize("pings", [True, False])
+def test_long_idle_episode_survives_the_idle_limit_only_with_pings(pings):
+    with serve_in_thread(["local:faulty"], idle_limit_s=1.0) as server:
+        spec = spec_on(server, ping_interval_s=0.2 if pings else None)
+        ep = spec.environment_factory()
+        ep.reset(task_spec={"answer": "42"})
+        time.sleep(2.5)  # the model "thinks" past the server's idle limit
+        text = ep.submit(answer="42")
+        if pings:
+            assert ep.reward == 1.0 and ep.outcome.kind == "scored", text
+        else:
+            assert ep.outcome.error_kind == "session_died"
+            assert "reaped" in ep.outcome.error or "no longer" in ep.outcome.error, ep.outcome.error
+        ep._close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_server_killed_and_restarted_mid_run():
+    port = _free_port()
+    server = serve_in_process(["local:faulty"], port=port)
+    try:
+        spec = OpenRewardSpec(server.url, env_name="faulty", discover_task_tools=False, call_timeout_s=5)
+        ep = spec.environment_factory()
+        ep.reset(task_spec={"answer": "42"})
+        server.close()  # the whole server process goes away mid-episode
+        t0 = time.monotonic()
+        text = ep.submit(answer="42")
+        assert time.monotonic() - t0 < 6  # no hang past the deadline
+        assert "Error" in text and ep.outcome.kind == "error"
+        assert ep.outcome.error_kind in ("transport", "session_died")
+        assert spec.reward_funcs(environments=[ep]) == [None]
+
+        server = serve_in_process(["local:faulty"], port=port)  # back on the same address
+        fresh = spec.environment_factory()
+        fresh.reset(task_spec={"answer": "42"})
+        fresh.submit(answer="42")
+        assert fresh.outcome.kind == "scored" and fresh.reward == 1.0
+    finally:
+        server.close()
+
+
+def test_bad_arguments_are_rejected_before_any_server_is_contacted():
+    from ormix.mixture import MixtureError, MixtureSpec
+    from ormix.spec import SpecError
+
+    unreachable = "http://127.0.0.1:9"
+    with pytest.raises(SpecError, match="open_retries"):
+        OpenRewardSpec(unreachable, env_name="x", open_retries=-1)
+    with pytest.raises(MixtureError, match="weights"):
+        MixtureSpec({"a": OpenRewardSpec(unreachable, env_name="x")}, weights={"b": 1})
