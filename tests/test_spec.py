@@ -232,3 +232,20 @@ def test_import_ormix_does_not_import_torch_or_trl():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ}).stdout.strip()
     assert out == "[]"
+
+
+def test_sdk_transport_gives_the_same_episode(echo_server):
+    results = []
+    for transport in ("ormix", "sdk"):
+        spec = OpenRewardSpec(echo_server.url, env_name="echo", num_tasks=4, transport=transport)
+        ep = spec.environment_factory()
+        prompt = ep.reset(task_index=1)
+        outputs = [ep.echo(text="nope"), ep.echo(text="river"), ep.submit(text="river")]
+        after = ep.echo(text="again")  # the episode is over: rejected
+        results.append((prompt, outputs, ep.rewards[:3], ep.finished, ep.outcome.kind, ep.calls[-1].error))
+        assert "episode" in after.lower() or "finished" in after.lower()
+        ep._close()
+    assert results[0] == results[1]
+    assert results[1][4] == "scored" and results[1][5] == "rejected:episode_finished"
+    with pytest.raises(SpecError, match="transport"):
+        OpenRewardSpec(echo_server.url, env_name="echo", transport="grpc")

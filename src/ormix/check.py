@@ -250,6 +250,7 @@ class MemberCheck:
     target: str
     num_tasks: int | None = None
     tools: list[str] = field(default_factory=list)
+    start_ms: float | None = None
     connect_ms: float | None = None
     open_ms: float | None = None
     calls: list[ToolCheck] = field(default_factory=list)
@@ -296,7 +297,9 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     try:
         with anyio.fail_after(timeout_s * 4):
             t0 = time.perf_counter()
-            client = await spec._get_client()
+            client = await spec._get_client()  # starts the server of a local:/module: target
+            result.start_ms = (time.perf_counter() - t0) * 1000
+            t0 = time.perf_counter()
             result.num_tasks = await client.num_tasks(spec.split)
             result.connect_ms = (time.perf_counter() - t0) * 1000
             if result.num_tasks <= 0:
@@ -418,7 +421,7 @@ def check_command(path: Path, console: Any) -> int:
     results = check_mixture(mixture)
 
     table = Table(title="environments")
-    for column in ("member", "target", "tasks", "tools", "connect ms", "open ms", "calls ok", "status"):
+    for column in ("member", "target", "tasks", "tools", "start ms", "connect ms", "open ms", "calls ok", "status"):
         table.add_column(column)
     for r in results:
         ok = sum(c.ok for c in r.calls)
@@ -426,7 +429,7 @@ def check_command(path: Path, console: Any) -> int:
         if r.usable and ok < len(r.calls):
             status = f"[yellow]ok, {len(r.calls) - ok} tool error(s)[/yellow]"
         table.add_row(r.member, r.target, "-" if r.num_tasks is None else str(r.num_tasks), str(len(r.tools)),
-                      _ms(r.connect_ms), _ms(r.open_ms), f"{ok}/{len(r.calls)}", status)
+                      _ms(r.start_ms), _ms(r.connect_ms), _ms(r.open_ms), f"{ok}/{len(r.calls)}", status)
     console.print(table)
 
     tools = Table(title="tool calls (schema-generated arguments)")

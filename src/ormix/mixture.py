@@ -411,15 +411,12 @@ class MixtureSpec:
         """
         members: dict[str, Member] = {}
         for member_name, m in config.members.items():
-            if m.transport != "ormix":
-                raise MixtureError(f"members.{member_name}.transport: {m.transport!r} is not available in this "
-                                   "version; use transport: ormix (the default)")
             spec = OpenRewardSpec(
                 m.target, num_tasks=m.num_tasks, split=m.split, indices=m.indices,
                 api_key=m.api_key(environ), secrets=m.secret_values() or None, env_name=m.env_name,
                 include_metadata=m.include_metadata, discover_task_tools=m.discover_task_tools,
                 task_tools_discovery_index=m.task_tools_discovery_index, where=m.where or None,
-                unscored_reward=m.unscored_reward, name=member_name)
+                unscored_reward=m.unscored_reward, name=member_name, transport=m.transport)
             ev = m.eval
             members[member_name] = Member(
                 spec, role=m.role, scale=m.scale, unscored_reward=m.unscored_reward,

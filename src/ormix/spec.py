@@ -97,6 +97,8 @@ class OpenRewardSpec:
         call_timeout_s: per-call deadline; `ping_interval_s`: keepalive period (`None` disables pings).
         max_output_chars: longest tool output shown to the model (the full size is recorded).
         local_serve: `"process"` or `"thread"` for `local:`/`module:` targets.
+        transport: `"ormix"` (ormix's ORS client) or `"sdk"` (sessions through the openreward SDK's async
+            client; task and tool listing still use ormix's client).
         open_retries: how many times a failed session open is retried before the rollout is an `error`
             (counted on the episode as `open_retries`).
 
@@ -128,6 +130,7 @@ class OpenRewardSpec:
         max_output_chars: int = 16_384,
         local_serve: str | None = None,
         open_retries: int = 0,
+        transport: str = "ormix",
     ) -> None:
         if num_tasks is not None and indices is not None:
             raise SpecError("Provide num_tasks or indices, not both.")
@@ -155,6 +158,11 @@ class OpenRewardSpec:
         self.ping_interval_s = ping_interval_s
         self.max_output_chars = max_output_chars
         self.local_serve = local_serve
+        if transport not in ("ormix", "sdk"):
+            raise SpecError(f"transport must be 'ormix' (ormix's ORS client) or 'sdk' (the openreward SDK), "
+                            f"not {transport!r}.")
+        self.transport = transport
+        self._sdk: Any = None
         if open_retries < 0:
             raise SpecError(f"open_retries must be >= 0, got {open_retries}.")
         self.open_retries = open_retries
@@ -282,6 +290,7 @@ class OpenRewardSpec:
         new.__dict__.update({k: v for k, v in self.__dict__.items() if k not in self._CACHES})
         new.__dict__.update(changes)
         new._client = None
+        new._sdk = None
         new._connection_owner = self
         _open_specs.add(new)
         return new
@@ -340,6 +349,18 @@ class OpenRewardSpec:
 
     async def _open_session(self, task_index: int | None, task_spec: dict | None):
         client = await self._get_client()
+        if self.transport == "sdk":
+            if self._sdk is None:
+                from .ors.sdk import SdkConnection
+
+                endpoint = client.endpoint
+                target = self.target if self._target.kind == "catalog" else endpoint.api_url
+                self._sdk = SdkConnection(target, env_name=endpoint.env_name, api_key=self._api_key,
+                                          timeout_s=self.call_timeout_s)
+            return await self._sdk.open_session(
+                split=None if task_spec is not None else self.split,
+                index=None if task_spec is not None else int(task_index or 0),
+                task_spec=task_spec, secrets=self._effective_secrets())
         if task_spec is not None:
             return await client.open_session(task_spec=task_spec, secrets=self._effective_secrets())
         return await client.open_session(split=self.split, index=int(task_index or 0),

@@ -29,6 +29,7 @@ import anyio
 
 from .endpoint import Endpoint, resolve_endpoint
 from .errors import ORSError, SessionDeadError, SessionOpenError, TransportError
+from .h1 import H1Pool, H1Session
 from .models import Split, ToolSpec
 from .secrets import augment_with_api_key, encode_secrets
 from .session import Session
@@ -71,6 +72,7 @@ class ORSClient:
         self.ping_interval_s = ping_interval_s
         self.max_concurrency = max(1, int(max_concurrency))
         self._pool = HTTPPool(http_clients, connect_timeout_s)
+        self._h1: H1Pool | None = None
         self._endpoint: Endpoint | None = None
         self._transport: Transport | None = None
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
@@ -88,6 +90,10 @@ class ORSClient:
         self._pool.tls = ep.session_url.startswith("https:") or ep.api_url.startswith("https:")
         self._endpoint = ep
         self._transport = Transport(ep, self._pool, self.retries)
+        # Sessions on a plain-HTTP self-hosted server get a connection of their own (ormix.ors.h1);
+        # TLS and the hosted platform stay on httpx.
+        self._h1 = (H1Pool(ep.session_url, self.connect_timeout_s)
+                    if ep.session_url.startswith("http://") and not ep.is_platform else None)
 
     @property
     def endpoint(self) -> Endpoint:
@@ -129,7 +135,15 @@ class ORSClient:
                     for s in sessions:
                         tg.start_soon(s.close)
             self._closed = True
+            if self._h1 is not None:
+                self._h1.close()
             await self._pool.aclose()
+
+    def _drop_http(self, http: Any, slot: int | None) -> None:
+        if slot is not None:
+            self._pool.release(slot)
+        if isinstance(http, H1Session):
+            http.release()
 
     def _forget(self, session: Session) -> None:
         self._sessions.discard(session)
@@ -262,8 +276,9 @@ class ORSClient:
         ep = tr.endpoint
         label = ep.env_name or ep.deployment
         start = time.perf_counter()
-        slot = self._pool.acquire()
-        http = self._pool.get(slot)
+        h1 = self._h1
+        slot = None if h1 is not None else self._pool.acquire()
+        http: Any = H1Session(h1) if h1 is not None else self._pool.get(slot)
         try:
             with self._deadline(timeout_s):
                 sid = session_id or (await self._platform_sid(tr) if ep.is_platform else str(uuid.uuid4()))
@@ -283,11 +298,11 @@ class ORSClient:
                 await self._create(tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None,
                                    http=http)
         except TimeoutError as e:
-            self._pool.release(slot)
+            self._drop_http(http, slot)
             raise SessionOpenError(f"opening a session did not finish within the deadline "
                                    f"({self.timeout_s if timeout_s is None else timeout_s}s)", env=label) from e
         except BaseException:
-            self._pool.release(slot)
+            self._drop_http(http, slot)
             raise
         session = Session(transport=tr, http=http, sid=sid, env_name=ep.env_name, timeout_s=self.timeout_s,
                           connect_timeout_s=self.connect_timeout_s, ping_interval_s=self.ping_interval_s,

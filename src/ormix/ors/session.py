@@ -31,6 +31,7 @@ from .errors import (
     ToolRejected,
     TransportError,
 )
+from .h1 import H1Session
 from .models import ToolResult, ToolSpec, text_of
 from .sse import CallStream, SSEParser
 from .transport import RETRY_STATUSES, backoff_s, detail_of, is_unsent, retry_after_s
@@ -107,7 +108,7 @@ class Session:
         ...         await s.close()
     """
 
-    def __init__(self, *, transport: Transport, http: httpx.AsyncClient, sid: str, env_name: str | None,
+    def __init__(self, *, transport: Transport, http: httpx.AsyncClient | H1Session, sid: str, env_name: str | None,
                  timeout_s: float | None, connect_timeout_s: float, ping_interval_s: float | None,
                  owner: Any = None) -> None:
         self.id = sid
@@ -390,6 +391,8 @@ class Session:
         except Exception as e:  # noqa: BLE001 - closing must not mask the caller's own error
             logger.debug("ormix.ors: closing session %s failed: %s", self.id, type(e).__name__)
         finally:
+            if isinstance(self._http, H1Session):
+                self._http.release()
             if self._owner is not None:
                 self._owner._forget(self)
 

@@ -1,0 +1,177 @@
+"""Sessions through the openreward SDK instead of ormix's own client (`transport="sdk"`).
+
+For a server or platform feature ormix's client does not handle yet, a member can open its sessions with
+the SDK's async client. The session object has the same surface as `ormix.ors.Session` (`id`,
+`prompt_text`, `tools`, `call`, `close`) and SDK errors are mapped onto ormix's typed errors, so episodes,
+outcomes and telemetry behave the same. What the SDK lacks stays lacking on this path: no per-call deadline
+beyond `timeout_s` enforced here, its own retry policy, its own keepalive.
+
+Stateless calls (task lists, tool lists) still go through ormix's client.
+
+Example:
+    >>> conn = SdkConnection("http://127.0.0.1:8080", env_name="echo")     # doctest: +SKIP
+    >>> session = await conn.open_session(split="train", index=0)          # doctest: +SKIP
+    >>> (await session.call("echo", {"text": "apple"})).reward              # doctest: +SKIP
+    1.0
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import anyio
+
+from . import errors
+from .models import ToolResult, ToolSpec, text_of
+
+
+def _dump(block: Any) -> dict:
+    import dataclasses
+
+    if hasattr(block, "model_dump"):
+        return block.model_dump()
+    if dataclasses.is_dataclass(block):
+        return dataclasses.asdict(block)
+    return dict(block)
+
+
+def _map_error(exc: BaseException, *, env: str, sid: str | None, tool: str | None = None) -> errors.ORSError:
+    """The ormix error for an SDK (or aiohttp) exception."""
+    from openreward.api import errors as sdk
+
+    ctx = {"env": env, "session_id": sid, "tool": tool}
+    if isinstance(exc, sdk.ToolCallError):
+        return errors.ToolRejected(f"tool call {tool!r} rejected ({exc.reason}): {exc.detail}",
+                                   reason=str(exc.reason), detail=exc.detail, **ctx)
+    if isinstance(exc, sdk.ToolFailed):
+        return errors.ToolFailed(f"tool {tool!r} failed in the environment: {exc}", detail=str(exc), **ctx)
+    if isinstance(exc, sdk.SessionTerminatedError):
+        return errors.SessionDeadError(f"session is dead (SDK: {exc.reason}). Open a new session.", **ctx)
+    if isinstance(exc, TimeoutError):
+        return errors.DeadlineExceeded(f"SDK call {tool or ''} did not finish in time", **ctx)
+    return errors.TransportError(f"SDK transport failed: {type(exc).__name__}: {exc}", **ctx)
+
+
+class SdkSession:
+    """One ORS session opened through the SDK, with `ormix.ors.Session`'s surface."""
+
+    def __init__(self, sdk_session: Any, env_name: str, timeout_s: float | None) -> None:
+        self._s = sdk_session
+        self.env_name = env_name
+        self.timeout_s = timeout_s
+        self.closed = False
+        self.timings: dict[str, float] = {}
+
+    @property
+    def id(self) -> str | None:
+        return self._s.sid
+
+    async def _run(self, coro, tool: str | None = None):
+        try:
+            with anyio.fail_after(self.timeout_s) if self.timeout_s else _null():
+                return await coro
+        except errors.ORSError:
+            raise
+        except Exception as e:  # noqa: BLE001 - every SDK failure becomes a typed ormix error
+            raise _map_error(e, env=self.env_name, sid=self.id, tool=tool) from e
+
+    async def prompt(self) -> list[dict]:
+        """The task's prompt blocks."""
+        return [_dump(b) for b in await self._run(self._s.get_prompt())]
+
+    async def prompt_text(self) -> str:
+        """The task's prompt as text."""
+        return text_of(await self.prompt())
+
+    async def tools(self) -> list[ToolSpec]:
+        """Shared and task tools of this session."""
+        specs = await self._run(self._s.list_tools())
+        return [ToolSpec(name=s.name, description=s.description or "", input_schema=s.input_schema or {})
+                for s in specs]
+
+    async def call(self, name: str, input: dict, *, timeout_s: float | None = None) -> ToolResult:
+        """Call a tool; SDK errors come back as ormix's typed errors."""
+        t0 = time.perf_counter()
+        out = await self._run(self._s.call_tool(name, input), tool=name)
+        self.timings["last_call_ms"] = (time.perf_counter() - t0) * 1000
+        return ToolResult(blocks=[_dump(b) for b in out.blocks or []],
+                          metadata=out.metadata if isinstance(out.metadata, dict) else None,
+                          reward=out.reward, finished=bool(out.finished))
+
+    async def close(self) -> None:
+        """Close the session (idempotent, never raises)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            await self._s.__aexit__(None, None, None)
+        except Exception:  # noqa: BLE001 - closing a dead session is not an error
+            pass
+
+
+class _null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class SdkConnection:
+    """Opens sessions on one environment through the SDK's async client.
+
+    Args:
+        target: server URL or catalog name `owner/name`.
+        env_name: environment name on the server (URL targets).
+        api_key: OpenReward API key (catalog targets).
+        timeout_s: deadline of each call.
+    """
+
+    def __init__(self, target: str, *, env_name: str | None = None, api_key: str | None = None,
+                 timeout_s: float | None = 300.0) -> None:
+        self.target, self.env_name, self.timeout_s = target, env_name, timeout_s
+        self._api_key = api_key
+        self._env: Any = None
+
+    def __repr__(self) -> str:
+        return f"SdkConnection({self.target!r}, env_name={self.env_name!r})"
+
+    def _environment(self) -> Any:
+        if self._env is None:
+            os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
+            from openreward import AsyncOpenReward
+
+            if "://" in self.target:
+                client = AsyncOpenReward(api_key=self._api_key or "", base_url=self.target)
+                # A self-hosted server serves sessions itself, not on a `sessions.` host.
+                client.session_base_url = self.target
+                self._env = client.environments.get(self.env_name or "env", variant=self.env_name)
+            else:
+                client = AsyncOpenReward(api_key=self._api_key)
+                self._env = client.environments.get(self.target)
+        return self._env
+
+    async def open_session(self, *, split: str | None = None, index: int | None = None,
+                           task_spec: dict | None = None, secrets: dict[str, str] | None = None) -> SdkSession:
+        """Open a session (split + index, or a task spec)."""
+        env = self._environment()
+        name = self.env_name or self.target
+        try:
+            if task_spec is not None:
+                from openreward.api.environments.types import Task
+
+                task = Task(server_name=env.server, environment_name=env.name, task_spec=task_spec,
+                            namespace=env.namespace)
+                sdk_session = env.session(task=task, secrets=secrets)
+            else:
+                sdk_session = env.session(split=split, index=index, secrets=secrets)
+            with anyio.fail_after(self.timeout_s) if self.timeout_s else _null():
+                await sdk_session.__aenter__()
+        except Exception as e:  # noqa: BLE001
+            mapped = _map_error(e, env=name, sid=None)
+            if isinstance(mapped, errors.TransportError):
+                mapped = errors.SessionOpenError(f"opening a session through the SDK failed: {e}", env=name)
+            raise mapped from e
+        return SdkSession(sdk_session, name, self.timeout_s)
