@@ -11,6 +11,8 @@ time, session open and close included).
 - `ormix-threads`: ormix from plain threads through its portal (`run_sync`), as ormix's TRL adapters
   drive it. The `ratio` lines compare this one with `sdk`: the like-for-like comparison.
 - `ormix-async`: the same episodes as tasks of one event loop (for reference).
+- `raw-http`: the same episodes over raw sockets with no client library at all (one thread and one
+  keep-alive connection per worker, a few lines of HTTP): what the server itself allows, for context.
 
 Run: `python benchmarks/client_vs_sdk.py [--reps 3] [--calls 20] [--episodes 4]`. Last three lines:
 `ratio calls_per_s n=1: X`, `n=8`, `n=32` (ormix-threads / sdk).
@@ -19,7 +21,9 @@ Run: `python benchmarks/client_vs_sdk.py [--reps 3] [--calls 20] [--episodes 4]`
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import socket
 import statistics
 import threading
 import time
@@ -124,6 +128,49 @@ def bench_ormix_async(url: str, n: int, calls: int, episodes: int) -> float:
     return anyio.run(main)
 
 
+def _raw_request(sock: socket.socket, buf: bytearray, data: bytes) -> None:
+    # Just enough HTTP/1.1 for this server: a Content-Length or a chunked answer, nothing validated.
+    sock.sendall(data)
+    while (i := buf.find(b"\r\n\r\n")) < 0:
+        buf += sock.recv(65536)
+    head = bytes(buf[:i]).lower()
+    del buf[:i + 4]
+    if b"transfer-encoding: chunked" in head:
+        while (j := buf.find(b"0\r\n\r\n")) < 0 or (j and buf[j - 2:j] != b"\r\n"):
+            buf += sock.recv(65536)
+        del buf[:j + 5]
+    else:
+        n = int(head.split(b"content-length:")[1].split(b"\r\n")[0])
+        while len(buf) < n:
+            buf += sock.recv(65536)
+        del buf[:n]
+
+
+def bench_raw(url: str, n: int, calls: int, episodes: int) -> float:
+    """The server's limit for this workload: the same episodes over raw sockets, no client library."""
+    port = int(url.rsplit(":", 1)[1])
+
+    def req(path: str, sid: str, body: bytes) -> bytes:
+        return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Session-ID: {sid}\r\nContent-Type: "
+                f"application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+
+    def worker(i: int) -> None:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            buf = bytearray()
+            for k in range(episodes):
+                sid = f"raw-{i}-{k}-{time.perf_counter_ns()}"
+                _raw_request(sock, buf, req("/create", sid, json.dumps(
+                    {"env_name": "echo", "split": "train", "index": (i + k) % 16}).encode()))
+                call = req("/echo/call", sid, json.dumps({"name": "echo", "input": {"text": WORDS[(i + k) % 16]}}
+                                                         ).encode())
+                for _ in range(calls):
+                    _raw_request(sock, buf, call)
+                _raw_request(sock, buf, req("/delete", sid, b""))
+
+    return n * episodes * calls / _threads(n, worker)
+
+
 def _server_stall_ms(url: str) -> float:
     with httpx.Client() as h:
         h.get(f"{url}/health")
@@ -146,7 +193,8 @@ def main() -> None:
         if stall > 20:
             print("WARNING: the local server stalls ~40 ms per response (TCP delayed ACK: its socket has no "
                   "TCP_NODELAY); every client is bound by it and the ratios below mean little.")
-        clients = {"sdk": bench_sdk, "ormix-threads": bench_ormix_threads, "ormix-async": bench_ormix_async}
+        clients = {"raw-http": bench_raw, "sdk": bench_sdk, "ormix-threads": bench_ormix_threads,
+                   "ormix-async": bench_ormix_async}
         medians: dict[tuple[str, int], float] = {}
         for n in CONCURRENCY:
             for name, fn in clients.items():

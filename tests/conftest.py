@@ -28,3 +28,12 @@ def tiny_model(tmp_path_factory):
     from ormix.tiny import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_shared_servers():
+    """Stop the servers `local:` targets started, while the interpreter is still whole (not at exit)."""
+    yield
+    from ormix.local.shared import close_all
+
+    close_all()

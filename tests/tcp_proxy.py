@@ -5,6 +5,7 @@ Not a fake: bytes go through real sockets between the client and a real ORS serv
 - `mode="after_task_id"`: forward the request, forward the response until it holds a complete
   `event: task_id` SSE event, then close both sides (the server keeps running the tool);
 - `mode="before_request"`: close the client's connection without forwarding the request.
+`drop_all()` closes every open connection at once (a server closing idle keep-alive connections).
 
 Example:
     >>> with TCPProxy(upstream_port=8080) as proxy:        # doctest: +SKIP
@@ -66,7 +67,8 @@ class TCPProxy:
             return
         for s in (client, upstream):
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._socks += [client, upstream]
+        with self._lock:
+            self._socks += [client, upstream]
         state = {"cut_mode": None, "resp": b"", "dead": False}
         cond = threading.Lock()
 
@@ -129,6 +131,17 @@ class TCPProxy:
 
         threading.Thread(target=client_to_server, daemon=True).start()
         server_to_client()
+
+    def drop_all(self) -> None:
+        """Close every open connection now, as a server does with idle keep-alive connections."""
+        with self._lock:
+            socks, self._socks = self._socks, []
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
 
     def close(self) -> None:
         self._closed = True

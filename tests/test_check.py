@@ -18,10 +18,9 @@ from ormix.check import check_command, example_arguments, example_value, looks_f
 
 @pytest.fixture
 def thread_serving(monkeypatch):
-    """Serve `local:` members in this process (what ORMIX_LOCAL_SERVE=thread does when set before import)."""
-    import ormix.local.shared as shared
+    """Serve `local:` members in this process."""
 
-    monkeypatch.setattr(shared, "DEFAULT_MODE", "thread")
+    monkeypatch.setenv("ORMIX_LOCAL_SERVE", "thread")
 
 
 def closed_port() -> int:

@@ -36,6 +36,7 @@ from ormix.ors import (
     run_sync,
     text_of,
 )
+from ormix.ors.h1 import IDLE_REUSE_S
 from ormix.ors.secrets import WELL_KNOWN_SECRETS, augment_with_api_key
 from ormix.ors.sse import CallStream, SSEParser, encode_event
 
@@ -120,13 +121,88 @@ def test_one_round_trip_per_call(echo_server):
                 http.event_hooks["response"].append(record)
             await c.num_tasks("train")
             async with c.session(split="train", index=1) as s:
+                # Session requests go over the session's own connection (ormix.ors.h1), which follows no
+                # redirect: a 308 would fail the call. One request per call on that connection.
+                conn = s._http.conn
+                before = conn.requests
                 await s.call("echo", {"text": "x"})
+                await s.call("echo", {"text": "y"})
+                assert s._http.conn is conn and conn.requests == before + 2
 
     async def record(response: httpx.Response) -> None:
         seen.append(response.status_code)
 
     run(main)
     assert seen and 308 not in seen
+
+
+# ----------------------------------------------------------------------------- connections
+
+def test_session_keeps_one_connection_and_the_next_session_reuses_it(echo_server):
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c:
+            s1 = await c.open_session(split="train", index=0)
+            conn = s1._http.conn
+            sock = conn._transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            for _ in range(3):
+                assert (await s1.call("echo", {"text": "apple"})).reward == 1.0
+            assert s1._http.conn is conn and conn.requests == 4  # /create + 3 calls
+            await s1.close()  # /delete, then the connection goes back to the client's pool
+            s2 = await c.open_session(split="train", index=1)
+            assert s2._http.conn is conn and conn.requests == 6
+            assert (await s2.call("echo", {"text": "river"})).reward == 1.0
+            await s2.close()
+        assert conn.closed  # the client's aclose closes idle connections
+
+    run(main)
+
+
+def test_connection_idle_past_the_reuse_limit_is_replaced(echo_server):
+    # A server closes idle keep-alive connections (uvicorn: 5 s by default); a request written as it
+    # does so gets no answer. Past IDLE_REUSE_S the client opens a fresh connection instead.
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c, c.session(split="train", index=2) as s:
+            old = s._http.conn
+            old.last_used -= IDLE_REUSE_S + 1
+            assert (await s.call("echo", {"text": "stone"})).reward == 1.0
+            assert s._http.conn is not old and old.closed and s._http.conn.requests == 1
+
+    run(main)
+
+
+def test_pings_during_a_long_call_use_another_connection(faulty_server):
+    # A connection carries one request at a time: keepalive pings borrow a pooled connection.
+    async def main():
+        async with ORSClient(faulty_server.url, env_name="faulty", ping_interval_s=0.1) as c:
+            async with c.session(split="test", index=0) as s:
+                conn = s._http.conn
+                r = await s.call("slow", {"seconds": 0.8})
+                assert r.metadata == {"slept_s": 0.8}
+                assert s.timings.pings >= 3 and s.timings.ping_failures == 0
+                assert s._http.conn is conn and conn.requests == 2  # /create and the call only
+                assert len(c._h1._idle) == 1  # the borrowed connection, back in the pool
+
+    run(main)
+
+
+def test_https_and_platform_targets_stay_on_httpx(monkeypatch):
+    monkeypatch.setenv("OPENREWARD_API_KEY", "k")
+    assert ORSClient("http://127.0.0.1:9", env_name="echo")._h1 is not None
+    assert ORSClient("https://127.0.0.1:9", env_name="echo")._h1 is None
+    assert ORSClient("Eigent/SETA")._h1 is None
+
+
+def test_megabytes_in_and_out(echo_server):
+    # Big enough to fill the socket buffers: exercises write back-pressure and a long chunked answer.
+    text = "".join(f"{i:07d} é漢\n" for i in range(300_000))  # ~3.6 MB of UTF-8
+
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c, c.session(split="train", index=0) as s:
+            assert (await s.call("echo", {"text": text})).text == text
+            assert (await s.call("echo", {"text": "apple"})).reward == 1.0  # the connection is still in step
+
+    run(main)
 
 
 # ----------------------------------------------------------------------------- sessions
@@ -395,6 +471,18 @@ def test_bridge_from_many_threads(echo_server):
     assert sorted(results) == list(range(8)) and all(r == 1.0 for _, r in results.values())
     assert portal() is portal()
     assert run_sync(anyio.sleep, 0) is None
+
+
+def test_bridge_propagates_errors_and_accepts_awaitable_factories():
+    async def boom() -> None:
+        raise ToolRejected("no", reason="not_found", tool="t")
+
+    with pytest.raises(ToolRejected) as ei:
+        run_sync(boom)
+    assert ei.value.reason == "not_found"
+    assert run_sync(lambda: anyio.sleep(0)) is None  # a plain function returning a coroutine
+    with pytest.raises(RuntimeError, match="portal's own event loop"):
+        run_sync(run_sync, anyio.sleep, 0)
 
 
 def _child(url: str, q) -> None:

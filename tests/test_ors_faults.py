@@ -178,6 +178,50 @@ def test_connection_cut_before_acknowledgement_is_not_retried(server):
     run(main)
 
 
+def test_server_closing_idle_connections_is_survived_without_rerunning(server):
+    # Servers close idle keep-alive connections; the client sees the close and reconnects before
+    # sending, so the call is neither lost nor run twice.
+    key = f"idle-close-{uuid.uuid4()}"
+
+    async def main():
+        with TCPProxy(server.port) as proxy:
+            async with ORSClient(proxy.url, env_name="faulty", ping_interval_s=None) as c:
+                async with c.session(split="test", index=0) as s:
+                    assert (await s.call("echo", {"text": "warm"})).text == "warm"
+                    conn = s._http.conn
+                    opened = proxy.connections
+                    proxy.drop_all()
+                    with anyio.fail_after(5):
+                        while not conn.eof:  # the close reaches the client's event loop
+                            await anyio.sleep(0.005)
+                    assert (await s.call("count", {"key": key})).text == "1"
+                    assert s._http.conn is not conn and proxy.connections == opened + 1
+                    assert s.timings.retries == 0
+        assert await read_count(server.url, key) == 1
+
+    run(main)
+
+
+def test_stalled_stream_is_detected(server, monkeypatch):
+    # The server sends `: ping` every 10 s on a call stream; silence longer than the stream read timeout
+    # means a stalled connection. Shortened here so a 2 s tool looks stalled.
+    import ormix.ors.session as session_mod
+
+    monkeypatch.setattr(session_mod, "_STREAM_READ_TIMEOUT_S", 0.3)
+
+    async def main():
+        async with ORSClient(server.url, env_name="faulty", ping_interval_s=None, retries=0) as c:
+            async with c.session(split="test", index=0) as s:
+                t = time.perf_counter()
+                with pytest.raises(TransportError, match="ReadTimeout") as ei:
+                    await s.call("slow", {"seconds": 2.0})
+                assert 0.25 < time.perf_counter() - t < 1.5
+                assert isinstance(ei.value.__cause__, httpx.ReadTimeout)
+                assert (await s.call("echo", {"text": "ok"})).text == "ok"  # a fresh connection
+
+    run(main)
+
+
 def test_many_concurrent_sessions(server):
     async def main():
         async with ORSClient(server.url, env_name="faulty", ping_interval_s=None) as c:

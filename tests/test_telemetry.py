@@ -252,14 +252,12 @@ def test_telemetry_config_validates_every_key():
     assert all(k in str(e.value) for k in ("min_coverage", "consecutive_steps", "stop"))
 
 
-def test_mixture_callbacks_refuse_an_unknown_telemetry_key():
-    pytest.importorskip("transformers")
+def test_mixture_refuses_an_unknown_telemetry_key_before_any_io():
     from ormix import MixtureSpec, OpenRewardSpec
+    from ormix.mixture import MixtureError
 
-    mix = MixtureSpec({"a": OpenRewardSpec("local:echo", num_tasks=2, local_serve="thread")},
-                      telemetry={"min_coverag": 0.3})
-    with pytest.raises(TelemetryConfigError, match="min_coverag"):
-        _ = mix.callbacks
+    with pytest.raises(MixtureError, match="min_coverag"):
+        MixtureSpec({"a": OpenRewardSpec("http://127.0.0.1:9", env_name="x")}, telemetry={"min_coverag": 0.3})
 
 
 def test_records_redact_secrets_in_error_text():

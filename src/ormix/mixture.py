@@ -144,6 +144,12 @@ class MixtureSpec:
         self.seed = seed
         self.name = name or "mixture"
         self.telemetry = dict(telemetry or {})
+        from .telemetry import TelemetryConfig, TelemetryConfigError
+
+        try:
+            TelemetryConfig.from_mapping(self.telemetry)
+        except TelemetryConfigError as e:
+            raise MixtureError(f"telemetry: {e}") from None
         if not self.train_members:
             raise MixtureError("no member has role 'train' or 'both': nothing to train on")
         self._validate_weights()

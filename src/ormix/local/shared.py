@@ -16,8 +16,9 @@ from .serving import LocalServer, serve_in_process, serve_in_thread
 _servers: dict[tuple[str, str], LocalServer] = {}
 _lock = threading.Lock()
 
-#: `process` (default: the environment's work never competes with the trainer for the GIL) or `thread`.
-DEFAULT_MODE = os.environ.get("ORMIX_LOCAL_SERVE", "process")
+#: `process` (the environment's work never competes with the trainer for the GIL) or `thread`; the
+#: environment variable `ORMIX_LOCAL_SERVE` overrides it, read at each call.
+DEFAULT_MODE = "process"
 
 
 def server_for(target: str, *, mode: str | None = None) -> LocalServer:
@@ -27,7 +28,7 @@ def server_for(target: str, *, mode: str | None = None) -> LocalServer:
         >>> server_for("local:echo").url      # doctest: +SKIP
         'http://127.0.0.1:41234'
     """
-    mode = mode or DEFAULT_MODE
+    mode = mode or os.environ.get("ORMIX_LOCAL_SERVE") or DEFAULT_MODE
     if mode not in ("process", "thread"):
         raise ValueError(f"local serve mode must be 'process' or 'thread', not {mode!r} (ORMIX_LOCAL_SERVE)")
     key = (target, mode)

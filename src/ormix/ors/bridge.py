@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -98,7 +99,8 @@ def portal() -> BlockingPortal:
 def run_sync(async_fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
     """Call `async_fn(*args, **kwargs)` on the portal's loop and wait for the result (from any thread).
 
-    Must not be called from the portal's own loop (it would deadlock): that raises RuntimeError.
+    Must not be called from the portal's own loop (it would deadlock): that raises RuntimeError. If the
+    waiting thread is interrupted (KeyboardInterrupt), the task on the loop is cancelled.
 
     Example:
         >>> import anyio
@@ -106,20 +108,57 @@ def run_sync(async_fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -
     """
     portal()
     loop: asyncio.AbstractEventLoop = _state["loop"]
-    try:
-        running = asyncio.get_running_loop()
-    except RuntimeError:
-        running = None
-    if running is loop:
+    if asyncio._get_running_loop() is loop:
         raise RuntimeError("ormix.ors.run_sync was called from the portal's own event loop; await the "
                            "coroutine directly instead")
-    # asyncio.run_coroutine_threadsafe is the lightest hop onto the loop (BlockingPortal.call adds a
-    # task group and cancel scopes per call); anyio's cancel scopes still work inside the coroutine.
-    return asyncio.run_coroutine_threadsafe(_call(async_fn, args, kwargs), loop).result()
+    # The lightest hop onto the loop and back: one call_soon_threadsafe, a task, and a plain lock the
+    # caller blocks on (asyncio.run_coroutine_threadsafe adds a wrapper future, a condition variable
+    # and chained callbacks per call; BlockingPortal.call adds a task group and cancel scopes).
+    done = threading.Lock()
+    done.acquire()
+    box: list[Any] = [None, None, None]  # result, exception, task
+
+    def finish(task: asyncio.Future) -> None:
+        if task.cancelled():
+            box[1] = concurrent.futures.CancelledError()
+        else:
+            exc = task.exception()
+            if exc is None:
+                box[0] = task.result()
+            else:
+                box[1] = exc
+        done.release()
+
+    def start() -> None:
+        try:
+            aw = async_fn(*args, **kwargs)
+            task = loop.create_task(aw) if asyncio.iscoroutine(aw) else asyncio.ensure_future(aw)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+            box[1] = e
+            done.release()
+            return
+        box[2] = task
+        task.add_done_callback(finish)
+
+    loop.call_soon_threadsafe(start)
+    try:
+        done.acquire()
+    except BaseException:
+        loop.call_soon_threadsafe(_cancel, box)
+        raise
+    exc = box[1]
+    if exc is not None:
+        try:
+            raise exc
+        finally:
+            box[:] = (None, None, None)  # no reference cycle through the traceback
+    return box[0]
 
 
-async def _call(async_fn: Callable[..., Awaitable[T]], args: tuple, kwargs: dict) -> T:
-    return await async_fn(*args, **kwargs)
+def _cancel(box: list[Any]) -> None:
+    task = box[2]
+    if task is not None:
+        task.cancel()
 
 
 def shutdown() -> None:

@@ -30,7 +30,7 @@ import json
 import os
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -249,8 +249,9 @@ class ResponseParser:
         self.headers = headers
         self.head_done = True
         self.http10 = parts[0] == b"HTTP/1.0"
-        conn_tokens = {t.strip().lower() for t in dict.get(headers, "connection", "").split(",")}
-        keep = ("keep-alive" in conn_tokens) if self.http10 else ("close" not in conn_tokens)
+        # HTTP/1.0 answers are never reused (as h11 does): keep-alive there is opt-in and rare.
+        keep = not self.http10 and "close" not in {
+            t.strip().lower() for t in dict.get(headers, "connection", "").split(",")}
         te = dict.get(headers, "transfer-encoding")
         cl = dict.get(headers, "content-length")
         if self._head_only or status == 204 or status == 304:
@@ -280,11 +281,6 @@ class ResponseParser:
             self.keep_alive = False
 
 
-def _on_timeout(fut: asyncio.Future, what: str) -> None:
-    if not fut.done():
-        fut.set_exception(httpx.ReadTimeout(what))
-
-
 class H1Connection(asyncio.Protocol):
     """One keep-alive TCP connection driven as an `asyncio.Protocol`; one request at a time.
 
@@ -306,6 +302,13 @@ class H1Connection(asyncio.Protocol):
         self.busy = False
         self.requests = 0
         self.last_used = time.monotonic()
+        # Body consumer called from data_received (see `H1Session.sse`); None: bytes are buffered.
+        self.sink: Callable[[bytes], None] | None = None
+        self._sink_exc: BaseException | None = None
+        # Stall detection: one timer re-armed lazily instead of one per wait (they are many per second).
+        self._rx_at = loop.time()
+        self._watch: asyncio.TimerHandle | None = None
+        self._watch_s: float | None = None
 
     @classmethod
     async def open(cls, host: str, port: int, connect_timeout_s: float | None) -> H1Connection:
@@ -337,12 +340,28 @@ class H1Connection(asyncio.Protocol):
                 pass
 
     def data_received(self, data: bytes) -> None:
+        self._rx_at = self._loop.time()
+        p = self.parser
         try:
-            self.parser.feed(data)
+            p.feed(data)
         except ProtocolViolation as e:
             self._fail(httpx.RemoteProtocolError(f"invalid HTTP response from the server: {e}"))
             return
-        if self.parser.buffered > _HIGH_WATER and not self._read_paused and self._transport is not None:
+        sink = self.sink
+        if sink is not None:
+            # A 200 body goes to the sink now; another status is buffered for the caller. Either way the
+            # waiting task wakes once, when the answer is complete.
+            if p.buffered and p.status == 200:
+                try:
+                    sink(p.take())
+                except Exception as e:  # noqa: BLE001 - re-raised in the waiting task
+                    self._sink_exc = e
+                    self._fail(e)
+                    return
+            if p.done:
+                self._wake()
+            return
+        if p.buffered > _HIGH_WATER and not self._read_paused and self._transport is not None:
             self._read_paused = True
             self._transport.pause_reading()
         self._wake()
@@ -397,14 +416,24 @@ class H1Connection(asyncio.Protocol):
     async def _wait(self, timeout_s: float | None) -> None:
         fut = self._loop.create_future()
         self._waiter = fut
-        timer = (self._loop.call_later(timeout_s, _on_timeout, fut, f"no data from the server for {timeout_s:g}s")
-                 if timeout_s is not None else None)
+        self._watch_s = timeout_s
+        if timeout_s is not None and self._watch is None:
+            self._watch = self._loop.call_at(self._rx_at + timeout_s, self._check_stall)
         try:
             await fut
         finally:
             self._waiter = None
-            if timer is not None:
-                timer.cancel()
+
+    def _check_stall(self) -> None:
+        self._watch = None
+        w, limit = self._waiter, self._watch_s
+        if w is None or w.done() or limit is None:
+            return  # nobody waiting: the next wait re-arms
+        due = self._rx_at + limit
+        if self._loop.time() >= due:
+            w.set_exception(httpx.ReadTimeout(f"no data from the server for {limit:g}s"))
+        else:
+            self._watch = self._loop.call_at(due, self._check_stall)
 
     # ---------------------------------------------------------------- API
 
@@ -420,6 +449,7 @@ class H1Connection(asyncio.Protocol):
             raise self._lost()
         self.parser.start(head_request)
         self.requests += 1
+        self._rx_at = self._loop.time()
         self._transport.write(data)  # type: ignore[union-attr]
         if self._write_paused:
             fut = self._loop.create_future()
@@ -460,9 +490,26 @@ class H1Connection(asyncio.Protocol):
                 raise self._lost()
             await self._wait(read_timeout_s)
 
+    async def receive_all(self, read_timeout_s: float | None) -> None:
+        """Wait until the whole answer is in (sink mode: the body went to `sink`, or is buffered when the
+        status is not 200)."""
+        p = self.parser
+        while not p.done:
+            if self._sink_exc is not None:
+                raise self._sink_exc
+            if self._exc is not None or self.closed or self.eof:
+                raise self._lost()
+            await self._wait(read_timeout_s)
+        if self._sink_exc is not None:
+            raise self._sink_exc
+        self.last_used = time.monotonic()
+
     def close(self) -> None:
         """Close the socket (idempotent)."""
         self.parser.keep_alive = False
+        w, self._watch = self._watch, None
+        if w is not None:
+            w.cancel()
         t = self._transport
         if t is not None and not self.closed:
             self.closed = True
@@ -700,6 +747,30 @@ class H1Session:
         """`async with http.stream(...) as resp:` the answer with its body still to read."""
         return _Stream(self, method, self._encode(method, url, json, headers),
                        timeout.read if timeout is not None else None)
+
+    async def sse(self, url: str, json_body: Any, headers: dict[str, str] | None, read_timeout_s: float | None,
+                  sink: Callable[[bytes], None]) -> H1Response | None:
+        """POST `json_body` and hand the 200 answer's body to `sink(bytes)` as it arrives, from the
+        connection's data callback (no task switch per network read). Returns None for a 200 answer,
+        else the response with its body read. `sink` must not block; what it raises is re-raised here.
+        """
+        data = self._encode("POST", url, json_body, headers)
+        conn = await self._take()
+        resp = None
+        try:
+            conn.sink = sink
+            await conn.send(data)
+            await conn.receive_all(read_timeout_s)
+            if conn.parser.status != 200:
+                resp = H1Response(conn, read_timeout_s)
+                resp._content = conn.parser.take()
+        except BaseException:
+            conn.close()
+            raise
+        finally:
+            conn.sink = None
+            self._give(conn)
+        return resp
 
     def release(self) -> None:
         """Give the session's connection back to the pool (at session close)."""

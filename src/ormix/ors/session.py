@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import codecs
 import contextlib
 import json
 import logging
@@ -117,6 +118,7 @@ class Session:
         self.dead_reason: str | None = None
         self._t = transport
         self._http = http
+        self._h1 = isinstance(http, H1Session)
         self._timeout_s = timeout_s
         self._headers = transport.headers(sid)
         self._closed = False
@@ -305,6 +307,32 @@ class Session:
         raise ToolRejected(f"tool call {name!r} rejected ({reason}): {error}. {_REJECT_HINT[reason]}.",
                            reason=reason, detail=error, **self._ctx(name))
 
+    async def _attempt(self, body: dict[str, Any], stream: CallStream) -> Any:
+        """One `POST /call`: feeds the SSE events to `stream` as they arrive. Returns the response when
+        the status is not 200 (body read), else None. Connection failures raise `httpx.TransportError`."""
+        http = self._http
+        parser = SSEParser()
+        on_event = stream.on_event
+        if self._h1:
+            decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+
+            # Runs inside the connection's data callback: events are parsed as bytes arrive, and the
+            # calling task wakes once, when the answer is complete.
+            def sink(piece: bytes) -> None:
+                for event, data in parser.feed(decode(piece)):
+                    on_event(event, data)
+
+            return await http.sse(self._call_url, body, self._headers, _STREAM_READ_TIMEOUT_S, sink)
+        async with http.stream("POST", self._call_url, json=body, headers=self._headers,
+                               timeout=self._stream_timeout) as resp:
+            if resp.status_code != 200:
+                await resp.aread()
+                return resp
+            async for text in resp.aiter_text():
+                for event, data in parser.feed(text):
+                    on_event(event, data)
+        return None
+
     async def _call_stream(self, name: str, input: dict, stream: CallStream) -> None:
         body: dict[str, Any] = {"name": name, "input": input}
         attempt = 0
@@ -312,45 +340,39 @@ class Session:
             if stream.task_id:
                 body["task_id"] = stream.task_id
             stream.reset_partial()
-            failure: BaseException | None = None
             try:
-                async with self._http.stream("POST", self._call_url, json=body, headers=self._headers,
-                                             timeout=self._stream_timeout) as resp:
-                    if resp.status_code != 200:
-                        await resp.aread()
-                        code = resp.status_code
-                        # A non-200 answer comes before the server starts the tool: retrying is safe.
-                        if code in RETRY_STATUSES and (attempt < self._t.retries
-                                                       or resp.headers.get("X-Backend-State") == "starting"):
-                            wait = retry_after_s(resp)
-                            await asyncio.sleep(min(wait, 10.0) if wait is not None else backoff_s(attempt, 0.2))
-                            attempt += 1
-                            self.timings.retries += 1
-                            continue
-                        err = self._t.status_error(resp, "POST", "/call", sid=self.id, tool=name)
-                        if isinstance(err, SessionDeadError):
-                            raise self._dead_from(err)
-                        if code == 500:
-                            # The stream never started: the session's setup() failed (the /call route waits
-                            # for setup and re-raises its error).
-                            raise SessionOpenError(
-                                f"the session could not start, so tool {name!r} was not run: {detail_of(resp)}",
-                                detail=detail_of(resp), status_code=500, **self._ctx(name))
-                        raise err
-                    parser = SSEParser()
-                    async for text in resp.aiter_text():
-                        for event, data in parser.feed(text):
-                            stream.on_event(event, data)
-                    if stream.done:
-                        if (stream.error == "unknown task_id" and "task_id" in body):
-                            raise TransportError(
-                                f"the connection dropped during tool call {name!r} and the server no longer "
-                                f"holds its result (task_id expired or the server restarted); the tool ran "
-                                f"once, its output is lost.", **self._ctx(name))
-                        return
-                    failure = httpx.RemoteProtocolError("stream ended before the `end` event")
+                resp = await self._attempt(body, stream)
             except httpx.TransportError as e:
-                failure = e
+                failure: BaseException = e
+            else:
+                if resp is not None:
+                    code = resp.status_code
+                    # A non-200 answer comes before the server starts the tool: retrying is safe.
+                    if code in RETRY_STATUSES and (attempt < self._t.retries
+                                                   or resp.headers.get("X-Backend-State") == "starting"):
+                        wait = retry_after_s(resp)
+                        await asyncio.sleep(min(wait, 10.0) if wait is not None else backoff_s(attempt, 0.2))
+                        attempt += 1
+                        self.timings.retries += 1
+                        continue
+                    err = self._t.status_error(resp, "POST", "/call", sid=self.id, tool=name)
+                    if isinstance(err, SessionDeadError):
+                        raise self._dead_from(err)
+                    if code == 500:
+                        # The stream never started: the session's setup() failed (the /call route waits
+                        # for setup and re-raises its error).
+                        raise SessionOpenError(
+                            f"the session could not start, so tool {name!r} was not run: {detail_of(resp)}",
+                            detail=detail_of(resp), status_code=500, **self._ctx(name))
+                    raise err
+                if stream.done:
+                    if stream.error == "unknown task_id" and "task_id" in body:
+                        raise TransportError(
+                            f"the connection dropped during tool call {name!r} and the server no longer "
+                            f"holds its result (task_id expired or the server restarted); the tool ran "
+                            f"once, its output is lost.", **self._ctx(name))
+                    return
+                failure = httpx.RemoteProtocolError("stream ended before the `end` event")
             # The connection failed. Retry only when that cannot run the tool twice: with the server's
             # task_id (it replays or resumes the one run), or when the request never left this machine.
             if not (stream.task_id or is_unsent(failure)):
@@ -391,7 +413,7 @@ class Session:
         except Exception as e:  # noqa: BLE001 - closing must not mask the caller's own error
             logger.debug("ormix.ors: closing session %s failed: %s", self.id, type(e).__name__)
         finally:
-            if isinstance(self._http, H1Session):
+            if self._h1:
                 self._http.release()
             if self._owner is not None:
                 self._owner._forget(self)
