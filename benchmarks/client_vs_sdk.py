@@ -136,9 +136,10 @@ def _raw_request(sock: socket.socket, buf: bytearray, data: bytes) -> None:
     head = bytes(buf[:i]).lower()
     del buf[:i + 4]
     if b"transfer-encoding: chunked" in head:
-        while (j := buf.find(b"0\r\n\r\n")) < 0 or (j and buf[j - 2:j] != b"\r\n"):
+        # One answer at a time on the connection: it is complete when the buffer ends with the last chunk.
+        while not buf.endswith(b"\r\n0\r\n\r\n"):
             buf += sock.recv(65536)
-        del buf[:j + 5]
+        buf.clear()
     else:
         n = int(head.split(b"content-length:")[1].split(b"\r\n")[0])
         while len(buf) < n:

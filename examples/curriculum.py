@@ -35,7 +35,7 @@ def main() -> None:
          "seta": OpenRewardSpec("local:seta", num_tasks=16)},
         schedule=[
             {"until_step": steps // 2, "weights": {"terminals": 0.9, "seta": 0.1}, "interpolate": True},
-            {"weights": {"terminals": 0.25, "seta": 0.75}},       # open-ended last phase
+            {"until_step": None, "weights": {"terminals": 0.25, "seta": 0.75}},   # open-ended last phase
         ],
         prompts_per_step=per_step, num_steps=steps, seed=0, name="example-curriculum")
 

@@ -29,7 +29,7 @@ def main() -> None:
     smoke = opts.smoke or os.environ.get("ORMIX_EXAMPLE_SHORT") == "1"
     steps = 1 if smoke else opts.steps
 
-    spec = OpenRewardSpec("my_env:Arithmetic", num_tasks=8, unscored_reward=0.0)
+    spec = OpenRewardSpec("my_env:Arithmetic", num_tasks=8)
     print(f"tools the model sees: {[t.name for t in spec.tool_specs]}")
     print(f"first task: { {k: v for k, v in spec.train_dataset[0].items() if k != 'prompt'} }")
 
@@ -38,7 +38,8 @@ def main() -> None:
                    output_dir=opts.output_dir or tempfile.mkdtemp(prefix="ormix-custom-"),
                    settings={"num_generations": 2, "max_completion_length": 48 if smoke else 128,
                              "max_tool_calling_iterations": 3, "learning_rate": 1e-5})
-    print(f"custom_env done: arithmetic reward {result.summary['arithmetic']['reward']}; "
+    row = result.summary["arithmetic"]
+    print(f"custom_env done: arithmetic reward {row['reward']}, coverage {row['coverage']}; "
           f"run directory {result.run_dir}")
 
 

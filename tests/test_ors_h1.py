@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ormix.ors.h1 import Headers, ProtocolViolation, ResponseParser
+from ormix.ors.h1 import H1Pool, H1Session, Headers, ProtocolViolation, ResponseParser
 
 _token = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=12).filter(
     lambda s: s not in {"content-length", "transfer-encoding", "connection"})
@@ -197,3 +197,20 @@ def test_headers_ignore_case():
     h = Headers({"x-backend-state": "starting"})
     assert h.get("X-Backend-State") == "starting" and "X-BACKEND-STATE" in h and h["x-Backend-state"]
     assert h.get("missing", "d") == "d" and 3 not in h
+
+
+def test_request_encoding_keeps_a_path_prefix_and_refuses_header_injection():
+    http = H1Session(H1Pool("http://127.0.0.1:8080/mounted", connect_timeout_s=1.0))
+    wire = http._encode("POST", "http://127.0.0.1:8080/mounted/echo/call", {"name": "é"}, {"X-Session-ID": "s"})
+    head, body = wire.split(b"\r\n\r\n")
+    assert head.split(b"\r\n") == [b"POST /mounted/echo/call HTTP/1.1", b"Host: 127.0.0.1:8080", b"X-Session-ID: s",
+                                    b"Content-Type: application/json", b"Content-Length: 13"]
+    assert body == '{"name":"é"}'.encode()
+    assert http._encode("GET", "http://127.0.0.1:8080/x", None, None).endswith(b"Host: 127.0.0.1:8080\r\n\r\n")
+    assert b"Content-Length: 0" in http._encode("POST", "http://127.0.0.1:8080/ping", None, None)
+    with pytest.raises(ValueError, match="line break"):
+        http._encode("GET", "http://127.0.0.1:8080/x", None, {"X-Session-ID": "a\r\nX-Evil: 1"})
+    with pytest.raises(ValueError, match="is not on"):
+        http._encode("GET", "http://127.0.0.1:80800/x", None, None)
+    with pytest.raises(ValueError, match="http://"):
+        H1Pool("https://example.org", connect_timeout_s=1.0)

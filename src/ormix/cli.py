@@ -115,6 +115,22 @@ def check(path: Annotated[Path, typer.Argument(help="mixture file whose environm
 
 
 @app.command()
+def train(
+    path: Annotated[Path, typer.Argument(help="mixture file, e.g. mixtures/local-demo.yaml")],
+    model: Annotated[str | None, typer.Option(help="hub id or path (default: ormix's offline tiny model)")] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="override train.max_steps")] = None,
+    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="run directory (default runs/<name>-<ts>)")] = None,
+    warmup_sft: Annotated[int, typer.Option("--warmup-sft", help="steps of SFT on reference solutions first (local envs)")] = 0,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="GRPOConfig override key=value (repeatable)")] = None,
+) -> None:
+    """GRPO on a mixture file: per-member progress, run directory with manifest, rollouts, report and model."""
+    from .train import train_command
+
+    raise typer.Exit(train_command(path, model=model, max_steps=max_steps, output_dir=output_dir,
+                                   warmup_sft=warmup_sft, overrides=list(set_ or []), console=console))
+
+
+@app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="run directory (the trainer's output_dir)")]) -> None:
     """Per-environment table and plots (reward, coverage, share, errors, latency) from a run's rollout records."""
     from .report import report_command

@@ -297,8 +297,8 @@ class MixtureSpec:
         funcs = []
         for member_name, member in self.members.items():
             config = self.spec(member_name).episode_class._config
-            funcs.append(make_reward_func(member_name, config, scale=member.scale,
-                                          unscored_reward=member.unscored_reward))
+            unscored = member.unscored_reward if member.unscored_reward is not None else member.spec.unscored_reward
+            funcs.append(make_reward_func(member_name, config, scale=member.scale, unscored_reward=unscored))
         return funcs
 
     @cached_property

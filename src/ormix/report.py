@@ -232,7 +232,7 @@ def _plots(series: Mapping[int, Mapping[str, float]], members: Sequence[str], fo
     bottom.set_xlabel("training step")
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
+        _legend(ax, "best")
     written.append(_save(fig, folder / "reward_coverage.png"))
 
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -242,7 +242,7 @@ def _plots(series: Mapping[int, Mapping[str, float]], members: Sequence[str], fo
     ax.set_xlabel("training step")
     ax.set_ylabel("share of the batch")
     ax.set_title("Actual batch share per environment")
-    ax.legend(loc="upper right", fontsize=8)
+    _legend(ax, "upper right")
     written.append(_save(fig, folder / "share.png"))
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
@@ -256,7 +256,7 @@ def _plots(series: Mapping[int, Mapping[str, float]], members: Sequence[str], fo
     for ax in (top, bottom):
         ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
+        _legend(ax, "best")
     written.append(_save(fig, folder / "errors.png"))
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
@@ -270,7 +270,7 @@ def _plots(series: Mapping[int, Mapping[str, float]], members: Sequence[str], fo
     bottom.set_xlabel("training step")
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
-        ax.legend(loc="best", fontsize=8)
+        _legend(ax, "best")
     written.append(_save(fig, folder / "latency.png"))
     return written
 
@@ -360,3 +360,9 @@ def report_command(run_dir: Path, console: Any) -> int:
     for path in result.files:
         console.print(f"  {path}")
     return 0
+
+
+def _legend(ax, loc: str) -> None:
+    """A legend only when something was drawn with a label (an empty one makes matplotlib warn)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc=loc, fontsize=8)

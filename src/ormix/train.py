@@ -58,6 +58,9 @@ DEFAULTS: dict[str, Any] = {
     "disable_tqdm": True,            # one compact line per step instead
     "max_tool_calling_iterations": 10,
     "save_strategy": "no",
+    # transformers' Trainer copies this into model.config, and GRPO's transformers-backend generation then runs
+    # without a KV cache: quadratic in the episode length (measured 2x slower at 128 tokens, worse beyond).
+    "use_cache": True,
 }
 
 
@@ -215,6 +218,7 @@ def build_grpo_config(mixture: Any, settings: Mapping[str, Any] | None = None, *
       model other than the tiny one;
     - ``report_to="none"``, ``logging_steps=1``, ``log_completions=True`` (files, not printed tables),
       ``max_tool_calling_iterations=10``, ``save_strategy="no"`` (the final model is saved anyway),
+      ``use_cache=True`` (generation with a KV cache),
       ``seed`` = the mixture's seed.
 
     Example:
@@ -505,7 +509,7 @@ class _DropUnscoredNotice(logging.Filter):
     # TRL warns, with the whole prompt and completion, for every rollout no reward function scored. In ormix
     # that is the `unscored` outcome, counted per member (coverage), so the dump is only noise.
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("All reward functions returned None")
+        return "All reward functions returned None" not in record.getMessage()
 
 
 @contextlib.contextmanager

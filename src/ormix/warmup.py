@@ -9,8 +9,11 @@ tool calls (``<tool_call>{json}</tool_call>``), the real tool results framed as 
 call and a short final answer. Then it runs a plain torch loop of next-token prediction on the assistant
 tokens only (prompt and tool results are masked out).
 
-This is best-effort and for demos: on a 2-core CPU a few hundred steps teach the tiny model the format (and
-some memorised commands); it does not teach it to solve tasks it has not seen.
+This is best-effort and for demos. Measured on a 2-core CPU with `mixtures/local-demo.yaml` (32 reference
+episodes, prompts of 1-2k tokens): about 0.7 s per step; 200 steps teach the format only partly (greedy first
+turns parse as a tool call 3 times in 8), 600 steps (~7 min) bring the loss to ~0.05 and 7 in 8, and GRPO then
+logs non-zero rewards and coverage (terminals: coverage ~0.5, mean scored reward ~0.9; seta lower, its
+reference solutions are long files). It memorises the training tasks; it does not teach solving new ones.
 
 Example:
     >>> from ormix import load_mixture
@@ -207,7 +210,7 @@ def check_tool_calls(model: Any, tokenizer: Any, transcripts: Sequence[Transcrip
     return ok, len(picked)
 
 
-def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learning_rate: float = 3e-3,
+def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learning_rate: float = 1e-2,
              batch_size: int = 4, seed: int = 0, on_report: Any = None, reports: int = 5) -> float:
     """Plain next-token SFT on the labelled (assistant) tokens of `transcripts`; returns the last loss.
 
@@ -217,6 +220,11 @@ def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learn
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
+    # Short warmup, then linear decay to a tenth: the last steps sharpen what was learnt (sampled generation in
+    # GRPO breaks the JSON of a tool call on any stray token).
+    ramp = min(10, max(steps // 10, 1))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda i: min((i + 1) / ramp, 1.0) * max(0.1, 1.0 - 0.9 * i / max(steps - 1, 1)))
     rng = random.Random(seed)
     order: list[int] = []
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
@@ -242,6 +250,7 @@ def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learn
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
+        scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         loss_value = float(loss.detach())
         if on_report is not None and (step % every == 0 or step == steps):
@@ -250,7 +259,7 @@ def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learn
 
 
 def warmup_sft(mixture: Any, model_path: str, *, steps: int, console: Any | None = None, seed: int = 0,
-               learning_rate: float = 3e-3, batch_size: int = 4, use_cpu: bool = True,
+               learning_rate: float = 1e-2, batch_size: int = 4, use_cpu: bool = True,
                max_completion_length: int | None = None) -> tuple[Any, Any]:
     """Fine-tune the model at `model_path` for `steps` steps on reference transcripts; return (model, tokenizer).
 

@@ -2,8 +2,10 @@
 
 What it adds over the openreward SDK: per-call deadlines, retries that never run a tool twice
 (`task_id` replay), keepalive pings also during long calls, one round trip per call (env name in the
-path), typed errors, bounded concurrency for bulk task fetches, and a small pool of HTTP clients so 32+
-concurrent sessions do not contend for one connection pool.
+path), typed errors, bounded concurrency for bulk task fetches, and no connection-pool contention: on a
+plain-HTTP server each session drives a keep-alive connection of its own (`ormix.ors.h1`, a lean
+HTTP/1.1 client that parses the call's SSE stream as bytes arrive), recycled across sessions; TLS and
+platform endpoints, and stateless calls, use a small pool of httpx clients.
 
 Example:
     >>> import anyio
@@ -51,7 +53,7 @@ class ORSClient:
         retries: retries of a failed request (transport errors, 429/502/503/504).
         ping_interval_s: keepalive period of open sessions (None: no pings).
         max_concurrency: parallel requests of bulk helpers such as `get_tasks`.
-        http_clients: size of the HTTP client pool (sessions are spread over it).
+        http_clients: size of the httpx client pool (stateless calls; sessions on TLS/platform targets).
 
     Example:
         >>> client = ORSClient("http://127.0.0.1:8080", env_name="echo")   # doctest: +SKIP

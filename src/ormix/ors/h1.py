@@ -593,6 +593,8 @@ class H1Pool:
         if u.scheme != "http" or not u.hostname:
             raise ValueError(f"H1Pool serves plain http:// URLs only, got {base_url!r}")
         self.base_url = base_url.rstrip("/")
+        # Requests name the path from the origin on: a server mounted under a prefix keeps its prefix.
+        self.origin = f"{u.scheme}://{u.netloc}"
         self.host = u.hostname
         self.port = u.port or 80
         self.host_header = u.netloc
@@ -635,7 +637,9 @@ class H1Pool:
     def close(self) -> None:
         """Close every idle connection (connections in use close when their session gives them back)."""
         idle, self._idle = self._idle, []
-        if self._pid == os.getpid():
+        # Only on the loop that owns them: closing a transport from another loop (or after fork) would
+        # act on a loop that is not running here. Abandoned sockets close with their loop.
+        if self._pid == os.getpid() and self._loop is asyncio._get_running_loop():
             for c in idle:
                 c.close()
 
@@ -666,13 +670,15 @@ class H1Session:
     def __init__(self, pool: H1Pool) -> None:
         self.pool = pool
         self.conn: H1Connection | None = None  # the session's own connection
-        self._prefix = pool.base_url
+        self._prefix = pool.origin
         self._host_line = f"Host: {pool.host_header}\r\n"
 
     def _encode(self, method: str, url: str, json_body: Any, headers: dict[str, str] | None) -> bytes:
         if not url.startswith(self._prefix):
             raise ValueError(f"{url!r} is not on {self._prefix}")
         path = url[len(self._prefix):] or "/"
+        if path[0] != "/":
+            raise ValueError(f"{url!r} is not on {self._prefix}")
         lines = [method, " ", path, " HTTP/1.1\r\n", self._host_line]
         if headers:
             for k, v in headers.items():

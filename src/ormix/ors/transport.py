@@ -1,8 +1,12 @@
 """HTTP to an ORS server: a small pool of httpx clients, retries, and mapping of statuses to typed errors.
 
+Sessions on a plain-HTTP server do not use this pool: each drives a connection of its own through
+`ormix.ors.h1` (passed to `Transport.request` as `client=`, duck-typed like an `httpx.AsyncClient`).
+The pool serves stateless calls, and sessions on TLS or platform endpoints.
+
 Why a pool: one shared `httpx.AsyncClient` collapses under ~32 concurrent sessions (its connection pool
-becomes the bottleneck), while one client per few sessions holds throughput. Each session is pinned to
-one client of the pool; stateless calls rotate over them.
+becomes the bottleneck), while one client per few sessions holds throughput. Each httpx session is
+pinned to one client of the pool; stateless calls rotate over them.
 
 Why the loop check: an httpx client's connections belong to the event loop that opened them. The pool
 remembers its loop and process; used from another loop (or after `fork`) it starts fresh clients
