@@ -21,8 +21,9 @@ $(VENV)/.ormix-installed: pyproject.toml
 test: setup
 	$(PY) -m pytest -q
 
+# DEMO_ARGS lets CI shorten the run (e.g. DEMO_ARGS="--max-steps 2"); the README's command leaves it empty.
 demo: setup
-	$(VENV)/bin/ormix train mixtures/local-demo.yaml
+	$(VENV)/bin/ormix train mixtures/local-demo.yaml $(DEMO_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks examples

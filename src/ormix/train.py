@@ -432,9 +432,15 @@ def train(
     merged = {**file_settings, **settings}
     if max_steps is not None:
         merged["max_steps"] = max_steps
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if output_dir is None and world_size > 1:
+        # Each rank would stamp its own time: every process must write into one run directory.
+        raise TrainConfigError(f"{world_size} processes: pass --output-dir so every rank writes the same run "
+                               "directory")
     run_dir = Path(output_dir) if output_dir is not None else default_run_dir(mix.name)
     tiny = model is None or model == TINY_MODEL
-    args, notes = build_grpo_config(mix, merged, output_dir=run_dir, model=None if tiny else model)
+    args, notes = build_grpo_config(mix, merged, output_dir=run_dir, model=None if tiny else model,
+                                    world_size=world_size)
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,36 @@
+"""The README's quickstart is exactly what CI runs: two commands, one for the main job, one for the tests."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def quickstart_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Quickstart", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.split("#", 1)[0].strip()]
+
+
+def test_quickstart_is_two_commands_and_ci_runs_both():
+    commands = quickstart_commands()
+    assert commands == ["make demo", "make test"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    ci_lines = [line.strip() for line in ci.splitlines() if line.strip() and not line.strip().startswith("#")]
+    assert "make test" in ci_lines
+    assert any(line.startswith("make demo") for line in ci_lines)
+
+
+def test_make_targets_run_the_main_job_and_the_suite():
+    makefile = (ROOT / "Makefile").read_text()
+    demo = makefile.split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    test = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "ormix train mixtures/local-demo.yaml" in demo
+    assert "pytest" in test
+    setup = makefile.split("$(VENV)/.ormix-installed: pyproject.toml", 1)[1].split("\n\n", 1)[0]
+    # torch's CPU build before the project, so resolving TRL never pulls a CUDA build
+    assert setup.index("torch==2.13.0") < setup.index("-e '.[trl,plot,dev]'")
+    assert "bubblewrap" in setup
