@@ -506,6 +506,10 @@ def _run_trainer(mix, args, model, processing_class, members, console, run_dir, 
         result.interrupted = True
         console.print("[yellow]interrupted[/yellow]: closing sessions; the run directory keeps what was logged")
         return list(trainer.state.log_history)
+    finally:
+        # Now, while the trainer still holds its environments: the episodes are tracked weakly, so once the
+        # trainer is dropped their open sessions can no longer be found (and keepalive pings hold them open).
+        mix.close_sessions()
     with _quiet_trainer():
         trainer.save_model(str(run_dir / "model"))
     return list(trainer.state.log_history)
@@ -538,9 +542,12 @@ def _quiet_trainer():
             hf_logging.enable_progress_bar()
 
 
-def train_command(path: Path, *, model: str | None, max_steps: int | None, output_dir: Path | None,
-                  warmup_sft: int, overrides: list[str], console: Any) -> int:
+def train_command(path: Path | Any, *, model: str | None, max_steps: int | None, output_dir: Path | None,
+                  warmup_sft: int, overrides: list[str], console: Any, callbacks: Sequence[Any] = ()) -> int:
     """`ormix train FILE`: returns the exit status (0 done, 1 training failed, 2 bad input, 130 interrupted).
+
+    `path` is a mixture file or a `MixtureSpec` (as for `train`); `callbacks` are extra `TrainerCallback`s.
+    Sessions are closed and the run directory keeps what was logged on every exit path.
 
     Example:
         >>> from rich.console import Console
@@ -556,7 +563,7 @@ def train_command(path: Path, *, model: str | None, max_steps: int | None, outpu
         settings = parse_overrides(overrides)
         _check_keys(settings, "--set ")
         result = train(path, model=model, max_steps=max_steps, output_dir=output_dir, warmup_sft=warmup_sft,
-                       settings=settings, console=console)
+                       settings=settings, console=console, callbacks=callbacks)
     except (TrainConfigError, MixtureConfigError, MixtureError, SpecError) as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2

@@ -19,15 +19,14 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from openreward.environments import Environment, TextBlock, ToolOutput, tool
+from openreward.environments import TextBlock, ToolOutput, tool
 from openreward.toolsets.cli import CLIToolset
 from pydantic import BaseModel
 
-from .sandbox import Sandbox
-from .tasks import Task, by_split, summarize, weighted_score
+from .sandboxed import SandboxedTaskEnvironment
+from .tasks import summarize, weighted_score
 from .tasks.seta_tasks import TASKS
 
-_BY_ID: dict[str, Task] = {t.task_id: t for t in TASKS}
 #: Reward of every submission after the first.
 RESUBMIT_PENALTY = -0.1
 
@@ -36,18 +35,16 @@ class SubmitParams(BaseModel, extra="forbid"):
     pass
 
 
-class Seta(Environment):
+class Seta(SandboxedTaskEnvironment):
     """SETA-like tasks on the SDK's CLIToolset surface; see the module docstring."""
 
     toolsets = [CLIToolset]
 
+    TASKS = TASKS
+    SPEC_FIELDS = ("task_id", "difficulty", "category", "tags")
+
     def __init__(self, task_spec: dict, secrets: dict[str, str] | None = None) -> None:
-        super().__init__(task_spec, secrets or {})
-        task_id = task_spec.get("task_id")
-        if task_id not in _BY_ID:
-            raise ValueError(f"unknown seta task_id {task_id!r}; list the tasks of a split for valid ids")
-        self.task = _BY_ID[task_id]
-        self.sandbox = Sandbox()
+        super().__init__(task_spec, secrets)
         self.submissions = 0
 
     @property
@@ -55,29 +52,6 @@ class Seta(Environment):
         """Where CLIToolset roots relative paths: the sandbox's working directory."""
         return self.sandbox.workdir
 
-    @classmethod
-    def list_splits(cls) -> list[str]:
-        return ["train", "test"]
-
-    @classmethod
-    def list_tasks(cls, split: str) -> list[dict]:
-        if split not in ("train", "test"):
-            raise ValueError(f"unknown split {split!r}; use 'train' or 'test'")
-        return [{"task_id": t.task_id, "difficulty": t.difficulty, "category": t.category, "tags": list(t.tags)}
-                for t in by_split(TASKS, split)]
-
-    async def setup(self) -> None:
-        await self.sandbox.start()
-        if not self.sandbox.available:
-            # Fail the session, not the episode: with no sandbox every rollout would score 0 for nothing.
-            from fastapi import HTTPException
-
-            await self.sandbox.close()
-            raise HTTPException(status_code=500, detail=self.sandbox.refusal)
-        self.task.seed(self.sandbox)
-
-    async def teardown(self) -> None:
-        await self.sandbox.close()
 
     def get_prompt(self) -> list[TextBlock]:
         return [TextBlock(text=(

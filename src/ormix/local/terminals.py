@@ -18,14 +18,14 @@ import shlex
 from dataclasses import asdict
 from typing import Optional
 
-from openreward.environments import Environment, TextBlock, ToolOutput, tool
+from openreward.environments import TextBlock, ToolOutput, tool
 from pydantic import BaseModel, Field
 
-from .sandbox import Sandbox, SandboxError, SandboxUnavailableError
-from .tasks import Task, by_split, summarize
+from .sandbox import SandboxError, SandboxUnavailableError
+from .sandboxed import SandboxedTaskEnvironment
+from .tasks import summarize
 from .tasks.terminals_tasks import TASKS
 
-_BY_ID: dict[str, Task] = {t.task_id: t for t in TASKS}
 #: Tool-side limits (the hosted EndlessTerminals sandbox is 1 CPU / 2 GB; commands there also time out).
 BASH_TIMEOUT_S = 60.0
 MAX_BASH_TIMEOUT_S = 300.0
@@ -63,44 +63,11 @@ def _text(text: str, **metadata) -> ToolOutput:
     return ToolOutput(blocks=[TextBlock(text=text)], metadata=metadata or None, finished=False)
 
 
-class Terminals(Environment):
+class Terminals(SandboxedTaskEnvironment):
     """EndlessTerminals-like shell tasks graded at submit; see the module docstring."""
 
-    def __init__(self, task_spec: dict, secrets: dict[str, str] | None = None) -> None:
-        super().__init__(task_spec, secrets or {})
-        task_id = task_spec.get("task_id")
-        if task_id not in _BY_ID:
-            raise ValueError(f"unknown terminals task_id {task_id!r}; list the tasks of a split for valid ids")
-        self.task = _BY_ID[task_id]
-        self.sandbox = Sandbox()
-
-    # ── tasks ──
-
-    @classmethod
-    def list_splits(cls) -> list[str]:
-        return ["train", "test"]
-
-    @classmethod
-    def list_tasks(cls, split: str) -> list[dict]:
-        if split not in ("train", "test"):
-            raise ValueError(f"unknown split {split!r}; use 'train' or 'test'")
-        return [{"task_id": t.task_id, "difficulty": t.difficulty, "category": t.category,
-                 "instructions": t.instructions} for t in by_split(TASKS, split)]
-
-    # ── lifecycle ──
-
-    async def setup(self) -> None:
-        await self.sandbox.start()
-        if not self.sandbox.available:
-            # Fail the session, not the episode: with no sandbox every rollout would score 0 for nothing.
-            from fastapi import HTTPException
-
-            await self.sandbox.close()
-            raise HTTPException(status_code=500, detail=self.sandbox.refusal)
-        self.task.seed(self.sandbox)
-
-    async def teardown(self) -> None:
-        await self.sandbox.close()
+    TASKS = TASKS
+    SPEC_FIELDS = ("task_id", "difficulty", "category", "instructions")
 
     def get_prompt(self) -> list[TextBlock]:
         wd = self.sandbox.workdir

@@ -17,6 +17,7 @@ __all__ = [
     "BadTargetError",
     "DeadlineExceeded",
     "ORSError",
+    "ProtocolError",
     "ServerError",
     "SessionDeadError",
     "SessionOpenError",
@@ -49,9 +50,46 @@ class ORSError(Exception):
                if v is not None]
         return f"{self.message} [{' '.join(ctx)}]" if ctx else self.message
 
+    def redact(self, values: tuple[str, ...] | list[str] | None) -> ORSError:
+        """Replace each of `values` (secrets, API keys) in this error's texts, and in the ORS errors it
+        chains to, with `[redacted]`; returns self. A server that echoes request headers back in its
+        error details must not put them into logs or tracebacks.
+
+        Example:
+            >>> str(ORSError("bad key sk-123").redact(["sk-123"]))
+            'bad key [redacted]'
+        """
+        if not values:
+            return self
+        seen: set[int] = set()
+        err: BaseException | None = self
+        while isinstance(err, ORSError) and id(err) not in seen:
+            seen.add(id(err))
+            for attr in ("message", "detail"):
+                text = getattr(err, attr, None)
+                if isinstance(text, str):
+                    setattr(err, attr, redact_text(text, values))
+            err.args = (err.message,)
+            err = err.__cause__ or err.__context__
+        return self
+
     def __reduce__(self):
         # Keeps the keyword-only context across pickling (multiprocessing, Ray, TRL's workers).
         return (_rebuild, (type(self), self.message, dict(self.__dict__)))
+
+
+def redact_text(text: str, values: tuple[str, ...] | list[str] | None) -> str:
+    """`text` with every occurrence of each of `values` replaced by `[redacted]` (empty values and
+    values under 4 characters are left alone: they would blank out ordinary words).
+
+    Example:
+        >>> redact_text("key=abcd1234 ok", ["abcd1234"])
+        'key=[redacted] ok'
+    """
+    for v in values or ():
+        if v and len(v) >= 4 and v in text:
+            text = text.replace(v, "[redacted]")
+    return text
 
 
 def _rebuild(cls, message, state):
@@ -164,3 +202,19 @@ class ServerError(ORSError):
         self.status_code = status_code
         self.detail = detail
         super().__init__(message, **ctx)
+
+
+class ProtocolError(ServerError):
+    """The server answered, but not in the ORS protocol: a body that is not JSON, JSON of the wrong
+    shape, an SSE stream without its `end` event, or a result too large to hold. Not retried; usually
+    an incompatible or broken server. `status_code` is the HTTP status of the answer (often 200).
+
+    Example:
+        >>> e = ProtocolError("GET /echo/tools answered a body that is not JSON", env="echo")
+        >>> isinstance(e, ServerError), e.status_code
+        (True, 200)
+    """
+
+    def __init__(self, message: str, *, status_code: int = 200, detail: str | None = None,
+                 **ctx: str | None) -> None:
+        super().__init__(message, status_code=status_code, detail=detail, **ctx)

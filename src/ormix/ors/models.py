@@ -41,17 +41,33 @@ class ToolSpec(BaseModel):
 
     name: str
     description: str = ""
-    input_schema: dict[str, Any] = Field(default_factory=dict)
+    # Normally a JSON-schema object; any other JSON value a server sends (`true`, a list, a string) is
+    # kept as sent: the binder copes with it and says so in its notes.
+    input_schema: Any = Field(default_factory=dict)
 
     @classmethod
     def from_wire(cls, d: dict[str, Any]) -> ToolSpec:
-        """Build from the server's dict, where `description`/`input_schema` may be null."""
-        return cls(name=d["name"], description=d.get("description") or "",
-                   input_schema=d.get("input_schema") or {})
+        """Build from the server's dict, where `description`/`input_schema` may be null.
+
+        Raises `KeyError`/`TypeError` when `d` is not a dict with a string `name` (the client turns
+        them into `ProtocolError`).
+        """
+        name = d["name"]
+        if not isinstance(name, str):
+            raise TypeError(f"tool name must be a string, got {type(name).__name__}")
+        desc = d.get("description")
+        schema = d.get("input_schema")
+        return cls(name=name, description=desc if isinstance(desc, str) else ("" if desc is None else str(desc)),
+                   input_schema={} if schema is None else schema)
 
 
 class ToolResult(BaseModel):
     """The output of one tool call.
+
+    `truncated` is True when the client kept only the head of an output larger than its
+    `max_output_chars` (memory stays bounded however much the server sends); `full_chars` is then the
+    length `text` would have had in full. When not truncated, `full_chars` is `len(text)` (or None when
+    whoever built the result did not count).
 
     Example:
         >>> ToolResult(blocks=[{"type": "text", "text": "ok"}], metadata=None, reward=None, finished=False).text
@@ -64,6 +80,8 @@ class ToolResult(BaseModel):
     metadata: dict[str, Any] | None = None
     reward: float | None = None
     finished: bool = False
+    truncated: bool = False
+    full_chars: int | None = None
 
     @property
     def text(self) -> str:

@@ -17,6 +17,7 @@ import codecs
 import contextlib
 import json
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,7 @@ import httpx
 from .errors import (
     DeadlineExceeded,
     ORSError,
+    ProtocolError,
     SessionDeadError,
     SessionOpenError,
     ToolFailed,
@@ -34,7 +36,7 @@ from .errors import (
 )
 from .h1 import H1Session
 from .models import ToolResult, ToolSpec, text_of
-from .sse import CallStream, SSEParser
+from .sse import CallStream, SSEParser, unclip
 from .transport import RETRY_STATUSES, backoff_s, detail_of, is_unsent, retry_after_s
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -111,7 +113,8 @@ class Session:
 
     def __init__(self, *, transport: Transport, http: httpx.AsyncClient | H1Session, sid: str, env_name: str | None,
                  timeout_s: float | None, connect_timeout_s: float, ping_interval_s: float | None,
-                 owner: Any = None) -> None:
+                 owner: Any = None, max_output_chars: int | None = None,
+                 redact: tuple[str, ...] = ()) -> None:
         self.id = sid
         self.env_name = env_name
         self.timings = SessionTimings()
@@ -125,6 +128,10 @@ class Session:
         self._ping_interval_s = ping_interval_s
         self._ping_task: asyncio.Task | None = None
         self._owner = owner
+        self._max_output_chars = max_output_chars
+        # Secret values and keys this session sent: scrubbed from every error it raises, in case the
+        # server echoes request headers back. Never shown.
+        self._redact = redact
         self._slot: int | None = None  # the client pool slot this session holds (released at close)
         self._stream_timeout = httpx.Timeout(connect=connect_timeout_s, read=_STREAM_READ_TIMEOUT_S,
                                              write=60.0, pool=None)
@@ -194,6 +201,13 @@ class Session:
 
     async def ping(self) -> None:
         """Tell the server the session is alive (`POST /ping`). Raises SessionDeadError if it is gone."""
+        try:
+            await self._ping()
+        except ORSError as e:
+            e.redact(self._redact)
+            raise
+
+    async def _ping(self) -> None:
         self._check_usable()
         try:
             await self._t.request("POST", "/ping", sid=self.id, headers=self._headers, client=self._http)
@@ -210,6 +224,13 @@ class Session:
         self.timings.pings += 1
 
     async def _get_ready(self, suffix: str, timeout_s: float | None) -> Any:
+        try:
+            return await self._get_ready_once(suffix, timeout_s)
+        except ORSError as e:
+            e.redact(self._redact)
+            raise
+
+    async def _get_ready_once(self, suffix: str, timeout_s: float | None) -> Any:
         self._check_usable()
         path = self._t.endpoint.path(suffix)
         try:
@@ -230,15 +251,28 @@ class Session:
                     f"run as is; close the session and report or skip the task.",
                     detail=getattr(e, "detail", None), status_code=500, **self._ctx()) from None
             raise
-        return resp.json()
+        try:
+            return resp.json()
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise ProtocolError(
+                f"GET {path} answered {resp.status_code} with a body that is not JSON ({_excerpt(resp)}). "
+                f"The server does not speak ORS as ormix expects: check the URL, env_name and the server's "
+                f"version (GET /version).", status_code=resp.status_code, **self._ctx()) from e
 
     async def prompt(self, *, timeout_s: float | None = None) -> list[dict]:
         """The task's prompt blocks (`GET /{env}/prompt`); waits out a slow `setup()` until the deadline.
 
+        Raises `ProtocolError` when the answer is not a list of blocks.
+
         Example:
             >>> blocks = await session.prompt()         # doctest: +SKIP
         """
-        return await self._get_ready("/prompt", timeout_s)
+        blocks = await self._get_ready("/prompt", timeout_s)
+        if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+            raise ProtocolError(f"GET /prompt answered {_kind(blocks)}, not a list of blocks. The server does not "
+                                f"speak ORS as ormix expects; check its version (GET /version).",
+                                **self._ctx()).redact(self._redact)
+        return blocks
 
     async def prompt_text(self, *, timeout_s: float | None = None) -> str:
         """The prompt's text blocks joined by newlines."""
@@ -247,30 +281,40 @@ class Session:
     async def tools(self, *, timeout_s: float | None = None) -> list[ToolSpec]:
         """This session's tools: shared ones plus the task's own (`GET /{env}/task_tools`)."""
         body = await self._get_ready("/task_tools", timeout_s)
-        return [ToolSpec.from_wire(t) for t in body.get("tools", [])]
+        return tool_specs_of(body, "GET /task_tools", self._ctx()).redact(self._redact) \
+            if isinstance(body, ProtocolError) else tool_specs_of(body, "GET /task_tools", self._ctx())
 
     # ------------------------------------------------------------------ tool calls
 
-    async def call(self, name: str, input: dict | None = None, *, timeout_s: float | None = None) -> ToolResult:
+    async def call(self, name: str, input: Any = None, *, timeout_s: float | None = None) -> ToolResult:
         """Call a tool and return its result.
 
         Retries a dropped connection with the server's `task_id`, so the server replays the result
         instead of running the tool again. Raises `ToolRejected` (bad arguments, unknown tool, episode
         over), `ToolFailed` (the tool raised), `SessionDeadError`, `DeadlineExceeded` (after `timeout_s`,
-        default: the client's), `TransportError`.
+        default: the client's), `TransportError`, `ProtocolError` (an answer that breaks the protocol).
+
+        `input` is normally a dict of arguments; another JSON value (a tool whose input schema is not
+        an object) is sent as is and the server validates it. An output longer than the client's
+        `max_output_chars` is kept as its head: `truncated` is then True and `full_chars` its full length.
 
         Example:
             >>> r = await session.call("echo", {"text": "apple"})   # doctest: +SKIP
             >>> r.text, r.reward                                    # doctest: +SKIP
             ('apple', 1.0)
         """
+        try:
+            return await self._call(name, input, timeout_s)
+        except ORSError as e:
+            e.redact(self._redact)
+            raise
+
+    async def _call(self, name: str, input: Any, timeout_s: float | None) -> ToolResult:
         self._check_usable(name)
         if input is None:
             input = {}
-        if not isinstance(input, dict):
-            raise TypeError(f"tool input must be a dict, got {type(input).__name__}")
         start = time.perf_counter()
-        stream = CallStream()
+        stream = CallStream(self._max_output_chars)
         try:
             with self._deadline(timeout_s):
                 await self._call_stream(name, input, stream)
@@ -290,19 +334,64 @@ class Session:
             raise ToolFailed(f"tool {name!r} raised inside the environment: {stream.error}. The session "
                              f"stays open on the server, but its state may be inconsistent.",
                              detail=stream.error, **self._ctx(name))
-        return self._parse_result(name, stream.result or "")
+        return self._parse_result(name, stream)
 
-    def _parse_result(self, name: str, text: str) -> ToolResult:
+    def _bad_result(self, name: str, what: str, stream: CallStream) -> ProtocolError:
+        return ProtocolError(
+            f"tool {name!r} answered {what} ({stream.received} chars received). The server does not speak "
+            f"ORS as ormix expects (broken, or an incompatible version): check GET /version and the "
+            f"environment's code; the session may still be usable.", **self._ctx(name))
+
+    def _parse_result(self, name: str, stream: CallStream) -> ToolResult:
+        clip = stream.clip
+        if clip is not None and clip.overflow:
+            raise self._bad_result(name, f"a result whose JSON structure alone is larger than {clip.limit} "
+                                         f"characters (long strings are cut, the rest cannot be)", stream)
+        text = stream.result or ""
         try:
             res = json.loads(text)
-        except ValueError as e:
-            raise ORSError(f"tool {name!r} returned a result that is not JSON ({len(text)} chars); the "
-                           f"server may be incompatible", **self._ctx(name)) from e
+        except (ValueError, RecursionError) as e:
+            raise self._bad_result(name, f"an `end` event that is not JSON ({text[:80]!r})", stream) from e
+        if not isinstance(res, dict):
+            raise self._bad_result(name, f"an `end` event holding {_kind(res)}, not an object", stream)
         if res.get("ok"):
-            out = res.get("output") or {}
-            return ToolResult(blocks=out.get("blocks") or [], metadata=out.get("metadata"),
-                              reward=out.get("reward"), finished=bool(out.get("finished", False)))
-        error = str(res.get("error", ""))
+            out = res.get("output")
+            out = {} if out is None else out
+            if not isinstance(out, dict):
+                raise self._bad_result(name, f"an `output` that is {_kind(out)}, not an object", stream)
+            blocks = out.get("blocks")
+            blocks = [] if blocks is None else blocks
+            if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+                raise self._bad_result(name, "`blocks` that are not a list of objects", stream)
+            reward = out.get("reward")
+            if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))
+                                       or not math.isfinite(reward)):
+                raise self._bad_result(name, f"a reward that is not a finite number ({str(reward)[:40]!r})",
+                                       stream)
+            metadata = out.get("metadata")
+            if metadata is not None and not isinstance(metadata, dict):
+                raise self._bad_result(name, f"`metadata` that is {_kind(metadata)}, not an object", stream)
+            truncated = clip is not None and clip.clipped > 0
+            if truncated:
+                blocks, _ = unclip(blocks)
+                metadata, _ = unclip(metadata)
+                shown = text_of(blocks)
+                dropped = 0
+                for b in blocks:  # only what `text` is made of counts toward its full length
+                    t = b.get("text")
+                    if isinstance(t, str) and b.get("type", "text") == "text":
+                        dropped += _dropped_of(b)
+                full = len(shown) + dropped
+            else:
+                full = None
+            result = ToolResult(blocks=blocks, metadata=metadata, reward=reward,
+                                finished=bool(out.get("finished", False)), truncated=truncated,
+                                full_chars=full)
+            if full is None and self._max_output_chars is not None:
+                result.full_chars = len(result.text)
+            return result
+        error = res.get("error", "")
+        error = error if isinstance(error, str) else json.dumps(error)[:2000]
         reason = _infer_reason(res.get("reason"), error)
         raise ToolRejected(f"tool call {name!r} rejected ({reason}): {error}. {_REJECT_HINT[reason]}.",
                            reason=reason, detail=error, **self._ctx(name))

@@ -6,6 +6,11 @@ followed by `end`; the client joins them. Parsing follows the SSE spec: one spac
 dropped (not all leading whitespace, which would corrupt a chunk that starts with spaces), data lines of
 one event are joined with `\\n`, and `\\r\\n`, `\\r` and `\\n` all end a line, even when split across reads.
 
+Memory stays bounded whatever the server sends: the parser hands out the data of an event larger than
+`spill_chars` in pieces (a `("", text)` pair, before the event itself), and `CallStream(max_chars=N)`
+keeps a result larger than `N` characters as JSON whose long strings are cut (`ClippedJSON`), counting
+what it dropped.
+
 Example:
     >>> p = SSEParser()
     >>> p.feed("event: task_id\\r\\ndata: abc\\r\\n\\r\\n: ping\\r\\n\\r\\nevent: end\\r\\nda")
@@ -16,22 +21,37 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["CallStream", "SSEParser", "encode_event"]
+import json
+import re
+from typing import Any
+
+__all__ = ["PARTIAL", "CallStream", "ClippedJSON", "SSEParser", "encode_event", "unclip"]
+
+#: Event name of a piece of a large event's data, handed out before the event completes.
+PARTIAL = ""
 
 
 class SSEParser:
     """Feed text as it arrives; get back complete `(event, data)` pairs. Comments are dropped.
 
-    An event with no `event:` field is reported as `message` (SSE default) when it has data.
+    An event with no `event:` field is reported as `message` (SSE default) when it has data. An event
+    whose data grows past `spill_chars` (a server that does not chunk a huge result, or a hostile one)
+    is handed out in pieces: `(PARTIAL, text)` pairs, then the event with the rest of its data; the
+    pieces and the rest joined are the event's data. A non-data line longer than `spill_chars` is dropped.
     """
 
-    __slots__ = ("_buf", "_event", "_data", "_pending_cr")
+    __slots__ = ("_buf", "_event", "_parts", "_lines", "_size", "_pending_cr", "_spill", "_mid", "_cont")
 
-    def __init__(self) -> None:
+    def __init__(self, spill_chars: int = 65_536) -> None:
         self._buf = ""
         self._event: str | None = None
-        self._data: list[str] = []
+        self._parts: list[str] = []  # the event's data so far, "\n" between lines included
+        self._lines = 0  # data lines of the event so far (handed out or not)
+        self._size = 0  # characters in _parts
         self._pending_cr = False
+        self._spill = max(1, spill_chars)
+        self._mid = 0  # the buffered line's head was handed out: 1 a data line, 2 a line being dropped
+        self._cont = False  # the next data line continues one whose head was handed out
 
     def feed(self, text: str) -> list[tuple[str, str]]:
         """Consume more text; return the events it completed."""
@@ -40,6 +60,11 @@ class SSEParser:
             self._pending_cr = False
             if text.startswith("\n"):
                 text = text[1:]
+        if self._mid:
+            # The rest of a line whose head was handed out: "data: " keeps its text as is (one space is
+            # dropped after the colon), ":" makes a dropped line a comment.
+            text = ("data: " if self._mid == 1 else ":") + text
+            self._mid = 0
         buf = self._buf + text
         out: list[tuple[str, str]] = []
         pos = 0
@@ -60,15 +85,46 @@ class SSEParser:
                 end, nxt = i_n, i_n + 1
             self._line(buf[pos:end], out)
             pos = nxt
-        self._buf = buf[pos:]
+        rest = buf[pos:] if pos else buf
+        if len(rest) > self._spill:
+            self._spill_line(rest, out)
+            rest = ""
+        self._buf = rest
         return out
+
+    def _spill_line(self, line: str, out: list[tuple[str, str]]) -> None:
+        name, sep, value = line.partition(":")
+        if name == "data" and sep:
+            self._data_line(value[1:] if value.startswith(" ") else value)
+            out.append((PARTIAL, "".join(self._parts)))
+            self._parts = []
+            self._size = 0
+            self._mid = 1
+            self._cont = True
+        else:
+            self._mid = 2
+
+    def _data_line(self, value: str) -> None:
+        if self._cont:
+            self._cont = False
+        else:
+            if self._lines:
+                self._parts.append("\n")
+                self._size += 1
+            self._lines += 1
+        self._parts.append(value)
+        self._size += len(value)
 
     def _line(self, line: str, out: list[tuple[str, str]]) -> None:
         if not line:
-            if self._data or self._event:
-                out.append((self._event or "message", "\n".join(self._data)))
+            if self._lines or self._event:
+                parts = self._parts
+                out.append((self._event or "message", parts[0] if len(parts) == 1 else "".join(parts)))
             self._event = None
-            self._data = []
+            self._parts = []
+            self._lines = 0
+            self._size = 0
+            self._cont = False
             return
         if line[0] == ":":
             return
@@ -78,7 +134,11 @@ class SSEParser:
         if name == "event":
             self._event = value
         elif name == "data":
-            self._data.append(value)
+            self._data_line(value)
+            if self._size > self._spill:
+                out.append((PARTIAL, "".join(self._parts)))
+                self._parts = []
+                self._size = 0
         # `id:` and `retry:` carry nothing ORS uses.
 
 
@@ -93,11 +153,183 @@ def encode_event(event: str, data: str, sep: str = "\r\n") -> str:
     return sep.join(lines) + sep + sep
 
 
+# Complete units of a JSON string's content: runs of plain characters and whole escapes.
+_UNITS = re.compile(r'(?:[^"\\]+|\\u[0-9a-fA-F]{4}|\\[^u])*')
+# Appended (as JSON escapes) inside a string that was cut; `unclip` removes it and reads the count.
+_MARK = "\\u0000ormix-clipped:{}\\u0000"
+_MARK_RE = re.compile("\x00ormix-clipped:(\\d+)\x00\\Z")
+#: Characters every string keeps even once the budget is spent (keys, block types, short values).
+MIN_KEEP = 256
+_scanstring: Any = json.decoder.scanstring
+
+
+def _decoded_len(s: str, i: int, e: int) -> int:
+    # s[i:e] is whole units of a JSON string: its length once decoded.
+    try:
+        return len(_scanstring(s[i:e] + '"', 0, False)[0])
+    except ValueError:
+        return e - i
+
+
+class ClippedJSON:
+    """Reassemble a JSON text from pieces while keeping at most `budget` characters of string content in
+    all (each string keeps at least `MIN_KEEP`), so memory stays bounded however large the text.
+
+    A string that was cut gets a marker that `unclip` turns back into a count of dropped characters, so
+    the result is still valid JSON with every key, number and the head of every string. When what is
+    kept outside long strings passes `limit` characters, `overflow` is set and the text is dropped.
+
+    Example:
+        >>> c = ClippedJSON(budget=300, limit=10_000)
+        >>> c.feed('{"text": "' + "x" * 1000); c.feed('", "reward": 1.0}')
+        >>> obj, dropped = unclip(json.loads(c.finish()))
+        >>> len(obj["text"]), obj["reward"], c.clipped, c.dropped   # the key "text" used 4 of the 300
+        (296, 1.0, 1, 704)
+    """
+
+    __slots__ = ("_parts", "kept", "budget", "limit", "overflow", "clipped", "dropped", "_in_str", "_carry",
+                 "_left", "_cut", "_drop")
+
+    def __init__(self, budget: int, limit: int) -> None:
+        self._parts: list[str] = []
+        self.kept = 0
+        self.budget = budget
+        self.limit = limit
+        self.overflow = False
+        self.clipped = 0  # strings cut
+        self.dropped = 0  # decoded characters dropped from them
+        self._in_str = False
+        self._carry = ""  # an escape split by a piece boundary
+        self._left = 0  # raw characters the current string may still keep
+        self._cut = False  # the current string is being dropped
+        self._drop = 0  # decoded characters dropped from the current string
+
+    def _keep(self, text: str) -> None:
+        if self.overflow:
+            return
+        self.kept += len(text)
+        if self.kept > self.limit:
+            self.overflow = True
+            self._parts = []
+            return
+        self._parts.append(text)
+
+    def feed(self, s: str) -> None:
+        """Consume the next piece of the JSON text."""
+        if self._carry:
+            s, self._carry = self._carry + s, ""
+        i, n = 0, len(s)
+        while i < n:
+            if not self._in_str:
+                j = s.find('"', i)
+                if j < 0:
+                    self._keep(s[i:] if i else s)
+                    return
+                self._keep(s[i:j + 1])
+                i = j + 1
+                self._in_str = True
+                self._left = max(self.budget, MIN_KEEP)
+                self._cut = False
+                self._drop = 0
+                continue
+            e = _UNITS.match(s, i).end()
+            if e > i:
+                self._run(s, i, e)
+            if e >= n:
+                return
+            if s[e] == '"':
+                if self._cut:
+                    self._keep(_MARK.format(self._drop))
+                    self.clipped += 1
+                    self.dropped += self._drop
+                self._keep('"')
+                self._in_str = False
+                i = e + 1
+            elif n - e < 6:
+                self._carry = s[e:]
+                return
+            else:  # a malformed escape: kept, so that parsing the result reports it
+                self._keep(s[e:e + 2])
+                i = e + 2
+
+    def _run(self, s: str, i: int, e: int) -> None:
+        if not self._cut:
+            left = self._left
+            if e - i <= left:
+                self._keep(s[i:e])
+                self._left = left - (e - i)
+                self.budget -= e - i
+                return
+            c = _UNITS.match(s, i, i + left).end()  # the last whole unit that fits
+            if c > i:
+                self._keep(s[i:c])
+                self.budget -= c - i
+            self._cut = True
+            i = c
+        self._drop += _decoded_len(s, i, e)
+
+    def finish(self) -> str:
+        """The kept JSON text (empty after an overflow)."""
+        if self._carry:
+            self._keep(self._carry)
+            self._carry = ""
+        parts, self._parts = self._parts, []
+        return "".join(parts)
+
+
+def unclip(obj: Any, _depth: int = 0) -> tuple[Any, int]:
+    """Remove the cut markers `ClippedJSON` left in the strings of a parsed value.
+
+    Returns the cleaned value and the characters dropped from its strings.
+
+    Example:
+        >>> unclip({"a": ["abc\\x00ormix-clipped:7\\x00"]})
+        ({'a': ['abc']}, 7)
+    """
+    if isinstance(obj, str):
+        m = _MARK_RE.search(obj)
+        if m is None:
+            return obj, 0
+        head = obj[:m.start()]
+        if head and "\ud800" <= head[-1] <= "\udbff":
+            head = head[:-1]  # the cut fell between the halves of a surrogate pair
+        return head, int(m.group(1))
+    if _depth > 200:
+        return obj, 0
+    if isinstance(obj, list):
+        total = 0
+        out = []
+        for v in obj:
+            v, d = unclip(v, _depth + 1)
+            out.append(v)
+            total += d
+        return out, total
+    if isinstance(obj, dict):
+        total = 0
+        new = {}
+        for k, v in obj.items():
+            k, _ = unclip(k, _depth + 1)
+            v, d = unclip(v, _depth + 1)
+            new[k] = v
+            total += d
+        return new, total
+    return obj, 0
+
+
+#: What a `CallStream` keeps of an `error` event or a task id.
+_ERROR_MAX = 65_536
+_TASK_ID_MAX = 256
+#: Characters of JSON structure (outside cut strings) a clipped result may hold beyond its budget.
+STRUCTURE_ALLOWANCE = 4_000_000
+
+
 class CallStream:
     """Reassemble an ORS `/call` (or `/create_session`) stream from its events.
 
     After feeding, `task_id` holds the server's task id (once seen), `done` tells whether `end` or `error`
-    arrived, and `result` / `error` hold the joined payload text or the error text.
+    arrived, and `result` / `error` hold the joined payload text or the error text. `received` counts the
+    payload characters. With `max_chars`, a payload longer than that is kept as `ClippedJSON` (`clip`):
+    `result` is then valid JSON with long strings cut, and memory stays near `max_chars`.
 
     Example:
         >>> s = CallStream()
@@ -106,29 +338,55 @@ class CallStream:
         ('t1', True, '{"ok":true}')
     """
 
-    __slots__ = ("task_id", "done", "result", "error", "_chunks")
+    __slots__ = ("task_id", "done", "result", "error", "received", "max_chars", "clip", "_chunks")
 
-    def __init__(self) -> None:
+    def __init__(self, max_chars: int | None = None) -> None:
         self.task_id: str | None = None
         self.done = False
         self.result: str | None = None
         self.error: str | None = None
+        self.received = 0
+        self.max_chars = max_chars
+        self.clip: ClippedJSON | None = None
         self._chunks: list[str] = []
 
+    def _add(self, data: str) -> None:
+        self.received += len(data)
+        clip = self.clip
+        if clip is not None:
+            clip.feed(data)
+            return
+        self._chunks.append(data)
+        if self.max_chars is not None and self.received > self.max_chars:
+            clip = self.clip = ClippedJSON(self.max_chars, self.max_chars + STRUCTURE_ALLOWANCE)
+            chunks, self._chunks = self._chunks, []
+            chunks.reverse()
+            while chunks:  # popped one by one: the raw text is freed as the clipped text grows
+                clip.feed(chunks.pop())
+
     def on_event(self, event: str, data: str) -> None:
-        if event == "task_id":
-            self.task_id = data.strip()
-        elif event == "chunk":
-            self._chunks.append(data)
+        if event == "chunk" or event == PARTIAL:
+            self._add(data)
         elif event == "end":
-            self._chunks.append(data)
-            self.result = "".join(self._chunks)
+            self._add(data)
+            clip = self.clip
+            if clip is not None:
+                self.result = clip.finish()
+            else:
+                chunks = self._chunks
+                self.result = chunks[0] if len(chunks) == 1 else "".join(chunks)
             self._chunks = []
             self.done = True
+        elif event == "task_id":
+            self.task_id = data.strip()[:_TASK_ID_MAX]
         elif event == "error":
-            self.error = data
+            self.error = data if len(data) <= _ERROR_MAX else data[:_ERROR_MAX] + "…"
+            self._chunks = []
+            self.clip = None
             self.done = True
 
     def reset_partial(self) -> None:
         """Drop chunks of an interrupted stream; a resumed stream sends the whole result again."""
         self._chunks = []
+        self.clip = None
+        self.received = 0
