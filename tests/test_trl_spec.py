@@ -84,3 +84,31 @@ def test_unscored_and_error_rollouts_are_none_not_zero(tiny_model, tmp_path):
     step = next(h for h in trainer.state.log_history if "rewards/echo/mean" in h)
     assert seen == ["scored", "unscored", "scored", "unscored"]
     assert step["rewards/echo/mean"] == 1.0  # the unscored rollouts are NaN in TRL, not 0.0
+
+
+def test_grpo_on_local_terminals_reference_vs_wrong(tiny_model, tmp_path):
+    """Sample 0 replays the task's reference solution (1.0), sample 1 a near miss (0.0): mean 0.5 per step."""
+    from trl import GRPOTrainer
+
+    from ormix.local.solutions import TERMINALS_REFERENCE, TERMINALS_WRONG
+    from ormix.local.tasks.terminals_tasks import TASKS
+
+    spec = OpenRewardSpec("local:terminals", num_tasks=4, local_serve="thread")
+
+    def script(ctx: ScriptContext) -> str:
+        task = next(t for t in TASKS if t.instructions in ctx.user)
+        calls = (TERMINALS_REFERENCE if ctx.sample == 0 else TERMINALS_WRONG)[task.task_id] + [("submit", {})]
+        if ctx.turn < len(calls):
+            name, args = calls[ctx.turn]
+            return tool_call(name, **args)
+        return "done"
+
+    trainer = GRPOTrainer(model=tiny_model, args=grpo_args(tmp_path, max_completion_length=768,
+                                                           max_tool_calling_iterations=4),
+                          train_dataset=spec.train_dataset, environment_factory=spec.environment_factory,
+                          reward_funcs=spec.reward_funcs, callbacks=spec.callbacks)
+    ScriptedPolicy(script).attach(trainer)
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "rewards/terminals/mean" in h]
+    assert [h["rewards/terminals/mean"] for h in logs] == [0.5, 0.5]
+    assert server_for("local:terminals", mode="thread").active_sessions() == []

@@ -281,8 +281,10 @@ class Session:
     async def tools(self, *, timeout_s: float | None = None) -> list[ToolSpec]:
         """This session's tools: shared ones plus the task's own (`GET /{env}/task_tools`)."""
         body = await self._get_ready("/task_tools", timeout_s)
-        return tool_specs_of(body, "GET /task_tools", self._ctx()).redact(self._redact) \
-            if isinstance(body, ProtocolError) else tool_specs_of(body, "GET /task_tools", self._ctx())
+        try:
+            return tool_specs_of(body, "GET /task_tools", self._ctx())
+        except ProtocolError as e:
+            raise e.redact(self._redact) from None
 
     # ------------------------------------------------------------------ tool calls
 
@@ -331,7 +333,7 @@ class Session:
             self.timings.last_call_ms = ms
             self.timings.call_ms_total += ms
         if stream.error is not None:
-            raise ToolFailed(f"tool {name!r} raised inside the environment: {stream.error}. The session "
+            raise ToolFailed(f"tool {name!r} raised inside the environment: {_clip_text(stream.error)}. The session "
                              f"stays open on the server, but its state may be inconsistent.",
                              detail=stream.error, **self._ctx(name))
         return self._parse_result(name, stream)
@@ -372,26 +374,25 @@ class Session:
             if metadata is not None and not isinstance(metadata, dict):
                 raise self._bad_result(name, f"`metadata` that is {_kind(metadata)}, not an object", stream)
             truncated = clip is not None and clip.clipped > 0
+            dropped = 0
             if truncated:
-                blocks, _ = unclip(blocks)
+                kept = []
+                for b in blocks:
+                    b, d = unclip(b)
+                    kept.append(b)
+                    if b.get("type", "text") == "text" and isinstance(b.get("text"), str):
+                        dropped += d  # only what `text` is made of counts toward its full length
+                blocks = kept
                 metadata, _ = unclip(metadata)
-                shown = text_of(blocks)
-                dropped = 0
-                for b in blocks:  # only what `text` is made of counts toward its full length
-                    t = b.get("text")
-                    if isinstance(t, str) and b.get("type", "text") == "text":
-                        dropped += _dropped_of(b)
-                full = len(shown) + dropped
-            else:
-                full = None
-            result = ToolResult(blocks=blocks, metadata=metadata, reward=reward,
-                                finished=bool(out.get("finished", False)), truncated=truncated,
-                                full_chars=full)
-            if full is None and self._max_output_chars is not None:
-                result.full_chars = len(result.text)
+            try:
+                result = ToolResult(blocks=blocks, metadata=metadata, reward=reward,
+                                    finished=bool(out.get("finished", False)), truncated=truncated)
+            except ValueError as e:  # pydantic's ValidationError
+                raise self._bad_result(name, "a result of the wrong shape", stream) from e
+            result.full_chars = len(result.text) + dropped
             return result
         error = res.get("error", "")
-        error = error if isinstance(error, str) else json.dumps(error)[:2000]
+        error = _clip_text(error if isinstance(error, str) else json.dumps(error)[:2000])
         reason = _infer_reason(res.get("reason"), error)
         raise ToolRejected(f"tool call {name!r} rejected ({reason}): {error}. {_REJECT_HINT[reason]}.",
                            reason=reason, detail=error, **self._ctx(name))
@@ -513,3 +514,47 @@ class Session:
     async def __aexit__(self, *exc: object) -> None:
         with anyio.CancelScope(shield=True):
             await self.close()
+
+
+def _kind(value: Any) -> str:
+    """A short name of a JSON value's type, for messages (never the value: it may be large or secret)."""
+    if value is None:
+        return "null"
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _excerpt(resp: Any, limit: int = 80) -> str:
+    """The first bytes of a response body, for a message about a malformed answer."""
+    try:
+        body = resp.content
+    except Exception:  # noqa: BLE001 - a body that cannot be read has no excerpt
+        return "body not read"
+    return f"{len(body)} bytes: {body[:limit]!r}"
+
+
+def tool_specs_of(body: Any, what: str, ctx: dict[str, str | None]) -> list[ToolSpec]:
+    """The `ToolSpec`s of a `/tools` or `/task_tools` answer; `ProtocolError` when it has the wrong shape.
+
+    Example:
+        >>> [t.name for t in tool_specs_of({"tools": [{"name": "echo"}]}, "GET /tools", {})]
+        ['echo']
+    """
+    tools = body.get("tools", []) if isinstance(body, dict) else None
+    if not isinstance(tools, list):
+        raise ProtocolError(f"{what} answered {_kind(body if tools is None else tools)} where an object with a "
+                            f"`tools` list belongs. The server does not speak ORS as ormix expects; check its "
+                            f"version (GET /version).", **ctx)
+    out = []
+    for i, t in enumerate(tools):
+        try:
+            out.append(ToolSpec.from_wire(t))
+        except (KeyError, TypeError, ValueError) as e:
+            raise ProtocolError(f"{what}: tool #{i} is not a valid tool description ({type(e).__name__}: "
+                                f"{str(e)[:120]}). The server does not speak ORS as ormix expects; fix the "
+                                f"environment's tool definitions.", **ctx) from None
+    return out
+
+
+def _clip_text(text: str, limit: int = 2000) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
