@@ -30,15 +30,18 @@ from typing import Any
 import anyio
 
 from .endpoint import Endpoint, resolve_endpoint
-from .errors import ORSError, SessionDeadError, SessionOpenError, TransportError
+from .errors import ORSError, ProtocolError, SessionDeadError, SessionOpenError, TransportError
 from .h1 import H1Pool, H1Session
 from .models import Split, ToolSpec
 from .secrets import augment_with_api_key, encode_secrets
-from .session import Session
+from .session import Session, _excerpt, _kind, tool_specs_of
 from .sse import CallStream, SSEParser
 from .transport import HTTPPool, Transport
 
-__all__ = ["ORSClient"]
+__all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "ORSClient"]
+
+#: Default cap on the characters of one tool result a client keeps in memory.
+DEFAULT_MAX_OUTPUT_CHARS = 4_000_000
 
 
 class ORSClient:
@@ -54,6 +57,9 @@ class ORSClient:
         ping_interval_s: keepalive period of open sessions (None: no pings).
         max_concurrency: parallel requests of bulk helpers such as `get_tasks`.
         http_clients: size of the httpx client pool (stateless calls; sessions on TLS/platform targets).
+        max_output_chars: most characters of one tool result kept in memory (None: no limit). A larger
+            result keeps the head of each long string (`ToolResult.truncated`, `.full_chars`), so a
+            server that sends 50 MB costs a few MB here.
 
     Example:
         >>> client = ORSClient("http://127.0.0.1:8080", env_name="echo")   # doctest: +SKIP
@@ -64,7 +70,7 @@ class ORSClient:
     def __init__(self, target: str | Endpoint, *, env_name: str | None = None, api_key: str | None = None,
                  timeout_s: float | None = 300.0, connect_timeout_s: float = 10.0, retries: int = 3,
                  ping_interval_s: float | None = 10.0, max_concurrency: int = 16,
-                 http_clients: int = 16) -> None:
+                 http_clients: int = 16, max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS) -> None:
         self._target = target
         self._env_name = env_name
         self._api_key = api_key
@@ -73,6 +79,7 @@ class ORSClient:
         self.retries = max(0, int(retries))
         self.ping_interval_s = ping_interval_s
         self.max_concurrency = max(1, int(max_concurrency))
+        self.max_output_chars = None if max_output_chars is None else max(1, int(max_output_chars))
         self._pool = HTTPPool(http_clients, connect_timeout_s)
         self._h1: H1Pool | None = None
         self._endpoint: Endpoint | None = None
@@ -111,7 +118,8 @@ class ORSClient:
         if self._transport is None:
             url = str(self._target).rstrip("/")
             probe = Transport(Endpoint(url, url, None, None, api_key=self._api_key), self._pool, self.retries)
-            names = (await probe.request("GET", "/list_environments")).json()
+            resp = await probe.request("GET", "/list_environments")
+            names = _json_of(resp, "GET /list_environments", url, None)
             if not isinstance(names, list) or not names:
                 raise ORSError(f"the ORS server at {url} lists no environments; pass env_name=")
             self._set_endpoint(Endpoint(url, url, str(names[0]).lower(), None, api_key=self._api_key))
@@ -174,7 +182,22 @@ class ORSClient:
         path = tr.endpoint.path(suffix) if env_path else suffix
         with self._deadline():
             async with self._throwaway_sid(tr) as sid:
-                return (await tr.request(method, path, json_body=body, sid=sid)).json()
+                resp = await tr.request(method, path, json_body=body, sid=sid)
+        return _json_of(resp, f"{method} {path}", tr.endpoint.target, tr.endpoint.env_name or tr.endpoint.deployment)
+
+    async def _field(self, method: str, suffix: str, body: Any, key: str, kinds: type | tuple[type, ...],
+                     expected: str) -> Any:
+        """`body[key]` of a stateless answer, checked to be of `kinds`; `ProtocolError` otherwise."""
+        answer = await self._stateless(method, suffix, body)
+        value = answer.get(key) if isinstance(answer, dict) else None
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            ep = self.endpoint
+            got = f"an object whose {key!r} is {_kind(value)}" if isinstance(answer, dict) else _kind(answer)
+            raise ProtocolError(f"{method} {ep.path(suffix)} to {ep.target} answered {got}; expected an object "
+                                f"with {expected} {key!r}. The server does not speak ORS as ormix expects: check "
+                                f"the URL, env_name and the server's version (GET /version).",
+                                env=ep.env_name or ep.deployment)
+        return value
 
     def _deadline(self, timeout_s: float | None = None):
         t = self.timeout_s if timeout_s is None else timeout_s
@@ -194,16 +217,29 @@ class ORSClient:
 
     async def splits(self) -> list[Split]:
         """The environment's splits."""
-        return [Split(**s) if isinstance(s, dict) else Split(name=str(s), type="validation")
-                for s in await self._stateless("GET", "/splits")]
+        answer = await self._stateless("GET", "/splits")
+        try:
+            if not isinstance(answer, list):
+                raise TypeError(f"expected a list, got {_kind(answer)}")
+            return [Split(**s) if isinstance(s, dict) else Split(name=str(s), type="validation") for s in answer]
+        except (TypeError, ValueError) as e:
+            ep = self.endpoint
+            raise ProtocolError(f"GET {ep.path('/splits')} to {ep.target} answered something that is not a list "
+                                f"of splits ({str(e)[:120]}). Check the server's version (GET /version).",
+                                env=ep.env_name or ep.deployment) from None
 
     async def num_tasks(self, split: str) -> int:
         """Number of tasks in `split`."""
-        return int((await self._stateless("POST", "/num_tasks", {"split": split}))["num_tasks"])
+        n = await self._field("POST", "/num_tasks", {"split": split}, "num_tasks", int, "an integer")
+        if n < 0:
+            ep = self.endpoint
+            raise ProtocolError(f"POST {ep.path('/num_tasks')} to {ep.target} answered a negative count ({n}).",
+                                env=ep.env_name or ep.deployment)
+        return n
 
     async def task(self, split: str, index: int) -> dict:
         """The task spec at `index` of `split`."""
-        return (await self._stateless("POST", "/task", {"split": split, "index": int(index)}))["task"]
+        return await self._field("POST", "/task", {"split": split, "index": int(index)}, "task", dict, "an object")
 
     async def task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict]:
         """Task specs `[start, stop)` of `split` (Python slice conventions)."""
@@ -212,19 +248,26 @@ class ORSClient:
             body["start"] = start
         if stop is not None:
             body["stop"] = stop
-        return (await self._stateless("POST", "/task_range", body))["tasks"]
+        return await self._field("POST", "/task_range", body, "tasks", list, "a list")
 
     async def tasks(self, split: str) -> list[dict]:
         """Every task spec of `split` (large environments may only serve `num_tasks` + `task`)."""
-        return (await self._stateless("POST", "/tasks", {"split": split}))["tasks"]
+        return await self._field("POST", "/tasks", {"split": split}, "tasks", list, "a list")
 
     async def tools_info(self) -> dict:
         """The raw `/tools` answer: `tools`, `terminal_tool`, `supports_score_group`, ..."""
-        return await self._stateless("GET", "/tools")
+        info = await self._stateless("GET", "/tools")
+        if not isinstance(info, dict):
+            ep = self.endpoint
+            raise ProtocolError(f"GET {ep.path('/tools')} to {ep.target} answered {_kind(info)}, not an object. "
+                                f"Check the server's version (GET /version).", env=ep.env_name or ep.deployment)
+        return info
 
     async def tools(self) -> list[ToolSpec]:
         """The environment's shared tools (a session may add task tools: `Session.tools()`)."""
-        return [ToolSpec.from_wire(t) for t in (await self.tools_info()).get("tools", [])]
+        ep = self.endpoint
+        return tool_specs_of(await self.tools_info(), f"GET {ep.path('/tools')} to {ep.target}",
+                             {"env": ep.env_name or ep.deployment})
 
     async def get_tasks(self, split: str, indices: Sequence[int], *, concurrency: int | None = None) -> list[dict]:
         """Fetch many tasks with at most `concurrency` (default `max_concurrency`) requests in flight.
@@ -278,6 +321,7 @@ class ORSClient:
         ep = tr.endpoint
         label = ep.env_name or ep.deployment
         start = time.perf_counter()
+        redact = _sensitive(None, None, ep.api_key)
         h1 = self._h1
         slot = None if h1 is not None else self._pool.acquire()
         http: Any = H1Session(h1) if h1 is not None else self._pool.get(slot)
@@ -289,6 +333,7 @@ class ORSClient:
                                                    ep.session_url, ep.api_url)
                 if all_secrets:
                     extra["X-Secrets"] = encode_secrets(all_secrets)
+                    redact = _sensitive(all_secrets, extra["X-Secrets"], ep.api_key)
                 body: dict[str, Any] = {}
                 if ep.env_name:
                     body["env_name"] = ep.env_name
@@ -303,12 +348,16 @@ class ORSClient:
             self._drop_http(http, slot)
             raise SessionOpenError(f"opening a session did not finish within the deadline "
                                    f"({self.timeout_s if timeout_s is None else timeout_s}s)", env=label) from e
+        except ORSError as e:
+            self._drop_http(http, slot)
+            e.redact(redact)
+            raise
         except BaseException:
             self._drop_http(http, slot)
             raise
         session = Session(transport=tr, http=http, sid=sid, env_name=ep.env_name, timeout_s=self.timeout_s,
                           connect_timeout_s=self.connect_timeout_s, ping_interval_s=self.ping_interval_s,
-                          owner=self)
+                          owner=self, max_output_chars=self.max_output_chars, redact=redact)
         session._slot = slot
         session.timings.open_ms = (time.perf_counter() - start) * 1000.0
         self._sessions.add(session)
@@ -368,3 +417,22 @@ def _detail(resp) -> str:
     except ValueError:
         return resp.text
 
+
+
+def _json_of(resp: Any, what: str, target: str, env: str | None) -> Any:
+    """The JSON body of a stateless answer; `ProtocolError` (never a raw JSONDecodeError) otherwise."""
+    try:
+        return resp.json()
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise ProtocolError(f"{what} to {target} answered {resp.status_code} with a body that is not JSON "
+                            f"({_excerpt(resp)}). The server does not speak ORS as ormix expects: check the "
+                            f"URL, env_name and the server's version (GET /version).",
+                            status_code=resp.status_code, env=env) from e
+
+
+def _sensitive(secrets: dict[str, Any] | None, header: str | None, api_key: str | None) -> tuple[str, ...]:
+    """Every string a session sends that must never show up in an error: secret values, the encoded
+    `X-Secrets` header, the API key."""
+    values = [v[0] if isinstance(v, tuple) else v for v in (secrets or {}).values()]
+    values += [header, api_key]
+    return tuple(sorted({v for v in values if isinstance(v, str) and len(v) >= 4}, key=len, reverse=True))

@@ -156,6 +156,8 @@ class Transport:
         self.pool = pool
         self.retries = retries
         self.base_headers = endpoint.headers()
+        # Scrubbed from every error this transport raises (a server may echo request headers back).
+        self.sensitive: tuple[str, ...] = (endpoint.api_key,) if endpoint.api_key else ()
 
     def url(self, path: str) -> str:
         return self.endpoint.session_url + path
