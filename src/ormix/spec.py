@@ -343,8 +343,11 @@ class OpenRewardSpec:
                 url, env_name = self.target, self.env_name
             api_key = self._api_key or (os.environ.get("OPENREWARD_API_KEY")
                                         if self._target.kind == "catalog" else None)
+            # The client keeps at most this much of one tool output (bounded memory under a 50 MB answer);
+            # 8x: the model sees `max_output_chars` of text even when every character is a JSON escape.
             self._client = ORSClient(url, env_name=env_name, api_key=api_key, timeout_s=self.call_timeout_s,
-                                     ping_interval_s=self.ping_interval_s)
+                                     ping_interval_s=self.ping_interval_s,
+                                     max_output_chars=max(8 * self.max_output_chars, 65_536))
         return self._client
 
     async def _open_session(self, task_index: int | None, task_spec: dict | None):

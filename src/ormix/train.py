@@ -344,6 +344,9 @@ def _summarise(history: Sequence[Mapping[str, Any]], members: Sequence[str]) -> 
 
 
 def _print_report(run_dir: Path, result: TrainResult, console: Any) -> None:
+    if result.interrupted and not any((run_dir / "rollouts").glob("*.jsonl")):
+        console.print("no rollout was recorded before the interrupt: no report")
+        return
     report = None
     try:
         from .report import report_command as report  # telemetry's report, when it is installed
@@ -473,7 +476,7 @@ def train(
         result.log_history = _run_trainer(mix, args, trainer_model, processing_class, members, console, run_dir,
                                           list(callbacks), result)
     finally:
-        mix.close_sessions()
+        _close(mix)
         result.wall_s = time.monotonic() - started
     result.summary = _summarise(result.log_history, members)
     if report:
@@ -481,6 +484,19 @@ def train(
     state = "interrupted" if result.interrupted else "finished"
     console.print(f"{state} in {result.wall_s:.0f}s; run directory: [bold]{run_dir}[/bold]")
     return result
+
+
+def _close(mix: Any) -> None:
+    """Close every session of the run, then the members' connections (a spec reconnects if used again).
+
+    Closing a connection also closes sessions no episode tracks any more (keepalive pings would otherwise
+    hold them open on a remote server until its reaper runs).
+    """
+    try:
+        mix.close_sessions()
+    finally:
+        for member in mix.members.values():
+            member.spec.close()
 
 
 def _run_trainer(mix, args, model, processing_class, members, console, run_dir, callbacks, result):

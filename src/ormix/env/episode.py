@@ -35,7 +35,8 @@ DEFAULT_MAX_OUTPUT_CHARS = 16_384
 class CallRecord:
     """One tool call of a rollout: what was called, how long it took, and how it ended.
 
-    `error` is `None` for a successful call, else a kind: `rejected:<reason>` (the server refused the
+    `output_chars` is the full size of the tool's text output (also when the model saw a truncated
+    head: `truncated`). `error` is `None` for a successful call, else a kind: `rejected:<reason>` (the server refused the
     arguments or the tool), `tool_failed` (the environment raised), `wrong_env` (namespaced routing), or an
     infrastructure kind (`transport`, `session_died`, `deadline`, `session_open`).
     """
@@ -47,6 +48,7 @@ class CallRecord:
     finished: bool = False
     output_chars: int = 0
     detail: str | None = None
+    truncated: bool = False
 
 
 @dataclass
@@ -176,9 +178,13 @@ class Episode:
             return self._tool_error(wire_name, t0, kind, e)
         latency = (time.perf_counter() - t0) * 1000
         text = result.text or "(no output)"
-        full = len(text)
-        if full > self._config.max_output_chars:
-            keep = self._config.max_output_chars
+        # The client may already have kept only the head of a huge output (bounded memory): its full
+        # size is what the model and the record are told.
+        clipped = bool(getattr(result, "truncated", False))
+        full = max(len(text), getattr(result, "full_chars", None) or 0) if clipped else len(text)
+        truncated = clipped or full > self._config.max_output_chars
+        if truncated:
+            keep = min(self._config.max_output_chars, len(text))
             text = text[:keep] + f"\n[ormix: output truncated, {keep} of {full} characters shown]"
         reward = None if result.reward is None else float(result.reward)
         self.rewards.append(reward)
@@ -188,7 +194,8 @@ class Episode:
         self.finished = self.finished or bool(result.finished)
         self.last_output = text
         self.calls.append(
-            CallRecord(wire_name, latency, reward=reward, finished=bool(result.finished), output_chars=full)
+            CallRecord(wire_name, latency, reward=reward, finished=bool(result.finished), output_chars=full,
+                       truncated=truncated)
         )
         return text
 

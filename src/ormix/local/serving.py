@@ -4,6 +4,12 @@ Both modes bind an ephemeral port, wait until `/health` answers, and shut down c
 lifespan deletes every open session (running each environment's `teardown()`, which removes sandboxes),
 and a child process is terminated, then killed, so no process stays behind.
 
+Shutdown always tears sessions down: requests still running get `GRACEFUL_SHUTDOWN_S` to finish and are then
+cancelled, and a second Ctrl-C does not skip the teardown (uvicorn's "force quit" would). A child process
+runs in its own session, so a Ctrl-C at the terminal reaches only its parent, which closes its sessions and
+then stops the child with SIGTERM; and the child watches a pipe from its parent, so it also shuts down
+(teardown included) when the parent dies without cleaning up (SIGKILL, an unhandled SIGTERM).
+
 `idle_limit_s` reaps sessions idle for longer than the limit, the way the openreward server's own reaper
 does at 900 s; tests shorten it to prove keepalive pings without waiting a quarter of an hour.
 """
@@ -14,6 +20,7 @@ import asyncio
 import atexit
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +39,12 @@ os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
 
 READY_LINE = "ORMIX_SERVER_READY"
+#: Seconds running requests get to finish at shutdown before they are cancelled and sessions torn down.
+GRACEFUL_SHUTDOWN_S = 3.0
+#: Seconds `LocalServer.close()` waits for a child process to finish its teardown before killing it.
+CHILD_EXIT_TIMEOUT_S = 20.0
+# Set by `serve_in_process` in the child's environment: stdin is a pipe from the parent; EOF = parent gone.
+_PARENT_PIPE_ENV = "ORMIX_SERVE_PARENT_PIPE"
 
 
 class ServerStartError(RuntimeError):
@@ -118,6 +131,20 @@ def build_app(env_classes: Sequence[type]):
     return Server(list(env_classes))
 
 
+def _server_class():
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            # uvicorn skips the lifespan shutdown on a second SIGINT ("force quit"), and with it the teardown
+            # of every open session: sandbox directories would stay behind. The graceful wait is bounded
+            # (timeout_graceful_shutdown) instead.
+            self.force_exit = False
+
+    return _Server
+
+
 async def _serve(env_classes: Sequence[type], sock: socket.socket, idle_limit_s: float | None,
                  uv_holder: list | None = None) -> None:
     import uvicorn
@@ -127,8 +154,8 @@ async def _serve(env_classes: Sequence[type], sock: socket.socket, idle_limit_s:
     if uv_holder is not None:
         uv_holder.append(ors_server)
     config = uvicorn.Config(ors_server.app, log_level="warning", access_log=False, timeout_keep_alive=60,
-                            lifespan="on")
-    uv = uvicorn.Server(config)
+                            lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    uv = _server_class()(config)
     if uv_holder is not None:
         uv_holder.append(uv)
     reaper = None
@@ -257,8 +284,10 @@ def serve_in_process(envs: Sequence[str], *, host: str = "127.0.0.1", port: int 
     cmd = [sys.executable, "-m", "ormix.local", "--host", host, "--port", str(port), *names]
     if idle_limit_s is not None:
         cmd += ["--idle-limit", str(idle_limit_s)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True,
-                            env={**os.environ, **(env or {})})
+    # Own session: a Ctrl-C at the terminal reaches only this process, which closes its sessions first and then
+    # stops the child (SIGTERM). stdin is a pipe the child watches: EOF means this process is gone.
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True,
+                            env={**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"}, start_new_session=True)
     bound: list[int] = []
 
     def read_ready() -> None:
@@ -276,12 +305,15 @@ def serve_in_process(envs: Sequence[str], *, host: str = "127.0.0.1", port: int 
 
     def close() -> None:
         if proc.poll() is None:
-            proc.terminate()
+            proc.terminate()  # graceful: the lifespan shutdown tears every open session down
             try:
-                proc.wait(timeout=10)
+                proc.wait(timeout=CHILD_EXIT_TIMEOUT_S)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(timeout=10)
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
 
     deadline = time.monotonic() + ready_timeout_s
     while not bound:
@@ -307,9 +339,30 @@ def serve_in_process(envs: Sequence[str], *, host: str = "127.0.0.1", port: int 
 
 def run_forever(envs: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
                 idle_limit_s: float | None = None) -> None:
-    """Serve in the foreground until SIGTERM/SIGINT (the body of `ormix serve` and `python -m ormix.local`)."""
+    """Serve in the foreground until SIGTERM/SIGINT (the body of `ormix serve` and `python -m ormix.local`).
+
+    Every open session is torn down before it returns; Ctrl-C exits with status 130 without a traceback.
+    """
     classes = _classes(envs)
     sock = _bind(host, port)
+    if os.environ.pop(_PARENT_PIPE_ENV, None) == "1":
+        _watch_parent()
     print(f"{READY_LINE} port={sock.getsockname()[1]} envs={','.join(env_name_of(c) for c in classes)}",
           flush=True)
-    asyncio.run(_serve(classes, sock, idle_limit_s))
+    try:
+        asyncio.run(_serve(classes, sock, idle_limit_s))
+    except KeyboardInterrupt:
+        # uvicorn re-raises the SIGINT it handled, after its graceful shutdown: nothing is left to do.
+        raise SystemExit(130) from None
+
+
+def _watch_parent() -> None:
+    """Shut down like on SIGTERM (sessions torn down) once stdin, a pipe from the parent, reaches EOF."""
+
+    def watch() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while sys.stdin.buffer.read(65536):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="ormix-parent-watch", daemon=True).start()

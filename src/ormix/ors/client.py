@@ -183,7 +183,11 @@ class ORSClient:
         with self._deadline():
             async with self._throwaway_sid(tr) as sid:
                 resp = await tr.request(method, path, json_body=body, sid=sid)
-        return _json_of(resp, f"{method} {path}", tr.endpoint.target, tr.endpoint.env_name or tr.endpoint.deployment)
+        try:
+            return _json_of(resp, f"{method} {path}", tr.endpoint.target,
+                            tr.endpoint.env_name or tr.endpoint.deployment)
+        except ProtocolError as e:
+            raise e.redact(tr.sensitive) from e.__cause__
 
     async def _field(self, method: str, suffix: str, body: Any, key: str, kinds: type | tuple[type, ...],
                      expected: str) -> Any:

@@ -29,6 +29,8 @@ __all__ = ["PARTIAL", "CallStream", "ClippedJSON", "SSEParser", "encode_event", 
 
 #: Event name of a piece of a large event's data, handed out before the event completes.
 PARTIAL = ""
+# A line that is not data (event name, comment, id) longer than this is dropped.
+_MAX_OTHER_LINE = 4096
 
 
 class SSEParser:
@@ -86,23 +88,28 @@ class SSEParser:
             self._line(buf[pos:end], out)
             pos = nxt
         rest = buf[pos:] if pos else buf
-        if len(rest) > self._spill:
-            self._spill_line(rest, out)
+        if len(rest) > self._spill and self._spill_line(rest, out):
             rest = ""
         self._buf = rest
         return out
 
-    def _spill_line(self, line: str, out: list[tuple[str, str]]) -> None:
+    def _spill_line(self, line: str, out: list[tuple[str, str]]) -> bool:
+        """Hand out the head of a long unfinished data line (True), drop a long other line (True), or
+        keep buffering (False)."""
         name, sep, value = line.partition(":")
         if name == "data" and sep:
             self._data_line(value[1:] if value.startswith(" ") else value)
-            out.append((PARTIAL, "".join(self._parts)))
+            if self._size:
+                out.append((PARTIAL, "".join(self._parts)))
             self._parts = []
             self._size = 0
             self._mid = 1
             self._cont = True
-        else:
+            return True
+        if len(line) > max(self._spill, _MAX_OTHER_LINE):
             self._mid = 2
+            return True
+        return False
 
     def _data_line(self, value: str) -> None:
         if self._cont:
@@ -160,6 +167,7 @@ _MARK = "\\u0000ormix-clipped:{}\\u0000"
 _MARK_RE = re.compile("\x00ormix-clipped:(\\d+)\x00\\Z")
 #: Characters every string keeps even once the budget is spent (keys, block types, short values).
 MIN_KEEP = 256
+_SLICE = 16_384
 _scanstring: Any = json.decoder.scanstring
 
 
@@ -216,6 +224,16 @@ class ClippedJSON:
 
     def feed(self, s: str) -> None:
         """Consume the next piece of the JSON text."""
+        if len(s) > _SLICE:
+            # The string-content regex keeps backtracking state per repetition: matching a huge piece
+            # at once would cost memory in proportion to it. Slices bound that (escapes split by a
+            # slice edge are carried over like those split by the network).
+            for k in range(0, len(s), _SLICE):
+                self._feed(s[k:k + _SLICE])
+        else:
+            self._feed(s)
+
+    def _feed(self, s: str) -> None:
         if self._carry:
             s, self._carry = self._carry + s, ""
         i, n = 0, len(s)

@@ -193,7 +193,7 @@ class Transport:
                     raise TransportError(
                         f"{method} {path} to {self.endpoint.target} failed after {attempt + 1} attempts: "
                         f"{type(e).__name__}: {e or 'connection failed'}. Check the server is running and "
-                        f"reachable.", env=env, session_id=sid, tool=tool) from e
+                        f"reachable.", env=env, session_id=sid, tool=tool).redact(self.sensitive) from e
                 await asyncio.sleep(backoff_s(attempt))
                 attempt += 1
                 continue
@@ -211,7 +211,11 @@ class Transport:
 
     def status_error(self, resp: httpx.Response, method: str, path: str, *, sid: str | None = None,
                      tool: str | None = None) -> ORSError:
-        """The typed error for a non-success answer."""
+        """The typed error for a non-success answer (the API key scrubbed from it)."""
+        return self._status_error(resp, method, path, sid=sid, tool=tool).redact(self.sensitive)
+
+    def _status_error(self, resp: httpx.Response, method: str, path: str, *, sid: str | None = None,
+                      tool: str | None = None) -> ORSError:
         env = self.endpoint.env_name or self.endpoint.deployment
         detail = detail_of(resp)
         code = resp.status_code
