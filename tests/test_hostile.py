@@ -3,7 +3,7 @@
 | fault | what ormix does | what the user sees |
 |---|---|---|
 | `/tools`, `/num_tasks`, `/task`, `/task_range`, `/tasks`, `/splits`, `/prompt`, `/task_tools` answer a body that is not JSON, or JSON of the wrong shape | checks the body and its shape before use | `ProtocolError` (a `ServerError`, so an infrastructure error) naming the endpoint, the env and an excerpt, with "check the URL, env_name and the server's version"; never a raw `JSONDecodeError`/`KeyError` |
-| SSE `end` event that is not JSON, of the wrong shape, or with a NaN reward | validates before building the `ToolResult` | `ProtocolError` naming the tool; the session stays usable. In an `Episode`: outcome `error` (kind `transport`), reward `None`, the model reads "Error: the environment could not be reached." |
+| SSE `end` event that is not JSON, of the wrong shape, or with a NaN reward | validates before building the `ToolResult` | `ProtocolError` naming the tool; the session stays usable. In an `Episode`: outcome `error` (kind `transport`), reward `None`, the model reads "Error: the environment sent an answer that could not be read." |
 | SSE stream that ends (cleanly or by a reset) without `end` | retries with the server's `task_id` (a replay, never a second run), then stops | `TransportError` within a second; in an `Episode`: outcome `error` (`transport`) |
 | stream that sends only `: ping` comments, or nothing, past the deadline | the per-call deadline cancels the read and closes that connection | `DeadlineExceeded` at the deadline; the session stays usable; in an `Episode`: outcome `error` (`deadline`) |
 | 50 MB tool output (chunked, or one unchunked SSE line) | keeps at most `max_output_chars` (client default 4 M; a spec uses 8x its own) of string content, counts the rest; the SSE parser hands out huge lines in pieces | peak client memory of a few MB; `ToolResult.truncated`, `.full_chars`; the model sees the head and `[ormix: output truncated, K of N characters shown]`; `CallRecord.output_chars` = N, `.truncated` |
@@ -160,6 +160,8 @@ def test_episode_turns_every_broken_answer_into_an_error_outcome(hostile):
         assert ep.reset(task_index=0) == "Task for ok."
         text = getattr(ep, methods[tool])(n=1)  # returns, never raises into the caller
         assert text.startswith("Error:") and len(text) < 200, text
+        if tool in ("badend", "wrongend", "nanreward"):  # the server answered, but not in ORS
+            assert text == "Error: the environment sent an answer that could not be read."
         assert ep.outcome.kind == "error" and ep.outcome.error_kind == kind, (tool, ep.outcome)
         assert ep.reward is None and ep.outcome.reward is None
         assert ep.calls[-1].error == kind and tool in ep.calls[-1].detail

@@ -301,6 +301,8 @@ def model_message(kind: str, exc: BaseException) -> str:
     Rejections and tool failures carry the environment's own words (they are about the model's call);
     infrastructure failures get a fixed sentence, so operator advice and ids never enter the transcript.
     """
+    if isinstance(exc, ors_errors.ProtocolError):
+        return "Error: the environment sent an answer that could not be read."
     if kind in _MODEL_MESSAGES:
         return _MODEL_MESSAGES[kind]
     detail = getattr(exc, "detail", None) or str(exc)
