@@ -537,8 +537,10 @@ def rows_to_dataset(rows: list[dict[str, Any]]):
 
 @atexit.register
 def _close_open_specs() -> None:
+    # close(), not only close_sessions(): the client also closes sessions whose episodes are already gone
+    # (episodes are tracked weakly), which a remote server would otherwise keep until its reaper runs.
     for spec in list(_open_specs):
         try:
-            spec.close_sessions()
+            spec.close()
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
