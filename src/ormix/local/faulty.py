@@ -39,9 +39,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import gc
 import threading
-import weakref
 
 from openreward.environments import Environment, TextBlock, ToolOutput, tool
 from pydantic import BaseModel
@@ -49,7 +47,6 @@ from pydantic import BaseModel
 __all__ = ["Faulty", "big_text", "count_of"]
 
 _COUNTS: dict[str, int] = {}
-_SERVERS: weakref.WeakSet = weakref.WeakSet()
 _COUNTS_LOCK = threading.Lock()
 _DEFAULT_BIG = 150_000
 _DEFAULT_SLOW_S = 0.5
@@ -195,17 +192,17 @@ class Faulty(Environment):
         loop.call_soon(lambda: loop.create_task(self._forget()))
 
     async def _forget(self) -> None:
-        from openreward.environments.server import Server, _delete_session
+        from openreward.environments.server import _delete_session
 
-        # The env does not know its server; find it (a full gc scan only the first time per server).
-        for servers in (list(_SERVERS), [o for o in gc.get_objects() if isinstance(o, Server)]):
-            for srv in servers:
-                _SERVERS.add(srv)
-                for sid, env in list(srv._active_envs.items()):
-                    if env is self:
-                        await _delete_session(sid, srv._active_envs, srv._active_toolsets, srv._last_ping,
-                                              srv._setup_tasks, srv._ready, srv._setup_errors)
-                        return
+        from .serving import servers_in_process
+
+        # The env does not know its server: ask the ones this process serves.
+        for srv in servers_in_process():
+            for sid, env in list(srv._active_envs.items()):
+                if env is self:
+                    await _delete_session(sid, srv._active_envs, srv._active_toolsets, srv._last_ping,
+                                          srv._setup_tasks, srv._ready, srv._setup_errors)
+                    return
 
     # -- tools ----------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -124,11 +125,21 @@ async def _reap_idle(ors_server, limit_s: float, interval_s: float) -> None:
                 )
 
 
+_BUILT: weakref.WeakSet = weakref.WeakSet()
+
+
 def build_app(env_classes: Sequence[type]):
     """An openreward `Server` for these classes (first one is the default env)."""
     from openreward.environments import Server
 
-    return Server(list(env_classes))
+    server = Server(list(env_classes))
+    _BUILT.add(server)
+    return server
+
+
+def servers_in_process() -> list:
+    """The openreward `Server` objects this process built (for environments that must reach their server)."""
+    return list(_BUILT)
 
 
 def _server_class():
