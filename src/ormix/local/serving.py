@@ -65,7 +65,6 @@ def _one_exit_event_per_loop() -> None:
     global _sse_patched
     if _sse_patched:
         return
-    import weakref
 
     import uvicorn
     from sse_starlette import sse
