@@ -249,3 +249,11 @@ def test_sdk_transport_gives_the_same_episode(echo_server):
     assert results[1][4] == "scored" and results[1][5] == "rejected:episode_finished"
     with pytest.raises(SpecError, match="transport"):
         OpenRewardSpec(echo_server.url, env_name="echo", transport="grpc")
+
+
+def test_task_tools_are_probed_on_a_task_the_filter_keeps(surfaces):
+    """Hostile's task 1 has an integer `probe` tool, task 0 a string one: a filter keeping odd tasks binds task 1's."""
+    spec = OpenRewardSpec(surfaces.url, env_name="hostile", where={"difficulty": "Hard"}, num_tasks=2)
+    probe = next(t for t in spec.tool_specs if t.name == "probe")  # tools first: selection happens on the way
+    assert probe.input_schema["properties"]["a"]["type"] == "integer"
+    assert spec.task_indices == [1, 3]

@@ -410,11 +410,14 @@ class OpenRewardSpec:
             total = await client.num_tasks(self.split)
             return list(await client.get_tasks(self.split, list(range(total))))
 
-    def _probe_indices(self, total: int) -> list[int]:
+    def _probe_indices(self, total: int, first_selected: int | None = None) -> list[int]:
         if self.task_tools_discovery_index is not None:
             probes = [self.task_tools_discovery_index]
         elif self.indices is not None:
             probes = sorted(set(self.indices))
+        elif first_selected is not None:
+            # With a filter, task 0 may not be one this spec trains on: probe one that is.
+            probes = [first_selected]
         else:
             probes = [0]
         bad = [i for i in probes if not 0 <= i < total]
@@ -435,7 +438,12 @@ class OpenRewardSpec:
         except errors.ORSError as e:
             logger.warning("ormix %s: num_tasks failed (%s); binding shared tools only.", self.name, e)
             return shared
-        probes = self._probe_indices(total)
+        first_selected = None
+        if self.where:
+            if "task_specs" not in self.__dict__:  # cached_property's slot; we are on the loop already
+                self.__dict__["task_specs"] = await self._select_tasks()
+            first_selected = self.__dict__["task_specs"][0][0]
+        probes = self._probe_indices(total, first_selected)
         if not probes:
             return shared
         found: dict[int, list[ToolSpec]] = {}
