@@ -143,3 +143,21 @@ def test_bad_arguments_are_rejected_before_any_server_is_contacted():
         OpenRewardSpec(unreachable, env_name="x", open_retries=-1)
     with pytest.raises(MixtureError, match="weights"):
         MixtureSpec({"a": OpenRewardSpec(unreachable, env_name="x")}, weights={"b": 1})
+
+
+def test_prompt_rides_out_a_slow_setup_answered_503_starting(monkeypatch):
+    """A sandbox that takes longer to start than the server waits: /prompt answers 503 "starting" with
+    Retry-After until setup() is done. The server's wait is shortened (25 s → 0.2 s), not the client's logic."""
+    import openreward.environments.server as ors_server
+
+    monkeypatch.setattr(ors_server, "_SETUP_WAIT_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(ors_server, "_SETUP_WAIT_RETRY_AFTER_S", 1)
+    with serve_in_thread(["local:faulty"]) as server:
+        ep = spec_on(server, call_timeout_s=30).environment_factory()
+        t0 = time.monotonic()
+        prompt = ep.reset(task_spec={"setup_s": 1.5, "answer": "42"})
+        assert "could not start" not in prompt and ep.outcome.kind == "unscored"
+        assert 1.4 < time.monotonic() - t0 < 10
+        ep.submit(answer="42")
+        assert ep.reward == 1.0
+        ep._close()
