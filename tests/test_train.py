@@ -160,8 +160,7 @@ def test_console_script_trains(tmp_path):
     exe = shutil.which("ormix", path=str(Path(sys.executable).parent))
     assert exe, "the ormix console script is not installed in this environment"
     probe = subprocess.run([exe, "train", "--help"], capture_output=True, text=True, timeout=60)
-    if probe.returncode != 0:
-        pytest.skip("`ormix train` is not wired into the CLI yet")
+    assert probe.returncode == 0 and "--warmup-sft" in probe.stdout, probe.stderr
     run = tmp_path / "run"
     done = subprocess.run([exe, "train", str(DEMO), "--max-steps", "1", "--output-dir", str(run),
                            "--set", "max_completion_length=32"], capture_output=True, text=True, timeout=240,

@@ -11,10 +11,8 @@ import pathlib
 
 import pytest
 
-pytest.importorskip("trl")
-
-from ormix.scripted import ScriptContext, ScriptedPolicy, ScriptError, tool_call  # noqa: E402
-from ormix.tiny import build_tiny_model  # noqa: E402
+from ormix.scripted import ScriptContext, ScriptedPolicy, ScriptError, tool_call
+from ormix.tiny import build_tiny_model
 
 pytestmark = pytest.mark.slow
 
