@@ -181,3 +181,40 @@ def test_trainer_settings_that_break_the_plan_are_named():
     ok = GRPOConfig(output_dir="/tmp/x", per_device_train_batch_size=4, gradient_accumulation_steps=2,
                     num_generations=2, use_cpu=True, shuffle_dataset=False, report_to="none")
     assert check_trainer_args(mix, ok) == []
+
+
+# ── regressions found in review ───────────────────────────────────────────────
+
+def test_eval_rows_of_another_split_open_sessions_in_that_split():
+    mix = MixtureSpec({"echo": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), role="both",
+                                      eval_split="test")}, prompts_per_step=2, num_samples=2)
+    rows = mix.eval_dataset["echo"].to_list()
+    assert len(rows) == 4  # the whole test split, not the training selection's 2
+    env = mix.environment_factory()
+    for row in rows:
+        prompt = env.reset(**row)
+        assert f"word '{row['word']}'" in prompt  # the test split's task, not train's task of that index
+        env.submit(text=row["word"])
+        assert env.reward == 1.0
+    env._close()
+
+
+def test_ablations_keep_the_files_train_section_and_reweight_switches_to_weights():
+    from pathlib import Path
+
+    from ormix.mixture import load_mixture
+
+    root = Path(__file__).resolve().parents[1]
+    mix = load_mixture(str(root / "mixtures/local-demo.yaml"))
+    assert mix.without("seta").config.train == mix.config.train
+    rr = two(strategy="round_robin", num_samples=20)
+    heavy = rr.reweight(terminals=0.95, seta=0.05)
+    assert heavy.strategy == "weights"
+    assert Counter(heavy.train_dataset["environment"])["terminals"] > 15
+    schedule = [{"until_step": 2, "weights": {"terminals": 1, "seta": 0}},
+                {"until_step": None, "weights": {"terminals": 0, "seta": 1}}]
+    curriculum = two(schedule=schedule, prompts_per_step=2, num_samples=8)
+    assert set(curriculum.only("seta").train_dataset["environment"]) == {"seta"}
+    with pytest.raises(MixtureError, match="eval-only"):
+        MixtureSpec({"a": OpenRewardSpec("local:echo", num_tasks=2, **T),
+                     "b": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), role="eval")}).reweight(b=1.0)

@@ -257,3 +257,14 @@ def test_task_tools_are_probed_on_a_task_the_filter_keeps(surfaces):
     probe = next(t for t in spec.tool_specs if t.name == "probe")  # tools first: selection happens on the way
     assert probe.input_schema["properties"]["a"]["type"] == "integer"
     assert spec.task_indices == [1, 3]
+
+
+def test_tool_named_like_episode_state_is_renamed(surfaces):
+    """A tool called `metadata` (or `reward`, `calls`...) would be hidden by the episode's own attribute."""
+    from ormix.env.episode import make_episode_class
+
+    spec = OpenRewardSpec(surfaces.url, env_name="hostile", num_tasks=1)
+    cls = make_episode_class("State", spec.episode_class._config,
+                             [{"name": "metadata", "description": "d", "input_schema": {"type": "object"}}])
+    assert "metadata" not in cls._binding.method_names
+    assert cls._binding.names.to_wire(cls._binding.method_names[0]) == "metadata"

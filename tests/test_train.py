@@ -201,3 +201,15 @@ def test_warm_start_transcripts_are_real_reference_episodes(tiny_model):
     first = sft_loop(model, transcripts[:1], steps=1, learning_rate=3e-3, batch_size=1)
     last = sft_loop(model, transcripts[:1], steps=25, learning_rate=3e-3, batch_size=1)
     assert last < first / 2  # the loop really fits the assistant tokens
+
+
+def test_save_steps_in_a_file_means_checkpoints(tmp_path):
+    from ormix.mixture import MixtureSpec
+    from ormix.spec import OpenRewardSpec
+    from ormix.train import build_grpo_config
+
+    mix = MixtureSpec({"a": OpenRewardSpec("http://127.0.0.1:9", env_name="x")})
+    args, _ = build_grpo_config(mix, {"save_steps": 50}, output_dir=tmp_path)
+    assert args.save_strategy == "steps" and args.save_steps == 50
+    args, _ = build_grpo_config(mix, {}, output_dir=tmp_path)
+    assert args.save_strategy == "no"

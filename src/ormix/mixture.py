@@ -250,7 +250,8 @@ class MixtureSpec:
             if member.eval_split is not None or member.eval_indices is not None or member.eval_num_tasks is not None:
                 spec = spec._eval_copy(split=member.eval_split, indices=member.eval_indices,
                                        num_tasks=member.eval_num_tasks)
-            rows = [{"environment": member_name, **row} for row in spec.dataset_rows()]
+            extra = {"ors_split": spec.split} if spec.split != self.spec(member_name).split else {}
+            rows = [{"environment": member_name, **row, **extra} for row in spec.dataset_rows()]
             out[member_name] = rows_to_dataset(rows)
         return out
 
@@ -326,14 +327,18 @@ class MixtureSpec:
                       routing=self.routing_requested, seed=self.seed, name=self.name, telemetry=self.telemetry)
         kwargs.update(changes)
         derived = MixtureSpec(dict(members), **kwargs)
+        # The file's `train:` and `telemetry:` sections still apply to an ablation of it.
+        if getattr(self, "config", None) is not None:
+            derived.config = self.config
         # Reuse fetched tasks, tool surfaces and connections of the members kept.
         for member_name in derived._specs:
             derived._specs[member_name] = self._specs[member_name]
         return derived
 
     def _filtered_schedule(self, keep: Sequence[str]) -> list[sampling.Phase] | None:
-        if not self.schedule:
-            return None
+        train_kept = [n for n in keep if self.members[n].trains]
+        if not self.schedule or len(train_kept) <= 1:
+            return None  # one train member left: nothing to schedule
         phases = []
         for phase in self.schedule:
             weights = {k: v for k, v in phase.weights.items() if k in keep}
@@ -371,11 +376,14 @@ class MixtureSpec:
             >>> mix.reweight(seta=0.5, terminals=0.5)   # doctest: +SKIP
         """
         self._check_names(weights)
+        eval_only = sorted(n for n in weights if not self.members[n].trains)
+        if eval_only:
+            raise MixtureError(f"reweight names eval-only member(s) {eval_only}: they have no training weight")
         current = self._weights() or {n: 1.0 for n in self.train_members}
         current.update({k: float(v) for k, v in weights.items()})
         members = {n: replace(m, weight=current.get(n) if m.trains else None) for n, m in self.members.items()}
         label = "-".join(f"{k}{v:g}" for k, v in sorted(weights.items()))
-        return self._derive(members, schedule=None, name=f"{self.name}-reweight-{label}")
+        return self._derive(members, schedule=None, strategy="weights", name=f"{self.name}-reweight-{label}")
 
     def _check_names(self, names) -> None:
         unknown = sorted(set(names) - set(self.members))

@@ -12,7 +12,6 @@ automatically, `where=` metadata filters, `unscored_reward`, per-call deadlines 
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import re
@@ -34,7 +33,7 @@ from .targets import parse_target
 logger = logging.getLogger(__name__)
 
 #: Reserved dataset columns: a task-spec key never overwrites them.
-RESERVED_COLUMNS = ("prompt", "task_index", "environment")
+RESERVED_COLUMNS = ("prompt", "task_index", "environment", "ors_split")
 
 WhereValue = Any
 
@@ -303,7 +302,8 @@ class OpenRewardSpec:
                    num_tasks: int | None) -> OpenRewardSpec:
         """A copy selecting the evaluation tasks (another split or held-out indices)."""
         changes: dict[str, Any] = {"split": split or self.split}
-        if indices is not None or num_tasks is not None:
+        if indices is not None or num_tasks is not None or changes["split"] != self.split:
+            # Another split: the training selection means nothing there (its whole split, unless told).
             changes.update(indices=list(indices) if indices is not None else None, num_tasks=num_tasks)
         new = self._copy(**changes)
         new.__dict__.pop("task_specs", None)
@@ -334,6 +334,7 @@ class OpenRewardSpec:
         if owner is not None:
             return await owner._get_client()
         if self._client is None:
+            _register_exit_hook()
             if self._target.kind in ("local", "module"):
                 from .local.shared import server_for
 
@@ -350,8 +351,9 @@ class OpenRewardSpec:
                                      max_output_chars=max(8 * self.max_output_chars, 65_536))
         return self._client
 
-    async def _open_session(self, task_index: int | None, task_spec: dict | None):
+    async def _open_session(self, task_index: int | None, task_spec: dict | None, split: str | None = None):
         client = await self._get_client()
+        split = split or self.split
         if self.transport == "sdk":
             if self._sdk is None:
                 from .ors.sdk import SdkConnection
@@ -361,12 +363,12 @@ class OpenRewardSpec:
                 self._sdk = SdkConnection(target, env_name=endpoint.env_name, api_key=self._api_key,
                                           timeout_s=self.call_timeout_s)
             return await self._sdk.open_session(
-                split=None if task_spec is not None else self.split,
+                split=None if task_spec is not None else split,
                 index=None if task_spec is not None else int(task_index or 0),
                 task_spec=task_spec, secrets=self._effective_secrets())
         if task_spec is not None:
             return await client.open_session(task_spec=task_spec, secrets=self._effective_secrets())
-        return await client.open_session(split=self.split, index=int(task_index or 0),
+        return await client.open_session(split=split, index=int(task_index or 0),
                                          secrets=self._effective_secrets())
 
     async def _select_tasks(self) -> list[tuple[int, dict[str, Any]]]:
@@ -543,7 +545,6 @@ def rows_to_dataset(rows: list[dict[str, Any]]):
     return Dataset.from_dict(columns)
 
 
-@atexit.register
 def _close_open_specs() -> None:
     # close(), not only close_sessions(): the client also closes sessions whose episodes are already gone
     # (episodes are tracked weakly), which a remote server would otherwise keep until its reaper runs.
@@ -552,3 +553,16 @@ def _close_open_specs() -> None:
             spec.close()
         except Exception:  # noqa: BLE001 - best effort at exit
             pass
+
+
+_exit_hook_registered = False
+
+
+def _register_exit_hook() -> None:
+    """Close every spec at exit, ahead of the local servers' own shutdown (registered later, runs earlier)."""
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        from .local.serving import at_exit_early
+
+        at_exit_early(_close_open_specs)
+        _exit_hook_registered = True

@@ -230,6 +230,8 @@ def build_grpo_config(mixture: Any, settings: Mapping[str, Any] | None = None, *
 
     given = _check_keys(dict(settings or {}), where)
     merged: dict[str, Any] = {**DEFAULTS, "seed": getattr(mixture, "seed", 0), **given}
+    if "save_steps" in given and "save_strategy" not in given:
+        merged["save_strategy"] = "steps"  # asking for save_steps means checkpoints
     notes: list[str] = []
 
     if getattr(mixture, "order_matters", False):
@@ -504,7 +506,7 @@ def _run_trainer(mix, args, model, processing_class, members, console, run_dir, 
     from trl import GRPOTrainer
 
     eval_dataset = None
-    if mix.eval_dataset and args.eval_strategy != "no":
+    if args.eval_strategy != "no" and mix.eval_dataset:  # look at eval tasks only when evaluating
         eval_dataset = mix.eval_dataset
     trainer = GRPOTrainer(
         model=model, args=args, processing_class=processing_class,

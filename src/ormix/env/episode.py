@@ -27,6 +27,14 @@ from .binding import BindingReport, bind_tools
 
 logger = logging.getLogger(__name__)
 
+#: Instance attributes of an episode: a tool with one of these names is bound under another name, or the
+#: attribute would hide the method from TRL.
+EPISODE_STATE = ("reward", "rewards", "metadata", "finished", "last_output", "calls", "error_kind", "error",
+                 "open_ms", "open_retries", "member", "task_index", "scored", "episode", "split")
+
+#: Dataset column naming the split of a row's task when it is not the spec's own (eval rows).
+SPLIT_COLUMN = "ors_split"
+
 #: What the model sees at most of one tool result; the full size is recorded on the call.
 DEFAULT_MAX_OUTPUT_CHARS = 16_384
 
@@ -55,7 +63,7 @@ class CallRecord:
 class EpisodeConfig:
     """What every episode of one spec shares: how to open a session and how to behave.
 
-    `open_session` is an async callable `(task_index, task_spec) -> Session`; `secrets` never leave it.
+    `open_session` is an async callable `(task_index, task_spec, split) -> Session`; `secrets` never leave it.
     """
 
     member: str
@@ -137,10 +145,12 @@ class Episode:
         self.member = self._config.member
         self.task_index = row.get("task_index")
         task_spec = row.get("task_spec") if isinstance(row.get("task_spec"), dict) else None
+        # Eval rows of another split say so (SPLIT_COLUMN); training rows use the spec's split.
+        split = row.get(SPLIT_COLUMN) if isinstance(row.get(SPLIT_COLUMN), str) else None
         t0 = time.perf_counter()
         try:
             self._session, prompt, self.open_retries = run_sync(
-                _open_and_prompt, self._config.open_session, self.task_index, task_spec,
+                _open_and_prompt, self._config.open_session, self.task_index, task_spec, split,
                 self._config.open_retries,
             )
         except _OpenFailed as failed:
@@ -267,13 +277,13 @@ _RETRYABLE_OPEN = (ors_errors.SessionOpenError, ors_errors.TransportError, ors_e
 
 
 async def _open_and_prompt(open_session: Callable[..., Any], task_index: Any, task_spec: dict | None,
-                           retries: int = 0):
+                           split: str | None = None, retries: int = 0):
     """Open a session and read its prompt, retrying a failed open up to `retries` times."""
     attempt = 0
     while True:
         session = None
         try:
-            session = await open_session(task_index, task_spec)
+            session = await open_session(task_index, task_spec, split)
             return session, await session.prompt_text(), attempt
         except ors_errors.ORSError as e:
             if session is not None:
@@ -323,5 +333,5 @@ def make_episode_class(name: str, config: EpisodeConfig, tool_specs: Iterable[An
     """
     specs = list(tool_specs)
     cls = type(f"{name}Episode", (Episode,), {"_config": config, "__module__": __name__, "_tool_specs": specs})
-    cls._binding = bind_tools(cls, specs, dispatch="_call_tool")
+    cls._binding = bind_tools(cls, specs, dispatch="_call_tool", reserved=EPISODE_STATE)
     return cls

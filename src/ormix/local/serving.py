@@ -127,6 +127,24 @@ async def _reap_idle(ors_server, limit_s: float, interval_s: float) -> None:
 _BUILT: weakref.WeakSet = weakref.WeakSet()
 
 
+def at_exit_early(fn) -> None:
+    """Run `fn` when the interpreter starts to exit, before thread pools refuse new work.
+
+    `atexit` hooks run after `concurrent.futures` has shut its executors down; an in-process server tearing
+    down its sessions then fails ("cannot schedule new futures after shutdown"). threading's own exit hooks
+    run first, newest first, so registering after the executors' hook puts `fn` ahead of it.
+    """
+    import concurrent.futures.thread  # noqa: F401 - registers the executors' exit hook before ours
+
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:
+            raise RuntimeError
+        register(fn)
+    except RuntimeError:  # no such hook on this Python, or already shutting down
+        atexit.register(fn)
+
+
 def build_app(env_classes: Sequence[type]):
     """An openreward `Server` for these classes (first one is the default env)."""
     from openreward.environments import Server
@@ -275,7 +293,7 @@ def serve_in_thread(envs: Sequence[str | type], *, host: str = "127.0.0.1", port
     server = LocalServer(url=url, port=bound_port, env_names=[env_name_of(c) for c in classes], mode="thread",
                          _closer=close)
     server._ors = holder[0]  # type: ignore[attr-defined]
-    atexit.register(server.close)
+    at_exit_early(server.close)
     return server
 
 
