@@ -218,3 +218,18 @@ def test_ablations_keep_the_files_train_section_and_reweight_switches_to_weights
     with pytest.raises(MixtureError, match="eval-only"):
         MixtureSpec({"a": OpenRewardSpec("local:echo", num_tasks=2, **T),
                      "b": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), role="eval")}).reweight(b=1.0)
+
+
+def test_a_run_longer_than_the_plan_is_refused():
+    from trl import GRPOConfig
+
+    from ormix.trl import check_trainer_args
+
+    mix = two(prompts_per_step=2, num_samples=8)
+    args = GRPOConfig(output_dir="/tmp/x", per_device_train_batch_size=4, num_generations=2, use_cpu=True,
+                      shuffle_dataset=False, report_to="none", max_steps=10)
+    problems = check_trainer_args(mix, args)
+    assert any("num_samples >= 20" in p for p in problems), problems
+    args = GRPOConfig(output_dir="/tmp/x", per_device_train_batch_size=4, num_generations=2, use_cpu=True,
+                      shuffle_dataset=False, report_to="none", max_steps=4)
+    assert check_trainer_args(mix, args) == []

@@ -78,6 +78,14 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
             "remove_unused_columns=True strips the 'environment' and 'task_index' columns every rollout needs: "
             "set remove_unused_columns=False in GRPOConfig")
     wanted = getattr(mixture, "prompts_per_step", None)
+    max_steps = getattr(args, "max_steps", -1) or -1
+    if wanted and mixture.order_matters and max_steps > 0:
+        planned_steps = len(mixture.plan) // wanted
+        if planned_steps < max_steps:
+            problems.append(
+                f"the mixture plans {len(mixture.plan)} rows = {planned_steps} steps of {wanted} prompts, but "
+                f"max_steps={max_steps}: the dataset would start over and replay the plan (a schedule from its "
+                f"first phase); set num_samples >= {max_steps * wanted} (or num_steps) in the mixture")
     if wanted:
         actual = prompts_per_step_of(args, world_size)
         if actual is not None and actual != wanted:
