@@ -37,8 +37,24 @@ import httpx  # noqa: E402
 from ormix.local import serve_in_process  # noqa: E402
 from ormix.ors import ORSClient, run_sync  # noqa: E402
 
-WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "pixel", "quartz", "tundra",
-         "violet", "willow", "zephyr", "harbor", "lantern", "meadow"]
+WORDS = [
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "ember",
+    "maple",
+    "orbit",
+    "pixel",
+    "quartz",
+    "tundra",
+    "violet",
+    "willow",
+    "zephyr",
+    "harbor",
+    "lantern",
+    "meadow",
+]
 CONCURRENCY = (1, 8, 32)
 
 
@@ -109,6 +125,7 @@ async def _make_client(url: str) -> ORSClient:
 def bench_ormix_async(url: str, n: int, calls: int, episodes: int) -> float:
     async def main() -> float:
         async with ORSClient(url, env_name="echo") as client:
+
             async def episode(i: int) -> None:
                 async with client.session(split="train", index=i % 16) as s:
                     for _ in range(calls):
@@ -134,7 +151,7 @@ def _raw_request(sock: socket.socket, buf: bytearray, data: bytes) -> None:
     while (i := buf.find(b"\r\n\r\n")) < 0:
         buf += sock.recv(65536)
     head = bytes(buf[:i]).lower()
-    del buf[:i + 4]
+    del buf[: i + 4]
     if b"transfer-encoding: chunked" in head:
         # One answer at a time on the connection: it is complete when the buffer ends with the last chunk.
         while not buf.endswith(b"\r\n0\r\n\r\n"):
@@ -152,8 +169,10 @@ def bench_raw(url: str, n: int, calls: int, episodes: int) -> float:
     port = int(url.rsplit(":", 1)[1])
 
     def req(path: str, sid: str, body: bytes) -> bytes:
-        return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Session-ID: {sid}\r\nContent-Type: "
-                f"application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        return (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Session-ID: {sid}\r\nContent-Type: "
+            f"application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
 
     def worker(i: int) -> None:
         with socket.create_connection(("127.0.0.1", port)) as sock:
@@ -161,10 +180,20 @@ def bench_raw(url: str, n: int, calls: int, episodes: int) -> float:
             buf = bytearray()
             for k in range(episodes):
                 sid = f"raw-{i}-{k}-{time.perf_counter_ns()}"
-                _raw_request(sock, buf, req("/create", sid, json.dumps(
-                    {"env_name": "echo", "split": "train", "index": (i + k) % 16}).encode()))
-                call = req("/echo/call", sid, json.dumps({"name": "echo", "input": {"text": WORDS[(i + k) % 16]}}
-                                                         ).encode())
+                _raw_request(
+                    sock,
+                    buf,
+                    req(
+                        "/create",
+                        sid,
+                        json.dumps({"env_name": "echo", "split": "train", "index": (i + k) % 16}).encode(),
+                    ),
+                )
+                call = req(
+                    "/echo/call",
+                    sid,
+                    json.dumps({"name": "echo", "input": {"text": WORDS[(i + k) % 16]}}).encode(),
+                )
                 for _ in range(calls):
                     _raw_request(sock, buf, call)
                 _raw_request(sock, buf, req("/delete", sid, b""))
@@ -192,17 +221,26 @@ def main() -> None:
         stall = _server_stall_ms(srv.url)
         print(f"server {srv.url} (own process), trivial GET {stall:.2f} ms")
         if stall > 20:
-            print("WARNING: the local server stalls ~40 ms per response (TCP delayed ACK: its socket has no "
-                  "TCP_NODELAY); every client is bound by it and the ratios below mean little.")
-        clients = {"raw-http": bench_raw, "sdk": bench_sdk, "ormix-threads": bench_ormix_threads,
-                   "ormix-async": bench_ormix_async}
+            print(
+                "WARNING: the local server stalls ~40 ms per response (TCP delayed ACK: its socket has no "
+                "TCP_NODELAY); every client is bound by it and the ratios below mean little."
+            )
+        clients = {
+            "raw-http": bench_raw,
+            "sdk": bench_sdk,
+            "ormix-threads": bench_ormix_threads,
+            "ormix-async": bench_ormix_async,
+        }
         medians: dict[tuple[str, int], float] = {}
         for n in CONCURRENCY:
             for name, fn in clients.items():
                 runs = [fn(srv.url, n, args.calls, args.episodes) for _ in range(args.reps)]
                 medians[name, n] = statistics.median(runs)
-                print(f"{name:14s} n={n:<3d} calls/s median {medians[name, n]:8.1f}  "
-                      f"runs {' '.join(f'{r:.0f}' for r in runs)}", flush=True)
+                print(
+                    f"{name:14s} n={n:<3d} calls/s median {medians[name, n]:8.1f}  "
+                    f"runs {' '.join(f'{r:.0f}' for r in runs)}",
+                    flush=True,
+                )
     for n in CONCURRENCY:
         print(f"ratio calls_per_s n={n}: {medians['ormix-threads', n] / medians['sdk', n]:.2f}")
 

@@ -41,8 +41,10 @@ class Catalog(Environment):
 
     @classmethod
     def list_tasks(cls, split):
-        return [{"task_id": f"t{i}", "difficulty": ["Easy", "Medium", "Hard"][i % 3], "tags": ["a", str(i % 7)]}
-                for i in range(cls.TASKS)]
+        return [
+            {"task_id": f"t{i}", "difficulty": ["Easy", "Medium", "Hard"][i % 3], "tags": ["a", str(i % 7)]}
+            for i in range(cls.TASKS)
+        ]
 
     def get_prompt(self):
         return [TextBlock(text="noop")]
@@ -88,8 +90,18 @@ def main() -> None:
     import httpx
 
     port_file = tempfile.mktemp()
-    child = subprocess.Popen([sys.executable, __file__, "--serve", port_file, "--tasks", str(ARGS.tasks),
-                              "--delay-ms", str(ARGS.delay_ms)])
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            __file__,
+            "--serve",
+            port_file,
+            "--tasks",
+            str(ARGS.tasks),
+            "--delay-ms",
+            str(ARGS.delay_ms),
+        ]
+    )
     try:
         deadline = time.time() + 60
         while not (os.path.exists(port_file) and open(port_file).read()):
@@ -107,7 +119,9 @@ def main() -> None:
 
         ours, theirs = [], []
         for rep in range(ARGS.reps):
-            ours.append(timed(lambda: OpenRewardSpec(url, env_name="catalog", num_tasks=ARGS.tasks).train_dataset))
+            ours.append(
+                timed(lambda: OpenRewardSpec(url, env_name="catalog", num_tasks=ARGS.tasks).train_dataset)
+            )
             theirs.append(timed(lambda: TRLSpec(url, env_name="catalog", num_tasks=ARGS.tasks).train_dataset))
             print(f"rep {rep}: ormix {ours[-1]:.3f}s  trl {theirs[-1]:.3f}s", flush=True)
         # Explicit indices (no range shortcut): concurrency alone.
@@ -115,8 +129,10 @@ def main() -> None:
         t_idx = timed(lambda: OpenRewardSpec(url, env_name="catalog", indices=idx).train_dataset)
         m_ours, m_theirs = statistics.median(ours), statistics.median(theirs)
         print(f"{ARGS.tasks} tasks, {ARGS.delay_ms:g} ms per request, {ARGS.reps} reps (medians)")
-        print(f"ormix num_tasks ({ARGS.tasks}): {m_ours:.3f}s   ormix explicit indices: {t_idx:.3f}s   "
-              f"TRL OpenRewardSpec: {m_theirs:.3f}s")
+        print(
+            f"ormix num_tasks ({ARGS.tasks}): {m_ours:.3f}s   ormix explicit indices: {t_idx:.3f}s   "
+            f"TRL OpenRewardSpec: {m_theirs:.3f}s"
+        )
         print(f"ratio dataset_build indices: {m_theirs / t_idx:.1f}")
         print(f"ratio dataset_build: {m_theirs / m_ours:.1f}")
     finally:

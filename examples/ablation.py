@@ -23,7 +23,9 @@ from ormix.train import train
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default=None, help="hub id or path (default: ormix's offline tiny model)")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--output-dir", default=None)
@@ -34,20 +36,36 @@ def main() -> None:
     root = Path(opts.output_dir or tempfile.mkdtemp(prefix="ormix-ablation-"))
 
     base = MixtureSpec(
-        {"terminals": OpenRewardSpec("local:terminals", num_tasks=8),
-         "seta": OpenRewardSpec("local:seta", num_tasks=8, unscored_reward=0.0)},
-        weights={"terminals": 0.5, "seta": 0.5}, prompts_per_step=2, num_steps=steps, seed=0,
-        name="example-ablation")
+        {
+            "terminals": OpenRewardSpec("local:terminals", num_tasks=8),
+            "seta": OpenRewardSpec("local:seta", num_tasks=8, unscored_reward=0.0),
+        },
+        weights={"terminals": 0.5, "seta": 0.5},
+        prompts_per_step=2,
+        num_steps=steps,
+        seed=0,
+        name="example-ablation",
+    )
     variants = {"full": base, **{f"without-{m}": base.without(m) for m in base.members}}
 
     console = Console()
     results = {}
     for label, mix in variants.items():
         console.rule(f"{label}: {', '.join(mix.members)}")
-        results[label] = train(mix, model=opts.model, max_steps=steps, output_dir=root / label, console=console,
-                               report=False,
-                               settings={"num_generations": 2, "max_completion_length": 48 if smoke else 128,
-                                         "max_tool_calling_iterations": 4, "learning_rate": 1e-5})
+        results[label] = train(
+            mix,
+            model=opts.model,
+            max_steps=steps,
+            output_dir=root / label,
+            console=console,
+            report=False,
+            settings={
+                "num_generations": 2,
+                "max_completion_length": 48 if smoke else 128,
+                "max_tool_calling_iterations": 4,
+                "learning_rate": 1e-5,
+            },
+        )
 
     table = Table(title=f"leave-one-out ({steps} step(s) per run): mean reward / coverage per member")
     table.add_column("run")

@@ -20,7 +20,9 @@ from ormix.train import train
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default=None, help="hub id or path (default: ormix's offline tiny model)")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--output-dir", default=None)
@@ -31,25 +33,39 @@ def main() -> None:
     per_step = 4
 
     mix = MixtureSpec(
-        {"terminals": OpenRewardSpec("local:terminals", num_tasks=16),
-         "seta": OpenRewardSpec("local:seta", num_tasks=16)},
+        {
+            "terminals": OpenRewardSpec("local:terminals", num_tasks=16),
+            "seta": OpenRewardSpec("local:seta", num_tasks=16),
+        },
         schedule=[
             {"until_step": steps // 2, "weights": {"terminals": 0.9, "seta": 0.1}, "interpolate": True},
-            {"until_step": None, "weights": {"terminals": 0.25, "seta": 0.75}},   # open-ended last phase
+            {"until_step": None, "weights": {"terminals": 0.25, "seta": 0.75}},  # open-ended last phase
         ],
-        prompts_per_step=per_step, num_steps=steps, seed=0, name="example-curriculum")
+        prompts_per_step=per_step,
+        num_steps=steps,
+        seed=0,
+        name="example-curriculum",
+    )
 
     envs = mix.train_dataset["environment"]
     for step in range(steps):
-        counts = Counter(envs[step * per_step:(step + 1) * per_step])
+        counts = Counter(envs[step * per_step : (step + 1) * per_step])
         print(f"plan step {step}: terminals {counts['terminals']}, seta {counts['seta']}")
 
     # `train` is what `ormix train FILE` runs: GRPOConfig consistent with the mixture (order kept, batch
     # geometry from prompts_per_step), manifest, per-member progress lines, report, run directory.
-    result = train(mix, model=opts.model, max_steps=steps,
-                   output_dir=opts.output_dir or tempfile.mkdtemp(prefix="ormix-curriculum-"),
-                   settings={"num_generations": 2, "max_completion_length": 48 if smoke else 128,
-                             "max_tool_calling_iterations": 4, "learning_rate": 1e-5})
+    result = train(
+        mix,
+        model=opts.model,
+        max_steps=steps,
+        output_dir=opts.output_dir or tempfile.mkdtemp(prefix="ormix-curriculum-"),
+        settings={
+            "num_generations": 2,
+            "max_completion_length": 48 if smoke else 128,
+            "max_tool_calling_iterations": 4,
+            "learning_rate": 1e-5,
+        },
+    )
     print(f"curriculum done: {len(envs)} rows over {steps} steps; run directory {result.run_dir}")
 
 

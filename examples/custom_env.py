@@ -20,7 +20,9 @@ from ormix.train import train
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", default=None, help="hub id or path (default: ormix's offline tiny model)")
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--output-dir", default=None)
@@ -34,13 +36,23 @@ def main() -> None:
     print(f"first task: { {k: v for k, v in spec.train_dataset[0].items() if k != 'prompt'} }")
 
     mix = MixtureSpec({"arithmetic": spec}, prompts_per_step=2, num_steps=steps, name="example-custom-env")
-    result = train(mix, model=opts.model, max_steps=steps,
-                   output_dir=opts.output_dir or tempfile.mkdtemp(prefix="ormix-custom-"),
-                   settings={"num_generations": 2, "max_completion_length": 48 if smoke else 128,
-                             "max_tool_calling_iterations": 3, "learning_rate": 1e-5})
+    result = train(
+        mix,
+        model=opts.model,
+        max_steps=steps,
+        output_dir=opts.output_dir or tempfile.mkdtemp(prefix="ormix-custom-"),
+        settings={
+            "num_generations": 2,
+            "max_completion_length": 48 if smoke else 128,
+            "max_tool_calling_iterations": 3,
+            "learning_rate": 1e-5,
+        },
+    )
     row = result.summary["arithmetic"]
-    print(f"custom_env done: arithmetic reward {row['reward']}, coverage {row['coverage']}; "
-          f"run directory {result.run_dir}")
+    print(
+        f"custom_env done: arithmetic reward {row['reward']}, coverage {row['coverage']}; "
+        f"run directory {result.run_dir}"
+    )
 
 
 if __name__ == "__main__":

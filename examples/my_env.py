@@ -13,14 +13,29 @@ import operator
 from openreward.environments import Environment, TextBlock, ToolOutput, tool
 from pydantic import BaseModel, Field
 
-PROBLEMS = [("17 + 25", 42), ("9 * 8", 72), ("100 - 37", 63), ("144 / 12", 12), ("2 ** 10", 1024),
-            ("(3 + 4) * 5", 35), ("81 / 9 + 1", 10), ("7 * 6 - 2", 40)]
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-        ast.Pow: operator.pow, ast.USub: operator.neg}
+PROBLEMS = [
+    ("17 + 25", 42),
+    ("9 * 8", 72),
+    ("100 - 37", 63),
+    ("144 / 12", 12),
+    ("2 ** 10", 1024),
+    ("(3 + 4) * 5", 35),
+    ("81 / 9 + 1", 10),
+    ("7 * 6 - 2", 40),
+]
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+    ast.USub: operator.neg,
+}
 
 
 def _evaluate(expression: str) -> float:
     """+, -, *, /, ** on numbers only: a tiny parser; the text is never run as Python."""
+
     def walk(node: ast.AST) -> float:
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             return node.value
@@ -29,6 +44,7 @@ def _evaluate(expression: str) -> float:
         if isinstance(node, ast.UnaryOp) and type(node.op) in _OPS:
             return _OPS[type(node.op)](walk(node.operand))
         raise ValueError("only numbers and + - * / ** are allowed")
+
     return walk(ast.parse(expression, mode="eval").body)
 
 
@@ -60,7 +76,9 @@ class Arithmetic(Environment):
         return [{"expression": e, "value": v, "difficulty": "easy"} for e, v in chosen]
 
     def get_prompt(self) -> list[TextBlock]:
-        return [TextBlock(text=f"What is {self.expression}? Use `calculate` if you like, then call `answer`.")]
+        return [
+            TextBlock(text=f"What is {self.expression}? Use `calculate` if you like, then call `answer`.")
+        ]
 
     @tool
     def calculate(self, params: CalculateParams) -> ToolOutput:
@@ -75,5 +93,8 @@ class Arithmetic(Environment):
     def answer(self, params: AnswerParams) -> ToolOutput:
         """Give the final answer; ends the episode with reward 1.0 when it is right, else 0.0."""
         right = abs(params.value - self.value) < 1e-6
-        return ToolOutput(blocks=[TextBlock(text="correct" if right else "wrong")], reward=1.0 if right else 0.0,
-                          finished=True)
+        return ToolOutput(
+            blocks=[TextBlock(text="correct" if right else "wrong")],
+            reward=1.0 if right else 0.0,
+            finished=True,
+        )

@@ -22,8 +22,12 @@ from ormix.tiny import resolve_model
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--target", default="local:terminals", help="catalog name, URL, local:NAME or module:Class")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--target", default="local:terminals", help="catalog name, URL, local:NAME or module:Class"
+    )
     parser.add_argument("--model", default=None, help="hub id or path (default: ormix's offline tiny model)")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--output-dir", default=None)
@@ -38,27 +42,38 @@ def main() -> None:
     args = GRPOConfig(
         output_dir=opts.output_dir or tempfile.mkdtemp(prefix="ormix-single-"),
         max_steps=1 if smoke else opts.steps,
-        num_generations=2, per_device_train_batch_size=4,         # 2 prompts × 2 completions per step
+        num_generations=2,
+        per_device_train_batch_size=4,  # 2 prompts × 2 completions per step
         max_completion_length=48 if smoke else 128,
         max_tool_calling_iterations=4,
-        learning_rate=1e-5, logging_steps=1, report_to="none", save_strategy="no", disable_tqdm=True,
-        use_cpu=cpu, bf16=not cpu,
+        learning_rate=1e-5,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        disable_tqdm=True,
+        use_cpu=cpu,
+        bf16=not cpu,
     )
     trainer = GRPOTrainer(
-        model=resolve_model(opts.model), args=args,
+        model=resolve_model(opts.model),
+        args=args,
         train_dataset=spec.train_dataset,
         environment_factory=spec.environment_factory,
         reward_funcs=spec.reward_funcs,
-        callbacks=spec.callbacks,          # closes sessions at the end; per-env metrics and rollout records
+        callbacks=spec.callbacks,  # closes sessions at the end; per-env metrics and rollout records
     )
     trainer.train()
 
     name = spec.reward_funcs.__name__
     for log in trainer.state.log_history:
         if f"rewards/{name}/mean" in log:
-            print(f"step {log['step']}: rewards/{name}/mean = {log[f'rewards/{name}/mean']}, "
-                  f"coverage = {log.get(f'ormix/{name}/coverage')}")
-    print(f"single_env done: {trainer.state.global_step} step(s) on {spec.target}; output in {args.output_dir}")
+            print(
+                f"step {log['step']}: rewards/{name}/mean = {log[f'rewards/{name}/mean']}, "
+                f"coverage = {log.get(f'ormix/{name}/coverage')}"
+            )
+    print(
+        f"single_env done: {trainer.state.global_step} step(s) on {spec.target}; output in {args.output_dir}"
+    )
 
 
 if __name__ == "__main__":

@@ -135,6 +135,7 @@ def main(mixture: str, run_dir: str, probe_dir: str, mode: str) -> int:
     probe = Path(probe_dir)
     mix = load_mixture(mixture)
     if mode == "reward-error":
+
         def user_bonus(completions, **kwargs):
             snapshot(probe, "open.json")
             raise ValueError(USER_ERROR)
@@ -144,8 +145,16 @@ def main(mixture: str, run_dir: str, probe_dir: str, mode: str) -> int:
         prove_secrets(mix, probe)
     console = Console(width=200, color_system=None)
     try:
-        return train_command(mix, model=None, max_steps=None, output_dir=Path(run_dir), warmup_sft=0,
-                             overrides=[], console=console, callbacks=[attach_callback(make_script(mode, probe))])
+        return train_command(
+            mix,
+            model=None,
+            max_steps=None,
+            output_dir=Path(run_dir),
+            warmup_sft=0,
+            overrides=[],
+            console=console,
+            callbacks=[attach_callback(make_script(mode, probe))],
+        )
     finally:
         snapshot(probe, "children.json")
 

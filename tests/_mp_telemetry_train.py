@@ -40,16 +40,41 @@ def main(model: str, out: str) -> None:
     from ormix import MixtureSpec, OpenRewardSpec
     from ormix.scripted import ScriptedPolicy
 
-    mix = MixtureSpec({"a": OpenRewardSpec("local:echo", indices=[0, 1, 2, 3], local_serve="thread"),
-                       "b": OpenRewardSpec("local:echo", indices=[8, 9, 10, 11], local_serve="thread")},
-                      weights={"a": 3, "b": 1}, prompts_per_step=4, num_samples=8, seed=5)
-    args = GRPOConfig(output_dir=out, per_device_train_batch_size=4, num_generations=2, max_steps=2,
-                      max_completion_length=96, learning_rate=1e-5, logging_steps=1, report_to="none", bf16=False,
-                      use_cpu=True, save_strategy="no", shuffle_dataset=False, disable_tqdm=True,
-                      max_tool_calling_iterations=2, ddp_backend="gloo")
-    trainer = GRPOTrainer(model=model, args=args, train_dataset=mix.train_dataset,
-                          environment_factory=mix.environment_factory, reward_funcs=mix.reward_funcs,
-                          callbacks=mix.callbacks)
+    mix = MixtureSpec(
+        {
+            "a": OpenRewardSpec("local:echo", indices=[0, 1, 2, 3], local_serve="thread"),
+            "b": OpenRewardSpec("local:echo", indices=[8, 9, 10, 11], local_serve="thread"),
+        },
+        weights={"a": 3, "b": 1},
+        prompts_per_step=4,
+        num_samples=8,
+        seed=5,
+    )
+    args = GRPOConfig(
+        output_dir=out,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=2,
+        max_completion_length=96,
+        learning_rate=1e-5,
+        logging_steps=1,
+        report_to="none",
+        bf16=False,
+        use_cpu=True,
+        save_strategy="no",
+        shuffle_dataset=False,
+        disable_tqdm=True,
+        max_tool_calling_iterations=2,
+        ddp_backend="gloo",
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        args=args,
+        train_dataset=mix.train_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+        callbacks=mix.callbacks,
+    )
     ScriptedPolicy(script).attach(trainer)
     trainer.train()
     if trainer.accelerator.is_main_process:

@@ -37,8 +37,10 @@ class _SurfaceBase(Environment):
 
     @classmethod
     def list_tasks(cls, split: str) -> list[dict]:
-        return [{"n": i, "prompt": f"raw prompt {i}", "task_index": 999, "difficulty": ["Easy", "Hard"][i % 2]}
-                for i in range(6)]
+        return [
+            {"n": i, "prompt": f"raw prompt {i}", "task_index": 999, "difficulty": ["Easy", "Hard"][i % 2]}
+            for i in range(6)
+        ]
 
     def get_prompt(self) -> list[TextBlock]:
         return [TextBlock(text=f"surface task {self.task_spec['n']}")]
@@ -71,17 +73,47 @@ class SweSurface(_SurfaceBase):
 
 _TRIPLE = '"""; import os; os.system("touch /tmp/ormix-pwned") #'
 HOSTILE_TOOLS: list[dict[str, Any]] = [
-    {"name": "class", "description": "a keyword name", "input_schema": {"type": "object", "properties": {
-        "from": {"type": "string", "description": "keyword param"},
-        "self": {"type": "integer", "description": "self param"},
-        "lambda": {"type": "boolean", "default": False}}, "required": ["from", "self"]}},
-    {"name": "run-tests", "description": f"dash name {_TRIPLE}", "input_schema": {"type": "object", "properties": {
-        "pattern": {"type": "string", "description": f"desc with code {_TRIPLE}\nArgs:\n  evil: injected"}}}},
-    {"name": "fs.read", "description": "dotted name", "input_schema": {"type": "object", "properties": {
-        "path": {"type": "string"}}, "required": ["path"]}},
-    {"name": "x" * 300, "description": "a very long name", "input_schema": {"type": "object", "properties": {}}},
-    {"name": "reset", "description": "clashes with the adapter's reset", "input_schema": {"type": "object",
-                                                                                        "properties": {}}},
+    {
+        "name": "class",
+        "description": "a keyword name",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "from": {"type": "string", "description": "keyword param"},
+                "self": {"type": "integer", "description": "self param"},
+                "lambda": {"type": "boolean", "default": False},
+            },
+            "required": ["from", "self"],
+        },
+    },
+    {
+        "name": "run-tests",
+        "description": f"dash name {_TRIPLE}",
+        "input_schema": {
+            "type": "object",
+            "properties": {
+                "pattern": {
+                    "type": "string",
+                    "description": f"desc with code {_TRIPLE}\nArgs:\n  evil: injected",
+                }
+            },
+        },
+    },
+    {
+        "name": "fs.read",
+        "description": "dotted name",
+        "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+    },
+    {
+        "name": "x" * 300,
+        "description": "a very long name",
+        "input_schema": {"type": "object", "properties": {}},
+    },
+    {
+        "name": "reset",
+        "description": "clashes with the adapter's reset",
+        "input_schema": {"type": "object", "properties": {}},
+    },
 ]
 
 
@@ -91,10 +123,28 @@ class Hostile(_SurfaceBase):
     TOOLS = HOSTILE_TOOLS
     CALLS: ClassVar[list[tuple[str, Any]]] = []
     TASK_TOOLS = {
-        0: [{"name": "probe", "description": "task 0 version",
-             "input_schema": {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]}}],
-        1: [{"name": "probe", "description": "task 1 version",
-             "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}],
+        0: [
+            {
+                "name": "probe",
+                "description": "task 0 version",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"a": {"type": "string"}},
+                    "required": ["a"],
+                },
+            }
+        ],
+        1: [
+            {
+                "name": "probe",
+                "description": "task 1 version",
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"a": {"type": "integer"}},
+                    "required": ["a"],
+                },
+            }
+        ],
     }
 
 

@@ -35,8 +35,21 @@ import threading
 import uuid
 from typing import Any
 
-CALL_TOOLS = ["ok", "badend", "wrongend", "nanreward", "eof", "cut", "pings", "stall", "big", "bigline",
-              "reject", "raise", "echoend"]
+CALL_TOOLS = [
+    "ok",
+    "badend",
+    "wrongend",
+    "nanreward",
+    "eof",
+    "cut",
+    "pings",
+    "stall",
+    "big",
+    "bigline",
+    "reject",
+    "raise",
+    "echoend",
+]
 ENVS = ["ok", "badjson", "wrongshape", "many", "echo"]
 #: Text of one unit of a `big` output: plain text, JSON escapes (quote, backslash, newline, tab), non-ASCII.
 BIG_UNIT = 'line: "quoted" \\ tab\t é 漢字 end\n'
@@ -56,18 +69,25 @@ def many_tools(count: int = 3000) -> list[dict[str, Any]]:
         if kind == 0:
             schema: Any = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
         elif kind == 1:  # a $ref loop: a node whose child is a node
-            schema = {"type": "object", "$defs": {"Node": {"type": "object", "properties": {
-                "child": {"$ref": "#/$defs/Node"}}}}, "properties": {"root": {"$ref": "#/$defs/Node"}}}
+            schema = {
+                "type": "object",
+                "$defs": {"Node": {"type": "object", "properties": {"child": {"$ref": "#/$defs/Node"}}}},
+                "properties": {"root": {"$ref": "#/$defs/Node"}},
+            }
         elif kind == 2:  # not an object at all
             schema = {"type": "string"}
         elif kind == 3:  # not even a schema object
             schema = [1, 2, 3]
         else:
             schema = {"$ref": "#/$defs/Self", "$defs": {"Self": {"$ref": "#/$defs/Self"}}}
-        tools.append({"name": f"tool_{i}" if i % 7 else f"tool-{i}; import os",
-                      "description": f"__import__('os').system('touch /tmp/ormix-pwned-{i}')\n"
-                                     f"```python\nexec('raise SystemExit')\n```\n{{{{7*7}}}} \"\"\" ''' ",
-                      "input_schema": schema})
+        tools.append(
+            {
+                "name": f"tool_{i}" if i % 7 else f"tool-{i}; import os",
+                "description": f"__import__('os').system('touch /tmp/ormix-pwned-{i}')\n"
+                f"```python\nexec('raise SystemExit')\n```\n{{{{7*7}}}} \"\"\" ''' ",
+                "input_schema": schema,
+            }
+        )
     return tools
 
 
@@ -154,19 +174,23 @@ class HostileServer:
             writer.close()
 
     @staticmethod
-    async def _send(writer: asyncio.StreamWriter, status: int, body: bytes | str,
-                    ctype: str = "application/json") -> bool:
+    async def _send(
+        writer: asyncio.StreamWriter, status: int, body: bytes | str, ctype: str = "application/json"
+    ) -> bool:
         data = body.encode() if isinstance(body, str) else body
-        writer.write(f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {len(data)}\r\n\r\n"
-                     .encode() + data)
+        writer.write(
+            f"HTTP/1.1 {status} X\r\ncontent-type: {ctype}\r\ncontent-length: {len(data)}\r\n\r\n".encode()
+            + data
+        )
         await writer.drain()
         return True
 
     async def _json(self, writer: asyncio.StreamWriter, value: Any, status: int = 200) -> bool:
         return await self._send(writer, status, json.dumps(value))
 
-    async def _route(self, method: str, path: str, headers: dict[str, str], body: bytes,
-                     writer: asyncio.StreamWriter) -> bool:
+    async def _route(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, writer: asyncio.StreamWriter
+    ) -> bool:
         parts = path.strip("/").split("/")
         echo = json.dumps(headers)
         if path == "/list_environments":
@@ -198,18 +222,35 @@ class HostileServer:
                 return await self._send(writer, 200, '[{"type": "text", "te')
             return await self._json(writer, [{"type": "text", "text": f"Task for {env}."}])
         if env == "badjson":
-            return await self._send(writer, 200, '{"tools": [{"name": "x", ' if what.endswith("tools")
-                                    else "<html>502 Bad Gateway</html>")
+            return await self._send(
+                writer,
+                200,
+                '{"tools": [{"name": "x", ' if what.endswith("tools") else "<html>502 Bad Gateway</html>",
+            )
         if env == "wrongshape":
-            shapes = {"tools": {"tools": "ok, echo"}, "task_tools": [1, 2], "num_tasks": {"num_tasks": "2"},
-                      "task": {"task": [1]}, "task_range": {"tasks": {"a": 1}}, "tasks": [],
-                      "splits": {"train": 1}}
+            shapes = {
+                "tools": {"tools": "ok, echo"},
+                "task_tools": [1, 2],
+                "num_tasks": {"num_tasks": "2"},
+                "task": {"task": [1]},
+                "task_range": {"tasks": {"a": 1}},
+                "tasks": [],
+                "splits": {"train": 1},
+            }
             return await self._json(writer, shapes.get(what, {}))
         if what in ("tools", "task_tools"):
-            tools = many_tools() if env == "many" else [
-                {"name": t, "description": f"The {t} fault.",
-                 "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}}}
-                for t in CALL_TOOLS]
+            tools = (
+                many_tools()
+                if env == "many"
+                else [
+                    {
+                        "name": t,
+                        "description": f"The {t} fault.",
+                        "input_schema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+                    }
+                    for t in CALL_TOOLS
+                ]
+            )
             return await self._json(writer, {"tools": tools, "terminal_tool": None})
         if what == "splits":
             return await self._json(writer, [{"name": "train", "type": "train"}])
@@ -232,13 +273,23 @@ class HostileServer:
     def _event(name: str, data: str) -> str:
         return f"event: {name}\r\ndata: {data}\r\n\r\n"
 
-    async def _call(self, env: str, tool: str | None, args: dict, headers: dict[str, str],
-                    writer: asyncio.StreamWriter) -> bool:
-        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+    async def _call(
+        self, env: str, tool: str | None, args: dict, headers: dict[str, str], writer: asyncio.StreamWriter
+    ) -> bool:
+        writer.write(
+            b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+        )
         task_id = str(uuid.uuid4())
         self._chunk(writer, self._event("task_id", task_id))
-        ok = {"ok": True, "output": {"blocks": [{"type": "text", "text": f"{tool} ran"}], "metadata": None,
-                                     "reward": 1.0, "finished": False}}
+        ok = {
+            "ok": True,
+            "output": {
+                "blocks": [{"type": "text", "text": f"{tool} ran"}],
+                "metadata": None,
+                "reward": 1.0,
+                "finished": False,
+            },
+        }
         if tool == "ok":
             self._chunk(writer, self._event("end", json.dumps(ok)))
         elif tool == "badend":
@@ -248,8 +299,19 @@ class HostileServer:
         elif tool == "nanreward":
             self._chunk(writer, self._event("end", '{"ok": true, "output": {"blocks": [], "reward": NaN}}'))
         elif tool == "reject":
-            self._chunk(writer, self._event("end", json.dumps({"ok": False, "reason": "input_validation",
-                                                               "error": f"bad input; you sent {json.dumps(headers)}"})))
+            self._chunk(
+                writer,
+                self._event(
+                    "end",
+                    json.dumps(
+                        {
+                            "ok": False,
+                            "reason": "input_validation",
+                            "error": f"bad input; you sent {json.dumps(headers)}",
+                        }
+                    ),
+                ),
+            )
         elif tool == "echoend":
             self._chunk(writer, self._event("end", f"{headers.get('x-api-key', '')} is not JSON"))
         elif tool == "raise":
@@ -279,8 +341,10 @@ class HostileServer:
         # The JSON result, generated lazily: the server's own memory stays small whatever `n` is.
         # `chunked`: 4096-character `chunk` events as openreward sends them; else one `end` data line.
         head = '{"ok": true, "output": {"blocks": [{"type": "text", "text": "'
-        tail = (f'"}}, {{"type": "text", "text": "after"}}], "metadata": {{"n": {n}}}, "reward": 0.5, '
-                f'"finished": true}}}}')
+        tail = (
+            f'"}}, {{"type": "text", "text": "after"}}], "metadata": {{"n": {n}}}, "reward": 0.5, '
+            f'"finished": true}}}}'
+        )
         unit = json.dumps(BIG_UNIT)[1:-1]
         full, rest = divmod(n, len(BIG_UNIT))
         blocks, units = divmod(full, 100)

@@ -67,8 +67,20 @@ class Run:
         env = {**os.environ, "ORMIX_SANDBOX_DIR": str(self.sandboxes)}
         env.pop("ORMIX_LOCAL_SERVE", None)  # the default: child processes
         self.proc = subprocess.Popen(
-            [sys.executable, str(DRIVER), str(tmp_path / "mix.yaml"), str(tmp_path / "run"), str(self.probe), mode],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            [
+                sys.executable,
+                str(DRIVER),
+                str(tmp_path / "mix.yaml"),
+                str(tmp_path / "run"),
+                str(self.probe),
+                mode,
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         _started.append(self.proc)
 
     def wait_for(self, name: str, timeout_s: float = 90.0) -> dict:
@@ -78,8 +90,10 @@ class Run:
         while not path.exists():
             if self.proc.poll() is not None:
                 out, err = self.proc.communicate()
-                pytest.fail(f"the run ended (rc {self.proc.returncode}) before writing {name}:\n{out[-3000:]}\n"
-                            f"{err[-3000:]}")
+                pytest.fail(
+                    f"the run ended (rc {self.proc.returncode}) before writing {name}:\n{out[-3000:]}\n"
+                    f"{err[-3000:]}"
+                )
             assert time.monotonic() < deadline, f"no {name} after {timeout_s}s"
             time.sleep(0.05)
         return json.loads(path.read_text())

@@ -34,8 +34,9 @@ def test_inspect_shows_members_tools_composition_and_starvation():
 
 def test_inspect_reports_a_bad_file_with_key_path_and_fix(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("members:\n  a:\n    target: local:echo\n    num_tasks: 2\n    indices: [1]\n"
-                   "weights: {a: 1, b: 2}\n")
+    bad.write_text(
+        "members:\n  a:\n    target: local:echo\n    num_tasks: 2\n    indices: [1]\nweights: {a: 1, b: 2}\n"
+    )
     result = runner.invoke(app, ["inspect", str(bad)])
     assert result.exit_code == 2
     assert "members.a" in result.output and "num_tasks" in result.output and "indices" in result.output
@@ -45,7 +46,9 @@ def test_inspect_reports_a_bad_file_with_key_path_and_fix(tmp_path):
 def test_ablate_writes_loadable_files_with_manifest_hash(tmp_path, monkeypatch):
     src = ROOT / "mixtures/seta-endless-curriculum.yaml"
     monkeypatch.setenv("OPENREWARD_API_KEY", "sk-test")  # the file references ${OPENREWARD_API_KEY}
-    result = runner.invoke(app, ["ablate", str(src), "--leave-one-out", "--only", "seta", "--out", str(tmp_path)])
+    result = runner.invoke(
+        app, ["ablate", str(src), "--leave-one-out", "--only", "seta", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 0, result.output
     files = sorted(tmp_path.glob("*.yaml"))
     assert len(files) == 3
@@ -58,14 +61,19 @@ def test_ablate_writes_loadable_files_with_manifest_hash(tmp_path, monkeypatch):
 
 
 def test_ablate_unknown_member_is_named(tmp_path):
-    result = runner.invoke(app, ["ablate", str(ROOT / "mixtures/local-demo.yaml"), "--only", "nope",
-                                 "--out", str(tmp_path)])
+    result = runner.invoke(
+        app, ["ablate", str(ROOT / "mixtures/local-demo.yaml"), "--only", "nope", "--out", str(tmp_path)]
+    )
     assert result.exit_code == 2 and "nope" in result.output
 
 
 def test_serve_command_serves_local_environments():
-    proc = subprocess.Popen([sys.executable, "-m", "ormix.cli", "serve", "local:echo", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ormix.cli", "serve", "local:echo", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         port = int(line.split("port=")[1].split()[0])

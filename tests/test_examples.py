@@ -16,10 +16,21 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def run_example(name: str, tmp_path: Path) -> str:
-    env = {**os.environ, "ORMIX_EXAMPLE_SHORT": "1", "TRL_EXPERIMENTAL_SILENCE": "1", "HF_HUB_OFFLINE": "1",
-           "COLUMNS": "200"}
-    done = subprocess.run([sys.executable, str(EXAMPLES / name), "--output-dir", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    env = {
+        **os.environ,
+        "ORMIX_EXAMPLE_SHORT": "1",
+        "TRL_EXPERIMENTAL_SILENCE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "COLUMNS": "200",
+    }
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / name), "--output-dir", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
 
@@ -34,8 +45,12 @@ def test_single_env(tmp_path):
 def test_mixture(tmp_path):
     out = run_example("mixture.py", tmp_path)
     plan = re.search(r"step 1 plan: (\{.*\})", out).group(1)
-    assert plan in ("{'terminals': 2, 'seta': 2}", "{'seta': 2, 'terminals': 2}", "{'terminals': 3, 'seta': 1}",
-                    "{'seta': 1, 'terminals': 3}")
+    assert plan in (
+        "{'terminals': 2, 'seta': 2}",
+        "{'seta': 2, 'terminals': 2}",
+        "{'terminals': 3, 'seta': 1}",
+        "{'seta': 1, 'terminals': 3}",
+    )
     assert re.search(r"step 1: terminals: reward \S+, coverage \S+; seta: reward \S+, coverage \S+", out)
     assert "mixture done: 1 step(s); routing per_env" in out
 

@@ -75,8 +75,14 @@ def _assert_typed(e: BaseException, *words: str) -> None:
 def test_malformed_stateless_answers_raise_protocol_error(hostile, env):
     async def main():
         async with ORSClient(hostile.url, env_name=env, ping_interval_s=None) as c:
-            calls = {"tools": c.tools(), "num_tasks": c.num_tasks("train"), "task": c.task("train", 0),
-                     "task_range": c.task_range("train", 0, 2), "tasks": c.tasks("train"), "splits": c.splits()}
+            calls = {
+                "tools": c.tools(),
+                "num_tasks": c.num_tasks("train"),
+                "task": c.task("train", 0),
+                "task_range": c.task_range("train", 0, 2),
+                "tasks": c.tasks("train"),
+                "splits": c.splits(),
+            }
             for endpoint, coro in calls.items():
                 with pytest.raises(ProtocolError) as ei:
                     await coro
@@ -96,12 +102,15 @@ def test_malformed_stateless_answers_raise_protocol_error(hostile, env):
     run(main)
 
 
-@pytest.mark.parametrize(("tool", "words"), [("badend", "not JSON"), ("wrongend", "`blocks`"),
-                                             ("nanreward", "finite number")])
+@pytest.mark.parametrize(
+    ("tool", "words"), [("badend", "not JSON"), ("wrongend", "`blocks`"), ("nanreward", "finite number")]
+)
 def test_malformed_end_event_raises_protocol_error_and_session_survives(hostile, tool, words):
     async def main():
-        async with ORSClient(hostile.url, env_name="ok", ping_interval_s=None) as c, \
-                c.session(split="train", index=0) as s:
+        async with (
+            ORSClient(hostile.url, env_name="ok", ping_interval_s=None) as c,
+            c.session(split="train", index=0) as s,
+        ):
             with pytest.raises(ProtocolError) as ei:
                 await s.call(tool, {})
             _assert_typed(ei.value, f"tool {tool!r}", words, "GET /version")
@@ -116,8 +125,10 @@ def test_malformed_end_event_raises_protocol_error_and_session_survives(hostile,
 
 def test_stream_ending_without_end_event_is_a_transport_error_not_a_hang(hostile):
     async def main():
-        async with ORSClient(hostile.url, env_name="ok", ping_interval_s=None, timeout_s=10) as c, \
-                c.session(split="train", index=0) as s:
+        async with (
+            ORSClient(hostile.url, env_name="ok", ping_interval_s=None, timeout_s=10) as c,
+            c.session(split="train", index=0) as s,
+        ):
             before = hostile.requests.get("/ok/call", 0)
             for tool in ("eof", "cut"):
                 t = time.perf_counter()
@@ -135,8 +146,10 @@ def test_stream_ending_without_end_event_is_a_transport_error_not_a_hang(hostile
 @pytest.mark.parametrize("tool", ["pings", "stall"])
 def test_stream_that_never_ends_hits_the_deadline(hostile, tool):
     async def main():
-        async with ORSClient(hostile.url, env_name="ok", ping_interval_s=None, timeout_s=0.6) as c, \
-                c.session(split="train", index=0) as s:
+        async with (
+            ORSClient(hostile.url, env_name="ok", ping_interval_s=None, timeout_s=0.6) as c,
+            c.session(split="train", index=0) as s,
+        ):
             t = time.perf_counter()
             with pytest.raises(DeadlineExceeded) as ei:
                 await s.call(tool, {})
@@ -149,11 +162,25 @@ def test_stream_that_never_ends_hits_the_deadline(hostile, tool):
 
 
 def test_episode_turns_every_broken_answer_into_an_error_outcome(hostile):
-    spec = OpenRewardSpec(hostile.url, env_name="ok", num_tasks=1, discover_task_tools=False, call_timeout_s=0.6,
-                          ping_interval_s=None, name="hostile")
+    spec = OpenRewardSpec(
+        hostile.url,
+        env_name="ok",
+        num_tasks=1,
+        discover_task_tools=False,
+        call_timeout_s=0.6,
+        ping_interval_s=None,
+        name="hostile",
+    )
     methods = {b.wire_name: b.method_name for b in spec.binding.bindings}
-    expected = {"badend": "transport", "wrongend": "transport", "nanreward": "transport", "eof": "transport",
-                "cut": "transport", "pings": "deadline", "stall": "deadline"}
+    expected = {
+        "badend": "transport",
+        "wrongend": "transport",
+        "nanreward": "transport",
+        "eof": "transport",
+        "cut": "transport",
+        "pings": "deadline",
+        "stall": "deadline",
+    }
     factory = spec.environment_factory
     for tool, kind in expected.items():
         ep = factory()
@@ -193,8 +220,12 @@ def test_fifty_megabytes_from_the_real_server_cost_a_few_megabytes(faulty_proc):
     n = 50_000_000
 
     async def main():
-        async with ORSClient(faulty_proc.url, env_name="faulty", ping_interval_s=None,
-                             max_output_chars=1_000_000) as c, c.session(split="test", index=0) as s:
+        async with (
+            ORSClient(
+                faulty_proc.url, env_name="faulty", ping_interval_s=None, max_output_chars=1_000_000
+            ) as c,
+            c.session(split="test", index=0) as s,
+        ):
             t = time.perf_counter()
             r = await s.call("big", {"n": n})
             return r, time.perf_counter() - t
@@ -212,21 +243,32 @@ def test_one_unchunked_twenty_megabyte_line_costs_a_few_megabytes(hostile):
     n = 20_000_000
 
     async def main():
-        async with ORSClient(hostile.url, env_name="ok", ping_interval_s=None, max_output_chars=1_000_000) as c, \
-                c.session(split="train", index=0) as s:
+        async with (
+            ORSClient(hostile.url, env_name="ok", ping_interval_s=None, max_output_chars=1_000_000) as c,
+            c.session(split="train", index=0) as s,
+        ):
             return await s.call("bigline", {"n": n})
 
     r, peak = _peak_during(main)
     assert r.truncated and r.full_chars == n + len("\nafter")
     assert r.text.endswith("\nafter") and r.blocks[0]["text"] == big_text(len(r.blocks[0]["text"]))
     assert r.metadata == {"n": n} and r.reward == 0.5 and r.finished
-    assert peak < 15_000_000, f"peak traced memory {peak / 1e6:.1f} MB (the hostile server runs in this process)"
+    assert peak < 15_000_000, (
+        f"peak traced memory {peak / 1e6:.1f} MB (the hostile server runs in this process)"
+    )
 
 
 def test_episode_shows_the_head_and_records_the_full_size(hostile):
     n = 3_000_000
-    spec = OpenRewardSpec(hostile.url, env_name="ok", num_tasks=1, discover_task_tools=False, max_output_chars=1000,
-                          ping_interval_s=None, name="big")
+    spec = OpenRewardSpec(
+        hostile.url,
+        env_name="ok",
+        num_tasks=1,
+        discover_task_tools=False,
+        max_output_chars=1000,
+        ping_interval_s=None,
+        name="big",
+    )
     ep = spec.environment_factory()
     ep.reset(task_index=0)
     text = ep.big(n=n)
@@ -250,8 +292,13 @@ def test_three_thousand_hostile_tools_bind_through_a_spec(hostile):
     took = time.perf_counter() - t
     assert len(report.bindings) + len(report.skipped) == 3000
     assert len(report.bindings) >= 2990
-    notes = " ".join([*report.notes, *(n for b in report.bindings for n in b.notes),
-                      *(n for b in report.bindings for p in b.params for n in p.notes)])
+    notes = " ".join(
+        [
+            *report.notes,
+            *(n for b in report.bindings for n in b.notes),
+            *(n for b in report.bindings for p in b.params for n in p.notes),
+        ]
+    )
     assert "not a JSON object" in notes and "single value" in notes and "exposed as method" in notes
     assert "(recursive)" in report.binding("tool_1").docstring  # the $ref loop, shown as a shape
     assert took < 15, took
@@ -304,13 +351,17 @@ def test_errors_never_carry_secrets_even_when_the_server_echoes_them(hostile, ca
             await coro
         except ORSError as e:
             provoked.setdefault(type(e), e)
-            assert any("[redacted]" in t for t in _texts(e)) or type(e) in (DeadlineExceeded, TransportError), e
+            assert any("[redacted]" in t for t in _texts(e)) or type(e) in (
+                DeadlineExceeded,
+                TransportError,
+            ), e
         else:
             raise AssertionError("no error")
 
     async def main():
-        async with ORSClient(hostile.url, env_name="echo", api_key=API_KEY, ping_interval_s=None,
-                             timeout_s=0.5) as c:
+        async with ORSClient(
+            hostile.url, env_name="echo", api_key=API_KEY, ping_interval_s=None, timeout_s=0.5
+        ) as c:
             await catch(c.tools())  # 418 quoting X-API-Key: ServerError
             await catch(c.num_tasks("train"))  # not JSON, quoting it: ProtocolError
             await catch(c.open_session(split="train", index=1, secrets=SECRETS))  # 500 quoting X-Secrets
@@ -323,8 +374,16 @@ def test_errors_never_carry_secrets_even_when_the_server_echoes_them(hostile, ca
                 await catch(s.prompt())  # 404 "Active environment not found": SessionDeadError
 
     run(main)
-    assert set(provoked) == {ServerError, ProtocolError, SessionOpenError, ToolRejected, ToolFailed,
-                             DeadlineExceeded, TransportError, SessionDeadError}
+    assert set(provoked) == {
+        ServerError,
+        ProtocolError,
+        SessionOpenError,
+        ToolRejected,
+        ToolFailed,
+        DeadlineExceeded,
+        TransportError,
+        SessionDeadError,
+    }
     # The server did echo them: the scrubbing is what kept them out.
     assert any(h.get("x-secrets") == SENSITIVE[2] for h in hostile.headers_seen)
     for e in provoked.values():
@@ -332,8 +391,16 @@ def test_errors_never_carry_secrets_even_when_the_server_echoes_them(hostile, ca
             for value in SENSITIVE:
                 assert value not in text, (type(e).__name__, text[:300])
     # Through an episode: call records, the outcome and the logs stay clean too.
-    spec = OpenRewardSpec(hostile.url, env_name="echo", num_tasks=1, discover_task_tools=False, api_key=API_KEY,
-                          secrets=SECRETS, ping_interval_s=None, name="echo")
+    spec = OpenRewardSpec(
+        hostile.url,
+        env_name="echo",
+        num_tasks=1,
+        discover_task_tools=False,
+        api_key=API_KEY,
+        secrets=SECRETS,
+        ping_interval_s=None,
+        name="echo",
+    )
     spec.__dict__["tool_specs"] = []  # /echo/tools answers 418 on purpose; bind nothing
     spec.__dict__["task_specs"] = [(0, {}), (1, {})]
     ep = spec.environment_factory()
@@ -356,15 +423,29 @@ _texts_st = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_si
 
 
 @settings(max_examples=150, deadline=None)
-@given(texts=st.lists(_texts_st, min_size=1, max_size=4), meta=_texts_st, cap=st.integers(1, 4000),
-       piece=st.sampled_from([1, 5, 97, 4096]), ascii_only=st.booleans())
+@given(
+    texts=st.lists(_texts_st, min_size=1, max_size=4),
+    meta=_texts_st,
+    cap=st.integers(1, 4000),
+    piece=st.sampled_from([1, 5, 97, 4096]),
+    ascii_only=st.booleans(),
+)
 def test_clipped_results_parse_keep_exact_heads_and_count_the_rest(texts, meta, cap, piece, ascii_only):
-    payload = json.dumps({"ok": True, "output": {"blocks": [{"type": "text", "text": t} for t in texts],
-                                                 "metadata": {"m": meta}, "reward": 0.25, "finished": True}},
-                         ensure_ascii=ascii_only)
+    payload = json.dumps(
+        {
+            "ok": True,
+            "output": {
+                "blocks": [{"type": "text", "text": t} for t in texts],
+                "metadata": {"m": meta},
+                "reward": 0.25,
+                "finished": True,
+            },
+        },
+        ensure_ascii=ascii_only,
+    )
     s = CallStream(max_chars=cap)
     for i in range(0, len(payload), piece):
-        s.on_event("end" if i + piece >= len(payload) else "chunk", payload[i:i + piece])
+        s.on_event("end" if i + piece >= len(payload) else "chunk", payload[i : i + piece])
     assert s.done and s.received == len(payload)
     obj = json.loads(s.result)
     out = obj["output"]
@@ -381,14 +462,20 @@ def test_clipped_results_parse_keep_exact_heads_and_count_the_rest(texts, meta, 
 
 
 @settings(max_examples=100, deadline=None)
-@given(data=st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=800),
-       spill=st.integers(16, 120), cut=st.integers(1, 300), sep=st.sampled_from(["\r\n", "\n"]))
+@given(
+    data=st.text(
+        alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=800
+    ),
+    spill=st.integers(16, 120),
+    cut=st.integers(1, 300),
+    sep=st.sampled_from(["\r\n", "\n"]),
+)
 def test_sse_parser_hands_out_huge_events_in_pieces_that_join_exactly(data, spill, cut, sep):
     wire = encode_event("task_id", "t") + ": ping" + sep + sep + encode_event("end", data, sep=sep)
     p = SSEParser(spill_chars=spill)
     got = []
     for i in range(0, len(wire), cut):
-        got += p.feed(wire[i:i + cut])
+        got += p.feed(wire[i : i + cut])
     assert got[0] == ("task_id", "t") and got[-1][0] == "end"
     assert all(name == PARTIAL for name, _ in got[1:-1])
     assert "".join(d for _, d in got[1:]) == data

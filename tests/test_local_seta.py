@@ -18,10 +18,13 @@ from ormix.ors import ORSClient, ToolRejected
 from solutions_seta import REFERENCE, WRONG
 
 _BWRAP_WHY = asyncio.run(bwrap_status())
-pytestmark = pytest.mark.skipif(_BWRAP_WHY is not None,
-                                reason=f"needs a working bubblewrap (apt-get install -y bubblewrap): {_BWRAP_WHY}")
+pytestmark = pytest.mark.skipif(
+    _BWRAP_WHY is not None, reason=f"needs a working bubblewrap (apt-get install -y bubblewrap): {_BWRAP_WHY}"
+)
 
-_INDEX = {t.task_id: (t.split, [u.task_id for u in TASKS if u.split == t.split].index(t.task_id)) for t in TASKS}
+_INDEX = {
+    t.task_id: (t.split, [u.task_id for u in TASKS if u.split == t.split].index(t.task_id)) for t in TASKS
+}
 CLI_TOOLS = {"bash", "glob", "grep", "ls", "read", "write", "edit", "multi_edit", "todo_write"}
 
 
@@ -77,7 +80,9 @@ def test_reference_full_reward_wrong_partial(server, task_id):
     expected_wrong, wrong_calls = WRONG[task_id]
 
     async def main():
-        return await asyncio.gather(play(server, task_id, REFERENCE[task_id]), play(server, task_id, wrong_calls))
+        return await asyncio.gather(
+            play(server, task_id, REFERENCE[task_id]), play(server, task_id, wrong_calls)
+        )
 
     (prompt, ref), (_, wrong) = asyncio.run(main())
     task = next(t for t in TASKS if t.task_id == task_id)
@@ -97,11 +102,18 @@ def test_cli_tools_are_rooted_and_confined(server):
                 "glob": await s.call("glob", {"pattern": "*.py"}),
                 "grep": await s.call("grep", {"pattern": "x = 1"}),
                 "ls": await s.call("ls", {"path": "pkg"}),
-                "todo": await s.call("todo_write", {"todos": [{"content": "do it", "status": "in_progress"}]}),
+                "todo": await s.call(
+                    "todo_write", {"todos": [{"content": "do it", "status": "in_progress"}]}
+                ),
                 "escape": await s.call("read", {"file_path": "/etc/hostname"}),
                 "etc": await s.call("bash", {"command": "touch /etc/owned"}),
-                "net": await s.call("bash", {"command": "python3 -c \"import socket; socket.create_connection(("
-                                                        f"'127.0.0.1', {server.port}), timeout=2)\""}),
+                "net": await s.call(
+                    "bash",
+                    {
+                        "command": 'python3 -c "import socket; socket.create_connection(('
+                        f"'127.0.0.1', {server.port}), timeout=2)\""
+                    },
+                ),
             }
             out["submit"] = await s.call("submit_solution", {})
             try:

@@ -18,10 +18,13 @@ from ormix.ors import ORSClient, ToolRejected
 from solutions_terminals import REFERENCE, WRONG
 
 _BWRAP_WHY = asyncio.run(bwrap_status())
-pytestmark = pytest.mark.skipif(_BWRAP_WHY is not None,
-                                reason=f"needs a working bubblewrap (apt-get install -y bubblewrap): {_BWRAP_WHY}")
+pytestmark = pytest.mark.skipif(
+    _BWRAP_WHY is not None, reason=f"needs a working bubblewrap (apt-get install -y bubblewrap): {_BWRAP_WHY}"
+)
 
-_INDEX = {t.task_id: (t.split, [u.task_id for u in TASKS if u.split == t.split].index(t.task_id)) for t in TASKS}
+_INDEX = {
+    t.task_id: (t.split, [u.task_id for u in TASKS if u.split == t.split].index(t.task_id)) for t in TASKS
+}
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +81,9 @@ def test_tool_surface(server):
 @pytest.mark.parametrize("task_id", [t.task_id for t in TASKS])
 def test_reference_passes_and_wrong_fails(server, task_id):
     async def main():
-        return await asyncio.gather(play(server, task_id, REFERENCE[task_id]), play(server, task_id, WRONG[task_id]))
+        return await asyncio.gather(
+            play(server, task_id, REFERENCE[task_id]), play(server, task_id, WRONG[task_id])
+        )
 
     (ref_outs, ref), (_, wrong) = asyncio.run(main())
     task = next(t for t in TASKS if t.task_id == task_id)
@@ -97,7 +102,9 @@ def test_tools_view_edit_and_episode_end(server):
             out["view"] = await s.call("view", {"path": "dir/x.txt", "view_range": [2, 3]})
             out["view_all"] = await s.call("view", {"path": "/workspace/dir/x.txt", "view_range": [3, -1]})
             out["listing"] = await s.call("view", {"path": "."})
-            out["replace"] = await s.call("str_replace", {"path": "dir/x.txt", "old_str": "b\n", "new_str": "B\n"})
+            out["replace"] = await s.call(
+                "str_replace", {"path": "dir/x.txt", "old_str": "b\n", "new_str": "B\n"}
+            )
             out["dup"] = await s.call("str_replace", {"path": "dir/x.txt", "old_str": "\n", "new_str": ""})
             out["escape"] = await s.call("view", {"path": "../../etc/passwd"})
             out["etc"] = await s.call("view", {"path": "/etc/passwd"})
@@ -130,8 +137,11 @@ def test_sessions_are_isolated(server):
     """Two concurrent sessions of the same task do not see each other's files."""
 
     async def main():
-        async with client(server) as c, c.session(split="train", index=0) as a, \
-                c.session(split="train", index=0) as b:
+        async with (
+            client(server) as c,
+            c.session(split="train", index=0) as a,
+            c.session(split="train", index=0) as b,
+        ):
             await a.call("bash", {"command": "echo mine > only_a.txt"})
             seen_by_b = await b.call("bash", {"command": "ls; test -e only_a.txt"})
             return seen_by_b

@@ -17,23 +17,31 @@ T = {"local_serve": "thread"}
 
 
 def two(**kwargs) -> MixtureSpec:
-    members = {"terminals": OpenRewardSpec("local:terminals", num_tasks=8, **T),
-               "seta": OpenRewardSpec("local:seta", num_tasks=6, **T)}
+    members = {
+        "terminals": OpenRewardSpec("local:terminals", num_tasks=8, **T),
+        "seta": OpenRewardSpec("local:seta", num_tasks=6, **T),
+    }
     return MixtureSpec(members, **kwargs)
 
 
 # ── validation before any I/O ─────────────────────────────────────────────────
 
-@pytest.mark.parametrize("kwargs,message", [
-    ({"weights": {"terminals": 1, "sta": 1}}, "unknown member"),
-    ({"weights": {"terminals": -1, "seta": 1}}, "negative weight"),
-    ({"weights": {"terminals": 0, "seta": 0}}, "all weights are zero"),
-    ({"schedule": [{"until_step": None, "weights": {"terminals": 1, "seta": 1}}]}, "prompts_per_step"),
-    ({"routing": "magic"}, "routing must be"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"weights": {"terminals": 1, "sta": 1}}, "unknown member"),
+        ({"weights": {"terminals": -1, "seta": 1}}, "negative weight"),
+        ({"weights": {"terminals": 0, "seta": 0}}, "all weights are zero"),
+        ({"schedule": [{"until_step": None, "weights": {"terminals": 1, "seta": 1}}]}, "prompts_per_step"),
+        ({"routing": "magic"}, "routing must be"),
+    ],
+)
 def test_bad_mixtures_fail_before_contacting_servers(kwargs, message):
-    members = {"terminals": OpenRewardSpec("http://127.0.0.1:9", env_name="x"),
-               "seta": OpenRewardSpec("http://127.0.0.1:9", env_name="y")}
+    members = {
+        "terminals": OpenRewardSpec("http://127.0.0.1:9", env_name="x"),
+        "seta": OpenRewardSpec("http://127.0.0.1:9", env_name="y"),
+    }
     with pytest.raises(MixtureError, match=message):
         MixtureSpec(members, **kwargs)
 
@@ -46,12 +54,13 @@ def test_member_names_are_short_identifiers(name):
 
 # ── dataset ───────────────────────────────────────────────────────────────────
 
+
 def test_exact_per_step_composition_and_metadata():
     mix = two(weights={"terminals": 0.75, "seta": 0.25}, prompts_per_step=4, num_samples=32, seed=3)
     ds = mix.train_dataset
     envs = ds["environment"]
     for step in range(8):
-        assert Counter(envs[step * 4:(step + 1) * 4]) == {"terminals": 3, "seta": 1}
+        assert Counter(envs[step * 4 : (step + 1) * 4]) == {"terminals": 3, "seta": 1}
     seta_tasks = [t for e, t in zip(envs, ds["task_index"], strict=True) if e == "seta"]
     assert sorted(seta_tasks[:6]) == list(range(6))  # without replacement inside a cycle
     terminals = mix.spec("terminals").task_specs
@@ -60,15 +69,24 @@ def test_exact_per_step_composition_and_metadata():
             assert row["task_id"] == dict(terminals)[row["task_index"]]["task_id"]
     again = two(weights={"terminals": 0.75, "seta": 0.25}, prompts_per_step=4, num_samples=32, seed=3)
     assert again.train_dataset.to_list() == ds.to_list()
-    assert two(weights={"terminals": 0.75, "seta": 0.25}, prompts_per_step=4, num_samples=32,
-               seed=4).train_dataset["task_index"] != ds["task_index"]
+    assert (
+        two(
+            weights={"terminals": 0.75, "seta": 0.25}, prompts_per_step=4, num_samples=32, seed=4
+        ).train_dataset["task_index"]
+        != ds["task_index"]
+    )
 
 
 def test_members_sharing_a_target_share_connection_and_tools():
     base = OpenRewardSpec("local:seta", **T)
-    mix = MixtureSpec({"seta_easy": Member(OpenRewardSpec("local:seta", where={"difficulty": ["Easy"]}, **T)),
-                       "seta_hard": Member(OpenRewardSpec("local:seta", where={"difficulty": ["Hard"]}, **T))},
-                      prompts_per_step=2, num_samples=8)
+    mix = MixtureSpec(
+        {
+            "seta_easy": Member(OpenRewardSpec("local:seta", where={"difficulty": ["Easy"]}, **T)),
+            "seta_hard": Member(OpenRewardSpec("local:seta", where={"difficulty": ["Hard"]}, **T)),
+        },
+        prompts_per_step=2,
+        num_samples=8,
+    )
     ds = mix.train_dataset
     assert set(ds.filter(lambda r: r["environment"] == "seta_easy")["difficulty"]) == {"Easy"}
     assert set(ds.filter(lambda r: r["environment"] == "seta_hard")["difficulty"]) == {"Hard"}
@@ -79,9 +97,14 @@ def test_members_sharing_a_target_share_connection_and_tools():
 
 def test_metadata_type_clash_keeps_arrow_schema_valid():
     with serve_in_thread([SweSurface, NumericDifficulty]) as server:
-        mix = MixtureSpec({"swe": OpenRewardSpec(server.url, env_name="swesurface", num_tasks=4),
-                           "num": OpenRewardSpec(server.url, env_name="numericdifficulty", num_tasks=4)},
-                          prompts_per_step=2, num_samples=8)
+        mix = MixtureSpec(
+            {
+                "swe": OpenRewardSpec(server.url, env_name="swesurface", num_tasks=4),
+                "num": OpenRewardSpec(server.url, env_name="numericdifficulty", num_tasks=4),
+            },
+            prompts_per_step=2,
+            num_samples=8,
+        )
         ds = mix.train_dataset
     rows = ds.to_list()
     swe = next(r for r in rows if r["environment"] == "swe")
@@ -93,6 +116,7 @@ def test_metadata_type_clash_keeps_arrow_schema_valid():
 
 
 # ── routing and rewards ───────────────────────────────────────────────────────
+
 
 def test_per_env_factory_and_reward_funcs_per_member():
     mix = two(routing="per_env", prompts_per_step=2, num_samples=4)
@@ -136,19 +160,26 @@ def test_single_member_mixture_is_exactly_the_spec():
 
 
 def test_eval_dataset_per_member_and_eval_only_members():
-    mix = MixtureSpec({
-        "echo": Member(OpenRewardSpec("local:echo", num_tasks=4, **T), eval_split="test"),
-        "held": Member(OpenRewardSpec("local:echo", indices=[10, 11], **T), role="eval"),
-    }, prompts_per_step=2, num_samples=4)
+    mix = MixtureSpec(
+        {
+            "echo": Member(OpenRewardSpec("local:echo", num_tasks=4, **T), eval_split="test"),
+            "held": Member(OpenRewardSpec("local:echo", indices=[10, 11], **T), role="eval"),
+        },
+        prompts_per_step=2,
+        num_samples=4,
+    )
     assert set(mix.train_dataset["environment"]) == {"echo"}
     assert set(mix.eval_dataset) == {"echo", "held"}
     assert mix.eval_dataset["echo"]["task_index"] == [0, 1, 2, 3]
-    assert mix.eval_dataset["echo"]["word"][0] != mix.train_dataset.filter(
-        lambda r: r["task_index"] == 0)["word"][0]  # the test split, not train
+    assert (
+        mix.eval_dataset["echo"]["word"][0]
+        != mix.train_dataset.filter(lambda r: r["task_index"] == 0)["word"][0]
+    )  # the test split, not train
     assert mix.eval_dataset["held"]["task_index"] == [10, 11]
 
 
 # ── ablations and manifest ────────────────────────────────────────────────────
+
 
 def test_ablations_return_new_specs_and_manifest_hash_is_stable():
     mix = two(weights={"terminals": 0.5, "seta": 0.5}, prompts_per_step=2, num_samples=8)
@@ -157,8 +188,10 @@ def test_ablations_return_new_specs_and_manifest_hash_is_stable():
     heavy = mix.reweight(seta=1.5)
     assert Counter(heavy.train_dataset["environment"]) == {"seta": 6, "terminals": 2}
     assert mix.members["seta"].weight == 0.5  # the original is unchanged
-    first, second = mix.manifest(), two(weights={"terminals": 0.5, "seta": 0.5}, prompts_per_step=2,
-                                        num_samples=8).manifest()
+    first, second = (
+        mix.manifest(),
+        two(weights={"terminals": 0.5, "seta": 0.5}, prompts_per_step=2, num_samples=8).manifest(),
+    )
     assert first["hash"] == second["hash"]
     assert heavy.manifest()["hash"] != first["hash"]
     assert first["members"]["seta"]["task_indices"] == list(range(6))
@@ -173,21 +206,38 @@ def test_trainer_settings_that_break_the_plan_are_named():
     from ormix.trl import check_trainer_args
 
     mix = two(prompts_per_step=4, num_samples=8)
-    args = GRPOConfig(output_dir="/tmp/x", per_device_train_batch_size=4, num_generations=2, use_cpu=True,
-                      shuffle_dataset=True, report_to="none")
+    args = GRPOConfig(
+        output_dir="/tmp/x",
+        per_device_train_batch_size=4,
+        num_generations=2,
+        use_cpu=True,
+        shuffle_dataset=True,
+        report_to="none",
+    )
     problems = check_trainer_args(mix, args)
     assert any("shuffle_dataset=False" in p for p in problems)
     assert any("prompts_per_step=4" in p and "2 unique prompts" in p for p in problems)
-    ok = GRPOConfig(output_dir="/tmp/x", per_device_train_batch_size=4, gradient_accumulation_steps=2,
-                    num_generations=2, use_cpu=True, shuffle_dataset=False, report_to="none")
+    ok = GRPOConfig(
+        output_dir="/tmp/x",
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        num_generations=2,
+        use_cpu=True,
+        shuffle_dataset=False,
+        report_to="none",
+    )
     assert check_trainer_args(mix, ok) == []
 
 
 # ── regressions found in review ───────────────────────────────────────────────
 
+
 def test_eval_rows_of_another_split_open_sessions_in_that_split():
-    mix = MixtureSpec({"echo": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), role="both",
-                                      eval_split="test")}, prompts_per_step=2, num_samples=2)
+    mix = MixtureSpec(
+        {"echo": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), role="both", eval_split="test")},
+        prompts_per_step=2,
+        num_samples=2,
+    )
     rows = mix.eval_dataset["echo"].to_list()
     assert len(rows) == 4  # the whole test split, not the training selection's 2
     env = mix.environment_factory()
@@ -211,13 +261,19 @@ def test_ablations_keep_the_files_train_section_and_reweight_switches_to_weights
     heavy = rr.reweight(terminals=0.95, seta=0.05)
     assert heavy.strategy == "weights"
     assert Counter(heavy.train_dataset["environment"])["terminals"] > 15
-    schedule = [{"until_step": 2, "weights": {"terminals": 1, "seta": 0}},
-                {"until_step": None, "weights": {"terminals": 0, "seta": 1}}]
+    schedule = [
+        {"until_step": 2, "weights": {"terminals": 1, "seta": 0}},
+        {"until_step": None, "weights": {"terminals": 0, "seta": 1}},
+    ]
     curriculum = two(schedule=schedule, prompts_per_step=2, num_samples=8)
     assert set(curriculum.only("seta").train_dataset["environment"]) == {"seta"}
     with pytest.raises(MixtureError, match="eval-only"):
-        MixtureSpec({"a": OpenRewardSpec("local:echo", num_tasks=2, **T),
-                     "b": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), role="eval")}).reweight(b=1.0)
+        MixtureSpec(
+            {
+                "a": OpenRewardSpec("local:echo", num_tasks=2, **T),
+                "b": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), role="eval"),
+            }
+        ).reweight(b=1.0)
 
 
 def test_a_run_longer_than_the_plan_is_refused():
@@ -226,10 +282,24 @@ def test_a_run_longer_than_the_plan_is_refused():
     from ormix.trl import check_trainer_args
 
     mix = two(prompts_per_step=2, num_samples=8)
-    args = GRPOConfig(output_dir="/tmp/x", per_device_train_batch_size=4, num_generations=2, use_cpu=True,
-                      shuffle_dataset=False, report_to="none", max_steps=10)
+    args = GRPOConfig(
+        output_dir="/tmp/x",
+        per_device_train_batch_size=4,
+        num_generations=2,
+        use_cpu=True,
+        shuffle_dataset=False,
+        report_to="none",
+        max_steps=10,
+    )
     problems = check_trainer_args(mix, args)
     assert any("num_samples >= 20" in p for p in problems), problems
-    args = GRPOConfig(output_dir="/tmp/x", per_device_train_batch_size=4, num_generations=2, use_cpu=True,
-                      shuffle_dataset=False, report_to="none", max_steps=4)
+    args = GRPOConfig(
+        output_dir="/tmp/x",
+        per_device_train_batch_size=4,
+        num_generations=2,
+        use_cpu=True,
+        shuffle_dataset=False,
+        report_to="none",
+        max_steps=4,
+    )
     assert check_trainer_args(mix, args) == []

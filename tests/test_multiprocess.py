@@ -24,10 +24,19 @@ def test_two_ranks_log_what_their_merged_records_say(tiny_model, tmp_path):
     torchrun = str(TORCHRUN) if TORCHRUN.exists() else shutil.which("torchrun")
     assert torchrun, "torchrun (installed with torch) is missing from this environment"
     out = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "TRL_EXPERIMENTAL_SILENCE": "1",
-           "PYTHONPATH": os.pathsep.join([str(SCRIPT.parent), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([torchrun, "--standalone", "--nproc_per_node", "2", str(SCRIPT), tiny_model, str(out)],
-                          env=env, capture_output=True, text=True, timeout=150)
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TRL_EXPERIMENTAL_SILENCE": "1",
+        "PYTHONPATH": os.pathsep.join([str(SCRIPT.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", str(SCRIPT), tiny_model, str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
 
     files = sorted(p.name for p in (out / "rollouts").glob("rank-*.jsonl"))
@@ -36,7 +45,9 @@ def test_two_ranks_log_what_their_merged_records_say(tiny_model, tmp_path):
     assert len(records) == 2 * 8  # 2 steps × (2 ranks × 4 rollouts)
     for rank in (0, 1):
         mine = [r for r in records if r["rank"] == rank]
-        assert len(mine) == 8 and all(r["group"] // 4 == rank for r in mine)  # rank k holds global slots 4k..4k+3
+        assert len(mine) == 8 and all(
+            r["group"] // 4 == rank for r in mine
+        )  # rank k holds global slots 4k..4k+3
     assert {r["outcome"] for r in records} == {"scored", "unscored"}
 
     history = json.loads((out / "log_history.json").read_text())

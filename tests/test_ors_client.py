@@ -64,6 +64,7 @@ def run(fn, *args):
 
 # ----------------------------------------------------------------------------- stateless endpoints
 
+
 def test_every_stateless_endpoint_on_echo(echo_server):
     async def main():
         async with ORSClient(echo_server.url, env_name="echo") as c:
@@ -138,6 +139,7 @@ def test_one_round_trip_per_call(echo_server):
 
 # ----------------------------------------------------------------------------- connections
 
+
 def test_session_keeps_one_connection_and_the_next_session_reuses_it(echo_server):
     async def main():
         async with ORSClient(echo_server.url, env_name="echo") as c:
@@ -206,6 +208,7 @@ def test_megabytes_in_and_out(echo_server):
 
 
 # ----------------------------------------------------------------------------- sessions
+
 
 def test_echo_episode_and_close(echo_server):
     async def main():
@@ -282,7 +285,10 @@ def test_task_spec_session_and_client_chosen_id(faulty_server):
 def test_big_output_arrives_whole(faulty_server, n):
     # Over 100 KB the server sends many 4096-char `chunk` events; the client joins them exactly.
     async def main():
-        async with ORSClient(faulty_server.url, env_name="faulty") as c, c.session(split="test", index=0) as s:
+        async with (
+            ORSClient(faulty_server.url, env_name="faulty") as c,
+            c.session(split="test", index=0) as s,
+        ):
             r = await s.call("big", {"n": n})
             assert r.metadata == {"n": n}
             assert r.text == big_text(n)
@@ -310,6 +316,7 @@ def test_secrets_reach_the_environment(faulty_server):
 
 
 # ----------------------------------------------------------------------------- typed errors
+
 
 def test_tool_rejected_reasons_and_session_stays_usable(echo_server):
     async def main():
@@ -401,6 +408,7 @@ def test_transport_error_on_closed_port():
             assert "Check the server is running" in str(ei.value)
             with pytest.raises(TransportError):
                 await c.open_session(split="train", index=0)
+
     run(main)
     with pytest.raises(TransportError):
         resolve_endpoint(f"http://127.0.0.1:{port}")
@@ -408,13 +416,18 @@ def test_transport_error_on_closed_port():
 
 # ----------------------------------------------------------------------------- endpoint
 
+
 def test_catalog_endpoint_hosts_and_headers(monkeypatch):
     monkeypatch.setenv("OPENREWARD_API_URL", "https://api.example.test")
     monkeypatch.setenv("OPENREWARD_SESSION_URL", "https://sessions.example.test/")
     monkeypatch.setenv("OPENREWARD_API_KEY", "key-from-env")
     ep = resolve_endpoint("Eigent/SETA")
     assert (ep.api_url, ep.session_url, ep.deployment, ep.env_name) == (
-        "https://api.example.test", "https://sessions.example.test", "Eigent/SETA", None)
+        "https://api.example.test",
+        "https://sessions.example.test",
+        "Eigent/SETA",
+        None,
+    )
     assert ep.is_platform and ep.path("/call") == "/call"
     h = ep.headers()
     assert h["X-Deployment"] == "Eigent/SETA" and h["X-API-Key"] == "key-from-env"
@@ -436,14 +449,20 @@ def test_url_endpoint_has_no_platform_headers():
 
 # ----------------------------------------------------------------------------- models
 
+
 def test_models():
-    r = ToolResult(blocks=[{"type": "text", "text": "a"}, {"type": "image", "data": "x"},
-                           {"type": "text", "text": "b"}], metadata=None, reward=None, finished=False)
+    r = ToolResult(
+        blocks=[{"type": "text", "text": "a"}, {"type": "image", "data": "x"}, {"type": "text", "text": "b"}],
+        metadata=None,
+        reward=None,
+        finished=False,
+    )
     assert r.text == "a\nb" == text_of(r.blocks)
     assert ToolSpec.from_wire({"name": "t", "description": None, "input_schema": None}) == ToolSpec(name="t")
 
 
 # ----------------------------------------------------------------------------- bridge
+
 
 async def _episode(url: str, index: int) -> tuple[str, float]:
     async with ORSClient(url, env_name="echo") as c, c.session(split="train", index=index) as s:
@@ -513,8 +532,12 @@ _data = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_c
 
 
 @settings(max_examples=200, deadline=None)
-@given(events=st.lists(st.tuples(_event_names, _data), max_size=8), sep=st.sampled_from(["\r\n", "\n", "\r"]),
-       cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=10), comments=st.booleans())
+@given(
+    events=st.lists(st.tuples(_event_names, _data), max_size=8),
+    sep=st.sampled_from(["\r\n", "\n", "\r"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=10),
+    comments=st.booleans(),
+)
 def test_sse_parser_roundtrip_any_split(events, sep, cuts, comments):
     wire = ""
     for name, data in events:
@@ -540,7 +563,7 @@ def test_call_stream_reassembles_chunks(payload, chunk):
     text = json.dumps({"ok": True, "output": {"blocks": [{"type": "text", "text": payload}]}})
     wire = encode_event("task_id", "abc")
     for i in range(0, len(text), chunk):
-        wire += encode_event("end" if i + chunk >= len(text) else "chunk", text[i:i + chunk])
+        wire += encode_event("end" if i + chunk >= len(text) else "chunk", text[i : i + chunk])
     s = CallStream()
     for name, data in SSEParser().feed(wire):
         s.on_event(name, data)
@@ -562,10 +585,15 @@ def test_secrets_roundtrip_through_server_decoder(secrets):
 
 
 @settings(max_examples=100, deadline=None)
-@given(known=st.dictionaries(st.sampled_from(sorted(WELL_KNOWN_SECRETS)), _secret_values, max_size=5),
-       explicit=st.dictionaries(st.text(min_size=1, max_size=10),
-                                st.tuples(_secret_values, st.lists(st.text(max_size=10), max_size=3)), max_size=3),
-       api_key=st.one_of(st.none(), st.text(min_size=1, max_size=20)))
+@given(
+    known=st.dictionaries(st.sampled_from(sorted(WELL_KNOWN_SECRETS)), _secret_values, max_size=5),
+    explicit=st.dictionaries(
+        st.text(min_size=1, max_size=10),
+        st.tuples(_secret_values, st.lists(st.text(max_size=10), max_size=3)),
+        max_size=3,
+    ),
+    api_key=st.one_of(st.none(), st.text(min_size=1, max_size=20)),
+)
 def test_secrets_encoding_matches_the_sdk(known, explicit, api_key):
     from openreward.api.sandboxes.secrets import augment_secrets_with_api_key, build_secrets_header
 

@@ -40,8 +40,10 @@ async def read_count(url: str, key: str) -> int:
 
 def test_pings_keep_an_idle_session_alive_and_without_them_it_dies(server):
     async def main():
-        async with ORSClient(server.url, env_name="faulty", ping_interval_s=0.3) as pinged, \
-                ORSClient(server.url, env_name="faulty", ping_interval_s=None) as silent:
+        async with (
+            ORSClient(server.url, env_name="faulty", ping_interval_s=0.3) as pinged,
+            ORSClient(server.url, env_name="faulty", ping_interval_s=None) as silent,
+        ):
             kept = await pinged.open_session(split="test", index=0)
             long_call = await pinged.open_session(split="test", index=1)
             lost = await silent.open_session(split="test", index=2)
@@ -108,7 +110,9 @@ def test_deleted_session_raises_session_dead(server):
         async with ORSClient(server.url, env_name="faulty", ping_interval_s=None) as c:
             s = await c.open_session(split="test", index=0)
             async with httpx.AsyncClient() as h:
-                assert (await h.post(f"{server.url}/delete", headers={"X-Session-ID": s.id})).status_code == 200
+                assert (
+                    await h.post(f"{server.url}/delete", headers={"X-Session-ID": s.id})
+                ).status_code == 200
             with pytest.raises(SessionDeadError):
                 await s.call("echo", {"text": "x"})
             with pytest.raises(SessionDeadError):

@@ -13,9 +13,11 @@ from hypothesis import strategies as st
 from ormix.ors.h1 import H1Pool, H1Session, Headers, ProtocolViolation, ResponseParser
 
 _token = st.text(alphabet="abcdefghijklmnopqrstuvwxyz-", min_size=1, max_size=12).filter(
-    lambda s: s not in {"content-length", "transfer-encoding", "connection"})
+    lambda s: s not in {"content-length", "transfer-encoding", "connection"}
+)
 _value = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABC0123456789 ;=/,.", min_size=1, max_size=20).map(
-    lambda s: s.strip() or "v")
+    lambda s: s.strip() or "v"
+)
 
 
 @st.composite
@@ -26,8 +28,10 @@ def responses(draw):
     body = b"" if no_body else draw(st.binary(max_size=300))
     close = framing == "close" or draw(st.booleans())
     headers = draw(st.lists(st.tuples(_token, _value), max_size=4))
-    interim = "".join(f"HTTP/1.1 {draw(st.sampled_from([100, 103]))} Interim\r\nx-interim: 1\r\n\r\n"
-                      for _ in range(draw(st.integers(0, 2))))
+    interim = "".join(
+        f"HTTP/1.1 {draw(st.sampled_from([100, 103]))} Interim\r\nx-interim: 1\r\n\r\n"
+        for _ in range(draw(st.integers(0, 2)))
+    )
     head_lines = [f"{interim}HTTP/1.1 {status} Reason Words"] + [f"{k}: {v}" for k, v in headers]
     if close and framing != "close":
         head_lines.append("Connection: close")
@@ -39,7 +43,7 @@ def responses(draw):
         sizes = draw(st.lists(st.integers(1, 64), max_size=8))
         parts, pos = [], 0
         for n in sizes:
-            piece = body[pos:pos + n]
+            piece = body[pos : pos + n]
             if not piece:
                 break
             ext = draw(st.sampled_from(["", ";name=value", ";x"]))
@@ -158,19 +162,23 @@ def test_non_chunked_transfer_encoding_reads_until_close():
     assert p.done and p.take() == b"abc" and not p.idle
 
 
-@pytest.mark.parametrize("wire", [
-    b"HTTP/2 200 OK\r\n\r\n",
-    b"HTTP/1.1 20 OK\r\n\r\n",
-    b"SMTP 200 OK\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nbad name : x\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\nx: 1\r\n folded\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
-    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
-    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nabXY",
-    b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
-], ids=lambda w: w[:48].decode(errors="replace"))
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"HTTP/2 200 OK\r\n\r\n",
+        b"HTTP/1.1 20 OK\r\n\r\n",
+        b"SMTP 200 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nbad name : x\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nx: 1\r\n folded\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: 1, 2\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n2\r\nabXY",
+        b"HTTP/1.1 101 Switching Protocols\r\n\r\n",
+    ],
+    ids=lambda w: w[:48].decode(errors="replace"),
+)
 def test_malformed_responses_are_refused(wire):
     p = ResponseParser()
     p.start()
@@ -201,12 +209,21 @@ def test_headers_ignore_case():
 
 def test_request_encoding_keeps_a_path_prefix_and_refuses_header_injection():
     http = H1Session(H1Pool("http://127.0.0.1:8080/mounted", connect_timeout_s=1.0))
-    wire = http._encode("POST", "http://127.0.0.1:8080/mounted/echo/call", {"name": "é"}, {"X-Session-ID": "s"})
+    wire = http._encode(
+        "POST", "http://127.0.0.1:8080/mounted/echo/call", {"name": "é"}, {"X-Session-ID": "s"}
+    )
     head, body = wire.split(b"\r\n\r\n")
-    assert head.split(b"\r\n") == [b"POST /mounted/echo/call HTTP/1.1", b"Host: 127.0.0.1:8080", b"X-Session-ID: s",
-                                    b"Content-Type: application/json", b"Content-Length: 13"]
+    assert head.split(b"\r\n") == [
+        b"POST /mounted/echo/call HTTP/1.1",
+        b"Host: 127.0.0.1:8080",
+        b"X-Session-ID: s",
+        b"Content-Type: application/json",
+        b"Content-Length: 13",
+    ]
     assert body == '{"name":"é"}'.encode()
-    assert http._encode("GET", "http://127.0.0.1:8080/x", None, None).endswith(b"Host: 127.0.0.1:8080\r\n\r\n")
+    assert http._encode("GET", "http://127.0.0.1:8080/x", None, None).endswith(
+        b"Host: 127.0.0.1:8080\r\n\r\n"
+    )
     assert b"Content-Length: 0" in http._encode("POST", "http://127.0.0.1:8080/ping", None, None)
     with pytest.raises(ValueError, match="line break"):
         http._encode("GET", "http://127.0.0.1:8080/x", None, {"X-Session-ID": "a\r\nX-Evil: 1"})

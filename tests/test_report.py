@@ -32,9 +32,15 @@ def finished_run(tiny_model, tmp_path_factory):
     from ormix.scripted import ScriptedPolicy, tool_call
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    mix = MixtureSpec({"easy": OpenRewardSpec("local:echo", indices=[0, 1, 2], local_serve="thread"),
-                       "hard": OpenRewardSpec("local:echo", indices=[5, 6, 7], local_serve="thread")},
-                      prompts_per_step=2, num_samples=6, seed=0)
+    mix = MixtureSpec(
+        {
+            "easy": OpenRewardSpec("local:echo", indices=[0, 1, 2], local_serve="thread"),
+            "hard": OpenRewardSpec("local:echo", indices=[5, 6, 7], local_serve="thread"),
+        },
+        prompts_per_step=2,
+        num_samples=6,
+        seed=0,
+    )
 
     def script(ctx):
         word = re.search(r"word '(\w+)'", ctx.user).group(1)
@@ -43,13 +49,30 @@ def finished_run(tiny_model, tmp_path_factory):
         return tool_call("submit", text=word if "index': 5" in ctx.user else "no") if ctx.turn == 1 else "ok"
 
     out = tmp_path_factory.mktemp("report") / "run"
-    args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=4, num_generations=2, max_steps=3,
-                      max_completion_length=128, learning_rate=1e-5, logging_steps=1, report_to="none",
-                      bf16=False, use_cpu=True, save_strategy="no", shuffle_dataset=False, disable_tqdm=True,
-                      max_tool_calling_iterations=2)
-    trainer = GRPOTrainer(model=tiny_model, args=args, train_dataset=mix.train_dataset,
-                          environment_factory=mix.environment_factory, reward_funcs=mix.reward_funcs,
-                          callbacks=mix.callbacks)
+    args = GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=3,
+        max_completion_length=128,
+        learning_rate=1e-5,
+        logging_steps=1,
+        report_to="none",
+        bf16=False,
+        use_cpu=True,
+        save_strategy="no",
+        shuffle_dataset=False,
+        disable_tqdm=True,
+        max_tool_calling_iterations=2,
+    )
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=args,
+        train_dataset=mix.train_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+        callbacks=mix.callbacks,
+    )
     ScriptedPolicy(script).attach(trainer)
     trainer.train()
     return out, trainer.state.log_history
@@ -102,13 +125,25 @@ def test_report_without_records_fails_clearly(tmp_path):
 
 def test_summary_and_series_from_records():
     def r(member, outcome, reward, step, calls=(), group=0, kind=None):
-        return {"member": member, "outcome": outcome, "reward": reward, "env_reward": reward, "step": step,
-                "mode": "train", "group": group, "error_kind": kind, "open_ms": 10.0,
-                "calls": [{"tool": t, "latency_ms": ms, "error": e} for t, ms, e in calls]}
+        return {
+            "member": member,
+            "outcome": outcome,
+            "reward": reward,
+            "env_reward": reward,
+            "step": step,
+            "mode": "train",
+            "group": group,
+            "error_kind": kind,
+            "open_ms": 10.0,
+            "calls": [{"tool": t, "latency_ms": ms, "error": e} for t, ms, e in calls],
+        }
 
-    records = [r("a", "scored", 1.0, 1, [("submit", 10.0, None)]), r("a", "scored", 0.0, 1, [("submit", 30.0, None)]),
-               r("a", "error", None, 2, [("submit", 0.0, "session_open")], group=2, kind="session_open"),
-               r("b", "unscored", None, 2, [("ls", 50.0, "tool_failed")], group=4)]
+    records = [
+        r("a", "scored", 1.0, 1, [("submit", 10.0, None)]),
+        r("a", "scored", 0.0, 1, [("submit", 30.0, None)]),
+        r("a", "error", None, 2, [("submit", 0.0, "session_open")], group=2, kind="session_open"),
+        r("b", "unscored", None, 2, [("ls", 50.0, "tool_failed")], group=4),
+    ]
     s = member_summary(records)
     assert s["a"]["errors"] == {"session_open": 1} and s["a"]["coverage"] == pytest.approx(2 / 3)
     assert s["a"]["tool_ms_p50"] == 20.0 and s["a"]["informative_groups"] == 0.5

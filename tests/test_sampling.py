@@ -153,8 +153,11 @@ def test_quota_sequence_per_step_and_cumulative_bounds(ws: dict[str, float], k: 
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.lists(st.sampled_from([0.0, 0.05, 0.3, 1.0, 2.5, 7.0]), min_size=4, max_size=4),
-                  st.integers(1, 25), st.booleans()),
+        st.tuples(
+            st.lists(st.sampled_from([0.0, 0.05, 0.3, 1.0, 2.5, 7.0]), min_size=4, max_size=4),
+            st.integers(1, 25),
+            st.booleans(),
+        ),
         min_size=1,
         max_size=4,
     ),
@@ -174,8 +177,9 @@ def test_schedule_plans_keep_per_step_and_per_phase_bounds(
         last = i == len(phases) - 1
         sched.append(Phase(None if last else until, dict(zip(names, ws, strict=True)), interp and not last))
     steps = until + 5
-    rows = plan_rows({m: [0, 1, 2] for m in names}, schedule=sched, prompts_per_step=k, num_steps=steps,
-                     seed=seed)
+    rows = plan_rows(
+        {m: [0, 1, 2] for m in names}, schedule=sched, prompts_per_step=k, num_steps=steps, seed=seed
+    )
     comp = composition(rows, k, members=names)
     starts = {0, *(ph.until_step for ph in sched[:-1])}
     cum, target = Counter(), Counter()
@@ -235,7 +239,11 @@ def test_schedule_boundaries_are_exact() -> None:
 
 
 def test_interpolation_midpoint_and_end() -> None:
-    sched = [Phase(10, {"a": 1.0, "b": 0.0}, interpolate=True), Phase(20, {"a": 0.0, "b": 1.0}), Phase(None, {"a": 1})]
+    sched = [
+        Phase(10, {"a": 1.0, "b": 0.0}, interpolate=True),
+        Phase(20, {"a": 0.0, "b": 1.0}),
+        Phase(None, {"a": 1}),
+    ]
     assert weights_at_step(sched, 0) == {"a": 1.0, "b": 0.0}
     assert weights_at_step(sched, 5) == pytest.approx({"a": 0.5, "b": 0.5})
     assert weights_at_step(sched, 9) == pytest.approx({"a": 0.1, "b": 0.9})
@@ -314,8 +322,13 @@ def test_plan_sizes_and_defaults() -> None:
 def test_plan_determinism(ws: dict[str, float], seed: int, k: int | None) -> None:
     tasks = {m: list(range(3 + i)) for i, m in enumerate(ws)}
     a = plan_rows(tasks, weights=ws, num_samples=48, prompts_per_step=k, seed=seed)
-    b = plan_rows(dict(reversed(list(tasks.items()))), weights=dict(reversed(list(ws.items()))),
-                  num_samples=48, prompts_per_step=k, seed=seed)
+    b = plan_rows(
+        dict(reversed(list(tasks.items()))),
+        weights=dict(reversed(list(ws.items()))),
+        num_samples=48,
+        prompts_per_step=k,
+        seed=seed,
+    )
     assert a == b  # same content in another dict order → same rows
     c = plan_rows(tasks, weights=ws, num_samples=48, prompts_per_step=k, seed=seed + 1)
     assert a != c
@@ -368,7 +381,9 @@ def test_plan_rows_draw_tasks_without_replacement() -> None:
     rows = plan_rows(tasks, weights={"a": 1, "b": 1}, prompts_per_step=4, num_steps=10, seed=5)
     a = [r.task_index for r in rows if r.member == "a"]
     assert sorted(a[:7]) == list(range(7)) and sorted(a[7:14]) == list(range(7))
-    assert a[:7] != a[7:14] or len(set(tuple(a[i : i + 7]) for i in (0, 7))) == 1  # re-permuted (may coincide)
+    assert (
+        a[:7] != a[7:14] or len(set(tuple(a[i : i + 7]) for i in (0, 7))) == 1
+    )  # re-permuted (may coincide)
 
 
 @settings(max_examples=20, deadline=None)

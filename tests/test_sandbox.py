@@ -73,9 +73,15 @@ def test_commands_run_in_workspace_with_python():
 def test_cannot_write_outside_the_workspace(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("original\n")
-    cmds = [f"echo pwned > {victim}", "touch /etc/ormix-pwned", "touch /usr/ormix-pwned", "mkdir -p /root/x",
-            "mount -o remount,rw /usr", "echo private > /tmp/ormix-private-probe && cat /tmp/ormix-private-probe",
-            "echo ok > inside.txt"]
+    cmds = [
+        f"echo pwned > {victim}",
+        "touch /etc/ormix-pwned",
+        "touch /usr/ormix-pwned",
+        "mkdir -p /root/x",
+        "mount -o remount,rw /usr",
+        "echo private > /tmp/ormix-private-probe && cat /tmp/ormix-private-probe",
+        "echo ok > inside.txt",
+    ]
     sb, results = run(in_sandbox(*cmds))
     *escapes, private, inside = results
     assert all(r.return_code != 0 for r in escapes), [tuple(r) for r in escapes]
@@ -152,9 +158,13 @@ def _procs_with(marker: str) -> list[str]:
 def test_output_cap_exit_codes_and_sanitising():
     async def main():
         async with Sandbox() as sb:
-            return [await sb.run("head -c 100000 /dev/zero | tr '\\0' a", max_bytes=1000),
-                    await sb.run("echo hi", max_bytes=1000), await sb.run("echo oops >&2; exit 3"),
-                    await sb.run("kill -9 $$"), await sb.run("printf '\\033[31mred\\033[0m\\n'")]
+            return [
+                await sb.run("head -c 100000 /dev/zero | tr '\\0' a", max_bytes=1000),
+                await sb.run("echo hi", max_bytes=1000),
+                await sb.run("echo oops >&2; exit 3"),
+                await sb.run("kill -9 $$"),
+                await sb.run("printf '\\033[31mred\\033[0m\\n'"),
+            ]
 
     big, small, failed, killed, ansi = run(main())
     assert big.truncated and big.output == "a" * 1000 and big.return_code == 0
@@ -266,7 +276,9 @@ def test_download_upload_are_confined(tmp_path):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["..", ".", "a", "b", "", "/", "workspace", "/workspace", "x/.."]), max_size=8))
+@given(
+    st.lists(st.sampled_from(["..", ".", "a", "b", "", "/", "workspace", "/workspace", "x/.."]), max_size=8)
+)
 def test_relpath_never_leaves_the_workspace(parts):
     sb = Sandbox(bwrap="/nonexistent/bwrap")  # relpath is pure: no start needed
     path = "/".join(parts) or "."

@@ -49,7 +49,9 @@ train:
 
 
 def _assert_clean(where: str, text: str) -> None:
-    assert MARK not in text, f"a planted secret leaked into {where}: ...{text[max(0, text.find(MARK) - 80):][:200]}..."
+    assert MARK not in text, (
+        f"a planted secret leaked into {where}: ...{text[max(0, text.find(MARK) - 80) :][:200]}..."
+    )
 
 
 @pytest.fixture(scope="module")
@@ -60,8 +62,13 @@ def run(tmp_path_factory):
     (base / "sandboxes").mkdir()
     (base / "probe").mkdir()
     env = {**os.environ, **SECRETS, "ORMIX_SANDBOX_DIR": str(base / "sandboxes")}
-    proc = subprocess.run([sys.executable, str(DRIVER), str(mixture), str(base / "run"), str(base / "probe"),
-                           "secret"], env=env, capture_output=True, text=True, timeout=150)
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), str(mixture), str(base / "run"), str(base / "probe"), "secret"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
     return base, proc
 
 
@@ -70,7 +77,9 @@ def test_secrets_reach_the_server_and_nothing_the_run_wrote_or_printed(run):
     base, proc = run
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     # The secrets did reach the environment, through the spec's own session opener.
-    assert json.loads((base / "probe" / "secret.json").read_text()) == {"faulty": {"api_key": True, "token": True}}
+    assert json.loads((base / "probe" / "secret.json").read_text()) == {
+        "faulty": {"api_key": True, "token": True}
+    }
 
     run_dir = base / "run"
     files = sorted(p for p in run_dir.rglob("*") if p.is_file())
@@ -80,7 +89,9 @@ def test_secrets_reach_the_server_and_nothing_the_run_wrote_or_printed(run):
     assert any(n.startswith("rollouts/") for n in names) and any(n.endswith(".parquet") for n in names)
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["members"]["faulty"]["secret_names"] == ["api_key", "token"]
-    records = [json.loads(line) for p in files if p.parent.name == "rollouts" for line in p.read_text().splitlines()]
+    records = [
+        json.loads(line) for p in files if p.parent.name == "rollouts" for line in p.read_text().splitlines()
+    ]
     assert len(records) == 4 and {r["outcome"] for r in records} >= {"error"}  # task 2 failed at open
 
     import pyarrow.parquet as pq
@@ -112,18 +123,36 @@ def test_reprs_and_errors_never_show_a_secret(tmp_path, monkeypatch):
     config = MixtureConfig.from_yaml_text(MIXTURE, "secrets.yaml")
     mix = MixtureSpec.from_config(config)
     spec = mix.spec("faulty")
-    literal = OpenRewardSpec("local:faulty", secrets={"api_key": SECRETS["ORMIX_TEST_SECRET"]},
-                             api_key=SECRETS["ORMIX_TEST_API_KEY"], indices=[2])
-    shown = [repr(config), str(config), repr(config.members), repr(mix), repr(spec), repr(literal),
-             json.dumps(config.manifest_dict(), default=str), json.dumps(mix.manifest(), default=str),
-             repr(spec.episode_class._config), repr(run_sync(spec._get_client))]
+    literal = OpenRewardSpec(
+        "local:faulty",
+        secrets={"api_key": SECRETS["ORMIX_TEST_SECRET"]},
+        api_key=SECRETS["ORMIX_TEST_API_KEY"],
+        indices=[2],
+    )
+    shown = [
+        repr(config),
+        str(config),
+        repr(config.members),
+        repr(mix),
+        repr(spec),
+        repr(literal),
+        json.dumps(config.manifest_dict(), default=str),
+        json.dumps(mix.manifest(), default=str),
+        repr(spec.episode_class._config),
+        repr(run_sync(spec._get_client)),
+    ]
 
     # A session that opens, and its episode; then one that fails to open (task 2), with the secrets sent.
     episode = spec.environment_factory()
     episode.reset(task_index=0)
     shown += [repr(episode), repr(episode._session), episode.echo(text="hi")]
-    sdk = OpenRewardSpec("local:faulty", secrets={"api_key": SECRETS["ORMIX_TEST_SECRET"]},
-                         api_key=SECRETS["ORMIX_TEST_API_KEY"], indices=[0], transport="sdk")
+    sdk = OpenRewardSpec(
+        "local:faulty",
+        secrets={"api_key": SECRETS["ORMIX_TEST_SECRET"]},
+        api_key=SECRETS["ORMIX_TEST_API_KEY"],
+        indices=[0],
+        transport="sdk",
+    )
     for failing_spec in (literal, sdk):  # ormix's client, then the openreward SDK's
         failing = failing_spec.environment_factory()
         shown.append(failing.reset(task_index=2))

@@ -45,8 +45,11 @@ def _trl_spec(url, **kwargs):
 def _tool_methods(instance) -> dict:
     import inspect
 
-    return {n: f for n, f in inspect.getmembers(type(instance), inspect.isfunction)
-            if not n.startswith("_") and n not in ("reset", "get_reward")}
+    return {
+        n: f
+        for n, f in inspect.getmembers(type(instance), inspect.isfunction)
+        if not n.startswith("_") and n not in ("reset", "get_reward")
+    }
 
 
 def assert_richer(theirs: dict, ours: dict, path: str = "") -> None:
@@ -64,6 +67,7 @@ def assert_richer(theirs: dict, ours: dict, path: str = "") -> None:
 
 
 # ── parity with TRL's OpenRewardSpec ──────────────────────────────────────────
+
 
 @pytest.mark.parametrize("selection", [{"num_tasks": 5}, {"indices": [7, 1, 3]}, {}])
 def test_dataset_rows_equal_trl(echo_server, selection):
@@ -96,7 +100,9 @@ def test_same_episode_same_results_as_trl(echo_server):
     for adapter in (trl_env, ours):
         prompt = adapter.reset(task_index=2)
         outputs = [adapter.echo(text="wrong"), adapter.echo(text="stone"), adapter.submit(text="stone")]
-        results.append((prompt, outputs, adapter.rewards, adapter.reward, adapter.finished, adapter.last_output))
+        results.append(
+            (prompt, outputs, adapter.rewards, adapter.reward, adapter.finished, adapter.last_output)
+        )
         adapter._close()
     assert results[0] == results[1]
     assert results[1][2] == [0.0, 1.0, 1.0] and results[1][4] is True
@@ -104,13 +110,15 @@ def test_same_episode_same_results_as_trl(echo_server):
 
 # ── schema fidelity on the real surfaces ──────────────────────────────────────
 
+
 @pytest.mark.parametrize("env,surface", [("setasurface", "seta"), ("swesurface", "swe-rebench-v2")])
 def test_real_surfaces_survive_field_by_field(surfaces, env, surface):
     spec = OpenRewardSpec(surfaces.url, env_name=env, num_tasks=1)
     expected = {t["name"]: t for t in surface_tools(surface)}
     served = {t.name: t for t in spec.tool_specs}
     assert {n: (t.description, t.input_schema) for n, t in served.items()} == {
-        n: (t["description"], t["input_schema"]) for n, t in expected.items()}
+        n: (t["description"], t["input_schema"]) for n, t in expected.items()
+    }
     cls = spec.episode_class
     for name, tool in expected.items():
         schema = get_json_schema(getattr(cls, name))["function"]["parameters"]
@@ -124,10 +132,15 @@ def test_real_surfaces_survive_field_by_field(surfaces, env, surface):
             if pdef.get("type") == "array" and "items" in pdef and "type" in pdef["items"]:
                 assert got["items"]["type"] == pdef["items"]["type"], (name, pname)
             if "default" in pdef and pdef["default"] is not None:
-                assert f"Default: {json.dumps(pdef['default'])}" in got.get("description", ""), (name, pname, got)
+                assert f"Default: {json.dumps(pdef['default'])}" in got.get("description", ""), (
+                    name,
+                    pname,
+                    got,
+                )
 
 
 # ── hostile servers ───────────────────────────────────────────────────────────
+
 
 def test_hostile_tool_surface_binds_safely_and_calls_real_names(surfaces, caplog, tmp_path):
     Hostile.CALLS.clear()
@@ -148,8 +161,9 @@ def test_hostile_tool_surface_binds_safely_and_calls_real_names(surfaces, caplog
     ep = spec.environment_factory()
     ep.reset(task_index=0)
     py_class = report.names.to_python("class")
-    out = getattr(ep, py_class)(**{report.binding(py_class).params[0].py_name: "a",
-                                   report.binding(py_class).params[1].py_name: 3})
+    out = getattr(ep, py_class)(
+        **{report.binding(py_class).params[0].py_name: "a", report.binding(py_class).params[1].py_name: 3}
+    )
     assert Hostile.CALLS[-1] == ("class", {"from": "a", "self": 3})
     assert '"tool": "class"' in out
     out = getattr(ep, report.names.to_python("fs.read"))(path="/x")
@@ -160,6 +174,7 @@ def test_hostile_tool_surface_binds_safely_and_calls_real_names(surfaces, caplog
 
 
 # ── selection, metadata, errors ───────────────────────────────────────────────
+
 
 def test_reserved_columns_are_never_overwritten_and_where_filters(surfaces):
     spec = OpenRewardSpec(surfaces.url, env_name="swesurface", where={"difficulty": ["Easy"]}, num_tasks=2)
@@ -194,6 +209,7 @@ def test_catalog_targets_forward_api_key_as_secret(monkeypatch):
 
 # ── outcomes and session lifecycle ────────────────────────────────────────────
 
+
 def test_local_target_is_served_and_sessions_close_after_scoring():
     spec = OpenRewardSpec("local:echo", num_tasks=3, unscored_reward=0.0, **THREAD)
     server = server_for("local:echo", mode="thread")
@@ -211,8 +227,13 @@ def test_local_target_is_served_and_sessions_close_after_scoring():
 
 
 def test_session_open_failure_is_an_error_outcome_never_a_zero():
-    spec = OpenRewardSpec("http://127.0.0.1:9", env_name="echo", unscored_reward=0.0, discover_task_tools=False,
-                          call_timeout_s=5)
+    spec = OpenRewardSpec(
+        "http://127.0.0.1:9",
+        env_name="echo",
+        unscored_reward=0.0,
+        discover_task_tools=False,
+        call_timeout_s=5,
+    )
     spec.__dict__["tool_specs"] = []  # no server to list tools from: an episode class with none
     ep = spec.environment_factory()
     text = ep.reset(task_index=0)
@@ -225,10 +246,13 @@ def test_import_ormix_does_not_import_torch_or_trl():
     import subprocess
     import sys
 
-    code = "import sys, ormix, ormix.ors, ormix.sampling, ormix.config; " \
-           "print(sorted(m for m in ('torch','transformers','trl') if m in sys.modules))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ}).stdout.strip()
+    code = (
+        "import sys, ormix, ormix.ors, ormix.sampling, ormix.config; "
+        "print(sorted(m for m in ('torch','transformers','trl') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ}
+    ).stdout.strip()
     assert out == "[]"
 
 
@@ -262,7 +286,10 @@ def test_tool_named_like_episode_state_is_renamed(surfaces):
     from ormix.env.episode import make_episode_class
 
     spec = OpenRewardSpec(surfaces.url, env_name="hostile", num_tasks=1)
-    cls = make_episode_class("State", spec.episode_class._config,
-                             [{"name": "metadata", "description": "d", "input_schema": {"type": "object"}}])
+    cls = make_episode_class(
+        "State",
+        spec.episode_class._config,
+        [{"name": "metadata", "description": "d", "input_schema": {"type": "object"}}],
+    )
     assert "metadata" not in cls._binding.method_names
     assert cls._binding.names.to_wire(cls._binding.method_names[0]) == "metadata"

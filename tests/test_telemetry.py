@@ -58,8 +58,9 @@ def _script(ctx):
 
 
 @pytest.mark.slow
-def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(tiny_model, tmp_path, caplog,
-                                                                           monkeypatch):
+def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(
+    tiny_model, tmp_path, caplog, monkeypatch
+):
     from trl import GRPOConfig, GRPOTrainer
 
     from ormix import MixtureSpec, OpenRewardSpec
@@ -68,20 +69,47 @@ def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(tiny_
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     # Faulty tasks: 0 plain, 3 submit raises (unscored), 2/5/8 fail at open, 9 fails in setup().
-    faulty = OpenRewardSpec("local:faulty", indices=[0, 2, 3, 5, 8, 9], local_serve="thread",
-                            secrets={"token": SECRET}, api_key=API_KEY)
+    faulty = OpenRewardSpec(
+        "local:faulty",
+        indices=[0, 2, 3, 5, 8, 9],
+        local_serve="thread",
+        secrets={"token": SECRET},
+        api_key=API_KEY,
+    )
     echo = OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread")
-    mix = MixtureSpec({"faulty": faulty, "echo": echo}, weights={"faulty": 2, "echo": 1}, prompts_per_step=3,
-                      num_samples=9, seed=3,
-                      telemetry={"min_coverage": 0.6, "max_error_rate": None, "consecutive_steps": 2, "stop": True})
+    mix = MixtureSpec(
+        {"faulty": faulty, "echo": echo},
+        weights={"faulty": 2, "echo": 1},
+        prompts_per_step=3,
+        num_samples=9,
+        seed=3,
+        telemetry={"min_coverage": 0.6, "max_error_rate": None, "consecutive_steps": 2, "stop": True},
+    )
     out = tmp_path / "run"
-    args = GRPOConfig(output_dir=str(out), per_device_train_batch_size=6, num_generations=2, max_steps=3,
-                      max_completion_length=256, learning_rate=1e-5, logging_steps=1, report_to="none",
-                      bf16=False, use_cpu=True, save_strategy="no", shuffle_dataset=False, disable_tqdm=True,
-                      max_tool_calling_iterations=2)
-    trainer = GRPOTrainer(model=tiny_model, args=args, train_dataset=mix.train_dataset,
-                          environment_factory=mix.environment_factory, reward_funcs=mix.reward_funcs,
-                          callbacks=mix.callbacks)
+    args = GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=6,
+        num_generations=2,
+        max_steps=3,
+        max_completion_length=256,
+        learning_rate=1e-5,
+        logging_steps=1,
+        report_to="none",
+        bf16=False,
+        use_cpu=True,
+        save_strategy="no",
+        shuffle_dataset=False,
+        disable_tqdm=True,
+        max_tool_calling_iterations=2,
+    )
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=args,
+        train_dataset=mix.train_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+        callbacks=mix.callbacks,
+    )
     ScriptedPolicy(_script).attach(trainer)
     caplog.set_level(logging.INFO)
     with warnings.catch_warnings(record=True) as caught:
@@ -95,7 +123,10 @@ def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(tiny_
     assert "Stopping training" in alarm_warnings[0]
     callback = next(c for c in mix.callbacks if isinstance(c, TelemetryCallback))
     assert [(a.member, a.step) for a in callback.alarms] == [("faulty", 2)]
-    assert callback.alarms[0].cause is not None and callback.alarms[0].cause[0] in ("session_open", "unscored")
+    assert callback.alarms[0].cause is not None and callback.alarms[0].cause[0] in (
+        "session_open",
+        "unscored",
+    )
     assert trainer.state.global_step == 2
     assert any("'faulty' is failing" in r.getMessage() for r in caplog.records if r.name.startswith("ormix"))
     assert (out / "alarms.jsonl").read_text().count("faulty") >= 1
@@ -144,10 +175,19 @@ def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(tiny_
 # ── pure aggregation ────────────────────────────────────────────────────────────────────────────────────────
 
 
-def rec(member="a", outcome="scored", reward=1.0, group=0, calls=(), finished=False, open_ms=5.0, env_reward=None):
-    return {"member": member, "outcome": outcome, "reward": reward, "group": group, "finished": finished,
-            "open_ms": open_ms, "env_reward": reward if env_reward is None and outcome == "scored" else env_reward,
-            "calls": [{"tool": t, "latency_ms": ms, "error": e} for t, ms, e in calls]}
+def rec(
+    member="a", outcome="scored", reward=1.0, group=0, calls=(), finished=False, open_ms=5.0, env_reward=None
+):
+    return {
+        "member": member,
+        "outcome": outcome,
+        "reward": reward,
+        "group": group,
+        "finished": finished,
+        "open_ms": open_ms,
+        "env_reward": reward if env_reward is None and outcome == "scored" else env_reward,
+        "calls": [{"tool": t, "latency_ms": ms, "error": e} for t, ms, e in calls],
+    }
 
 
 def test_member_values_counts_each_kind_of_rollout():
@@ -175,12 +215,21 @@ def test_absent_member_logs_only_a_zero_share_and_scaled_rewards_keep_raw_env_re
 
 
 record_st = st.builds(
-    rec, member=st.sampled_from(["a", "b"]), outcome=st.sampled_from(["scored", "unscored", "error"]),
-    reward=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0])), group=st.integers(0, 3),
-    calls=st.lists(st.tuples(st.sampled_from(["x", "y"]), st.floats(0, 100), st.sampled_from([None, "wrong_env",
-                                                                                              "tool_failed"])),
-                   max_size=3),
-    finished=st.booleans())
+    rec,
+    member=st.sampled_from(["a", "b"]),
+    outcome=st.sampled_from(["scored", "unscored", "error"]),
+    reward=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0])),
+    group=st.integers(0, 3),
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(["x", "y"]),
+            st.floats(0, 100),
+            st.sampled_from([None, "wrong_env", "tool_failed"]),
+        ),
+        max_size=3,
+    ),
+    finished=st.booleans(),
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -218,10 +267,15 @@ def test_group_ids_follow_trl_global_grouping(n, rank, g):
 def test_alarm_needs_k_consecutive_bad_steps_and_ignores_absent_steps():
     t = AlarmTracker(TelemetryConfig(min_coverage=0.5, max_error_rate=0.5, consecutive_steps=2), ["a", "b"])
     key = metric_key
-    assert t.update(1, {key("a", "coverage"): 0.2, key("b", "coverage"): 0.9}, {"a": {"session_open": 3}}) == []
+    assert (
+        t.update(1, {key("a", "coverage"): 0.2, key("b", "coverage"): 0.9}, {"a": {"session_open": 3}}) == []
+    )
     assert t.update(2, {key("b", "coverage"): 0.9}) == []  # a absent: streak kept
-    fired = t.update(3, {key("a", "coverage"): 0.4, key("a", "error_rate"): 0.6, key("b", "coverage"): 0.9},
-                     {"a": {"session_open": 2, "unscored": 1}})
+    fired = t.update(
+        3,
+        {key("a", "coverage"): 0.4, key("a", "error_rate"): 0.6, key("b", "coverage"): 0.9},
+        {"a": {"session_open": 2, "unscored": 1}},
+    )
     assert [(x.member, x.step) for x in fired] == [("a", 3)]
     assert fired[0].cause == ("session_open", 5, 5) and "session_open" in fired[0].message
     assert len(fired[0].reasons) == 2
@@ -241,11 +295,19 @@ def test_dominant_cause_prefers_errors_over_unscored():
 
 
 def test_telemetry_config_validates_every_key():
-    cfg = TelemetryConfig.from_mapping({"min_coverage": 0.5, "max_error_rate": 0.25, "consecutive_steps": 2,
-                                        "stop": True, "records": False})
+    cfg = TelemetryConfig.from_mapping(
+        {"min_coverage": 0.5, "max_error_rate": 0.25, "consecutive_steps": 2, "stop": True, "records": False}
+    )
     assert (cfg.min_coverage, cfg.max_error_rate, cfg.consecutive_steps, cfg.stop, cfg.records) == (
-        0.5, 0.25, 2, True, False)
-    with pytest.raises(TelemetryConfigError, match="unknown key 'max_eror_rate'.*did you mean 'max_error_rate'"):
+        0.5,
+        0.25,
+        2,
+        True,
+        False,
+    )
+    with pytest.raises(
+        TelemetryConfigError, match="unknown key 'max_eror_rate'.*did you mean 'max_error_rate'"
+    ):
         TelemetryConfig.from_mapping({"max_eror_rate": 0.5})
     with pytest.raises(TelemetryConfigError) as e:
         TelemetryConfig.from_mapping({"min_coverage": 1.5, "consecutive_steps": 0, "stop": "yes"})
@@ -273,8 +335,16 @@ def test_records_redact_secrets_in_error_text():
         open_ms = 3.0
         task_index = 4
 
-    r = rollout_record(FakeEpisode(), member="a", training_reward=None, step=1, rank=0, mode="train", group=0,
-                       secrets=[SECRET, API_KEY])
+    r = rollout_record(
+        FakeEpisode(),
+        member="a",
+        training_reward=None,
+        step=1,
+        rank=0,
+        mode="train",
+        group=0,
+        secrets=[SECRET, API_KEY],
+    )
     assert API_KEY not in str(r) and SECRET not in str(r) and "***" in r["error"]
     assert r["reward"] is None and r["outcome"] == "error" and r["calls"][0]["latency_ms"] == 12.5
     assert redact("abc", ["ab"]) == "abc"  # too short to be a secret: left alone

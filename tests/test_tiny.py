@@ -142,8 +142,12 @@ def test_loads_with_trl_qwen3_template_and_parses_tool_calls(built):
         ids = tokenizer(token, add_special_tokens=False)["input_ids"]
         assert len(ids) == 1, token
         assert tokenizer.decode(ids, skip_special_tokens=True) == token
-    assert tokenizer.decode(tokenizer("<|im_end|>", add_special_tokens=False)["input_ids"],
-                            skip_special_tokens=True) == ""
+    assert (
+        tokenizer.decode(
+            tokenizer("<|im_end|>", add_special_tokens=False)["input_ids"], skip_special_tokens=True
+        )
+        == ""
+    )
 
     assert supports_tool_calling(tokenizer)
     add_response_schema(tokenizer)
@@ -159,11 +163,16 @@ def test_loads_with_trl_qwen3_template_and_parses_tool_calls(built):
         return word * times
 
     messages = [{"role": "user", "content": "Count apples."}]
-    prompt = tokenizer.apply_chat_template(messages, tools=[count], add_generation_prompt=True, tokenize=False)
+    prompt = tokenizer.apply_chat_template(
+        messages, tools=[count], add_generation_prompt=True, tokenize=False
+    )
     assert '"name": "count"' in prompt and prompt.endswith("<|im_start|>assistant\n")
-    prompt_ids = tokenizer.apply_chat_template(messages, tools=[count], add_generation_prompt=True,
-                                               tokenize=True, return_dict=True)["input_ids"]
-    completion = '<tool_call>\n{"name": "count", "arguments": {"word": "apple", "times": 3}}\n</tool_call><|im_end|>'
+    prompt_ids = tokenizer.apply_chat_template(
+        messages, tools=[count], add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
+    completion = (
+        '<tool_call>\n{"name": "count", "arguments": {"word": "apple", "times": 3}}\n</tool_call><|im_end|>'
+    )
     ids = tokenizer(completion, add_special_tokens=False)["input_ids"]
     parsed = parse_response(tokenizer, ids, prefix=list(prompt_ids), tools=[count])
     assert parsed["tool_calls"] == [

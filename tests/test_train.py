@@ -37,8 +37,10 @@ def _console() -> tuple[Console, io.StringIO]:
 
 def _echo_mix(**kwargs) -> MixtureSpec:
     # Constructing a mixture contacts no server: these tests of settings stay offline and fast.
-    return MixtureSpec({"a": OpenRewardSpec("local:echo", num_tasks=4), "b": OpenRewardSpec("local:echo", indices=[5])},
-                       **kwargs)
+    return MixtureSpec(
+        {"a": OpenRewardSpec("local:echo", num_tasks=4), "b": OpenRewardSpec("local:echo", indices=[5])},
+        **kwargs,
+    )
 
 
 # ── settings (pure) ───────────────────────────────────────────────────
@@ -53,12 +55,16 @@ def test_overrides_are_typed_like_the_setting():
 
 
 def test_unknown_setting_is_named_with_a_suggestion():
-    with pytest.raises(TrainConfigError, match=r"lerning_rate is not a GRPOConfig setting; did you mean 'learning_rate'"):
+    with pytest.raises(
+        TrainConfigError, match=r"lerning_rate is not a GRPOConfig setting; did you mean 'learning_rate'"
+    ):
         build_grpo_config(_echo_mix(), {"lerning_rate": 1e-5}, output_dir="unused")
 
 
 def test_settings_follow_the_mixture():
-    args, notes = build_grpo_config(_echo_mix(prompts_per_step=3), {"num_generations": 2}, output_dir="runs/x")
+    args, notes = build_grpo_config(
+        _echo_mix(prompts_per_step=3), {"num_generations": 2}, output_dir="runs/x"
+    )
     assert args.shuffle_dataset is False and args.remove_unused_columns is False
     assert args.per_device_train_batch_size * args.gradient_accumulation_steps == 3 * 2
     assert any("derived from prompts_per_step" in n for n in notes)
@@ -69,22 +75,36 @@ def test_settings_follow_the_mixture():
     assert args.shuffle_dataset is True
 
 
-@pytest.mark.parametrize(("given_settings", "message"), [
-    ({"shuffle_dataset": True}, "shuffle_dataset=true would shuffle away"),
-    ({"remove_unused_columns": True}, "remove_unused_columns=true strips"),
-    ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}, "their product is 6"),
-    ({"per_device_train_batch_size": 4}, "does not divide 6"),
-])
+@pytest.mark.parametrize(
+    ("given_settings", "message"),
+    [
+        ({"shuffle_dataset": True}, "shuffle_dataset=true would shuffle away"),
+        ({"remove_unused_columns": True}, "remove_unused_columns=true strips"),
+        ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}, "their product is 6"),
+        ({"per_device_train_batch_size": 4}, "does not divide 6"),
+    ],
+)
 def test_settings_that_break_the_plan_are_refused(given_settings, message):
     with pytest.raises(TrainConfigError, match=message):
-        build_grpo_config(_echo_mix(prompts_per_step=3), {"num_generations": 2, **given_settings}, output_dir="x")
+        build_grpo_config(
+            _echo_mix(prompts_per_step=3), {"num_generations": 2, **given_settings}, output_dir="x"
+        )
 
 
 @settings(max_examples=200, deadline=None)
-@given(pps=st.integers(1, 64), gens=st.integers(2, 16), world=st.sampled_from([1, 2, 4, 8]),
-       batch=st.one_of(st.none(), st.integers(1, 64)), accum=st.one_of(st.none(), st.integers(1, 64)))
+@given(
+    pps=st.integers(1, 64),
+    gens=st.integers(2, 16),
+    world=st.sampled_from([1, 2, 4, 8]),
+    batch=st.one_of(st.none(), st.integers(1, 64)),
+    accum=st.one_of(st.none(), st.integers(1, 64)),
+)
 def test_batch_geometry_matches_prompts_per_step_or_explains(pps, gens, world, batch, accum):
-    settings_ = {"num_generations": gens, "per_device_train_batch_size": batch, "gradient_accumulation_steps": accum}
+    settings_ = {
+        "num_generations": gens,
+        "per_device_train_batch_size": batch,
+        "gradient_accumulation_steps": accum,
+    }
     settings_ = {k: v for k, v in settings_.items() if v is not None}
     try:
         _derive_batch(settings_, pps, world, "")
@@ -101,14 +121,25 @@ def test_batch_geometry_matches_prompts_per_step_or_explains(pps, gens, world, b
 
 def test_bad_inputs_exit_2_before_any_server(tmp_path):
     console, out = _console()
-    rc = train_command(DEMO, model=None, max_steps=1, output_dir=tmp_path / "run", warmup_sft=0,
-                       overrides=["num_generatoins=2"], console=console)
-    assert rc == 2 and "num_generatoins is not a GRPOConfig setting; did you mean 'num_generations'" in out.getvalue()
+    rc = train_command(
+        DEMO,
+        model=None,
+        max_steps=1,
+        output_dir=tmp_path / "run",
+        warmup_sft=0,
+        overrides=["num_generatoins=2"],
+        console=console,
+    )
+    assert (
+        rc == 2
+        and "num_generatoins is not a GRPOConfig setting; did you mean 'num_generations'" in out.getvalue()
+    )
     bad = tmp_path / "bad.yaml"
     bad.write_text(DEMO.read_text().replace("learning_rate:", "learnin_rate:"))
     console, out = _console()
-    rc = train_command(bad, model=None, max_steps=1, output_dir=tmp_path / "run", warmup_sft=0, overrides=[],
-                       console=console)
+    rc = train_command(
+        bad, model=None, max_steps=1, output_dir=tmp_path / "run", warmup_sft=0, overrides=[], console=console
+    )
     assert rc == 2 and "train.learnin_rate is not a GRPOConfig setting" in out.getvalue()
     assert not (tmp_path / "run").exists()
 
@@ -120,8 +151,15 @@ def test_bad_inputs_exit_2_before_any_server(tmp_path):
 def test_train_command_runs_the_demo_and_writes_the_run_directory(tmp_path):
     console, out = _console()
     run = tmp_path / "run"
-    rc = train_command(DEMO, model=None, max_steps=2, output_dir=run, warmup_sft=0,
-                       overrides=["max_completion_length=48"], console=console)
+    rc = train_command(
+        DEMO,
+        model=None,
+        max_steps=2,
+        output_dir=run,
+        warmup_sft=0,
+        overrides=["max_completion_length=48"],
+        console=console,
+    )
     text = out.getvalue()
     assert rc == 0, text
 
@@ -130,7 +168,10 @@ def test_train_command_runs_the_demo_and_writes_the_run_directory(tmp_path):
     args = json.loads((run / "train_args.json").read_text())
     assert args["shuffle_dataset"] is False and args["remove_unused_columns"] is False
     assert args["max_steps"] == 2 and args["max_completion_length"] == 48
-    assert args["per_device_train_batch_size"] * args["gradient_accumulation_steps"] == 4 * args["num_generations"]
+    assert (
+        args["per_device_train_batch_size"] * args["gradient_accumulation_steps"]
+        == 4 * args["num_generations"]
+    )
 
     steps = [json.loads(line) for line in (run / "log_history.jsonl").read_text().splitlines()]
     logged = [s for s in steps if "loss" in s]
@@ -143,7 +184,11 @@ def test_train_command_runs_the_demo_and_writes_the_run_directory(tmp_path):
     # seta counts an unscored rollout as 0.0 (unscored_reward in the file): its mean is a number
     assert all(isinstance(s["rewards/seta/mean"], float) for s in logged)
 
-    records = [json.loads(line) for f in sorted((run / "rollouts").glob("*.jsonl")) for line in f.read_text().splitlines()]
+    records = [
+        json.loads(line)
+        for f in sorted((run / "rollouts").glob("*.jsonl"))
+        for line in f.read_text().splitlines()
+    ]
     assert len(records) == 2 * 4 * args["num_generations"]
     assert {r["member"] for r in records} == {"terminals", "seta"}
     assert list((run / "completions").glob("*.parquet"))
@@ -151,7 +196,9 @@ def test_train_command_runs_the_demo_and_writes_the_run_directory(tmp_path):
     assert (run / "model" / "config.json").is_file()
 
     lines = [line for line in text.splitlines() if line.startswith("step ")]
-    assert len(lines) == 2 and all("terminals r" in line and "seta r" in line and "cov" in line for line in lines)
+    assert len(lines) == 2 and all(
+        "terminals r" in line and "seta r" in line and "cov" in line for line in lines
+    )
     assert f"run directory: {run}" in text.replace("\n", "")
 
 
@@ -162,9 +209,23 @@ def test_console_script_trains(tmp_path):
     probe = subprocess.run([exe, "train", "--help"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0 and "--warmup-sft" in probe.stdout, probe.stderr
     run = tmp_path / "run"
-    done = subprocess.run([exe, "train", str(DEMO), "--max-steps", "1", "--output-dir", str(run),
-                           "--set", "max_completion_length=32"], capture_output=True, text=True, timeout=240,
-                          cwd=tmp_path)
+    done = subprocess.run(
+        [
+            exe,
+            "train",
+            str(DEMO),
+            "--max-steps",
+            "1",
+            "--output-dir",
+            str(run),
+            "--set",
+            "max_completion_length=32",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (run / "manifest.json").is_file() and list((run / "rollouts").glob("*.jsonl"))
     assert "step 1/1" in done.stdout
@@ -179,9 +240,15 @@ def test_warm_start_transcripts_are_real_reference_episodes(tiny_model):
 
     from ormix.warmup import FINAL_ANSWER, build_transcripts, sft_loop
 
-    mix = MixtureSpec({"terminals": OpenRewardSpec("local:terminals", num_tasks=2, local_serve="thread"),
-                       "seta": OpenRewardSpec("local:seta", num_tasks=2, local_serve="thread")},
-                      prompts_per_step=2, num_samples=4, seed=0)
+    mix = MixtureSpec(
+        {
+            "terminals": OpenRewardSpec("local:terminals", num_tasks=2, local_serve="thread"),
+            "seta": OpenRewardSpec("local:seta", num_tasks=2, local_serve="thread"),
+        },
+        prompts_per_step=2,
+        num_samples=4,
+        seed=0,
+    )
     tokenizer = AutoTokenizer.from_pretrained(tiny_model)
     transcripts = build_transcripts(mix, tokenizer)
     assert sorted(t.member for t in transcripts) == ["seta", "seta", "terminals", "terminals"]
@@ -189,12 +256,12 @@ def test_warm_start_transcripts_are_real_reference_episodes(tiny_model):
     assert [t.reward for t in transcripts] == [1.0] * 4
     for t in transcripts:
         taught = tokenizer.decode([i for i, lab in zip(t.input_ids, t.labels, strict=True) if lab != -100])
-        assert taught.startswith("<tool_call>\n{\"name\": ") and taught.endswith(FINAL_ANSWER + "<|im_end|>")
+        assert taught.startswith('<tool_call>\n{"name": ') and taught.endswith(FINAL_ANSWER + "<|im_end|>")
         submit = "submit" if t.member == "terminals" else "submit_solution"
         assert f'"name": "{submit}"' in taught
         # the prompt and tool results are context, never targets
         assert all(lab == -100 for lab in t.labels[: t.prompt_length])
-        assert "<tool_response>" in tokenizer.decode(t.input_ids[t.prompt_length:])
+        assert "<tool_response>" in tokenizer.decode(t.input_ids[t.prompt_length :])
         assert "<tool_response>" not in taught
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)

@@ -60,10 +60,17 @@ def expected_reward(member: str, task_id: str, sample: int) -> float:
 def test_mixture_grpo_logs_each_members_reward(tiny_model, tmp_path, routing):
     from trl import GRPOConfig, GRPOTrainer
 
-    mix = MixtureSpec({"terminals": OpenRewardSpec("local:terminals", num_tasks=6, local_serve="thread"),
-                       "seta": OpenRewardSpec("local:seta", num_tasks=6, local_serve="thread")},
-                      weights={"terminals": 0.5, "seta": 0.5}, prompts_per_step=2, num_samples=4,
-                      routing=routing, seed=1)
+    mix = MixtureSpec(
+        {
+            "terminals": OpenRewardSpec("local:terminals", num_tasks=6, local_serve="thread"),
+            "seta": OpenRewardSpec("local:seta", num_tasks=6, local_serve="thread"),
+        },
+        weights={"terminals": 0.5, "seta": 0.5},
+        prompts_per_step=2,
+        num_samples=4,
+        routing=routing,
+        seed=1,
+    )
     seen: list[dict] = []
 
     def script(ctx: ScriptContext) -> str:
@@ -82,29 +89,62 @@ def test_mixture_grpo_logs_each_members_reward(tiny_model, tmp_path, routing):
         wrong_env.extend(sum(c.error == "wrong_env" for c in e.calls) for e in environments)
         return [None] * len(environments)
 
-    args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=2,
-                      max_steps=2, max_completion_length=1024, learning_rate=1e-5, logging_steps=1,
-                      report_to="none", bf16=False, use_cpu=True, save_strategy="no", shuffle_dataset=False,
-                      disable_tqdm=True, max_tool_calling_iterations=5)
-    trainer = GRPOTrainer(model=tiny_model, args=args, train_dataset=mix.train_dataset,
-                          environment_factory=mix.environment_factory,
-                          reward_funcs=[*mix.reward_funcs, wrong_env_calls], callbacks=mix.callbacks)
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=2,
+        max_completion_length=1024,
+        learning_rate=1e-5,
+        logging_steps=1,
+        report_to="none",
+        bf16=False,
+        use_cpu=True,
+        save_strategy="no",
+        shuffle_dataset=False,
+        disable_tqdm=True,
+        max_tool_calling_iterations=5,
+    )
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=args,
+        train_dataset=mix.train_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=[*mix.reward_funcs, wrong_env_calls],
+        callbacks=mix.callbacks,
+    )
     ScriptedPolicy(script).attach(trainer)
     trainer.train()
 
     logs = [h for h in trainer.state.log_history if "rewards/terminals/mean" in h]
     assert len(logs) == 2
     for step, log in enumerate(logs):
-        rollouts = seen[step * 4:(step + 1) * 4]
+        rollouts = seen[step * 4 : (step + 1) * 4]
         for member in ("terminals", "seta"):
-            values = [expected_reward(r["member"], r["task"], r["sample"]) for r in rollouts if r["member"] == member]
+            values = [
+                expected_reward(r["member"], r["task"], r["sample"])
+                for r in rollouts
+                if r["member"] == member
+            ]
             assert values, f"step {step} has no {member} prompt: the per-step quota failed"
             assert log[f"rewards/{member}/mean"] == pytest.approx(sum(values) / len(values))
     if routing == "per_env":
         for r in seen:  # each prompt shows only its own environment's tools
-            own = {"terminals": {"bash", "view", "create_file", "str_replace", "submit"},
-                   "seta": {"bash", "glob", "grep", "ls", "read", "write", "edit", "multi_edit", "todo_write",
-                            "submit_solution"}}[r["member"]]
+            own = {
+                "terminals": {"bash", "view", "create_file", "str_replace", "submit"},
+                "seta": {
+                    "bash",
+                    "glob",
+                    "grep",
+                    "ls",
+                    "read",
+                    "write",
+                    "edit",
+                    "multi_edit",
+                    "todo_write",
+                    "submit_solution",
+                },
+            }[r["member"]]
             assert set(r["tools"]) == own
         assert sum(wrong_env) == 0
     else:
@@ -119,15 +159,33 @@ def test_shuffled_plan_is_refused_when_training_starts(tiny_model, tmp_path):
 
     from ormix.trl import TrainerConfigError
 
-    mix = MixtureSpec({"a": OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread"),
-                       "b": OpenRewardSpec("local:echo", indices=[5, 6], local_serve="thread")},
-                      prompts_per_step=2, num_samples=4)
-    args = GRPOConfig(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=2,
-                      max_steps=1, max_completion_length=32, report_to="none", use_cpu=True,
-                      save_strategy="no", disable_tqdm=True)  # shuffle_dataset defaults to True
-    trainer = GRPOTrainer(model=tiny_model, args=args, train_dataset=mix.train_dataset,
-                          environment_factory=mix.environment_factory, reward_funcs=mix.reward_funcs,
-                          callbacks=mix.callbacks)
+    mix = MixtureSpec(
+        {
+            "a": OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread"),
+            "b": OpenRewardSpec("local:echo", indices=[5, 6], local_serve="thread"),
+        },
+        prompts_per_step=2,
+        num_samples=4,
+    )
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=1,
+        max_completion_length=32,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+    )  # shuffle_dataset defaults to True
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=args,
+        train_dataset=mix.train_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+        callbacks=mix.callbacks,
+    )
     with pytest.raises(TrainerConfigError, match="shuffle_dataset=False"):
         trainer.train()
     assert trainer.state.global_step == 0

@@ -106,10 +106,16 @@ def test_scripted_tool_calls_reach_the_environment_and_rewards(tiny_path, tmp_pa
             log_metric("test/calls_per_rollout", float(len(env.calls)))
         return [1.0 if env.calls == [env.word] else 0.0 for env in environments]
 
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": "Shout the word."}], "word": w}
-                                 for w in WORDS])
-    trainer = GRPOTrainer(model=str(tiny_path), args=_args(tmp_path), train_dataset=dataset,
-                          reward_funcs=[reward_match], environment_factory=Shouter)
+    dataset = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": "Shout the word."}], "word": w} for w in WORDS]
+    )
+    trainer = GRPOTrainer(
+        model=str(tiny_path),
+        args=_args(tmp_path),
+        train_dataset=dataset,
+        reward_funcs=[reward_match],
+        environment_factory=Shouter,
+    )
     policy = ScriptedPolicy(script).attach(trainer)
     trainer.train()
 
@@ -121,7 +127,9 @@ def test_scripted_tool_calls_reach_the_environment_and_rewards(tiny_path, tmp_pa
     for environments, words, completions in seen:
         assert [w for _, w, _ in environments] == words
         assert all(t is Shouter for t, _, _ in environments)
-        assert [c for _, _, c in environments] == [[w] if i % 2 == 0 else ["nope"] for i, w in enumerate(words)]
+        assert [c for _, _, c in environments] == [
+            [w] if i % 2 == 0 else ["nope"] for i, w in enumerate(words)
+        ]
         # TRL's completion messages: the parsed call, the tool result, the scripted final answer.
         first = completions[0]
         assert first[0]["tool_calls"][0]["function"] == {"name": "shout", "arguments": {"text": words[0]}}
@@ -139,8 +147,21 @@ def test_scripted_tool_calls_reach_the_environment_and_rewards(tiny_path, tmp_pa
 
     # Each rollout had two scripted turns; the second saw its own tool result.
     assert [(t.context.turn, t.context.sample) for t in policy.turns[:8]] == [
-        (0, 0), (0, 1), (0, 0), (0, 1), (1, 0), (1, 1), (1, 0), (1, 1)]
-    assert [t.context.tool_results for t in policy.turns[4:8]] == [("APPLE",), ("NOPE",), ("RIVER",), ("NOPE",)]
+        (0, 0),
+        (0, 1),
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+        (1, 0),
+        (1, 1),
+    ]
+    assert [t.context.tool_results for t in policy.turns[4:8]] == [
+        ("APPLE",),
+        ("NOPE",),
+        ("RIVER",),
+        ("NOPE",),
+    ]
     assert all(t.context.tools == ("shout",) for t in policy.turns)
     assert not any(t.truncated for t in policy.turns)
 
@@ -161,10 +182,16 @@ def test_iteration_cap_and_tool_errors_follow_trl(tiny_path, tmp_path):
     def reward_calls(environments, **kwargs):
         return [float(len(e.calls)) for e in environments]
 
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": "Go."}], "word": w} for w in WORDS[:2]])
-    trainer = GRPOTrainer(model=str(tiny_path), args=_args(tmp_path, max_steps=1, max_tool_calling_iterations=2,
-                                                           max_completion_length=256),
-                          train_dataset=dataset, reward_funcs=[reward_calls], environment_factory=Shouter)
+    dataset = Dataset.from_list(
+        [{"prompt": [{"role": "user", "content": "Go."}], "word": w} for w in WORDS[:2]]
+    )
+    trainer = GRPOTrainer(
+        model=str(tiny_path),
+        args=_args(tmp_path, max_steps=1, max_tool_calling_iterations=2, max_completion_length=256),
+        train_dataset=dataset,
+        reward_funcs=[reward_calls],
+        environment_factory=Shouter,
+    )
     policy = ScriptedPolicy(script).attach(trainer)
     trainer.train()
 
@@ -187,9 +214,13 @@ def test_completion_budget_is_cut_like_trl(tiny_path, tmp_path):
         return tool_call("shout", text="hi") if ctx.turn == 0 else "word " * 200
 
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": "Go."}], "word": "w"}] * 2)
-    trainer = GRPOTrainer(model=str(tiny_path), args=_args(tmp_path, max_steps=1, max_completion_length=64),
-                          train_dataset=dataset, reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
-                          environment_factory=Shouter)
+    trainer = GRPOTrainer(
+        model=str(tiny_path),
+        args=_args(tmp_path, max_steps=1, max_completion_length=64),
+        train_dataset=dataset,
+        reward_funcs=[lambda completions, **kw: [0.0] * len(completions)],
+        environment_factory=Shouter,
+    )
     policy = ScriptedPolicy(script).attach(trainer)
     trainer.train()
 
@@ -246,8 +277,10 @@ def test_dict_environment_factory_routes_rows_and_tools(tiny_path, tmp_path):
     from trl import GRPOTrainer
 
     Alpha.resets, Beta.resets = [], []
-    rows = [{"prompt": [{"role": "user", "content": "Solve."}], "environment": env, "task": i}
-            for i, env in enumerate(["alpha", "beta", "alpha", "beta"])]
+    rows = [
+        {"prompt": [{"role": "user", "content": "Solve."}], "environment": env, "task": i}
+        for i, env in enumerate(["alpha", "beta", "alpha", "beta"])
+    ]
 
     def script(ctx: ScriptContext) -> str:
         # In dict mode each prompt renders only its own environment's tools.
@@ -268,8 +301,13 @@ def test_dict_environment_factory_routes_rows_and_tools(tiny_path, tmp_path):
             rewards.append(1.0 if ok else 0.0)
         return rewards
 
-    trainer = GRPOTrainer(model=str(tiny_path), args=_args(tmp_path), train_dataset=Dataset.from_list(rows),
-                          reward_funcs=[reward_env], environment_factory={"alpha": Alpha, "beta": Beta})
+    trainer = GRPOTrainer(
+        model=str(tiny_path),
+        args=_args(tmp_path),
+        train_dataset=Dataset.from_list(rows),
+        reward_funcs=[reward_env],
+        environment_factory={"alpha": Alpha, "beta": Beta},
+    )
     policy = ScriptedPolicy(script).attach(trainer)
     trainer.train()
 

@@ -25,10 +25,22 @@ def _quiet(monkeypatch):
 def grpo_args(tmp_path, **overrides):
     from trl import GRPOConfig
 
-    settings = dict(output_dir=str(tmp_path / "out"), per_device_train_batch_size=4, num_generations=2,
-                    max_steps=2, max_completion_length=96, learning_rate=1e-5, logging_steps=1, report_to="none",
-                    bf16=False, use_cpu=True, save_strategy="no", shuffle_dataset=False, disable_tqdm=True,
-                    max_tool_calling_iterations=3)
+    settings = dict(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=2,
+        max_completion_length=96,
+        learning_rate=1e-5,
+        logging_steps=1,
+        report_to="none",
+        bf16=False,
+        use_cpu=True,
+        save_strategy="no",
+        shuffle_dataset=False,
+        disable_tqdm=True,
+        max_tool_calling_iterations=3,
+    )
     settings.update(overrides)
     return GRPOConfig(**settings)
 
@@ -45,9 +57,14 @@ def test_grpo_on_local_echo_logs_rewards_and_leaves_no_session(tiny_model, tmp_p
     from trl import GRPOTrainer
 
     spec = OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread")
-    trainer = GRPOTrainer(model=tiny_model, args=grpo_args(tmp_path), train_dataset=spec.train_dataset,
-                          environment_factory=spec.environment_factory, reward_funcs=spec.reward_funcs,
-                          callbacks=spec.callbacks)
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=grpo_args(tmp_path),
+        train_dataset=spec.train_dataset,
+        environment_factory=spec.environment_factory,
+        reward_funcs=spec.reward_funcs,
+        callbacks=spec.callbacks,
+    )
     policy = ScriptedPolicy(echo_script).attach(trainer)
     trainer.train()
 
@@ -76,9 +93,14 @@ def test_unscored_and_error_rollouts_are_none_not_zero(tiny_model, tmp_path):
         seen.extend(e.outcome.kind for e in environments)
         return [None] * len(environments)
 
-    trainer = GRPOTrainer(model=tiny_model, args=grpo_args(tmp_path, max_steps=1),
-                          train_dataset=spec.train_dataset, environment_factory=spec.environment_factory,
-                          reward_funcs=[spy, spec.reward_funcs], callbacks=spec.callbacks)
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=grpo_args(tmp_path, max_steps=1),
+        train_dataset=spec.train_dataset,
+        environment_factory=spec.environment_factory,
+        reward_funcs=[spy, spec.reward_funcs],
+        callbacks=spec.callbacks,
+    )
     ScriptedPolicy(script).attach(trainer)
     trainer.train()
     step = next(h for h in trainer.state.log_history if "rewards/echo/mean" in h)
@@ -103,10 +125,14 @@ def test_grpo_on_local_terminals_reference_vs_wrong(tiny_model, tmp_path):
             return tool_call(name, **args)
         return "done"
 
-    trainer = GRPOTrainer(model=tiny_model, args=grpo_args(tmp_path, max_completion_length=768,
-                                                           max_tool_calling_iterations=4),
-                          train_dataset=spec.train_dataset, environment_factory=spec.environment_factory,
-                          reward_funcs=spec.reward_funcs, callbacks=spec.callbacks)
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=grpo_args(tmp_path, max_completion_length=768, max_tool_calling_iterations=4),
+        train_dataset=spec.train_dataset,
+        environment_factory=spec.environment_factory,
+        reward_funcs=spec.reward_funcs,
+        callbacks=spec.callbacks,
+    )
     ScriptedPolicy(script).attach(trainer)
     trainer.train()
     logs = [h for h in trainer.state.log_history if "rewards/terminals/mean" in h]

@@ -12,8 +12,9 @@ from pathlib import Path
 from .config import MixtureConfig
 
 
-def derive(config: MixtureConfig, *, leave_one_out: bool = False,
-           only: Sequence[str] = ()) -> list[MixtureConfig]:
+def derive(
+    config: MixtureConfig, *, leave_one_out: bool = False, only: Sequence[str] = ()
+) -> list[MixtureConfig]:
     """The derived configs: one per train member left out, and/or one per `only` name.
 
     Example:
@@ -29,15 +30,20 @@ def derive(config: MixtureConfig, *, leave_one_out: bool = False,
     return derived
 
 
-def write_ablations(config: MixtureConfig, out_dir: Path, *, source: str, leave_one_out: bool = False,
-                    only: Sequence[str] = ()) -> list[tuple[Path, str]]:
+def write_ablations(
+    config: MixtureConfig,
+    out_dir: Path,
+    *,
+    source: str,
+    leave_one_out: bool = False,
+    only: Sequence[str] = (),
+) -> list[tuple[Path, str]]:
     """Write each derived mixture as `<out_dir>/<name>.yaml`; returns (path, manifest hash) pairs."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for derived in derive(config, leave_one_out=leave_one_out, only=only):
         digest = derived.config_hash()
-        header = (f"Derived from {source} by `ormix ablate`.\n"
-                  f"manifest hash: {digest}")
+        header = f"Derived from {source} by `ormix ablate`.\nmanifest hash: {digest}"
         path = out_dir / f"{derived.name}.yaml"
         path.write_text(derived.to_yaml(header=header))
         written.append((path, digest))

@@ -28,13 +28,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MemberCheck", "ToolCheck", "check_command", "check_mixture", "example_arguments", "example_value",
-           "looks_final", "order_tools"]
+__all__ = [
+    "MemberCheck",
+    "ToolCheck",
+    "check_command",
+    "check_mixture",
+    "example_arguments",
+    "example_value",
+    "looks_final",
+    "order_tools",
+]
 
 _FORMATS = {
-    "date-time": "2024-01-01T00:00:00Z", "date": "2024-01-01", "time": "00:00:00", "email": "test@example.com",
-    "uri": "https://example.com", "url": "https://example.com", "uuid": "00000000-0000-4000-8000-000000000000",
-    "ipv4": "127.0.0.1", "hostname": "localhost",
+    "date-time": "2024-01-01T00:00:00Z",
+    "date": "2024-01-01",
+    "time": "00:00:00",
+    "email": "test@example.com",
+    "uri": "https://example.com",
+    "url": "https://example.com",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+    "ipv4": "127.0.0.1",
+    "hostname": "localhost",
 }
 _MAX_DEPTH = 12
 
@@ -123,8 +137,10 @@ def example_value(schema: Any, *, root: Mapping[str, Any] | None = None, depth: 
         if isinstance(prefix, list):
             values = [example_value(p, root=root, depth=depth + 1) for p in prefix]
             return values + [example_value(items, root=root, depth=depth + 1)] * max(count - len(values), 0)
-        return [example_value(items, root=root, depth=depth + 1) if isinstance(items, Mapping) else "test"
-                for _ in range(count)]
+        return [
+            example_value(items, root=root, depth=depth + 1) if isinstance(items, Mapping) else "test"
+            for _ in range(count)
+        ]
     if kind == "object":
         props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
         out: dict[str, Any] = {}
@@ -185,10 +201,33 @@ def _number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
 # Which tools to call last
 
 
-_FINAL_WORDS = {"submit", "answer", "finish", "finalize", "final", "done", "complete", "solution", "grade",
-                "terminate", "end", "stop", "exit", "quit", "die", "kill", "close"}
-_FINAL_PHRASES = ("end the episode", "ends the episode", "end this episode", "finishes the episode",
-                  "terminates the episode", "final answer")
+_FINAL_WORDS = {
+    "submit",
+    "answer",
+    "finish",
+    "finalize",
+    "final",
+    "done",
+    "complete",
+    "solution",
+    "grade",
+    "terminate",
+    "end",
+    "stop",
+    "exit",
+    "quit",
+    "die",
+    "kill",
+    "close",
+}
+_FINAL_PHRASES = (
+    "end the episode",
+    "ends the episode",
+    "end this episode",
+    "finishes the episode",
+    "terminates the episode",
+    "final answer",
+)
 
 
 def looks_final(name: str, description: str = "") -> bool:
@@ -212,6 +251,7 @@ def order_tools(specs: Sequence[Any]) -> list[Any]:
         >>> [t["name"] for t in order_tools([{"name": "submit"}, {"name": "bash"}, {"name": "ls"}])]
         ['bash', 'ls', 'submit']
     """
+
     def name_and_doc(spec: Any) -> tuple[str, str]:
         if isinstance(spec, Mapping):
             return str(spec.get("name", "")), str(spec.get("description") or "")
@@ -288,8 +328,9 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     index = spec.indices[0] if spec.indices else 0
 
     async def open_session():
-        session = await client.open_session(split=spec.split, index=index, secrets=spec._effective_secrets(),
-                                             timeout_s=timeout_s)
+        session = await client.open_session(
+            split=spec.split, index=index, secrets=spec._effective_secrets(), timeout_s=timeout_s
+        )
         sessions.append(session)
         await session.prompt_text(timeout_s=timeout_s)
         return session
@@ -307,8 +348,9 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
                 raise errors.ORSError(f"split {spec.split!r} has no tasks; choose another split")
             if spec.indices and not 0 <= index < result.num_tasks:
                 stage = "tasks"
-                raise errors.ORSError(f"task index {index} is out of range (split {spec.split!r} has "
-                                      f"{result.num_tasks} tasks)")
+                raise errors.ORSError(
+                    f"task index {index} is out of range (split {spec.split!r} has {result.num_tasks} tasks)"
+                )
             stage = "tools"
             tool_specs = list(await client.tools())
             stage = "open session"
@@ -421,15 +463,34 @@ def check_command(path: Path, console: Any) -> int:
     results = check_mixture(mixture)
 
     table = Table(title="environments")
-    for column in ("member", "target", "tasks", "tools", "start ms", "connect ms", "open ms", "calls ok", "status"):
+    for column in (
+        "member",
+        "target",
+        "tasks",
+        "tools",
+        "start ms",
+        "connect ms",
+        "open ms",
+        "calls ok",
+        "status",
+    ):
         table.add_column(column)
     for r in results:
         ok = sum(c.ok for c in r.calls)
         status = "[green]ok[/green]" if r.usable else f"[red]UNUSABLE[/red] {r.cause}"
         if r.usable and ok < len(r.calls):
             status = f"[yellow]ok, {len(r.calls) - ok} tool error(s)[/yellow]"
-        table.add_row(r.member, r.target, "-" if r.num_tasks is None else str(r.num_tasks), str(len(r.tools)),
-                      _ms(r.start_ms), _ms(r.connect_ms), _ms(r.open_ms), f"{ok}/{len(r.calls)}", status)
+        table.add_row(
+            r.member,
+            r.target,
+            "-" if r.num_tasks is None else str(r.num_tasks),
+            str(len(r.tools)),
+            _ms(r.start_ms),
+            _ms(r.connect_ms),
+            _ms(r.open_ms),
+            f"{ok}/{len(r.calls)}",
+            status,
+        )
     console.print(table)
 
     tools = Table(title="tool calls (schema-generated arguments)")
@@ -438,8 +499,11 @@ def check_command(path: Path, console: Any) -> int:
     for r in results:
         for c in r.calls:
             if c.ok:
-                outcome = "ok" + (f", reward {c.reward:g}" if c.reward is not None else "") + (
-                    ", finished" if c.finished else "")
+                outcome = (
+                    "ok"
+                    + (f", reward {c.reward:g}" if c.reward is not None else "")
+                    + (", finished" if c.finished else "")
+                )
             else:
                 outcome = f"[red]{c.error}[/red]" if c.infra else f"[yellow]{c.error}[/yellow]"
             if c.note:

@@ -11,8 +11,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Train one LLM agent on a mixture of ORS environments with TRL.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Train one LLM agent on a mixture of ORS environments with TRL.",
+)
 console = Console()
 err = Console(stderr=True)
 
@@ -21,7 +24,9 @@ err = Console(stderr=True)
 def serve(
     envs: Annotated[list[str], typer.Argument(help="local:NAME or module:Class, one or more")],
     port: Annotated[int, typer.Option(help="port to listen on (0 = any free port)")] = 8080,
-    host: Annotated[str, typer.Option(help="address to bind; keep loopback unless you mean it")] = "127.0.0.1",
+    host: Annotated[
+        str, typer.Option(help="address to bind; keep loopback unless you mean it")
+    ] = "127.0.0.1",
     idle_limit: Annotated[float | None, typer.Option(help="reap sessions idle this many seconds")] = None,
 ) -> None:
     """Serve local environments (e.g. `ormix serve local:terminals local:seta --port 8080`)."""
@@ -58,13 +63,21 @@ def inspect(
     except Exception as e:  # noqa: BLE001 - any member failure is reported, not a traceback
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(1) from None
-    console.print(f"[bold]{info['name']}[/bold]: {len(info['members'])} member(s), routing {info['routing']}, "
-                  f"strategy {info['strategy']}, seed {info['seed']}, {info['rows']} rows, "
-                  f"prompts_per_step {info['prompts_per_step']}")
+    console.print(
+        f"[bold]{info['name']}[/bold]: {len(info['members'])} member(s), routing {info['routing']}, "
+        f"strategy {info['strategy']}, seed {info['seed']}, {info['rows']} rows, "
+        f"prompts_per_step {info['prompts_per_step']}"
+    )
     table = Table("member", "target", "role", "tasks", "p(step 0)", "tools")
     for m in info["members"]:
-        table.add_row(m.name, m.target, m.role, str(m.tasks), f"{info['probabilities'].get(m.name, 0):.3f}",
-                      ", ".join(m.tools))
+        table.add_row(
+            m.name,
+            m.target,
+            m.role,
+            str(m.tasks),
+            f"{info['probabilities'].get(m.name, 0):.3f}",
+            ", ".join(m.tools),
+        )
     console.print(table)
     for m in info["members"]:
         for wire, py in m.renamed.items():
@@ -77,7 +90,9 @@ def inspect(
             comp.add_row(label, *[str(counts.get(m.name, 0)) for m in info["members"] if m.role != "eval"])
         console.print(comp)
     if info["starvation"]:
-        starv = Table("member", "P(no prompt in a step), random draws", "with ormix quotas", title="starvation")
+        starv = Table(
+            "member", "P(no prompt in a step), random draws", "with ormix quotas", title="starvation"
+        )
         for name, p in info["starvation"]["iid"].items():
             starv.add_row(name, f"{p:.3f}", f"{info['starvation']['quotas'][name]:.3f}")
         console.print(starv)
@@ -88,8 +103,12 @@ def inspect(
 def ablate(
     path: Annotated[Path, typer.Argument(help="mixture file to derive from")],
     out: Annotated[Path, typer.Option("--out", help="directory for the derived mixture files")],
-    leave_one_out: Annotated[bool, typer.Option("--leave-one-out", help="one file per train member left out")] = False,
-    only: Annotated[list[str] | None, typer.Option("--only", help="one file with only this member (repeatable)")] = None,
+    leave_one_out: Annotated[
+        bool, typer.Option("--leave-one-out", help="one file per train member left out")
+    ] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="one file with only this member (repeatable)")
+    ] = None,
 ) -> None:
     """Write derived mixture files (leave one out, only one), each with its manifest hash."""
     from .ablation import write_ablations
@@ -117,17 +136,34 @@ def check(path: Annotated[Path, typer.Argument(help="mixture file whose environm
 @app.command()
 def train(
     path: Annotated[Path, typer.Argument(help="mixture file, e.g. mixtures/local-demo.yaml")],
-    model: Annotated[str | None, typer.Option(help="hub id or path (default: ormix's offline tiny model)")] = None,
+    model: Annotated[
+        str | None, typer.Option(help="hub id or path (default: ormix's offline tiny model)")
+    ] = None,
     max_steps: Annotated[int | None, typer.Option("--max-steps", help="override train.max_steps")] = None,
-    output_dir: Annotated[Path | None, typer.Option("--output-dir", help="run directory (default runs/<name>-<ts>)")] = None,
-    warmup_sft: Annotated[int, typer.Option("--warmup-sft", help="steps of SFT on reference solutions first (local envs)")] = 0,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="GRPOConfig override key=value (repeatable)")] = None,
+    output_dir: Annotated[
+        Path | None, typer.Option("--output-dir", help="run directory (default runs/<name>-<ts>)")
+    ] = None,
+    warmup_sft: Annotated[
+        int, typer.Option("--warmup-sft", help="steps of SFT on reference solutions first (local envs)")
+    ] = 0,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="GRPOConfig override key=value (repeatable)")
+    ] = None,
 ) -> None:
     """GRPO on a mixture file: per-member progress, run directory with manifest, rollouts, report and model."""
     from .train import train_command
 
-    raise typer.Exit(train_command(path, model=model, max_steps=max_steps, output_dir=output_dir,
-                                   warmup_sft=warmup_sft, overrides=list(set_ or []), console=console))
+    raise typer.Exit(
+        train_command(
+            path,
+            model=model,
+            max_steps=max_steps,
+            output_dir=output_dir,
+            warmup_sft=warmup_sft,
+            overrides=list(set_ or []),
+            console=console,
+        )
+    )
 
 
 @app.command()

@@ -32,9 +32,17 @@ def summarize_members(mix: MixtureSpec) -> list[MemberSummary]:
         spec = mix.spec(name)
         report = spec.binding
         renamed = {r.wire_name: r.method_name for r in report.renamed}
-        out.append(MemberSummary(name, spec.target, member.role, len(spec.task_indices),
-                                 [b.method_name for b in report.bindings], renamed,
-                                 [*report.notes, *(f"skipped {s.name!r}: {s.reason}" for s in report.skipped)]))
+        out.append(
+            MemberSummary(
+                name,
+                spec.target,
+                member.role,
+                len(spec.task_indices),
+                [b.method_name for b in report.bindings],
+                renamed,
+                [*report.notes, *(f"skipped {s.name!r}: {s.reason}" for s in report.skipped)],
+            )
+        )
     return out
 
 
@@ -47,7 +55,9 @@ def step_probabilities(mix: MixtureSpec, step: int) -> dict[str, float]:
     counts = {n: len(mix.spec(n).task_indices) for n in mix.train_members}
     strategy = "weights" if mix.strategy == "round_robin" else mix.strategy
     weights = None if mix.strategy != "weights" else mix._weights()
-    return sampling.member_probabilities(counts, strategy=strategy, weights=weights, temperature=mix.temperature)
+    return sampling.member_probabilities(
+        counts, strategy=strategy, weights=weights, temperature=mix.temperature
+    )
 
 
 def composition_table(mix: MixtureSpec, first_steps: int = 4) -> list[tuple[str, dict[str, int]]]:
@@ -73,15 +83,21 @@ def starvation(mix: MixtureSpec, prompts_per_step: int | None = None) -> dict[st
     if not k:
         return {}
     probs = step_probabilities(mix, 0)
-    return {"iid": sampling.starvation_probability(probs, k, mode="iid"),
-            "quotas": sampling.starvation_probability(probs, k, mode="quotas")}
+    return {
+        "iid": sampling.starvation_probability(probs, k, mode="iid"),
+        "quotas": sampling.starvation_probability(probs, k, mode="quotas"),
+    }
 
 
 def inspect_mixture(mix: MixtureSpec, *, first_steps: int = 4, batch: int | None = None) -> dict[str, Any]:
     """Everything `ormix inspect` prints, as data."""
     return {
-        "name": mix.name, "routing": mix.routing, "strategy": mix.strategy, "seed": mix.seed,
-        "prompts_per_step": mix.prompts_per_step, "rows": len(mix.plan),
+        "name": mix.name,
+        "routing": mix.routing,
+        "strategy": mix.strategy,
+        "seed": mix.seed,
+        "prompts_per_step": mix.prompts_per_step,
+        "rows": len(mix.plan),
         "members": summarize_members(mix),
         "probabilities": step_probabilities(mix, 0),
         "composition": composition_table(mix, first_steps),

@@ -71,8 +71,11 @@ def _trl_accepts_dict_factory() -> bool:
         from trl import GRPOTrainer
     except ImportError:
         return False
-    annotation = str(inspect.signature(GRPOTrainer.__init__).parameters.get("environment_factory",
-                                                                           inspect.Parameter("x", 1)).annotation)
+    annotation = str(
+        inspect.signature(GRPOTrainer.__init__)
+        .parameters.get("environment_factory", inspect.Parameter("x", 1))
+        .annotation
+    )
     return "dict" in annotation
 
 
@@ -117,17 +120,23 @@ class MixtureSpec:
         self.members: dict[str, Member] = {}
         for member_name, value in members.items():
             if not isinstance(member_name, str) or not MEMBER_NAME.match(member_name) or "__" in member_name:
-                raise MixtureError(f"member name {member_name!r} is not a short identifier: use lower-case letters, "
-                                   "digits and single underscores, starting with a letter and not ending in '_' (e.g. 'seta_easy')")
+                raise MixtureError(
+                    f"member name {member_name!r} is not a short identifier: use lower-case letters, "
+                    "digits and single underscores, starting with a letter and not ending in '_' (e.g. 'seta_easy')"
+                )
             member = value if isinstance(value, Member) else Member(value)
             if not isinstance(member.spec, OpenRewardSpec):
-                raise MixtureError(f"member {member_name!r} must be an OpenRewardSpec or a Member, "
-                                   f"not {type(member.spec).__name__}")
+                raise MixtureError(
+                    f"member {member_name!r} must be an OpenRewardSpec or a Member, "
+                    f"not {type(member.spec).__name__}"
+                )
             self.members[member_name] = member
         if weights is not None:
             unknown = sorted(set(weights) - set(self.members))
             if unknown:
-                raise MixtureError(f"weights name unknown member(s) {unknown}; members are {sorted(self.members)}")
+                raise MixtureError(
+                    f"weights name unknown member(s) {unknown}; members are {sorted(self.members)}"
+                )
             if any(m.weight is not None for m in self.members.values()):
                 raise MixtureError("give weights either in `weights=` or per member, not both")
             for member_name, w in weights.items():
@@ -136,7 +145,9 @@ class MixtureSpec:
             raise MixtureError(f"routing must be 'auto', 'per_env' or 'namespaced', not {routing!r}")
         self.strategy = strategy
         self.temperature = temperature
-        self.schedule = [p if isinstance(p, sampling.Phase) else sampling.Phase(**dict(p)) for p in schedule or []]
+        self.schedule = [
+            p if isinstance(p, sampling.Phase) else sampling.Phase(**dict(p)) for p in schedule or []
+        ]
         self.num_samples = num_samples
         self.prompts_per_step = prompts_per_step
         self.num_steps = num_steps
@@ -188,8 +199,10 @@ class MixtureSpec:
                 raise MixtureError("all weights are zero: give at least one train member a positive weight")
         if self.schedule:
             if self.prompts_per_step is None:
-                raise MixtureError("a schedule needs prompts_per_step (unique prompts per training step) to know "
-                                   "which step each row belongs to")
+                raise MixtureError(
+                    "a schedule needs prompts_per_step (unique prompts per training step) to know "
+                    "which step each row belongs to"
+                )
             try:
                 sampling.validate_schedule(self.schedule, self.train_members)
             except sampling.SamplingError as e:
@@ -212,10 +225,17 @@ class MixtureSpec:
         if empty:
             raise MixtureError(f"member(s) {empty} have no tasks: check num_tasks / indices / where")
         try:
-            return sampling.plan_rows(tasks, strategy=self.strategy, weights=self._weights(),
-                                      temperature=self.temperature, schedule=self.schedule or None,
-                                      num_samples=self.num_samples, prompts_per_step=self.prompts_per_step,
-                                      num_steps=self.num_steps, seed=self.seed)
+            return sampling.plan_rows(
+                tasks,
+                strategy=self.strategy,
+                weights=self._weights(),
+                temperature=self.temperature,
+                schedule=self.schedule or None,
+                num_samples=self.num_samples,
+                prompts_per_step=self.prompts_per_step,
+                num_steps=self.num_steps,
+                seed=self.seed,
+            )
         except sampling.SamplingError as e:
             raise MixtureError(str(e)) from None
 
@@ -231,12 +251,20 @@ class MixtureSpec:
         Metadata keys whose types clash across members (say `difficulty` an int in one and a string in
         another) are stored as JSON text in that column, so the Arrow schema always builds.
         """
-        by_member = {n: {row["task_index"]: row for row in self.spec(n).dataset_rows()} for n in self.train_members}
+        by_member = {
+            n: {row["task_index"]: row for row in self.spec(n).dataset_rows()} for n in self.train_members
+        }
         rows = []
         for planned in self.plan:
             base = by_member[planned.member][planned.task_index]
-            rows.append({"prompt": base["prompt"], "environment": planned.member, "task_index": planned.task_index,
-                         **{k: v for k, v in base.items() if k not in ("prompt", "task_index", "environment")}})
+            rows.append(
+                {
+                    "prompt": base["prompt"],
+                    "environment": planned.member,
+                    "task_index": planned.task_index,
+                    **{k: v for k, v in base.items() if k not in ("prompt", "task_index", "environment")},
+                }
+            )
         return rows_to_dataset(rows)
 
     @cached_property
@@ -247,9 +275,14 @@ class MixtureSpec:
             if not member.evaluates:
                 continue
             spec = self.spec(member_name)
-            if member.eval_split is not None or member.eval_indices is not None or member.eval_num_tasks is not None:
-                spec = spec._eval_copy(split=member.eval_split, indices=member.eval_indices,
-                                       num_tasks=member.eval_num_tasks)
+            if (
+                member.eval_split is not None
+                or member.eval_indices is not None
+                or member.eval_num_tasks is not None
+            ):
+                spec = spec._eval_copy(
+                    split=member.eval_split, indices=member.eval_indices, num_tasks=member.eval_num_tasks
+                )
             extra = {"ors_split": spec.split} if spec.split != self.spec(member_name).split else {}
             rows = [{"environment": member_name, **row, **extra} for row in spec.dataset_rows()]
             out[member_name] = rows_to_dataset(rows)
@@ -298,7 +331,9 @@ class MixtureSpec:
         funcs = []
         for member_name, member in self.members.items():
             config = self.spec(member_name).episode_class._config
-            unscored = member.unscored_reward if member.unscored_reward is not None else member.spec.unscored_reward
+            unscored = (
+                member.unscored_reward if member.unscored_reward is not None else member.spec.unscored_reward
+            )
             funcs.append(make_reward_func(member_name, config, scale=member.scale, unscored_reward=unscored))
         return funcs
 
@@ -311,8 +346,11 @@ class MixtureSpec:
         """
         from .trl import MixtureConfigCheck, SessionCleanupCallback, TelemetryCallback
 
-        return [MixtureConfigCheck(self), TelemetryCallback(self._specs, self.telemetry),
-                SessionCleanupCallback(self._specs.values())]
+        return [
+            MixtureConfigCheck(self),
+            TelemetryCallback(self._specs, self.telemetry),
+            SessionCleanupCallback(self._specs.values()),
+        ]
 
     def close_sessions(self) -> int:
         """Close every session still open by this mixture's episodes."""
@@ -321,10 +359,19 @@ class MixtureSpec:
     # ── ablations and manifest ────────────────────────────────────────
 
     def _derive(self, members: Mapping[str, Member], **changes: Any) -> MixtureSpec:
-        kwargs = dict(weights=None, strategy=self.strategy, temperature=self.temperature,
-                      schedule=self.schedule or None, num_samples=self.num_samples,
-                      prompts_per_step=self.prompts_per_step, num_steps=self.num_steps,
-                      routing=self.routing_requested, seed=self.seed, name=self.name, telemetry=self.telemetry)
+        kwargs = dict(
+            weights=None,
+            strategy=self.strategy,
+            temperature=self.temperature,
+            schedule=self.schedule or None,
+            num_samples=self.num_samples,
+            prompts_per_step=self.prompts_per_step,
+            num_steps=self.num_steps,
+            routing=self.routing_requested,
+            seed=self.seed,
+            name=self.name,
+            telemetry=self.telemetry,
+        )
         kwargs.update(changes)
         derived = MixtureSpec(dict(members), **kwargs)
         # The file's `train:` and `telemetry:` sections still apply to an ablation of it.
@@ -343,8 +390,10 @@ class MixtureSpec:
         for phase in self.schedule:
             weights = {k: v for k, v in phase.weights.items() if k in keep}
             if sum(weights.values()) <= 0:
-                raise MixtureError(f"removing members leaves a schedule phase (until_step={phase.until_step}) "
-                                   "with no positive weight; edit the schedule instead")
+                raise MixtureError(
+                    f"removing members leaves a schedule phase (until_step={phase.until_step}) "
+                    "with no positive weight; edit the schedule instead"
+                )
             phases.append(replace(phase, weights=weights))
         return phases
 
@@ -359,15 +408,17 @@ class MixtureSpec:
         keep = {n: m for n, m in self.members.items() if n not in names}
         if not any(m.trains for m in keep.values()):
             raise MixtureError(f"without({', '.join(names)}) leaves no train member")
-        return self._derive(keep, schedule=self._filtered_schedule(list(keep)), name=f"{self.name}-without-"
-                            + "-".join(names))
+        return self._derive(
+            keep, schedule=self._filtered_schedule(list(keep)), name=f"{self.name}-without-" + "-".join(names)
+        )
 
     def only(self, *names: str) -> MixtureSpec:
         """A new mixture of only these members (only-one ablation)."""
         self._check_names(names)
         keep = {n: m for n, m in self.members.items() if n in names}
-        return self._derive(keep, schedule=self._filtered_schedule(list(keep)), name=f"{self.name}-only-"
-                            + "-".join(names))
+        return self._derive(
+            keep, schedule=self._filtered_schedule(list(keep)), name=f"{self.name}-only-" + "-".join(names)
+        )
 
     def reweight(self, **weights: float) -> MixtureSpec:
         """A new mixture with these weights (members not named keep theirs); drops any schedule.
@@ -378,10 +429,14 @@ class MixtureSpec:
         self._check_names(weights)
         eval_only = sorted(n for n in weights if not self.members[n].trains)
         if eval_only:
-            raise MixtureError(f"reweight names eval-only member(s) {eval_only}: they have no training weight")
+            raise MixtureError(
+                f"reweight names eval-only member(s) {eval_only}: they have no training weight"
+            )
         current = self._weights() or {n: 1.0 for n in self.train_members}
         current.update({k: float(v) for k, v in weights.items()})
-        members = {n: replace(m, weight=current.get(n) if m.trains else None) for n, m in self.members.items()}
+        members = {
+            n: replace(m, weight=current.get(n) if m.trains else None) for n, m in self.members.items()
+        }
         label = "-".join(f"{k}{v:g}" for k, v in sorted(weights.items()))
         return self._derive(members, schedule=None, strategy="weights", name=f"{self.name}-reweight-{label}")
 
@@ -401,16 +456,26 @@ class MixtureSpec:
             spec = self.spec(member_name)
             members[member_name] = {
                 **spec.manifest_entry(),
-                "weight": member.weight, "role": member.role, "scale": member.scale,
+                "weight": member.weight,
+                "role": member.role,
+                "scale": member.scale,
                 "unscored_reward": member.unscored_reward,
                 "task_indices": spec.task_indices if member.trains else [],
             }
         body = {
-            "name": self.name, "seed": self.seed, "strategy": self.strategy, "temperature": self.temperature,
-            "schedule": [{"until_step": p.until_step, "weights": dict(p.weights), "interpolate": p.interpolate}
-                         for p in self.schedule],
-            "num_samples": self.num_samples, "prompts_per_step": self.prompts_per_step, "num_steps": self.num_steps,
-            "routing": self.routing, "members": members,
+            "name": self.name,
+            "seed": self.seed,
+            "strategy": self.strategy,
+            "temperature": self.temperature,
+            "schedule": [
+                {"until_step": p.until_step, "weights": dict(p.weights), "interpolate": p.interpolate}
+                for p in self.schedule
+            ],
+            "num_samples": self.num_samples,
+            "prompts_per_step": self.prompts_per_step,
+            "num_steps": self.num_steps,
+            "routing": self.routing,
+            "members": members,
             "plan": [[r.member, r.task_index] for r in self.plan],
         }
         digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
@@ -418,7 +483,9 @@ class MixtureSpec:
         return {**body, "versions": versions, "hash": digest}
 
     @classmethod
-    def from_config(cls, config: Any, *, environ: Mapping[str, str] | None = None, **overrides: Any) -> MixtureSpec:
+    def from_config(
+        cls, config: Any, *, environ: Mapping[str, str] | None = None, **overrides: Any
+    ) -> MixtureSpec:
         """Build a mixture from a validated `ormix.config.MixtureConfig` (what a mixture file holds).
 
         `overrides` replace top-level arguments (e.g. `num_samples=`, `prompts_per_step=`, `seed=`).
@@ -426,23 +493,49 @@ class MixtureSpec:
         members: dict[str, Member] = {}
         for member_name, m in config.members.items():
             spec = OpenRewardSpec(
-                m.target, num_tasks=m.num_tasks, split=m.split, indices=m.indices,
-                api_key=m.api_key(environ), secrets=m.secret_values() or None, env_name=m.env_name,
-                include_metadata=m.include_metadata, discover_task_tools=m.discover_task_tools,
-                task_tools_discovery_index=m.task_tools_discovery_index, where=m.where or None,
-                unscored_reward=m.unscored_reward, name=member_name, transport=m.transport)
+                m.target,
+                num_tasks=m.num_tasks,
+                split=m.split,
+                indices=m.indices,
+                api_key=m.api_key(environ),
+                secrets=m.secret_values() or None,
+                env_name=m.env_name,
+                include_metadata=m.include_metadata,
+                discover_task_tools=m.discover_task_tools,
+                task_tools_discovery_index=m.task_tools_discovery_index,
+                where=m.where or None,
+                unscored_reward=m.unscored_reward,
+                name=member_name,
+                transport=m.transport,
+            )
             ev = m.eval
             members[member_name] = Member(
-                spec, role=m.role, scale=m.scale, unscored_reward=m.unscored_reward,
-                eval_split=ev.split if ev else None, eval_indices=ev.indices if ev else None,
-                eval_num_tasks=ev.num_tasks if ev else None)
+                spec,
+                role=m.role,
+                scale=m.scale,
+                unscored_reward=m.unscored_reward,
+                eval_split=ev.split if ev else None,
+                eval_indices=ev.indices if ev else None,
+                eval_num_tasks=ev.num_tasks if ev else None,
+            )
         weights = config.static_weights() if config.strategy == "weights" and not config.schedule else None
         kwargs: dict[str, Any] = dict(
-            weights=weights, strategy=config.strategy, temperature=config.temperature,
-            schedule=[sampling.Phase(until_step=p.until_step, weights=dict(p.weights), interpolate=p.interpolate)
-                      for p in config.schedule] if config.schedule else None,
-            num_samples=config.num_samples, prompts_per_step=config.prompts_per_step, routing=config.routing,
-            seed=config.seed, name=config.name, telemetry=config.telemetry)
+            weights=weights,
+            strategy=config.strategy,
+            temperature=config.temperature,
+            schedule=[
+                sampling.Phase(until_step=p.until_step, weights=dict(p.weights), interpolate=p.interpolate)
+                for p in config.schedule
+            ]
+            if config.schedule
+            else None,
+            num_samples=config.num_samples,
+            prompts_per_step=config.prompts_per_step,
+            routing=config.routing,
+            seed=config.seed,
+            name=config.name,
+            telemetry=config.telemetry,
+        )
         kwargs.update(overrides)
         mixture = cls(members, **kwargs)
         mixture.config = config
@@ -473,4 +566,3 @@ def load_mixture(path: str, **overrides: Any) -> MixtureSpec:
     from .config import load_mixture_config
 
     return MixtureSpec.from_config(load_mixture_config(path), **overrides)
-

@@ -54,8 +54,9 @@ def last_reward(rewards: Sequence[float | None]) -> float | None:
     return None
 
 
-def classify_outcome(rewards: Sequence[float | None], *, error_kind: str | None = None,
-                     error: str | None = None) -> Outcome:
+def classify_outcome(
+    rewards: Sequence[float | None], *, error_kind: str | None = None, error: str | None = None
+) -> Outcome:
     """Classify a rollout from its per-call rewards and the first infrastructure error it met (if any).
 
     Example:
@@ -72,7 +73,9 @@ def classify_outcome(rewards: Sequence[float | None], *, error_kind: str | None 
     return Outcome("scored", reward)
 
 
-def training_reward(outcome: Outcome, *, scale: float = 1.0, unscored_reward: float | None = None) -> float | None:
+def training_reward(
+    outcome: Outcome, *, scale: float = 1.0, unscored_reward: float | None = None
+) -> float | None:
     """The value GRPO sees: scaled reward when scored, `unscored_reward` when unscored, always `None` on error.
 
     Example:

@@ -79,12 +79,18 @@ def member_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
         for name in sorted({c["tool"] for c in calls}):
             these = [c for c in calls if c["tool"] == name]
             lat = [c["latency_ms"] for c in these if c.get("error") not in ("wrong_env", "session_open")]
-            per_tool[name] = {"calls": len(these), "errors": sum(c.get("error") is not None for c in these),
-                              "p50_ms": percentile(lat, 50), "p95_ms": percentile(lat, 95)}
+            per_tool[name] = {
+                "calls": len(these),
+                "errors": sum(c.get("error") is not None for c in these),
+                "p50_ms": percentile(lat, 50),
+                "p95_ms": percentile(lat, 95),
+            }
         out[member] = {
             "rollouts": len(mine),
             "share": len(mine) / total if total else None,
-            "reward": _mean(r["env_reward"] for r in mine if r["outcome"] == "scored" and r.get("env_reward") is not None),
+            "reward": _mean(
+                r["env_reward"] for r in mine if r["outcome"] == "scored" and r.get("env_reward") is not None
+            ),
             "training_reward": _mean(r["reward"] for r in mine if r.get("reward") is not None),
             "coverage": _mean(float(r["outcome"] == "scored") for r in mine),
             "unscored_rate": _mean(float(r["outcome"] == "unscored") for r in mine),
@@ -92,13 +98,18 @@ def member_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, 
             "errors": dict(Counter(r.get("error_kind") or "error" for r in mine if r["outcome"] == "error")),
             "finished_rate": _mean(float(bool(r.get("finished"))) for r in mine),
             "tool_calls": _mean(float(len(r.get("calls") or [])) for r in mine),
-            "tool_errors": _mean(float(sum(c.get("error") is not None for c in r.get("calls") or [])) for r in mine),
-            "wrong_env_calls": _mean(float(sum(c.get("error") == "wrong_env" for c in r.get("calls") or []))
-                                     for r in mine),
+            "tool_errors": _mean(
+                float(sum(c.get("error") is not None for c in r.get("calls") or [])) for r in mine
+            ),
+            "wrong_env_calls": _mean(
+                float(sum(c.get("error") == "wrong_env" for c in r.get("calls") or [])) for r in mine
+            ),
             "call_errors": dict(Counter(c["error"] for c in calls if c.get("error") is not None)),
             "informative_groups": _mean(float(x) for x in informative),
-            "open_ms_p50": percentile(open_ms, 50), "open_ms_p95": percentile(open_ms, 95),
-            "tool_ms_p50": percentile(tool_ms, 50), "tool_ms_p95": percentile(tool_ms, 95),
+            "open_ms_p50": percentile(open_ms, 50),
+            "open_ms_p95": percentile(open_ms, 95),
+            "tool_ms_p50": percentile(tool_ms, 50),
+            "tool_ms_p95": percentile(tool_ms, 95),
             "tools": per_tool,
         }
     return out
@@ -123,8 +134,13 @@ def step_series(records: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, flo
         batch = by_step[step]
         values = batch_metrics(batch, members)
         for member in members:
-            lat = [c["latency_ms"] for r in batch if r.get("member") == member for c in r.get("calls") or []
-                   if c.get("error") not in ("wrong_env", "session_open")]
+            lat = [
+                c["latency_ms"]
+                for r in batch
+                if r.get("member") == member
+                for c in r.get("calls") or []
+                if c.get("error") not in ("wrong_env", "session_open")
+            ]
             for q in (50, 95):
                 p = percentile(lat, q)
                 if p is not None:
@@ -154,8 +170,22 @@ def _mix(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "-"
 
 
-TABLE_COLUMNS = ("member", "rollouts", "share", "reward", "coverage", "unscored", "errors", "error mix",
-                 "informative", "calls", "tool errs", "wrong env", "open ms p50/95", "tool ms p50/95")
+TABLE_COLUMNS = (
+    "member",
+    "rollouts",
+    "share",
+    "reward",
+    "coverage",
+    "unscored",
+    "errors",
+    "error mix",
+    "informative",
+    "calls",
+    "tool errs",
+    "wrong env",
+    "open ms p50/95",
+    "tool ms p50/95",
+)
 #: Per rollout: calls, tool errs and wrong env are means per rollout; informative is the fraction of GRPO groups
 #: whose rewards differ.
 
@@ -164,24 +194,53 @@ def table_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
     """The report table as strings (one row per member, in `TABLE_COLUMNS` order)."""
     rows = []
     for member, s in summary.items():
-        rows.append([member, str(s["rollouts"]), _fmt(s["share"]), _fmt(s["reward"], 3), _fmt(s["coverage"]),
-                     _fmt(s["unscored_rate"]), _fmt(s["error_rate"]), _mix(s["errors"]), _fmt(s["informative_groups"]),
-                     _fmt(s["tool_calls"]), _fmt(s["tool_errors"]), _fmt(s["wrong_env_calls"]),
-                     f"{_fmt(s['open_ms_p50'], 0)}/{_fmt(s['open_ms_p95'], 0)}",
-                     f"{_fmt(s['tool_ms_p50'], 0)}/{_fmt(s['tool_ms_p95'], 0)}"])
+        rows.append(
+            [
+                member,
+                str(s["rollouts"]),
+                _fmt(s["share"]),
+                _fmt(s["reward"], 3),
+                _fmt(s["coverage"]),
+                _fmt(s["unscored_rate"]),
+                _fmt(s["error_rate"]),
+                _mix(s["errors"]),
+                _fmt(s["informative_groups"]),
+                _fmt(s["tool_calls"]),
+                _fmt(s["tool_errors"]),
+                _fmt(s["wrong_env_calls"]),
+                f"{_fmt(s['open_ms_p50'], 0)}/{_fmt(s['open_ms_p95'], 0)}",
+                f"{_fmt(s['tool_ms_p50'], 0)}/{_fmt(s['tool_ms_p95'], 0)}",
+            ]
+        )
     return rows
 
 
-def _markdown(summary: Mapping[str, Mapping[str, Any]], alarms: Sequence[Mapping[str, Any]], run_dir: Path,
-              plots: Sequence[Path]) -> str:
-    lines = [f"# ormix report: {run_dir.name}", "", "| " + " | ".join(TABLE_COLUMNS) + " |",
-             "|" + "---|" * len(TABLE_COLUMNS)]
+def _markdown(
+    summary: Mapping[str, Mapping[str, Any]],
+    alarms: Sequence[Mapping[str, Any]],
+    run_dir: Path,
+    plots: Sequence[Path],
+) -> str:
+    lines = [
+        f"# ormix report: {run_dir.name}",
+        "",
+        "| " + " | ".join(TABLE_COLUMNS) + " |",
+        "|" + "---|" * len(TABLE_COLUMNS),
+    ]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
-    lines += ["", "## Tools", "", "| member | tool | calls | errors | p50 ms | p95 ms |", "|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Tools",
+        "",
+        "| member | tool | calls | errors | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|",
+    ]
     for member, s in summary.items():
         for tool, t in s["tools"].items():
-            lines.append(f"| {member} | {tool} | {t['calls']} | {t['errors']} | {_fmt(t['p50_ms'], 1)} | "
-                         f"{_fmt(t['p95_ms'], 1)} |")
+            lines.append(
+                f"| {member} | {tool} | {t['calls']} | {t['errors']} | {_fmt(t['p50_ms'], 1)} | "
+                f"{_fmt(t['p95_ms'], 1)} |"
+            )
     if alarms:
         lines += ["", "## Alarms", ""] + [f"- step {a.get('step')}: {a.get('message')}" for a in alarms]
     if plots:
@@ -301,9 +360,15 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
     alarms = _read_alarms(run_dir)
     folder = run_dir / "report"
     folder.mkdir(parents=True, exist_ok=True)
-    result = ReportResult(summary={"members": summary, "eval": member_summary(evals) if evals else {},
-                                   "steps": {str(k): v for k, v in series.items()}, "alarms": alarms,
-                                   "records": len(records)})
+    result = ReportResult(
+        summary={
+            "members": summary,
+            "eval": member_summary(evals) if evals else {},
+            "steps": {str(k): v for k, v in series.items()},
+            "alarms": alarms,
+            "records": len(records),
+        }
+    )
     plots: list[Path] = []
     if series:
         try:
@@ -330,21 +395,27 @@ def report_command(run_dir: Path, console: Any) -> int:
 
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        console.print(f"[red]error:[/red] {run_dir} is not a directory; pass the run directory "
-                      "(the trainer's output_dir)")
+        console.print(
+            f"[red]error:[/red] {run_dir} is not a directory; pass the run directory "
+            "(the trainer's output_dir)"
+        )
         return 2
     try:
         result = write_report(run_dir)
     except FileNotFoundError:
-        console.print(f"[red]error:[/red] no rollout records in {run_dir / 'rollouts'} (rank-*.jsonl). "
-                      "Train with ormix's callbacks (`callbacks=mix.callbacks` or `spec.callbacks`) so each "
-                      "rollout is recorded, or point at the run's output_dir.")
+        console.print(
+            f"[red]error:[/red] no rollout records in {run_dir / 'rollouts'} (rank-*.jsonl). "
+            "Train with ormix's callbacks (`callbacks=mix.callbacks` or `spec.callbacks`) so each "
+            "rollout is recorded, or point at the run's output_dir."
+        )
         return 1
     rows = table_rows(result.summary["members"])
     # Two narrower tables read better in a terminal than one with 14 columns.
     split = TABLE_COLUMNS.index("calls")
-    titles = (f"{run_dir.name}: outcomes ({result.summary['records']} rollouts)",
-              "tool use (per rollout) and latency")
+    titles = (
+        f"{run_dir.name}: outcomes ({result.summary['records']} rollouts)",
+        "tool use (per rollout) and latency",
+    )
     for title, columns in ((titles[0], range(split)), (titles[1], [0, *range(split, len(TABLE_COLUMNS))])):
         table = Table(title=title)
         for i in columns:

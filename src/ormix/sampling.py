@@ -268,7 +268,9 @@ def validate_schedule(schedule: Sequence[Phase], members: Sequence[str] | Mappin
     """
     known = sorted(members)
     if not schedule:
-        raise SamplingError("the schedule has no phases; give at least one Phase (the last may be open-ended)")
+        raise SamplingError(
+            "the schedule has no phases; give at least one Phase (the last may be open-ended)"
+        )
     prev = 0
     for i, phase in enumerate(schedule):
         label = _phase_label(i, phase)
@@ -302,7 +304,9 @@ def validate_schedule(schedule: Sequence[Phase], members: Sequence[str] | Mappin
         where = f" in {label}"
         ws = [_check_weight(m, w, where) for m, w in sorted(phase.weights.items())]
         if math.fsum(ws) <= 0:
-            raise SamplingError(f"all weights in {label} are zero; give at least one member a positive weight")
+            raise SamplingError(
+                f"all weights in {label} are zero; give at least one member a positive weight"
+            )
 
 
 def weights_at_step(schedule: Sequence[Phase], step: int) -> dict[str, float]:
@@ -649,7 +653,9 @@ def plan_rows(
                 "use strategy='schedule' (or drop the schedule)"
             )
         if weights is not None:
-            raise SamplingError("both weights and a schedule were given; a schedule replaces weights: drop one")
+            raise SamplingError(
+                "both weights and a schedule were given; a schedule replaces weights: drop one"
+            )
         if prompts_per_step is None:
             raise SamplingError(
                 "a schedule is defined by training step, so it needs prompts_per_step: set prompts_per_step "
@@ -667,7 +673,11 @@ def plan_rows(
     if num_samples is not None:
         if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples < 1:
             raise SamplingError(f"num_samples is {num_samples!r}; it must be an integer >= 1")
-        if num_steps is not None and prompts_per_step is not None and num_samples != num_steps * prompts_per_step:
+        if (
+            num_steps is not None
+            and prompts_per_step is not None
+            and num_samples != num_steps * prompts_per_step
+        ):
             raise SamplingError(
                 f"num_samples={num_samples} disagrees with num_steps*prompts_per_step="
                 f"{num_steps * prompts_per_step}; give only one of num_samples and num_steps"

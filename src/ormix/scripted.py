@@ -127,7 +127,9 @@ class _State:
     turn: int
     tool_results: tuple[str, ...]
     sample: int
-    prompt_length: int  # tokens of the first turn's prompt: the rest of a later input is completion budget spent
+    prompt_length: (
+        int  # tokens of the first turn's prompt: the rest of a later input is completion budget spent
+    )
 
 
 class ScriptedPolicy:
@@ -166,15 +168,23 @@ class ScriptedPolicy:
             processing_class = target.processing_class
             self.tokenizer = getattr(processing_class, "tokenizer", processing_class)
         if model is None or not callable(getattr(model, "generate", None)):
-            raise ScriptError(f"Cannot attach a scripted policy to {type(target).__name__}: it has no model "
-                              "with a `generate` method. Pass a GRPOTrainer or a transformers model.")
+            raise ScriptError(
+                f"Cannot attach a scripted policy to {type(target).__name__}: it has no model "
+                "with a `generate` method. Pass a GRPOTrainer or a transformers model."
+            )
         if self.tokenizer is None:
-            raise ScriptError("ScriptedPolicy needs the model's tokenizer: pass `tokenizer=` or attach to a "
-                              "trainer (its processing_class is used).")
-        if getattr(target, "use_vllm", False) or getattr(target, "use_transformers_continuous_batching", False):
-            raise ScriptError("ScriptedPolicy replaces `model.generate`, which TRL does not call with vLLM or "
-                              "continuous batching; set use_vllm=False and "
-                              "use_transformers_continuous_batching=False.")
+            raise ScriptError(
+                "ScriptedPolicy needs the model's tokenizer: pass `tokenizer=` or attach to a "
+                "trainer (its processing_class is used)."
+            )
+        if getattr(target, "use_vllm", False) or getattr(
+            target, "use_transformers_continuous_batching", False
+        ):
+            raise ScriptError(
+                "ScriptedPolicy replaces `model.generate`, which TRL does not call with vLLM or "
+                "continuous batching; set use_vllm=False and "
+                "use_transformers_continuous_batching=False."
+            )
         self.detach()
         model.generate = self.generate  # instance attribute shadows the class method
         self._model = model
@@ -193,8 +203,9 @@ class ScriptedPolicy:
         self.detach()
 
     # -- generation ------------------------------------------------------------------------------------------
-    def generate(self, input_ids: Any = None, attention_mask: Any = None, generation_config: Any = None,
-                 **kwargs: Any) -> Any:
+    def generate(
+        self, input_ids: Any = None, attention_mask: Any = None, generation_config: Any = None, **kwargs: Any
+    ) -> Any:
         """``model.generate`` stand-in: returns ``input_ids`` followed by each row's scripted completion.
 
         Rows are left-padded inputs as TRL builds them; completions are right-padded with the pad id
@@ -203,7 +214,9 @@ class ScriptedPolicy:
         import torch
 
         if input_ids is None:
-            raise ScriptError("ScriptedPolicy.generate needs `input_ids` (TRL's transformers backend passes them).")
+            raise ScriptError(
+                "ScriptedPolicy.generate needs `input_ids` (TRL's transformers backend passes them)."
+            )
         tokenizer = self.tokenizer
         max_new = kwargs.get("max_new_tokens") or getattr(generation_config, "max_new_tokens", None)
         pad_id = getattr(generation_config, "pad_token_id", None)
@@ -212,7 +225,10 @@ class ScriptedPolicy:
 
         rows = input_ids.tolist()
         masks = attention_mask.tolist() if attention_mask is not None else [[1] * len(r) for r in rows]
-        inputs = [tuple(t for t, m in zip(row, mask, strict=True) if m) for row, mask in zip(rows, masks, strict=True)]
+        inputs = [
+            tuple(t for t, m in zip(row, mask, strict=True) if m)
+            for row, mask in zip(rows, masks, strict=True)
+        ]
         seen: Counter[tuple[int, ...]] = Counter()
         completions: list[list[int]] = []
         with self._lock:
@@ -220,12 +236,20 @@ class ScriptedPolicy:
                 occurrence = seen[ids]
                 seen[ids] += 1
                 state = self._state_for(ids, occurrence)
-                context = ScriptContext(prompt=state.prompt, user=state.user, tools=state.tools, turn=state.turn,
-                                        tool_results=state.tool_results, sample=state.sample)
+                context = ScriptContext(
+                    prompt=state.prompt,
+                    user=state.user,
+                    tools=state.tools,
+                    turn=state.turn,
+                    tool_results=state.tool_results,
+                    sample=state.sample,
+                )
                 text = self.script(context)
                 if not isinstance(text, str):
-                    raise ScriptError(f"The script returned {type(text).__name__} for turn {context.turn}; it "
-                                      "must return the completion text (str).")
+                    raise ScriptError(
+                        f"The script returned {type(text).__name__} for turn {context.turn}; it "
+                        "must return the completion text (str)."
+                    )
                 completion = self._encode(text, eos_ids)
                 # TRL's budget: `max_completion_length` covers every turn and tool result of a rollout, and a
                 # later turn is cut to what is left (as `generate`'s max_new_tokens cuts the first).
@@ -258,11 +282,20 @@ class ScriptedPolicy:
                     prev = previous[min(occurrence, len(previous) - 1)]
                     suffix = self.tokenizer.decode(list(ids[length:]), skip_special_tokens=False)
                     results = tuple(_TOOL_RESPONSE_RE.findall(suffix))
-                    return _State(prev.prompt, prev.user, prev.tools, prev.turn + 1,
-                                  prev.tool_results + results, prev.sample, prev.prompt_length)
+                    return _State(
+                        prev.prompt,
+                        prev.user,
+                        prev.tools,
+                        prev.turn + 1,
+                        prev.tool_results + results,
+                        prev.sample,
+                        prev.prompt_length,
+                    )
         prompt = self.tokenizer.decode(list(ids), skip_special_tokens=False)
         users = _USER_RE.findall(prompt)
-        return _State(prompt, users[-1] if users else prompt, _tool_names(prompt), 0, (), occurrence, len(ids))
+        return _State(
+            prompt, users[-1] if users else prompt, _tool_names(prompt), 0, (), occurrence, len(ids)
+        )
 
     def _remember(self, key: tuple[int, ...], state: _State) -> None:
         if len(self._registry) >= _REGISTRY_LIMIT:
@@ -278,8 +311,10 @@ def _eos_ids(generation_config: Any, tokenizer: Any) -> list[int]:
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
         ids.insert(0, tokenizer.eos_token_id)
     if not ids:
-        raise ScriptError("ScriptedPolicy needs an end-of-turn token: the tokenizer and generation config "
-                          "define no eos_token_id.")
+        raise ScriptError(
+            "ScriptedPolicy needs an end-of-turn token: the tokenizer and generation config "
+            "define no eos_token_id."
+        )
     return ids
 
 

@@ -158,8 +158,10 @@ class OpenRewardSpec:
         self.max_output_chars = max_output_chars
         self.local_serve = local_serve
         if transport not in ("ormix", "sdk"):
-            raise SpecError(f"transport must be 'ormix' (ormix's ORS client) or 'sdk' (the openreward SDK), "
-                            f"not {transport!r}.")
+            raise SpecError(
+                f"transport must be 'ormix' (ormix's ORS client) or 'sdk' (the openreward SDK), "
+                f"not {transport!r}."
+            )
         self.transport = transport
         self._sdk: Any = None
         if open_retries < 0:
@@ -213,9 +215,13 @@ class OpenRewardSpec:
     @cached_property
     def episode_class(self) -> type[Episode]:
         """This spec's own `Episode` subclass, with one method per tool."""
-        config = EpisodeConfig(member=self.name, open_session=self._open_session,
-                               close_after_scoring=self.close_after_scoring,
-                               max_output_chars=self.max_output_chars, open_retries=self.open_retries)
+        config = EpisodeConfig(
+            member=self.name,
+            open_session=self._open_session,
+            close_after_scoring=self.close_after_scoring,
+            max_output_chars=self.max_output_chars,
+            open_retries=self.open_retries,
+        )
         class_name = re.sub(r"\W", "", self.name.title()) or "Env"
         cls = make_episode_class(class_name, config, self.tool_specs)
         for note in cls._binding.notes:
@@ -275,9 +281,15 @@ class OpenRewardSpec:
         """This spec's part of a manifest: target, selection, tools. Secret values never appear (names only)."""
         secrets = self._effective_secrets()
         return {
-            "target": self.target, "split": self.split, "env_name": self.env_name, "num_tasks": self.num_tasks,
-            "indices": self.indices, "where": self.where, "include_metadata": self.include_metadata,
-            "tools": [t.name for t in self.tool_specs], "secret_names": sorted(secrets or {}),
+            "target": self.target,
+            "split": self.split,
+            "env_name": self.env_name,
+            "num_tasks": self.num_tasks,
+            "indices": self.indices,
+            "where": self.where,
+            "include_metadata": self.include_metadata,
+            "tools": [t.name for t in self.tool_specs],
+            "secret_names": sorted(secrets or {}),
         }
 
     # ── sharing and derived copies (used by MixtureSpec) ──────────────
@@ -298,8 +310,9 @@ class OpenRewardSpec:
         """A copy named after a mixture member: own episode class and reward function, shared connection."""
         return self._copy(name=name)
 
-    def _eval_copy(self, *, split: str | None, indices: Sequence[int] | None,
-                   num_tasks: int | None) -> OpenRewardSpec:
+    def _eval_copy(
+        self, *, split: str | None, indices: Sequence[int] | None, num_tasks: int | None
+    ) -> OpenRewardSpec:
         """A copy selecting the evaluation tasks (another split or held-out indices)."""
         changes: dict[str, Any] = {"split": split or self.split}
         if indices is not None or num_tasks is not None or changes["split"] != self.split:
@@ -316,7 +329,10 @@ class OpenRewardSpec:
         """Use `owner`'s connection, and its tool surface when both discover tools the same way."""
         self._connection_owner = owner
         same_surface = (owner.split, owner.discover_task_tools, owner.task_tools_discovery_index) == (
-            self.split, self.discover_task_tools, self.task_tools_discovery_index)
+            self.split,
+            self.discover_task_tools,
+            self.task_tools_discovery_index,
+        )
         if same_surface and self.indices is None and owner.indices is None:
             self._tools_owner = owner
 
@@ -338,17 +354,25 @@ class OpenRewardSpec:
             if self._target.kind in ("local", "module"):
                 from .local.shared import server_for
 
-                server = await anyio.to_thread.run_sync(lambda: server_for(self.target, mode=self.local_serve))
+                server = await anyio.to_thread.run_sync(
+                    lambda: server_for(self.target, mode=self.local_serve)
+                )
                 url, env_name = server.url, self.env_name or server.env_names[0]
             else:
                 url, env_name = self.target, self.env_name
-            api_key = self._api_key or (os.environ.get("OPENREWARD_API_KEY")
-                                        if self._target.kind == "catalog" else None)
+            api_key = self._api_key or (
+                os.environ.get("OPENREWARD_API_KEY") if self._target.kind == "catalog" else None
+            )
             # The client keeps at most this much of one tool output (bounded memory under a 50 MB answer);
             # 8x: the model sees `max_output_chars` of text even when every character is a JSON escape.
-            self._client = ORSClient(url, env_name=env_name, api_key=api_key, timeout_s=self.call_timeout_s,
-                                     ping_interval_s=self.ping_interval_s,
-                                     max_output_chars=max(8 * self.max_output_chars, 65_536))
+            self._client = ORSClient(
+                url,
+                env_name=env_name,
+                api_key=api_key,
+                timeout_s=self.call_timeout_s,
+                ping_interval_s=self.ping_interval_s,
+                max_output_chars=max(8 * self.max_output_chars, 65_536),
+            )
         return self._client
 
     async def _open_session(self, task_index: int | None, task_spec: dict | None, split: str | None = None):
@@ -360,16 +384,20 @@ class OpenRewardSpec:
 
                 endpoint = client.endpoint
                 target = self.target if self._target.kind == "catalog" else endpoint.api_url
-                self._sdk = SdkConnection(target, env_name=endpoint.env_name, api_key=self._api_key,
-                                          timeout_s=self.call_timeout_s)
+                self._sdk = SdkConnection(
+                    target, env_name=endpoint.env_name, api_key=self._api_key, timeout_s=self.call_timeout_s
+                )
             return await self._sdk.open_session(
                 split=None if task_spec is not None else split,
                 index=None if task_spec is not None else int(task_index or 0),
-                task_spec=task_spec, secrets=self._effective_secrets())
+                task_spec=task_spec,
+                secrets=self._effective_secrets(),
+            )
         if task_spec is not None:
             return await client.open_session(task_spec=task_spec, secrets=self._effective_secrets())
-        return await client.open_session(split=split, index=int(task_index or 0),
-                                         secrets=self._effective_secrets())
+        return await client.open_session(
+            split=split, index=int(task_index or 0), secrets=self._effective_secrets()
+        )
 
     async def _select_tasks(self) -> list[tuple[int, dict[str, Any]]]:
         client = await self._get_client()
@@ -382,8 +410,10 @@ class OpenRewardSpec:
             elif self.num_tasks is not None:
                 chosen = chosen[: self.num_tasks]
             if not chosen:
-                raise SpecError(f"{self.name}: no task of split {self.split!r} matches where={self.where!r}. "
-                                "Check the metadata keys and values (`ormix inspect` lists them).")
+                raise SpecError(
+                    f"{self.name}: no task of split {self.split!r} matches where={self.where!r}. "
+                    "Check the metadata keys and values (`ormix inspect` lists them)."
+                )
             return chosen
         from .ors import errors
 
@@ -397,7 +427,9 @@ class OpenRewardSpec:
                 # One round trip for a contiguous range; big environments serve only `task` (400 here).
                 specs = list(await client.task_range(self.split, 0, len(indexes))) if indexes else []
                 if len(specs) != len(indexes):
-                    raise errors.ServerError("task_range returned a different number of tasks", status_code=200)
+                    raise errors.ServerError(
+                        "task_range returned a different number of tasks", status_code=200
+                    )
             except errors.ORSError:
                 specs = await client.get_tasks(self.split, indexes)
         return [(i, s if isinstance(s, dict) else {}) for i, s in zip(indexes, specs, strict=True)]
@@ -424,8 +456,14 @@ class OpenRewardSpec:
             probes = [0]
         bad = [i for i in probes if not 0 <= i < total]
         if bad:
-            logger.warning("ormix %s: task tool probe index(es) %s out of range for split=%r (num_tasks=%s); "
-                           "ignoring them.", self.name, bad, self.split, total)
+            logger.warning(
+                "ormix %s: task tool probe index(es) %s out of range for split=%r (num_tasks=%s); "
+                "ignoring them.",
+                self.name,
+                bad,
+                self.split,
+                total,
+            )
         return [i for i in probes if 0 <= i < total]
 
     async def _discover_tools(self) -> list[ToolSpec]:
@@ -452,11 +490,17 @@ class OpenRewardSpec:
 
         async def probe(index: int) -> None:
             try:
-                async with client.session(split=self.split, index=index, secrets=self._effective_secrets()) as s:
+                async with client.session(
+                    split=self.split, index=index, secrets=self._effective_secrets()
+                ) as s:
                     found[index] = list(await s.tools())
             except errors.ORSError as e:
-                logger.warning("ormix %s: task tool probe failed for task_index=%s (%s); skipping it.",
-                               self.name, index, e)
+                logger.warning(
+                    "ormix %s: task tool probe failed for task_index=%s (%s); skipping it.",
+                    self.name,
+                    index,
+                    e,
+                )
 
         limiter = anyio.CapacityLimiter(8)
 
@@ -476,8 +520,9 @@ class OpenRewardSpec:
         return [s if isinstance(s, ToolSpec) else ToolSpec.model_validate(s) for s in merged]
 
 
-def make_reward_func(name: str, config: EpisodeConfig, *, scale: float = 1.0,
-                     unscored_reward: float | None = None) -> Callable[..., list[float | None]]:
+def make_reward_func(
+    name: str, config: EpisodeConfig, *, scale: float = 1.0, unscored_reward: float | None = None
+) -> Callable[..., list[float | None]]:
     """An outcome-only reward function for the episodes of one spec (or mixture member), named `name`.
 
     Other members' rollouts get `None`; an infrastructure error is always `None`. Each call also logs the
@@ -487,9 +532,13 @@ def make_reward_func(name: str, config: EpisodeConfig, *, scale: float = 1.0,
     """
     from .telemetry import observe_batch
 
-    def reward(environments: Sequence[Any] | None = None, prompts: Sequence[Any] | None = None,
-               trainer_state: Any = None, log_metric: Callable[[str, float], None] | None = None,
-               **_: Any) -> list[float | None]:
+    def reward(
+        environments: Sequence[Any] | None = None,
+        prompts: Sequence[Any] | None = None,
+        trainer_state: Any = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        **_: Any,
+    ) -> list[float | None]:
         environments = list(environments or [])
         values: list[float | None] = []
         mine: list[Episode] = []
@@ -501,8 +550,15 @@ def make_reward_func(name: str, config: EpisodeConfig, *, scale: float = 1.0,
                 continue
             values.append(training_reward(env.outcome, scale=scale, unscored_reward=unscored_reward))
             mine.append(env)
-        observe_batch(name, config, environments, values, prompts=prompts, log_metric=log_metric,
-                      trainer_state=trainer_state)
+        observe_batch(
+            name,
+            config,
+            environments,
+            values,
+            prompts=prompts,
+            log_metric=log_metric,
+            trainer_state=trainer_state,
+        )
         for env in mine:
             env.scored = True
             if config.close_after_scoring:
@@ -541,7 +597,9 @@ def rows_to_dataset(rows: list[dict[str, Any]]):
         try:
             pa.array(columns[key])
         except (pa.ArrowInvalid, pa.ArrowTypeError):
-            columns[key] = [None if v is None else json.dumps(v, sort_keys=True, default=str) for v in columns[key]]
+            columns[key] = [
+                None if v is None else json.dumps(v, sort_keys=True, default=str) for v in columns[key]
+            ]
     return Dataset.from_dict(columns)
 
 

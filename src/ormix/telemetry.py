@@ -50,8 +50,18 @@ logger = logging.getLogger(__name__)
 
 #: Metric names logged under `ormix/<member>/`, in the order a report lists them.
 METRICS: tuple[str, ...] = (
-    "reward", "coverage", "unscored_rate", "error_rate", "finished_rate", "tool_calls", "tool_errors",
-    "wrong_env_calls", "share", "informative_groups", "session_open_ms", "tool_ms",
+    "reward",
+    "coverage",
+    "unscored_rate",
+    "error_rate",
+    "finished_rate",
+    "tool_calls",
+    "tool_errors",
+    "wrong_env_calls",
+    "share",
+    "informative_groups",
+    "session_open_ms",
+    "tool_ms",
 )
 
 #: Version of the rollout record layout (bumped when a field changes meaning).
@@ -124,8 +134,9 @@ class TelemetryConfig:
             value = data.get(key)
             if key in data and value is not None:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                    problems.append(f"{key} must be a fraction between 0 and 1 (or null to turn it off), "
-                                    f"not {value!r}")
+                    problems.append(
+                        f"{key} must be a fraction between 0 and 1 (or null to turn it off), not {value!r}"
+                    )
         if "consecutive_steps" in data:
             value = data["consecutive_steps"]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -160,8 +171,9 @@ def redact(text: str | None, secrets: Iterable[str]) -> str | None:
     return text
 
 
-def group_ids(n: int, *, rank: int = 0, num_generations: int | None = None,
-              keys: Sequence[Any] | None = None) -> list[int]:
+def group_ids(
+    n: int, *, rank: int = 0, num_generations: int | None = None, keys: Sequence[Any] | None = None
+) -> list[int]:
     """GRPO group of each rollout of a local batch, as the global position of the group's first rollout.
 
     TRL repeats each prompt `num_generations` times consecutively in the global batch and gives process k
@@ -200,7 +212,9 @@ def is_informative(values: Sequence[float | None]) -> bool:
     return any(abs(v - mean) > 1e-9 * max(1.0, abs(mean)) for v in present)
 
 
-def member_values(records: Sequence[Mapping[str, Any]], member: str, batch_size: int) -> dict[str, list[float]]:
+def member_values(
+    records: Sequence[Mapping[str, Any]], member: str, batch_size: int
+) -> dict[str, list[float]]:
     """The values one member logs for one batch: one per rollout, call or group, as `log_metric` pools them.
 
     `records` are rollout records of ONE batch (any members; others are ignored); `batch_size` is the
@@ -215,21 +229,29 @@ def member_values(records: Sequence[Mapping[str, Any]], member: str, batch_size:
     out: dict[str, list[float]] = {"share": [1.0] * len(mine) + [0.0] * max(batch_size - len(mine), 0)}
     if not mine:
         return out
-    out["reward"] = [float(r["env_reward"]) for r in mine if r["outcome"] == "scored" and r.get("env_reward") is not None]
+    out["reward"] = [
+        float(r["env_reward"]) for r in mine if r["outcome"] == "scored" and r.get("env_reward") is not None
+    ]
     out["coverage"] = [float(r["outcome"] == "scored") for r in mine]
     out["unscored_rate"] = [float(r["outcome"] == "unscored") for r in mine]
     out["error_rate"] = [float(r["outcome"] == "error") for r in mine]
     out["finished_rate"] = [float(bool(r.get("finished"))) for r in mine]
     out["tool_calls"] = [float(len(r.get("calls") or [])) for r in mine]
     out["tool_errors"] = [float(sum(c.get("error") is not None for c in r.get("calls") or [])) for r in mine]
-    out["wrong_env_calls"] = [float(sum(c.get("error") == "wrong_env" for c in r.get("calls") or [])) for r in mine]
+    out["wrong_env_calls"] = [
+        float(sum(c.get("error") == "wrong_env" for c in r.get("calls") or [])) for r in mine
+    ]
     groups: dict[Any, list[float | None]] = {}
     for r in mine:
         groups.setdefault(r.get("group"), []).append(r.get("reward"))
     out["informative_groups"] = [float(is_informative(v)) for v in groups.values()]
     out["session_open_ms"] = [float(r["open_ms"]) for r in mine if r.get("open_ms") is not None]
-    out["tool_ms"] = [float(c["latency_ms"]) for r in mine for c in r.get("calls") or []
-                      if c.get("error") not in _UNSENT_CALL_ERRORS]
+    out["tool_ms"] = [
+        float(c["latency_ms"])
+        for r in mine
+        for c in r.get("calls") or []
+        if c.get("error") not in _UNSENT_CALL_ERRORS
+    ]
     return {k: v for k, v in out.items() if v}
 
 
@@ -306,8 +328,10 @@ class Alarm:
     @property
     def message(self) -> str:
         """The warning text: member, thresholds crossed, dominant cause, and what happens next."""
-        text = (f"ormix: environment {self.member!r} is failing: {' and '.join(self.reasons)} for "
-                f"{self.consecutive_steps} consecutive logging step(s) (step {self.step})")
+        text = (
+            f"ormix: environment {self.member!r} is failing: {' and '.join(self.reasons)} for "
+            f"{self.consecutive_steps} consecutive logging step(s) (step {self.step})"
+        )
         if self.cause is not None:
             kind, count, total = self.cause
             if kind == "unscored":
@@ -317,8 +341,10 @@ class Alarm:
         if self.stop:
             text += ". Stopping training (telemetry.stop is true); fix the environment or set stop: false."
         else:
-            text += (". Training continues; check the environment (`ormix check`), or set telemetry.stop: true "
-                     "to stop on this alarm.")
+            text += (
+                ". Training continues; check the environment (`ormix check`), or set telemetry.stop: true "
+                "to stop on this alarm."
+            )
         return text
 
     def as_dict(self) -> dict[str, Any]:
@@ -344,8 +370,9 @@ class AlarmTracker:
         self.streak: dict[str, int] = dict.fromkeys(self.members, 0)
         self.causes: dict[str, Counter[str]] = {m: Counter() for m in self.members}
 
-    def update(self, step: int, logs: Mapping[str, Any],
-               causes: Mapping[str, Mapping[str, int]] | None = None) -> list[Alarm]:
+    def update(
+        self, step: int, logs: Mapping[str, Any], causes: Mapping[str, Mapping[str, int]] | None = None
+    ) -> list[Alarm]:
         """Feed one logging step's (pooled) logs; returns the alarms that fire now."""
         cfg = self.config
         fired: list[Alarm] = []
@@ -366,8 +393,18 @@ class AlarmTracker:
             self.causes[member].update(dict((causes or {}).get(member, {})))
             self.streak[member] += 1
             if self.streak[member] == cfg.consecutive_steps:
-                fired.append(Alarm(step, member, coverage, error_rate, tuple(reasons),
-                                   dominant_cause(self.causes[member]), cfg.consecutive_steps, cfg.stop))
+                fired.append(
+                    Alarm(
+                        step,
+                        member,
+                        coverage,
+                        error_rate,
+                        tuple(reasons),
+                        dominant_cause(self.causes[member]),
+                        cfg.consecutive_steps,
+                        cfg.stop,
+                    )
+                )
         return fired
 
 
@@ -393,8 +430,15 @@ class TelemetryRun:
         True
     """
 
-    def __init__(self, run_dir: str | os.PathLike[str] | None, *, rank: int = 0, num_generations: int | None = None,
-                 num_generations_eval: int | None = None, secrets: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str] | None,
+        *,
+        rank: int = 0,
+        num_generations: int | None = None,
+        num_generations_eval: int | None = None,
+        secrets: Iterable[str] = (),
+    ) -> None:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.rank = int(rank)
         self.num_generations = num_generations
@@ -427,8 +471,11 @@ class TelemetryRun:
             except OSError as e:
                 if not self._write_failed:
                     self._write_failed = True
-                    logger.warning("ormix: cannot write rollout records to %s (%s); training continues without "
-                                   "them", self.records_path, e)
+                    logger.warning(
+                        "ormix: cannot write rollout records to %s (%s); training continues without them",
+                        self.records_path,
+                        e,
+                    )
 
     def note(self, member: str, records: Sequence[Mapping[str, Any]]) -> None:
         """Count failure causes of training rollouts (for the alarm's dominant cause)."""
@@ -482,8 +529,17 @@ def run_for(owner: Any) -> TelemetryRun | None:
 # From episodes to records and metrics (called by the reward functions)
 
 
-def rollout_record(episode: Any, *, member: str, training_reward: float | None, step: int | None, rank: int,
-                   mode: str, group: int | None, secrets: Iterable[str] = ()) -> dict[str, Any]:
+def rollout_record(
+    episode: Any,
+    *,
+    member: str,
+    training_reward: float | None,
+    step: int | None,
+    rank: int,
+    mode: str,
+    group: int | None,
+    secrets: Iterable[str] = (),
+) -> dict[str, Any]:
     """One rollout as a JSON-ready record (no arguments, prompts, completions or secrets).
 
     Example:
@@ -493,19 +549,36 @@ def rollout_record(episode: Any, *, member: str, training_reward: float | None, 
     secrets = tuple(secrets)
     calls = []
     for call in getattr(episode, "calls", []):
-        calls.append({
-            "tool": call.tool, "latency_ms": round(float(call.latency_ms), 3), "error": call.error,
-            "reward": call.reward, "finished": bool(call.finished), "output_chars": int(call.output_chars),
-            "detail": _clip(redact(call.detail, secrets)),
-        })
+        calls.append(
+            {
+                "tool": call.tool,
+                "latency_ms": round(float(call.latency_ms), 3),
+                "error": call.error,
+                "reward": call.reward,
+                "finished": bool(call.finished),
+                "output_chars": int(call.output_chars),
+                "detail": _clip(redact(call.detail, secrets)),
+            }
+        )
     open_ms = getattr(episode, "open_ms", None)
     return {
-        "v": RECORD_VERSION, "time": round(time.time(), 3), "step": step, "rank": rank, "mode": mode,
-        "member": member, "task_index": getattr(episode, "task_index", None), "group": group,
-        "outcome": outcome.kind, "error_kind": outcome.error_kind, "error": _clip(redact(outcome.error, secrets)),
-        "env_reward": outcome.reward, "reward": training_reward,
-        "rewards": list(getattr(episode, "rewards", [])), "finished": bool(getattr(episode, "finished", False)),
-        "open_ms": None if open_ms is None else round(float(open_ms), 3), "calls": calls,
+        "v": RECORD_VERSION,
+        "time": round(time.time(), 3),
+        "step": step,
+        "rank": rank,
+        "mode": mode,
+        "member": member,
+        "task_index": getattr(episode, "task_index", None),
+        "group": group,
+        "outcome": outcome.kind,
+        "error_kind": outcome.error_kind,
+        "error": _clip(redact(outcome.error, secrets)),
+        "env_reward": outcome.reward,
+        "reward": training_reward,
+        "rewards": list(getattr(episode, "rewards", [])),
+        "finished": bool(getattr(episode, "finished", False)),
+        "open_ms": None if open_ms is None else round(float(open_ms), 3),
+        "calls": calls,
     }
 
 
@@ -529,9 +602,16 @@ def _prompt_key(prompt: Any) -> str:
         return repr(prompt)
 
 
-def observe_batch(member: str, owner: Any, environments: Sequence[Any], training_rewards: Sequence[float | None],
-                  *, prompts: Sequence[Any] | None = None, log_metric: Callable[[str, float], None] | None = None,
-                  trainer_state: Any = None) -> dict[str, list[float]]:
+def observe_batch(
+    member: str,
+    owner: Any,
+    environments: Sequence[Any],
+    training_rewards: Sequence[float | None],
+    *,
+    prompts: Sequence[Any] | None = None,
+    log_metric: Callable[[str, float], None] | None = None,
+    trainer_state: Any = None,
+) -> dict[str, list[float]]:
     """Log one member's metrics for a batch and record its rollouts; returns the values logged.
 
     `environments` are the batch's environments in order (Episodes, or RoutingEnvironments whose active
@@ -546,7 +626,9 @@ def observe_batch(member: str, owner: Any, environments: Sequence[Any], training
     n = len(environments)
     rank = run.rank if run is not None else 0
     keys = [_prompt_key(p) for p in prompts] if prompts is not None and len(prompts) == n else None
-    groups = group_ids(n, rank=rank, num_generations=run.group_size(mode) if run is not None else None, keys=keys)
+    groups = group_ids(
+        n, rank=rank, num_generations=run.group_size(mode) if run is not None else None, keys=keys
+    )
     global_step = getattr(trainer_state, "global_step", None)
     step = None if global_step is None else int(global_step) + (1 if mode == "train" else 0)
     secrets = run.secrets if run is not None else ()
@@ -555,8 +637,18 @@ def observe_batch(member: str, owner: Any, environments: Sequence[Any], training
         episode = getattr(env, "episode", env)
         if episode is None or getattr(type(episode), "_config", None) is not owner:
             continue
-        records.append(rollout_record(episode, member=member, training_reward=training_rewards[i], step=step,
-                                      rank=rank, mode=mode, group=groups[i], secrets=secrets))
+        records.append(
+            rollout_record(
+                episode,
+                member=member,
+                training_reward=training_rewards[i],
+                step=step,
+                rank=rank,
+                mode=mode,
+                group=groups[i],
+                secrets=secrets,
+            )
+        )
     values = member_values(records, member, n)
     if log_metric is not None:
         for metric, metric_values in values.items():
@@ -592,5 +684,7 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
                     records.append(json.loads(line))
                 except json.JSONDecodeError:
                     logger.warning("ormix: skipping a torn line in %s", path)
-    records.sort(key=lambda r: (r.get("mode") != "train", r.get("step") or 0, r.get("rank") or 0, r.get("seq") or 0))
+    records.sort(
+        key=lambda r: (r.get("mode") != "train", r.get("step") or 0, r.get("rank") or 0, r.get("seq") or 0)
+    )
     return records

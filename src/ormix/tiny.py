@@ -156,8 +156,10 @@ def _read_marker(path: pathlib.Path) -> dict[str, Any] | None:
 
 def _is_complete(path: pathlib.Path, digest: str) -> bool:
     marker = _read_marker(path)
-    return bool(marker) and marker.get("hash") == digest and all(
-        (path / name).is_file() for name in marker.get("files", {})
+    return (
+        bool(marker)
+        and marker.get("hash") == digest
+        and all((path / name).is_file() for name in marker.get("files", {}))
     )
 
 

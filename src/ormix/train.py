@@ -53,9 +53,9 @@ __all__ = [
 DEFAULTS: dict[str, Any] = {
     "report_to": "none",
     "logging_steps": 1,
-    "log_completions": True,         # completions land in <run dir>/completions/*.parquet
-    "num_completions_to_print": 0,   # ...but are not printed as a table every step
-    "disable_tqdm": True,            # one compact line per step instead
+    "log_completions": True,  # completions land in <run dir>/completions/*.parquet
+    "num_completions_to_print": 0,  # ...but are not printed as a table every step
+    "disable_tqdm": True,  # one compact line per step instead
     "max_tool_calling_iterations": 10,
     "save_strategy": "no",
     # transformers' Trainer copies this into model.config, and GRPO's transformers-backend generation then runs
@@ -146,8 +146,10 @@ def _check_keys(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
         if key not in fields:
             close = difflib.get_close_matches(key, fields, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TrainConfigError(f"{where}{key} is not a GRPOConfig setting{hint} "
-                                   "(see trl.GRPOConfig for the settings it takes)")
+            raise TrainConfigError(
+                f"{where}{key} is not a GRPOConfig setting{hint} "
+                "(see trl.GRPOConfig for the settings it takes)"
+            )
         f = fields[key]
         default = f.default if f.default is not dataclasses.MISSING else None
         out[key] = _coerce(key, value, default, where)
@@ -167,30 +169,40 @@ def _derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: i
     generations = int(settings.get("num_generations") or 8)
     completions = prompts_per_step * generations  # completions per optimizer step, over all processes
     if completions % world_size:
-        raise TrainConfigError(f"prompts_per_step={prompts_per_step} × num_generations={generations} = {completions} "
-                               f"completions per step cannot be split over {world_size} processes: change "
-                               "prompts_per_step or num_generations")
+        raise TrainConfigError(
+            f"prompts_per_step={prompts_per_step} × num_generations={generations} = {completions} "
+            f"completions per step cannot be split over {world_size} processes: change "
+            "prompts_per_step or num_generations"
+        )
     per_rank = completions // world_size
     batch = settings.get("per_device_train_batch_size")
     accum = settings.get("gradient_accumulation_steps")
-    explain = (f"the mixture plans prompts_per_step={prompts_per_step}, so one step needs {completions} completions "
-               f"(prompts_per_step × num_generations={generations}) = per_device_train_batch_size × "
-               f"gradient_accumulation_steps × processes ({world_size})")
+    explain = (
+        f"the mixture plans prompts_per_step={prompts_per_step}, so one step needs {completions} completions "
+        f"(prompts_per_step × num_generations={generations}) = per_device_train_batch_size × "
+        f"gradient_accumulation_steps × processes ({world_size})"
+    )
     if batch is not None and accum is not None:
         if batch * accum != per_rank:
-            raise TrainConfigError(f"{where}per_device_train_batch_size={batch} × gradient_accumulation_steps={accum}"
-                                   f" = {batch * accum}, but {explain}: set them so their product is {per_rank}, or "
-                                   "leave one out and ormix derives it")
+            raise TrainConfigError(
+                f"{where}per_device_train_batch_size={batch} × gradient_accumulation_steps={accum}"
+                f" = {batch * accum}, but {explain}: set them so their product is {per_rank}, or "
+                "leave one out and ormix derives it"
+            )
     elif batch is not None:
         if per_rank % batch:
-            raise TrainConfigError(f"{where}per_device_train_batch_size={batch} does not divide {per_rank}: {explain}"
-                                   "; pick a divisor, or leave it out and ormix derives it")
+            raise TrainConfigError(
+                f"{where}per_device_train_batch_size={batch} does not divide {per_rank}: {explain}"
+                "; pick a divisor, or leave it out and ormix derives it"
+            )
         settings["gradient_accumulation_steps"] = per_rank // batch
         notes.append(f"gradient_accumulation_steps={per_rank // batch} (derived from prompts_per_step)")
     elif accum is not None:
         if per_rank % accum:
-            raise TrainConfigError(f"{where}gradient_accumulation_steps={accum} does not divide {per_rank}: {explain}"
-                                   "; pick a divisor, or leave it out and ormix derives it")
+            raise TrainConfigError(
+                f"{where}gradient_accumulation_steps={accum} does not divide {per_rank}: {explain}"
+                "; pick a divisor, or leave it out and ormix derives it"
+            )
         settings["per_device_train_batch_size"] = per_rank // accum
         notes.append(f"per_device_train_batch_size={per_rank // accum} (derived from prompts_per_step)")
     else:
@@ -198,13 +210,22 @@ def _derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: i
         batch = max(d for d in range(1, min(per_rank, 8) + 1) if per_rank % d == 0)
         settings["per_device_train_batch_size"] = batch
         settings["gradient_accumulation_steps"] = per_rank // batch
-        notes.append(f"per_device_train_batch_size={batch}, gradient_accumulation_steps={per_rank // batch} "
-                     "(derived from prompts_per_step)")
+        notes.append(
+            f"per_device_train_batch_size={batch}, gradient_accumulation_steps={per_rank // batch} "
+            "(derived from prompts_per_step)"
+        )
     return notes
 
 
-def build_grpo_config(mixture: Any, settings: Mapping[str, Any] | None = None, *, output_dir: str | Path,
-                      model: str | None = None, world_size: int = 1, where: str = "") -> tuple[Any, list[str]]:
+def build_grpo_config(
+    mixture: Any,
+    settings: Mapping[str, Any] | None = None,
+    *,
+    output_dir: str | Path,
+    model: str | None = None,
+    world_size: int = 1,
+    where: str = "",
+) -> tuple[Any, list[str]]:
     """A `GRPOConfig` for training `mixture`, plus notes on what ormix set and why.
 
     `settings` are GRPOConfig keyword arguments (the file's ``train:`` section merged with the caller's
@@ -236,13 +257,17 @@ def build_grpo_config(mixture: Any, settings: Mapping[str, Any] | None = None, *
 
     if getattr(mixture, "order_matters", False):
         if given.get("shuffle_dataset") is True:
-            raise TrainConfigError(f"{where}shuffle_dataset=true would shuffle away the mixture's plan (exact per-step "
-                                   "quotas, a schedule or round robin): set shuffle_dataset: false, or drop "
-                                   "prompts_per_step / schedule from the mixture")
+            raise TrainConfigError(
+                f"{where}shuffle_dataset=true would shuffle away the mixture's plan (exact per-step "
+                "quotas, a schedule or round robin): set shuffle_dataset: false, or drop "
+                "prompts_per_step / schedule from the mixture"
+            )
         merged["shuffle_dataset"] = False
     if given.get("remove_unused_columns") is True:
-        raise TrainConfigError(f"{where}remove_unused_columns=true strips the 'environment' and 'task_index' columns "
-                               "every rollout needs: remove it (ormix sets it to false)")
+        raise TrainConfigError(
+            f"{where}remove_unused_columns=true strips the 'environment' and 'task_index' columns "
+            "every rollout needs: remove it (ormix sets it to false)"
+        )
     merged["remove_unused_columns"] = False
 
     pps = getattr(mixture, "prompts_per_step", None)
@@ -337,12 +362,16 @@ def _progress_callback(members: Sequence[str], console: Any, run_dir: Path):
     return ProgressLine()
 
 
-def _summarise(history: Sequence[Mapping[str, Any]], members: Sequence[str]) -> dict[str, dict[str, float | None]]:
+def _summarise(
+    history: Sequence[Mapping[str, Any]], members: Sequence[str]
+) -> dict[str, dict[str, float | None]]:
     def mean(key: str) -> float | None:
         values = [h[key] for h in history if isinstance(h.get(key), (int, float)) and not math.isnan(h[key])]
         return sum(values) / len(values) if values else None
 
-    return {m: {"reward": mean(f"rewards/{m}/mean"), "coverage": mean(f"ormix/{m}/coverage")} for m in members}
+    return {
+        m: {"reward": mean(f"rewards/{m}/mean"), "coverage": mean(f"ormix/{m}/coverage")} for m in members
+    }
 
 
 def _print_report(run_dir: Path, result: TrainResult, console: Any) -> None:
@@ -440,12 +469,14 @@ def train(
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if output_dir is None and world_size > 1:
         # Each rank would stamp its own time: every process must write into one run directory.
-        raise TrainConfigError(f"{world_size} processes: pass --output-dir so every rank writes the same run "
-                               "directory")
+        raise TrainConfigError(
+            f"{world_size} processes: pass --output-dir so every rank writes the same run directory"
+        )
     run_dir = Path(output_dir) if output_dir is not None else default_run_dir(mix.name)
     tiny = model is None or model == TINY_MODEL
-    args, notes = build_grpo_config(mix, merged, output_dir=run_dir, model=None if tiny else model,
-                                    world_size=world_size)
+    args, notes = build_grpo_config(
+        mix, merged, output_dir=run_dir, model=None if tiny else model, world_size=world_size
+    )
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -453,8 +484,10 @@ def train(
     result = TrainResult(run_dir=run_dir)
     try:
         model_path = resolve_model(model)
-        console.print(f"[bold]ormix train[/bold] {mix.name}: members {', '.join(members)} "
-                      f"({mix.routing} routing), model {'ormix:tiny' if tiny else model}")
+        console.print(
+            f"[bold]ormix train[/bold] {mix.name}: members {', '.join(members)} "
+            f"({mix.routing} routing), model {'ormix:tiny' if tiny else model}"
+        )
         console.print(f"run directory: {run_dir}")
         for note in notes:
             console.print(f"  set {note}")
@@ -463,20 +496,29 @@ def train(
         (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         (run_dir / "train_args.json").write_text(args.to_json_string())
         steps = args.max_steps if args.max_steps > 0 else "epochs"
-        console.print(f"  {len(mix.train_dataset)} training rows, {mix.prompts_per_step or '?'} prompts/step × "
-                      f"{args.num_generations} generations, max_steps {steps}, device "
-                      f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if args.use_vllm else ''}")
+        console.print(
+            f"  {len(mix.train_dataset)} training rows, {mix.prompts_per_step or '?'} prompts/step × "
+            f"{args.num_generations} generations, max_steps {steps}, device "
+            f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if args.use_vllm else ''}"
+        )
 
         trainer_model: Any = model_path
         processing_class = None
         if warmup_sft > 0:
             from .warmup import warmup_sft as run_warmup
 
-            trainer_model, processing_class = run_warmup(mix, model_path, steps=warmup_sft, console=console,
-                                                         seed=args.seed, use_cpu=bool(args.use_cpu),
-                                                         max_completion_length=args.max_completion_length)
-        result.log_history = _run_trainer(mix, args, trainer_model, processing_class, members, console, run_dir,
-                                          list(callbacks), result)
+            trainer_model, processing_class = run_warmup(
+                mix,
+                model_path,
+                steps=warmup_sft,
+                console=console,
+                seed=args.seed,
+                use_cpu=bool(args.use_cpu),
+                max_completion_length=args.max_completion_length,
+            )
+        result.log_history = _run_trainer(
+            mix, args, trainer_model, processing_class, members, console, run_dir, list(callbacks), result
+        )
     finally:
         _close(mix)
         result.wall_s = time.monotonic() - started
@@ -509,10 +551,15 @@ def _run_trainer(mix, args, model, processing_class, members, console, run_dir, 
     if args.eval_strategy != "no" and mix.eval_dataset:  # look at eval tasks only when evaluating
         eval_dataset = mix.eval_dataset
     trainer = GRPOTrainer(
-        model=model, args=args, processing_class=processing_class,
-        train_dataset=mix.train_dataset, eval_dataset=eval_dataset,
-        environment_factory=mix.environment_factory, reward_funcs=mix.reward_funcs,
-        callbacks=[*mix.callbacks, _progress_callback(members, console, run_dir), *callbacks])
+        model=model,
+        args=args,
+        processing_class=processing_class,
+        train_dataset=mix.train_dataset,
+        eval_dataset=eval_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+        callbacks=[*mix.callbacks, _progress_callback(members, console, run_dir), *callbacks],
+    )
     # Our one line per step replaces transformers' printed log dicts.
     trainer.remove_callback(PrinterCallback)
     if args.disable_tqdm:
@@ -522,7 +569,9 @@ def _run_trainer(mix, args, model, processing_class, members, console, run_dir, 
             trainer.train()
     except KeyboardInterrupt:
         result.interrupted = True
-        console.print("[yellow]interrupted[/yellow]: closing sessions; the run directory keeps what was logged")
+        console.print(
+            "[yellow]interrupted[/yellow]: closing sessions; the run directory keeps what was logged"
+        )
         return list(trainer.state.log_history)
     finally:
         # Now, while the trainer still holds its environments: the episodes are tracked weakly, so once the
@@ -560,8 +609,17 @@ def _quiet_trainer():
             hf_logging.enable_progress_bar()
 
 
-def train_command(path: Path | Any, *, model: str | None, max_steps: int | None, output_dir: Path | None,
-                  warmup_sft: int, overrides: list[str], console: Any, callbacks: Sequence[Any] = ()) -> int:
+def train_command(
+    path: Path | Any,
+    *,
+    model: str | None,
+    max_steps: int | None,
+    output_dir: Path | None,
+    warmup_sft: int,
+    overrides: list[str],
+    console: Any,
+    callbacks: Sequence[Any] = (),
+) -> int:
     """`ormix train FILE`: returns the exit status (0 done, 1 training failed, 2 bad input, 130 interrupted).
 
     `path` is a mixture file or a `MixtureSpec` (as for `train`); `callbacks` are extra `TrainerCallback`s.
@@ -580,8 +638,16 @@ def train_command(path: Path | Any, *, model: str | None, max_steps: int | None,
     try:
         settings = parse_overrides(overrides)
         _check_keys(settings, "--set ")
-        result = train(path, model=model, max_steps=max_steps, output_dir=output_dir, warmup_sft=warmup_sft,
-                       settings=settings, console=console, callbacks=callbacks)
+        result = train(
+            path,
+            model=model,
+            max_steps=max_steps,
+            output_dir=output_dir,
+            warmup_sft=warmup_sft,
+            settings=settings,
+            console=console,
+            callbacks=callbacks,
+        )
     except (TrainConfigError, MixtureConfigError, MixtureError, SpecError) as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return 2

@@ -72,11 +72,13 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
         problems.append(
             "the mixture's plan carries an order (exact per-step quotas, a schedule or round robin) and "
             "shuffle_dataset=True would silently shuffle it away: set shuffle_dataset=False in GRPOConfig "
-            "(`ormix train` does this for you)")
+            "(`ormix train` does this for you)"
+        )
     if getattr(args, "remove_unused_columns", False):
         problems.append(
             "remove_unused_columns=True strips the 'environment' and 'task_index' columns every rollout needs: "
-            "set remove_unused_columns=False in GRPOConfig")
+            "set remove_unused_columns=False in GRPOConfig"
+        )
     wanted = getattr(mixture, "prompts_per_step", None)
     max_steps = getattr(args, "max_steps", -1) or -1
     if wanted and mixture.order_matters and max_steps > 0:
@@ -85,14 +87,16 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
             problems.append(
                 f"the mixture plans {len(mixture.plan)} rows = {planned_steps} steps of {wanted} prompts, but "
                 f"max_steps={max_steps}: the dataset would start over and replay the plan (a schedule from its "
-                f"first phase); set num_samples >= {max_steps * wanted} (or num_steps) in the mixture")
+                f"first phase); set num_samples >= {max_steps * wanted} (or num_steps) in the mixture"
+            )
     if wanted:
         actual = prompts_per_step_of(args, world_size)
         if actual is not None and actual != wanted:
             problems.append(
                 f"the mixture plans prompts_per_step={wanted} but the trainer takes {actual} unique prompts per "
                 "step (per_device_train_batch_size × processes × gradient_accumulation_steps / num_generations): "
-                "make them equal, or the per-step composition will not hold")
+                "make them equal, or the per-step composition will not hold"
+            )
     return problems
 
 
@@ -105,8 +109,9 @@ class MixtureConfigCheck(TrainerCallback):
     def on_train_begin(self, args, state, control, **kwargs):
         problems = check_trainer_args(self.mixture, args)
         if problems:
-            raise TrainerConfigError("ormix cannot train this mixture with these settings:\n- "
-                                     + "\n- ".join(problems))
+            raise TrainerConfigError(
+                "ormix cannot train this mixture with these settings:\n- " + "\n- ".join(problems)
+            )
         return control
 
 
@@ -131,7 +136,9 @@ class TelemetryCallback(TrainerCallback):
         >>> cb.alarms                                                                              # doctest: +SKIP
     """
 
-    def __init__(self, specs: Mapping[str, Any], settings: Mapping[str, Any] | TelemetryConfig | None = None) -> None:
+    def __init__(
+        self, specs: Mapping[str, Any], settings: Mapping[str, Any] | TelemetryConfig | None = None
+    ) -> None:
         self.specs = dict(specs)
         self.settings = TelemetryConfig.from_mapping(settings)
         self.run: TelemetryRun | None = None
@@ -159,9 +166,11 @@ class TelemetryCallback(TrainerCallback):
         num_generations = getattr(args, "num_generations", None)
         self.run = TelemetryRun(
             output_dir if (self.settings.records and output_dir) else None,
-            rank=getattr(args, "process_index", 0) or 0, num_generations=num_generations,
+            rank=getattr(args, "process_index", 0) or 0,
+            num_generations=num_generations,
             num_generations_eval=getattr(args, "num_generations_eval", None) or num_generations,
-            secrets=self._secret_values())
+            secrets=self._secret_values(),
+        )
         self._owners = [spec.episode_class._config for spec in self.specs.values()]
         self._tracker = AlarmTracker(self.settings, self.specs)
         bind(self._owners, self.run)

@@ -73,8 +73,11 @@ class Transcript:
 def _tool_methods(instance: Any) -> list[Any]:
     # Exactly the methods TRL renders and calls (listed on the class: getmembers on the instance would
     # evaluate properties).
-    return [getattr(instance, name) for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
-            if name not in ("reset", "get_reward") and not name.startswith("_")]
+    return [
+        getattr(instance, name)
+        for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    ]
 
 
 def _training_template(tokenizer: Any) -> str | None:
@@ -87,20 +90,35 @@ def _training_template(tokenizer: Any) -> str | None:
 
 def _tool_suffix_ids(tokenizer: Any, tool_messages: list[dict[str, Any]], template: str | None) -> list[int]:
     """The tokens TRL appends after a tool-calling turn (same dummy-conversation trick as TRL's trainer)."""
-    dummy = [{"role": "user", "content": "dummy"},
-             {"role": "assistant", "content": "",
-              "tool_calls": [{"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}]}]
-    prefix = tokenizer.apply_chat_template(dummy, add_generation_prompt=False, tokenize=True, return_dict=False,
-                                           chat_template=template)
-    full = tokenizer.apply_chat_template(dummy + tool_messages, add_generation_prompt=True, tokenize=True,
-                                         return_dict=False, chat_template=template)
+    dummy = [
+        {"role": "user", "content": "dummy"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"type": "function", "function": {"name": tool_messages[0]["name"], "arguments": {}}}
+            ],
+        },
+    ]
+    prefix = tokenizer.apply_chat_template(
+        dummy, add_generation_prompt=False, tokenize=True, return_dict=False, chat_template=template
+    )
+    full = tokenizer.apply_chat_template(
+        dummy + tool_messages,
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=False,
+        chat_template=template,
+    )
     eos = [i for i, t in enumerate(prefix) if t == tokenizer.eos_token_id]
     if eos:
         prefix = prefix[: eos[-1] + 1]
     if full[: len(prefix)] != prefix:
-        raise WarmupError("the chat template does not render tool results as a suffix of the conversation; "
-                          "the warm start supports Qwen3-style templates (ormix's tiny model)")
-    return list(full[len(prefix):])
+        raise WarmupError(
+            "the chat template does not render tool results as a suffix of the conversation; "
+            "the warm start supports Qwen3-style templates (ormix's tiny model)"
+        )
+    return list(full[len(prefix) :])
 
 
 def _assistant_ids(tokenizer: Any, text: str) -> list[int]:
@@ -151,15 +169,25 @@ def build_transcripts(mixture: Any, tokenizer: Any) -> list[Transcript]:
                 prompt = prompt[:-1] + [{**prompt[-1], "content": prompt[-1]["content"] + observation}]
             methods = _tool_methods(env)
             by_name = {m.__name__: m for m in methods}
-            ids = list(tokenizer.apply_chat_template(prompt, tools=methods, add_generation_prompt=True,
-                                                     tokenize=True, return_dict=False, chat_template=template))
+            ids = list(
+                tokenizer.apply_chat_template(
+                    prompt,
+                    tools=methods,
+                    add_generation_prompt=True,
+                    tokenize=True,
+                    return_dict=False,
+                    chat_template=template,
+                )
+            )
             labels = [-100] * len(ids)
             prompt_length = len(ids)
             for name, arguments in [*calls, (submit, {})]:
                 wire = _resolve_tool(list(by_name), member, name)
                 if wire is None:
-                    raise WarmupError(f"member {member!r} has no tool {name!r} (tools: {sorted(by_name)}); the "
-                                      "reference solutions do not match this environment")
+                    raise WarmupError(
+                        f"member {member!r} has no tool {name!r} (tools: {sorted(by_name)}); the "
+                        "reference solutions do not match this environment"
+                    )
                 turn = _assistant_ids(tokenizer, tool_call(wire, **arguments))
                 ids += turn
                 labels += turn
@@ -167,25 +195,32 @@ def build_transcripts(mixture: Any, tokenizer: Any) -> list[Transcript]:
                     result: Any = by_name[wire](**arguments)
                 except Exception as e:  # noqa: BLE001 - TRL shows a raising tool to the model the same way
                     result = {"error": str(e)}
-                suffix = _tool_suffix_ids(tokenizer, [{"role": "tool", "name": wire, "content": str(result)}],
-                                          template)
+                suffix = _tool_suffix_ids(
+                    tokenizer, [{"role": "tool", "name": wire, "content": str(result)}], template
+                )
                 ids += suffix
                 labels += [-100] * len(suffix)
             final = _assistant_ids(tokenizer, FINAL_ANSWER)
             ids += final
             labels += final
-            out.append(Transcript(member, row.get("task_id"), getattr(env, "reward", None), ids, labels,
-                                  prompt_length))
+            out.append(
+                Transcript(
+                    member, row.get("task_id"), getattr(env, "reward", None), ids, labels, prompt_length
+                )
+            )
     finally:
         mixture.close_sessions()
     if not out:
-        raise WarmupError("--warmup-sft needs reference solutions, which ship for local:terminals and local:seta "
-                          "only; this mixture trains on none of them: drop --warmup-sft")
+        raise WarmupError(
+            "--warmup-sft needs reference solutions, which ship for local:terminals and local:seta "
+            "only; this mixture trains on none of them: drop --warmup-sft"
+        )
     return out
 
 
-def check_tool_calls(model: Any, tokenizer: Any, transcripts: Sequence[Transcript], *, limit: int = 4,
-                     max_new_tokens: int = 96) -> tuple[int, int]:
+def check_tool_calls(
+    model: Any, tokenizer: Any, transcripts: Sequence[Transcript], *, limit: int = 4, max_new_tokens: int = 96
+) -> tuple[int, int]:
     """(first turns that parse as a tool call, first turns tried): greedy generation on up to `limit` prompts."""
     import torch
 
@@ -195,10 +230,15 @@ def check_tool_calls(model: Any, tokenizer: Any, transcripts: Sequence[Transcrip
     with torch.no_grad():
         for t in picked:
             prompt = torch.tensor([t.input_ids[: t.prompt_length]], device=model.device)
-            out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=max_new_tokens,
-                                 do_sample=False, eos_token_id=tokenizer.eos_token_id,
-                                 pad_token_id=tokenizer.pad_token_id)
-            text = tokenizer.decode(out[0, t.prompt_length:], skip_special_tokens=False)
+            out = model.generate(
+                prompt,
+                attention_mask=torch.ones_like(prompt),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+            text = tokenizer.decode(out[0, t.prompt_length :], skip_special_tokens=False)
             match = _TOOL_CALL_RE.search(text)
             if match:
                 try:
@@ -210,8 +250,17 @@ def check_tool_calls(model: Any, tokenizer: Any, transcripts: Sequence[Transcrip
     return ok, len(picked)
 
 
-def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learning_rate: float = 1e-2,
-             batch_size: int = 4, seed: int = 0, on_report: Any = None, reports: int = 5) -> float:
+def sft_loop(
+    model: Any,
+    transcripts: Sequence[Transcript],
+    *,
+    steps: int,
+    learning_rate: float = 1e-2,
+    batch_size: int = 4,
+    seed: int = 0,
+    on_report: Any = None,
+    reports: int = 5,
+) -> float:
     """Plain next-token SFT on the labelled (assistant) tokens of `transcripts`; returns the last loss.
 
     Logits are computed only where a label is: the vocabulary projection of the long prompts (tool schemas)
@@ -224,7 +273,8 @@ def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learn
     # GRPO breaks the JSON of a tool call on any stray token).
     ramp = min(10, max(steps // 10, 1))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda i: min((i + 1) / ramp, 1.0) * max(0.1, 1.0 - 0.9 * i / max(steps - 1, 1)))
+        optimizer, lambda i: min((i + 1) / ramp, 1.0) * max(0.1, 1.0 - 0.9 * i / max(steps - 1, 1))
+    )
     rng = random.Random(seed)
     order: list[int] = []
     pad = model.config.pad_token_id if model.config.pad_token_id is not None else 0
@@ -242,7 +292,9 @@ def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learn
         input_ids = torch.tensor([t.input_ids + [pad] * (width - len(t.input_ids)) for t in batch])
         labels = torch.tensor([t.labels + [-100] * (width - len(t.labels)) for t in batch])
         mask = torch.tensor([[1] * len(t.input_ids) + [0] * (width - len(t.input_ids)) for t in batch])
-        hidden = body(input_ids=input_ids.to(model.device), attention_mask=mask.to(model.device)).last_hidden_state
+        hidden = body(
+            input_ids=input_ids.to(model.device), attention_mask=mask.to(model.device)
+        ).last_hidden_state
         targets = labels[:, 1:].to(model.device)
         keep = targets != -100
         logits = head(hidden[:, :-1][keep])
@@ -258,9 +310,18 @@ def sft_loop(model: Any, transcripts: Sequence[Transcript], *, steps: int, learn
     return loss_value
 
 
-def warmup_sft(mixture: Any, model_path: str, *, steps: int, console: Any | None = None, seed: int = 0,
-               learning_rate: float = 1e-2, batch_size: int = 4, use_cpu: bool = True,
-               max_completion_length: int | None = None) -> tuple[Any, Any]:
+def warmup_sft(
+    mixture: Any,
+    model_path: str,
+    *,
+    steps: int,
+    console: Any | None = None,
+    seed: int = 0,
+    learning_rate: float = 1e-2,
+    batch_size: int = 4,
+    use_cpu: bool = True,
+    max_completion_length: int | None = None,
+) -> tuple[Any, Any]:
     """Fine-tune the model at `model_path` for `steps` steps on reference transcripts; return (model, tokenizer).
 
     Args:
@@ -289,18 +350,32 @@ def warmup_sft(mixture: Any, model_path: str, *, steps: int, console: Any | None
     transcripts = build_transcripts(mixture, tokenizer)
     scored = sum(1 for t in transcripts if t.reward is not None)
     lengths = sorted(t.completion_length for t in transcripts)
-    say(f"warm start: {len(transcripts)} reference episodes ({scored} scored in real sessions), completion "
-        f"tokens median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {steps} SFT steps")
+    say(
+        f"warm start: {len(transcripts)} reference episodes ({scored} scored in real sessions), completion "
+        f"tokens median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {steps} SFT steps"
+    )
     if max_completion_length is not None:
         over = sum(1 for n in lengths if n > max_completion_length)
         if over:
-            say(f"  note: {over} of {len(transcripts)} reference episodes exceed max_completion_length="
-                f"{max_completion_length}; GRPO cuts those before their submit call")
+            say(
+                f"  note: {over} of {len(transcripts)} reference episodes exceed max_completion_length="
+                f"{max_completion_length}; GRPO cuts those before their submit call"
+            )
 
-    loss_value = sft_loop(model, transcripts, steps=steps, learning_rate=learning_rate, batch_size=batch_size,
-                          seed=seed, on_report=lambda step, loss: say(
-                              f"  sft step {step}/{steps}: loss {loss:.3f} ({time.monotonic() - started:.0f}s)"))
+    loss_value = sft_loop(
+        model,
+        transcripts,
+        steps=steps,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        seed=seed,
+        on_report=lambda step, loss: say(
+            f"  sft step {step}/{steps}: loss {loss:.3f} ({time.monotonic() - started:.0f}s)"
+        ),
+    )
     ok, tried = check_tool_calls(model, tokenizer, transcripts)
-    say(f"warm start done in {time.monotonic() - started:.0f}s: final loss {loss_value:.3f}; greedy first turns "
-        f"that parse as a tool call: {ok}/{tried}")
+    say(
+        f"warm start done in {time.monotonic() - started:.0f}s: final loss {loss_value:.3f}; greedy first turns "
+        f"that parse as a tool call: {ok}/{tried}"
+    )
     return model, tokenizer

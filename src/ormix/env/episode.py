@@ -29,8 +29,23 @@ logger = logging.getLogger(__name__)
 
 #: Instance attributes of an episode: a tool with one of these names is bound under another name, or the
 #: attribute would hide the method from TRL.
-EPISODE_STATE = ("reward", "rewards", "metadata", "finished", "last_output", "calls", "error_kind", "error",
-                 "open_ms", "open_retries", "member", "task_index", "scored", "episode", "split")
+EPISODE_STATE = (
+    "reward",
+    "rewards",
+    "metadata",
+    "finished",
+    "last_output",
+    "calls",
+    "error_kind",
+    "error",
+    "open_ms",
+    "open_retries",
+    "member",
+    "task_index",
+    "scored",
+    "episode",
+    "split",
+)
 
 #: Dataset column naming the split of a row's task when it is not the spec's own (eval rows).
 SPLIT_COLUMN = "ors_split"
@@ -150,7 +165,11 @@ class Episode:
         t0 = time.perf_counter()
         try:
             self._session, prompt, self.open_retries = run_sync(
-                _open_and_prompt, self._config.open_session, self.task_index, task_spec, split,
+                _open_and_prompt,
+                self._config.open_session,
+                self.task_index,
+                task_spec,
+                split,
                 self._config.open_retries,
             )
         except _OpenFailed as failed:
@@ -204,8 +223,14 @@ class Episode:
         self.finished = self.finished or bool(result.finished)
         self.last_output = text
         self.calls.append(
-            CallRecord(wire_name, latency, reward=reward, finished=bool(result.finished), output_chars=full,
-                       truncated=truncated)
+            CallRecord(
+                wire_name,
+                latency,
+                reward=reward,
+                finished=bool(result.finished),
+                output_chars=full,
+                truncated=truncated,
+            )
         )
         return text
 
@@ -272,12 +297,21 @@ class _OpenFailed(Exception):
 
 
 #: Failures worth another open: the environment or the link failed, not the deadline.
-_RETRYABLE_OPEN = (ors_errors.SessionOpenError, ors_errors.TransportError, ors_errors.SessionDeadError,
-                   ors_errors.ServerError)
+_RETRYABLE_OPEN = (
+    ors_errors.SessionOpenError,
+    ors_errors.TransportError,
+    ors_errors.SessionDeadError,
+    ors_errors.ServerError,
+)
 
 
-async def _open_and_prompt(open_session: Callable[..., Any], task_index: Any, task_spec: dict | None,
-                           split: str | None = None, retries: int = 0):
+async def _open_and_prompt(
+    open_session: Callable[..., Any],
+    task_index: Any,
+    task_spec: dict | None,
+    split: str | None = None,
+    retries: int = 0,
+):
     """Open a session and read its prompt, retrying a failed open up to `retries` times."""
     attempt = 0
     while True:
@@ -332,6 +366,8 @@ def make_episode_class(name: str, config: EpisodeConfig, tool_specs: Iterable[An
         >>> sorted(cls._binding.names.items())               # doctest: +SKIP
     """
     specs = list(tool_specs)
-    cls = type(f"{name}Episode", (Episode,), {"_config": config, "__module__": __name__, "_tool_specs": specs})
+    cls = type(
+        f"{name}Episode", (Episode,), {"_config": config, "__module__": __name__, "_tool_specs": specs}
+    )
     cls._binding = bind_tools(cls, specs, dispatch="_call_tool", reserved=EPISODE_STATE)
     return cls

@@ -100,8 +100,13 @@ def make_routing_class(members: dict[str, type[Episode]]) -> type[RoutingEnviron
 
         setattr(cls, f"_dispatch_{member}", dispatch)
         try:
-            bind_tools(cls, list(episode_cls._tool_specs), dispatch=f"_dispatch_{member}",
-                       prefix=f"{member}{SEPARATOR}", on_conflict="raise")
+            bind_tools(
+                cls,
+                list(episode_cls._tool_specs),
+                dispatch=f"_dispatch_{member}",
+                prefix=f"{member}{SEPARATOR}",
+                on_conflict="raise",
+            )
         except BindingConflictError as e:
             raise RoutingError(f"namespacing member {member!r}'s tools: {e}; rename the member") from e
     return cls

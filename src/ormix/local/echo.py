@@ -10,8 +10,24 @@ from __future__ import annotations
 from openreward.environments import Environment, TextBlock, ToolOutput, tool
 from pydantic import BaseModel
 
-WORDS = ["apple", "river", "stone", "cloud", "ember", "maple", "orbit", "pixel", "quartz", "tundra",
-         "violet", "willow", "zephyr", "harbor", "lantern", "meadow"]
+WORDS = [
+    "apple",
+    "river",
+    "stone",
+    "cloud",
+    "ember",
+    "maple",
+    "orbit",
+    "pixel",
+    "quartz",
+    "tundra",
+    "violet",
+    "willow",
+    "zephyr",
+    "harbor",
+    "lantern",
+    "meadow",
+]
 
 
 class EchoParams(BaseModel, extra="forbid"):
@@ -46,10 +62,15 @@ class Echo(Environment):
     @tool
     def echo(self, params: EchoParams) -> ToolOutput:
         """Echo the text back."""
-        return ToolOutput(blocks=[TextBlock(text=params.text)], reward=self._score(params.text), finished=False)
+        return ToolOutput(
+            blocks=[TextBlock(text=params.text)], reward=self._score(params.text), finished=False
+        )
 
     @tool
     def submit(self, params: EchoParams) -> ToolOutput:
         """Submit the final answer and end the episode."""
-        return ToolOutput(blocks=[TextBlock(text=f"submitted {params.text!r}")], reward=self._score(params.text),
-                          finished=True)
+        return ToolOutput(
+            blocks=[TextBlock(text=f"submitted {params.text!r}")],
+            reward=self._score(params.text),
+            finished=True,
+        )

@@ -72,7 +72,7 @@ def big_text(n: int) -> str:
         >>> len(big_text(10_000)), big_text(12)
         (10000, 'line 0000:  ')
     """
-    unit = "line {:04d}:    \"quoted\" \\ tab\t é ü 漢字 end\n"
+    unit = 'line {:04d}:    "quoted" \\ tab\t é ü 漢字 end\n'
     parts: list[str] = []
     size = 0
     i = 0
@@ -173,8 +173,12 @@ class Faulty(Environment):
             raise RuntimeError(f"faulty: task {self.spec.get('index', '?')} is configured to fail in setup()")
 
     def get_prompt(self) -> list[TextBlock]:
-        return [TextBlock(text=f"Faulty task {self.spec.get('index', '?')}: call submit with answer "
-                               f"{self.spec.get('answer', '42')!r}.")]
+        return [
+            TextBlock(
+                text=f"Faulty task {self.spec.get('index', '?')}: call submit with answer "
+                f"{self.spec.get('answer', '42')!r}."
+            )
+        ]
 
     # -- fault plumbing -------------------------------------------------------------------------
 
@@ -200,8 +204,15 @@ class Faulty(Environment):
         for srv in servers_in_process():
             for sid, env in list(srv._active_envs.items()):
                 if env is self:
-                    await _delete_session(sid, srv._active_envs, srv._active_toolsets, srv._last_ping,
-                                          srv._setup_tasks, srv._ready, srv._setup_errors)
+                    await _delete_session(
+                        sid,
+                        srv._active_envs,
+                        srv._active_toolsets,
+                        srv._last_ping,
+                        srv._setup_tasks,
+                        srv._ready,
+                        srv._setup_errors,
+                    )
                     return
 
     # -- tools ----------------------------------------------------------------------------------
@@ -217,13 +228,17 @@ class Faulty(Environment):
         """Submit the answer; reward 1.0 when it is right, else 0.0. Ends the episode."""
         self._enter("submit")
         reward = 1.0 if params.answer.strip() == str(self.spec.get("answer", "42")) else 0.0
-        return ToolOutput(blocks=[TextBlock(text=f"submitted {params.answer!r}")], reward=reward, finished=True)
+        return ToolOutput(
+            blocks=[TextBlock(text=f"submitted {params.answer!r}")], reward=reward, finished=True
+        )
 
     @tool(concurrent=True)
     async def slow(self, params: SlowParams) -> ToolOutput:
         """Sleep `seconds` (default: the task's slow_s), then answer."""
         self._enter("slow")
-        seconds = params.seconds if params.seconds is not None else float(self.spec.get("slow_s", _DEFAULT_SLOW_S))
+        seconds = (
+            params.seconds if params.seconds is not None else float(self.spec.get("slow_s", _DEFAULT_SLOW_S))
+        )
         await asyncio.sleep(seconds)
         return ToolOutput(blocks=[TextBlock(text=f"slept {seconds:g}s")], metadata={"slept_s": seconds})
 
@@ -260,8 +275,10 @@ class Faulty(Environment):
     async def check_secret(self, params: SecretParams) -> ToolOutput:
         """Whether the session received secret `key` with exactly `value` (never reveals a value)."""
         ok = self.secrets.get(params.key) == params.value
-        return ToolOutput(blocks=[TextBlock(text="yes" if ok else "no")],
-                          metadata={"match": ok, "keys": sorted(self.secrets)})
+        return ToolOutput(
+            blocks=[TextBlock(text="yes" if ok else "no")],
+            metadata={"match": ok, "keys": sorted(self.secrets)},
+        )
 
     @tool
     async def die(self, params: EmptyParams) -> ToolOutput:

@@ -111,11 +111,30 @@ def _bwrap_base_args(bwrap: str) -> list[str]:
     if Path("/etc").is_dir():
         args += ["--ro-bind", "/etc", "/etc"]
     args += [
-        "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-        "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-        "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-        "--setenv", "LANG", "C.UTF-8", "--setenv", "TERM", "dumb",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--unshare-net",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--setenv",
+        "TERM",
+        "dumb",
     ]
     return args
 
@@ -135,19 +154,40 @@ async def bwrap_status(bwrap: str | None = None) -> str | None:
         why: str | None = f"{path} not found"
     else:
         with tempfile.TemporaryDirectory(prefix="ormix-probe-") as d:
-            cmd = [*_bwrap_base_args(resolved), "--bind", d, WORKDIR, "--remount-ro", "/", "--chdir", WORKDIR, "--",
-                   "/bin/sh", "-c", "echo ok > probe"]
+            cmd = [
+                *_bwrap_base_args(resolved),
+                "--bind",
+                d,
+                WORKDIR,
+                "--remount-ro",
+                "/",
+                "--chdir",
+                WORKDIR,
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo ok > probe",
+            ]
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *cmd, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                    stderr=asyncio.subprocess.STDOUT)
+                    *cmd,
+                    stdin=asyncio.subprocess.DEVNULL,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.STDOUT,
+                )
                 out, _ = await asyncio.wait_for(proc.communicate(), timeout=20)
             except (OSError, asyncio.TimeoutError) as e:
                 why = f"{resolved} could not start: {e!r}"
             else:
                 ok = proc.returncode == 0 and (Path(d) / "probe").exists()
-                why = None if ok else (f"{resolved} failed to create a sandbox (exit {proc.returncode}): "
-                                       f"{out.decode(errors='replace').strip()[:300]}")
+                why = (
+                    None
+                    if ok
+                    else (
+                        f"{resolved} failed to create a sandbox (exit {proc.returncode}): "
+                        f"{out.decode(errors='replace').strip()[:300]}"
+                    )
+                )
     _PROBES[path] = why
     return why
 
@@ -169,13 +209,21 @@ class Sandbox:
         >>> # asyncio.run(demo()) -> ('hi\\ntouch: cannot touch ...: Read-only file system', 1)
     """
 
-    def __init__(self, *, bwrap: str | None = None, allow_unsandboxed: bool | None = None,
-                 base_dir: str | os.PathLike[str] | None = None, default_timeout: float = DEFAULT_TIMEOUT_S,
-                 default_max_bytes: int = DEFAULT_MAX_BYTES, max_file_bytes: int | None = 512 * 2**20,
-                 max_memory_bytes: int | None = 4 * 2**30) -> None:
+    def __init__(
+        self,
+        *,
+        bwrap: str | None = None,
+        allow_unsandboxed: bool | None = None,
+        base_dir: str | os.PathLike[str] | None = None,
+        default_timeout: float = DEFAULT_TIMEOUT_S,
+        default_max_bytes: int = DEFAULT_MAX_BYTES,
+        max_file_bytes: int | None = 512 * 2**20,
+        max_memory_bytes: int | None = 4 * 2**30,
+    ) -> None:
         self.bwrap = bwrap or os.environ.get("ORMIX_BWRAP") or "bwrap"
-        self.allow_unsandboxed = _env_flag("ORMIX_ALLOW_UNSANDBOXED") if allow_unsandboxed is None \
-            else allow_unsandboxed
+        self.allow_unsandboxed = (
+            _env_flag("ORMIX_ALLOW_UNSANDBOXED") if allow_unsandboxed is None else allow_unsandboxed
+        )
         self.base_dir = base_dir if base_dir is not None else (os.environ.get("ORMIX_SANDBOX_DIR") or None)
         self.default_timeout = default_timeout
         self.default_max_bytes = default_max_bytes
@@ -265,11 +313,29 @@ class Sandbox:
         inner = ["/bin/bash", "-c", wrapper, "ormix-sandbox", cmd]
         if self._bwrap_path is None:
             return inner
-        return [*_bwrap_base_args(self._bwrap_path), "--bind", str(self.host_dir), WORKDIR,
-                "--remount-ro", "/", "--chdir", WORKDIR, "--setenv", "HOME", WORKDIR, "--", *inner]
+        return [
+            *_bwrap_base_args(self._bwrap_path),
+            "--bind",
+            str(self.host_dir),
+            WORKDIR,
+            "--remount-ro",
+            "/",
+            "--chdir",
+            WORKDIR,
+            "--setenv",
+            "HOME",
+            WORKDIR,
+            "--",
+            *inner,
+        ]
 
-    async def run(self, cmd: str, timeout: float | None = DEFAULT_TIMEOUT_S, max_bytes: int | None = DEFAULT_MAX_BYTES,
-                  sanitise: bool = True) -> RunResult:
+    async def run(
+        self,
+        cmd: str,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+        sanitise: bool = True,
+    ) -> RunResult:
         """Run `cmd` with bash in the sandbox; unpacks to `(output, return_code)`.
 
         stdout and stderr are merged; trailing whitespace is stripped. `timeout` (seconds, None = no limit)
@@ -287,11 +353,21 @@ class Sandbox:
             raise SandboxError("this sandbox was closed; the session is over")
         env = None
         if self._bwrap_path is None:
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.host_dir),
-                   "LANG": "C.UTF-8", "TERM": "dumb"}
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(self.host_dir),
+                "LANG": "C.UTF-8",
+                "TERM": "dumb",
+            }
         proc = await asyncio.create_subprocess_exec(
-            *self._command(cmd), cwd=str(self.host_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+            *self._command(cmd),
+            cwd=str(self.host_dir),
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
         self._procs.add(proc)
         kept = bytearray()
         total = 0
@@ -330,11 +406,17 @@ class Sandbox:
         code = TIMEOUT_EXIT_CODE if timed_out else (proc.returncode if proc.returncode is not None else -1)
         if code < 0:  # killed by a signal: report it the way a shell would
             code = 128 - code
-        return RunResult(output=output, return_code=code, truncated=truncated, timed_out=timed_out,
-                         sanitised=sanitise)
+        return RunResult(
+            output=output, return_code=code, truncated=truncated, timed_out=timed_out, sanitised=sanitise
+        )
 
-    async def check_run(self, cmd: str, timeout: float | None = DEFAULT_TIMEOUT_S,
-                        max_bytes: int | None = DEFAULT_MAX_BYTES, sanitise: bool = True) -> str:
+    async def check_run(
+        self,
+        cmd: str,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        max_bytes: int | None = DEFAULT_MAX_BYTES,
+        sanitise: bool = True,
+    ) -> str:
         """`run`, raising `RuntimeError` (as the hosted sandbox does) when the exit code is not 0."""
         result = await self.run(cmd, timeout=timeout, max_bytes=max_bytes, sanitise=sanitise)
         if result.return_code != 0:
@@ -355,9 +437,11 @@ class Sandbox:
         if norm == work:
             return "."
         if not norm.startswith(work.rstrip("/") + "/"):
-            raise SandboxPathError(f"{path!r} is outside the workspace {work}; only files under it can be "
-                                   f"read or written this way (use the shell for the rest)")
-        return norm[len(work.rstrip("/")) + 1:]
+            raise SandboxPathError(
+                f"{path!r} is outside the workspace {work}; only files under it can be "
+                f"read or written this way (use the shell for the rest)"
+            )
+        return norm[len(work.rstrip("/")) + 1 :]
 
     def host_path(self, path: str) -> Path:
         """The host path of a sandbox path, with symlinks resolved; refuses anything outside the workspace."""
@@ -384,8 +468,9 @@ class Sandbox:
                     os.mkdir(part, 0o755, dir_fd=fd)
                     nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                 except OSError as e:
-                    raise SandboxPathError(f"{path!r}: {'/'.join(parts[:i + 1])} is not a plain directory "
-                                           f"({e.strerror})") from None
+                    raise SandboxPathError(
+                        f"{path!r}: {'/'.join(parts[: i + 1])} is not a plain directory ({e.strerror})"
+                    ) from None
                 os.close(fd)
                 fd = nxt
             try:

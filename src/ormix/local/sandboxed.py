@@ -24,8 +24,10 @@ class SandboxedTaskEnvironment(Environment):
         task_id = task_spec.get("task_id")
         by_id = {t.task_id: t for t in self.TASKS}
         if task_id not in by_id:
-            raise ValueError(f"unknown {type(self).__name__.lower()} task_id {task_id!r}; list the tasks of a "
-                             "split for valid ids")
+            raise ValueError(
+                f"unknown {type(self).__name__.lower()} task_id {task_id!r}; list the tasks of a "
+                "split for valid ids"
+            )
         self.task = by_id[task_id]
         self.sandbox = Sandbox()
 
@@ -37,8 +39,10 @@ class SandboxedTaskEnvironment(Environment):
     def list_tasks(cls, split: str) -> list[dict]:
         if split not in ("train", "test"):
             raise ValueError(f"unknown split {split!r}; use 'train' or 'test'")
-        return [{k: (list(v) if isinstance(v := getattr(t, k), tuple) else v) for k in cls.SPEC_FIELDS}
-                for t in by_split(cls.TASKS, split)]
+        return [
+            {k: (list(v) if isinstance(v := getattr(t, k), tuple) else v) for k in cls.SPEC_FIELDS}
+            for t in by_split(cls.TASKS, split)
+        ]
 
     async def setup(self) -> None:
         await self.sandbox.start()

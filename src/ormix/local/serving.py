@@ -173,16 +173,26 @@ def _server_class():
     return _Server
 
 
-async def _serve(env_classes: Sequence[type], sock: socket.socket, idle_limit_s: float | None,
-                 uv_holder: list | None = None) -> None:
+async def _serve(
+    env_classes: Sequence[type],
+    sock: socket.socket,
+    idle_limit_s: float | None,
+    uv_holder: list | None = None,
+) -> None:
     import uvicorn
 
     _one_exit_event_per_loop()
     ors_server = build_app(env_classes)
     if uv_holder is not None:
         uv_holder.append(ors_server)
-    config = uvicorn.Config(ors_server.app, log_level="warning", access_log=False, timeout_keep_alive=60,
-                            lifespan="on", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)
+    config = uvicorn.Config(
+        ors_server.app,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=60,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
     uv = _server_class()(config)
     if uv_holder is not None:
         uv_holder.append(uv)
@@ -210,7 +220,9 @@ def _wait_healthy(url: str, timeout_s: float, alive=lambda: True) -> None:
         except httpx.HTTPError as e:
             last = e
         time.sleep(0.02)
-    raise ServerStartError(f"local ORS server at {url} not healthy after {timeout_s:.0f}s (last error: {last})")
+    raise ServerStartError(
+        f"local ORS server at {url} not healthy after {timeout_s:.0f}s (last error: {last})"
+    )
 
 
 @dataclass
@@ -255,8 +267,14 @@ def _classes(envs: Sequence[str | type]) -> list[type]:
     return [load_environment_class(e) if isinstance(e, str) else e for e in envs]
 
 
-def serve_in_thread(envs: Sequence[str | type], *, host: str = "127.0.0.1", port: int = 0,
-                    idle_limit_s: float | None = None, ready_timeout_s: float = 30.0) -> LocalServer:
+def serve_in_thread(
+    envs: Sequence[str | type],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    idle_limit_s: float | None = None,
+    ready_timeout_s: float = 30.0,
+) -> LocalServer:
     """Serve environments (classes, `local:NAME` or `module:Class`) from a daemon thread of this process.
 
     Example:
@@ -290,16 +308,23 @@ def serve_in_thread(envs: Sequence[str | type], *, host: str = "127.0.0.1", port
     except ServerStartError as e:
         close()
         raise ServerStartError(f"{e}; {errors[0]!r}" if errors else str(e)) from None
-    server = LocalServer(url=url, port=bound_port, env_names=[env_name_of(c) for c in classes], mode="thread",
-                         _closer=close)
+    server = LocalServer(
+        url=url, port=bound_port, env_names=[env_name_of(c) for c in classes], mode="thread", _closer=close
+    )
     server._ors = holder[0]  # type: ignore[attr-defined]
     at_exit_early(server.close)
     return server
 
 
-def serve_in_process(envs: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
-                     idle_limit_s: float | None = None, ready_timeout_s: float = 60.0,
-                     env: dict[str, str] | None = None) -> LocalServer:
+def serve_in_process(
+    envs: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    idle_limit_s: float | None = None,
+    ready_timeout_s: float = 60.0,
+    env: dict[str, str] | None = None,
+) -> LocalServer:
     """Serve environments named by `local:NAME` / `module:Class` from a child process.
 
     The child is the same code as `ormix serve`; it can be killed and restarted for fault tests.
@@ -314,8 +339,15 @@ def serve_in_process(envs: Sequence[str], *, host: str = "127.0.0.1", port: int 
         cmd += ["--idle-limit", str(idle_limit_s)]
     # Own session: a Ctrl-C at the terminal reaches only this process, which closes its sessions first and then
     # stops the child (SIGTERM). stdin is a pipe the child watches: EOF means this process is gone.
-    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, text=True,
-                            env={**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"}, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+        env={**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"},
+        start_new_session=True,
+    )
     bound: list[int] = []
 
     def read_ready() -> None:
@@ -346,7 +378,9 @@ def serve_in_process(envs: Sequence[str], *, host: str = "127.0.0.1", port: int 
     deadline = time.monotonic() + ready_timeout_s
     while not bound:
         if proc.poll() is not None:
-            raise ServerStartError(f"`{' '.join(cmd)}` exited with code {proc.returncode} before it was ready")
+            raise ServerStartError(
+                f"`{' '.join(cmd)}` exited with code {proc.returncode} before it was ready"
+            )
         if time.monotonic() > deadline:
             close()
             raise ServerStartError(f"`{' '.join(cmd)}` not ready after {ready_timeout_s:.0f}s")
@@ -357,16 +391,22 @@ def serve_in_process(envs: Sequence[str], *, host: str = "127.0.0.1", port: int 
     except ServerStartError:
         close()
         raise
-    server = LocalServer(url=url, port=bound[0], env_names=[env_name_of(load_environment_class(n)) for n in names],
-                         mode="process", _closer=close)
+    server = LocalServer(
+        url=url,
+        port=bound[0],
+        env_names=[env_name_of(load_environment_class(n)) for n in names],
+        mode="process",
+        _closer=close,
+    )
     server.pid = proc.pid  # type: ignore[attr-defined]
     server._proc_alive = lambda: proc.poll() is None  # type: ignore[attr-defined]
     atexit.register(server.close)
     return server
 
 
-def run_forever(envs: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
-                idle_limit_s: float | None = None) -> None:
+def run_forever(
+    envs: Sequence[str], *, host: str = "127.0.0.1", port: int = 0, idle_limit_s: float | None = None
+) -> None:
     """Serve in the foreground until SIGTERM/SIGINT (the body of `ormix serve` and `python -m ormix.local`).
 
     Every open session is torn down before it returns; Ctrl-C exits with status 130 without a traceback.
@@ -375,8 +415,10 @@ def run_forever(envs: Sequence[str], *, host: str = "127.0.0.1", port: int = 0,
     sock = _bind(host, port)
     if os.environ.pop(_PARENT_PIPE_ENV, None) == "1":
         _watch_parent()
-    print(f"{READY_LINE} port={sock.getsockname()[1]} envs={','.join(env_name_of(c) for c in classes)}",
-          flush=True)
+    print(
+        f"{READY_LINE} port={sock.getsockname()[1]} envs={','.join(env_name_of(c) for c in classes)}",
+        flush=True,
+    )
     try:
         asyncio.run(_serve(classes, sock, idle_limit_s))
     except KeyboardInterrupt:

@@ -52,22 +52,29 @@ class Seta(SandboxedTaskEnvironment):
         """Where CLIToolset roots relative paths: the sandbox's working directory."""
         return self.sandbox.workdir
 
-
     def get_prompt(self) -> list[TextBlock]:
-        return [TextBlock(text=(
-            f"You are working in {self.sandbox.workdir} (a Linux sandbox without network access).\n\n"
-            f"Task ({self.task.difficulty}, {self.task.category}): {self.task.instructions}\n\n"
-            "Use the tools to inspect and change the files. When you are done, call submit_solution once: your "
-            "work is checked and the episode ends."
-        ))]
+        return [
+            TextBlock(
+                text=(
+                    f"You are working in {self.sandbox.workdir} (a Linux sandbox without network access).\n\n"
+                    f"Task ({self.task.difficulty}, {self.task.category}): {self.task.instructions}\n\n"
+                    "Use the tools to inspect and change the files. When you are done, call submit_solution once: your "
+                    "work is checked and the episode ends."
+                )
+            )
+        ]
 
     @tool
     async def submit_solution(self, params: SubmitParams) -> ToolOutput:
         """Submit your solution for grading. Call it once, when you are done."""
         self.submissions += 1
         if self.submissions > 1:
-            return ToolOutput(blocks=[TextBlock(text="Already submitted; a second submission is penalised.")],
-                              metadata={"submissions": self.submissions}, reward=RESUBMIT_PENALTY, finished=True)
+            return ToolOutput(
+                blocks=[TextBlock(text="Already submitted; a second submission is penalised.")],
+                metadata={"submissions": self.submissions},
+                reward=RESUBMIT_PENALTY,
+                finished=True,
+            )
         results = await self.task.grade(self.sandbox)
         score = weighted_score(results)
         return ToolOutput(

@@ -35,13 +35,17 @@ VIEW_MAX_BYTES = 100_000
 
 class BashParams(BaseModel, extra="forbid"):
     command: str = Field(description="The bash command to run in the workspace.")
-    timeout: Optional[float] = Field(default=None, description="Seconds before the command is killed (default 60).")  # noqa: UP045 - pydantic schema shape
+    timeout: Optional[float] = Field(
+        default=None, description="Seconds before the command is killed (default 60)."
+    )  # noqa: UP045 - pydantic schema shape
 
 
 class ViewParams(BaseModel, extra="forbid"):
     path: str = Field(description="File or directory, relative to the workspace or absolute under it.")
     view_range: Optional[tuple[int, int]] = Field(  # noqa: UP045
-        default=None, description="1-based inclusive line range [start, end]; end -1 means to the end of the file.")
+        default=None,
+        description="1-based inclusive line range [start, end]; end -1 means to the end of the file.",
+    )
 
 
 class CreateFileParams(BaseModel, extra="forbid"):
@@ -71,24 +75,32 @@ class Terminals(SandboxedTaskEnvironment):
 
     def get_prompt(self) -> list[TextBlock]:
         wd = self.sandbox.workdir
-        return [TextBlock(text=(
-            f"You are in a Linux shell; your working directory is {wd} and it holds the task's files. "
-            "There is no network.\n\n"
-            f"Task: {self.task.instructions}\n\n"
-            "Use the tools to do the work (bash, view, create_file, str_replace). When you are done, call "
-            "submit: the workspace is then checked and the episode ends."
-        ))]
+        return [
+            TextBlock(
+                text=(
+                    f"You are in a Linux shell; your working directory is {wd} and it holds the task's files. "
+                    "There is no network.\n\n"
+                    f"Task: {self.task.instructions}\n\n"
+                    "Use the tools to do the work (bash, view, create_file, str_replace). When you are done, call "
+                    "submit: the workspace is then checked and the episode ends."
+                )
+            )
+        ]
 
     # ── tools ──
 
     @tool
     async def bash(self, params: BashParams) -> ToolOutput:
         """Run a bash command in the workspace (no network). Returns its combined output and exit code."""
-        timeout = min(params.timeout if params.timeout and params.timeout > 0 else BASH_TIMEOUT_S,
-                      MAX_BASH_TIMEOUT_S)
+        timeout = min(
+            params.timeout if params.timeout and params.timeout > 0 else BASH_TIMEOUT_S, MAX_BASH_TIMEOUT_S
+        )
         try:
-            res = await self.sandbox.run(f"cd {shlex.quote(self.sandbox.workdir)} || exit 1\n{params.command}",
-                                         timeout=timeout, max_bytes=BASH_MAX_BYTES)
+            res = await self.sandbox.run(
+                f"cd {shlex.quote(self.sandbox.workdir)} || exit 1\n{params.command}",
+                timeout=timeout,
+                max_bytes=BASH_MAX_BYTES,
+            )
         except SandboxUnavailableError as e:
             return _text(f"Error: {e}", error="sandbox_unavailable")
         notes = []
@@ -97,8 +109,12 @@ class Terminals(SandboxedTaskEnvironment):
         if res.timed_out:
             notes.append(f"killed after {timeout:g}s")
         suffix = f"\n[{'; '.join(notes)}]" if notes else ""
-        return _text(f"{res.output}\n(exit {res.return_code}){suffix}", exit_code=res.return_code,
-                     truncated=res.truncated, timed_out=res.timed_out)
+        return _text(
+            f"{res.output}\n(exit {res.return_code}){suffix}",
+            exit_code=res.return_code,
+            truncated=res.truncated,
+            timed_out=res.timed_out,
+        )
 
     @tool
     async def view(self, params: ViewParams) -> ToolOutput:
@@ -117,9 +133,12 @@ class Terminals(SandboxedTaskEnvironment):
             start, end = params.view_range
             end = len(lines) if end == -1 else end
             if start < 1 or end < start:
-                return _text(f"Error: invalid view_range {list(params.view_range)}; use [start, end] with "
-                             f"1 <= start <= end, or end = -1", error="bad_range")
-        shown = "\n".join(f"{i:6}\t{line}" for i, line in enumerate(lines[start - 1:end], start))
+                return _text(
+                    f"Error: invalid view_range {list(params.view_range)}; use [start, end] with "
+                    f"1 <= start <= end, or end = -1",
+                    error="bad_range",
+                )
+        shown = "\n".join(f"{i:6}\t{line}" for i, line in enumerate(lines[start - 1 : end], start))
         if len(data) > VIEW_MAX_BYTES:
             shown += f"\n[file is {len(data)} bytes; only the first {VIEW_MAX_BYTES} are shown]"
         return _text(shown)
@@ -140,8 +159,10 @@ class Terminals(SandboxedTaskEnvironment):
             content = self.sandbox.read_file(params.path)
             count = content.count(params.old_str) if params.old_str else 0
             if count != 1:
-                return _text(f"Error: old_str occurs {count} times in {params.path}; it must occur exactly once",
-                             error="not_unique" if count else "not_found")
+                return _text(
+                    f"Error: old_str occurs {count} times in {params.path}; it must occur exactly once",
+                    error="not_unique" if count else "not_found",
+                )
             self.sandbox.write_file(params.path, content.replace(params.old_str, params.new_str, 1))
         except (SandboxError, OSError) as e:
             return _text(f"Error: cannot edit {params.path!r}: {e}", error="edit_failed")

@@ -109,8 +109,10 @@ def run_sync(async_fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -
     portal()
     loop: asyncio.AbstractEventLoop = _state["loop"]
     if asyncio._get_running_loop() is loop:
-        raise RuntimeError("ormix.ors.run_sync was called from the portal's own event loop; await the "
-                           "coroutine directly instead")
+        raise RuntimeError(
+            "ormix.ors.run_sync was called from the portal's own event loop; await the "
+            "coroutine directly instead"
+        )
     # The lightest hop onto the loop and back: one call_soon_threadsafe, a task, and a plain lock the
     # caller blocks on (asyncio.run_coroutine_threadsafe adds a wrapper future, a condition variable
     # and chained callbacks per call; BlockingPortal.call adds a task group and cancel scopes).

@@ -67,10 +67,20 @@ class ORSClient:
         'echo'
     """
 
-    def __init__(self, target: str | Endpoint, *, env_name: str | None = None, api_key: str | None = None,
-                 timeout_s: float | None = 300.0, connect_timeout_s: float = 10.0, retries: int = 3,
-                 ping_interval_s: float | None = 10.0, max_concurrency: int = 16,
-                 http_clients: int = 16, max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS) -> None:
+    def __init__(
+        self,
+        target: str | Endpoint,
+        *,
+        env_name: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float | None = 300.0,
+        connect_timeout_s: float = 10.0,
+        retries: int = 3,
+        ping_interval_s: float | None = 10.0,
+        max_concurrency: int = 16,
+        http_clients: int = 16,
+        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+    ) -> None:
         self._target = target
         self._env_name = env_name
         self._api_key = api_key
@@ -88,12 +98,16 @@ class ORSClient:
         self._closed = False
         if isinstance(target, Endpoint):
             self._set_endpoint(target)
-        elif not (isinstance(target, str) and target.startswith(("http://", "https://")) and env_name is None):
+        elif not (
+            isinstance(target, str) and target.startswith(("http://", "https://")) and env_name is None
+        ):
             # Resolving does not touch the network here; a URL without env_name resolves on first use.
             self._set_endpoint(resolve_endpoint(target, env_name=env_name, api_key=api_key))
 
     def __repr__(self) -> str:
-        return f"ORSClient({self._endpoint!r})" if self._endpoint else f"ORSClient({self._target!r}, unresolved)"
+        return (
+            f"ORSClient({self._endpoint!r})" if self._endpoint else f"ORSClient({self._target!r}, unresolved)"
+        )
 
     def _set_endpoint(self, ep: Endpoint) -> None:
         self._pool.tls = ep.session_url.startswith("https:") or ep.api_url.startswith("https:")
@@ -101,8 +115,11 @@ class ORSClient:
         self._transport = Transport(ep, self._pool, self.retries)
         # Sessions on a plain-HTTP self-hosted server get a connection of their own (ormix.ors.h1);
         # TLS and the hosted platform stay on httpx.
-        self._h1 = (H1Pool(ep.session_url, self.connect_timeout_s)
-                    if ep.session_url.startswith("http://") and not ep.is_platform else None)
+        self._h1 = (
+            H1Pool(ep.session_url, self.connect_timeout_s)
+            if ep.session_url.startswith("http://") and not ep.is_platform
+            else None
+        )
 
     @property
     def endpoint(self) -> Endpoint:
@@ -184,23 +201,27 @@ class ORSClient:
             async with self._throwaway_sid(tr) as sid:
                 resp = await tr.request(method, path, json_body=body, sid=sid)
         try:
-            return _json_of(resp, f"{method} {path}", tr.endpoint.target,
-                            tr.endpoint.env_name or tr.endpoint.deployment)
+            return _json_of(
+                resp, f"{method} {path}", tr.endpoint.target, tr.endpoint.env_name or tr.endpoint.deployment
+            )
         except ProtocolError as e:
             raise e.redact(tr.sensitive) from e.__cause__
 
-    async def _field(self, method: str, suffix: str, body: Any, key: str, kinds: type | tuple[type, ...],
-                     expected: str) -> Any:
+    async def _field(
+        self, method: str, suffix: str, body: Any, key: str, kinds: type | tuple[type, ...], expected: str
+    ) -> Any:
         """`body[key]` of a stateless answer, checked to be of `kinds`; `ProtocolError` otherwise."""
         answer = await self._stateless(method, suffix, body)
         value = answer.get(key) if isinstance(answer, dict) else None
         if not isinstance(value, kinds) or isinstance(value, bool):
             ep = self.endpoint
             got = f"an object whose {key!r} is {_kind(value)}" if isinstance(answer, dict) else _kind(answer)
-            raise ProtocolError(f"{method} {ep.path(suffix)} to {ep.target} answered {got}; expected an object "
-                                f"with {expected} {key!r}. The server does not speak ORS as ormix expects: check "
-                                f"the URL, env_name and the server's version (GET /version).",
-                                env=ep.env_name or ep.deployment)
+            raise ProtocolError(
+                f"{method} {ep.path(suffix)} to {ep.target} answered {got}; expected an object "
+                f"with {expected} {key!r}. The server does not speak ORS as ormix expects: check "
+                f"the URL, env_name and the server's version (GET /version).",
+                env=ep.env_name or ep.deployment,
+            )
         return value
 
     def _deadline(self, timeout_s: float | None = None):
@@ -225,25 +246,33 @@ class ORSClient:
         try:
             if not isinstance(answer, list):
                 raise TypeError(f"expected a list, got {_kind(answer)}")
-            return [Split(**s) if isinstance(s, dict) else Split(name=str(s), type="validation") for s in answer]
+            return [
+                Split(**s) if isinstance(s, dict) else Split(name=str(s), type="validation") for s in answer
+            ]
         except (TypeError, ValueError) as e:
             ep = self.endpoint
-            raise ProtocolError(f"GET {ep.path('/splits')} to {ep.target} answered something that is not a list "
-                                f"of splits ({str(e)[:120]}). Check the server's version (GET /version).",
-                                env=ep.env_name or ep.deployment) from None
+            raise ProtocolError(
+                f"GET {ep.path('/splits')} to {ep.target} answered something that is not a list "
+                f"of splits ({str(e)[:120]}). Check the server's version (GET /version).",
+                env=ep.env_name or ep.deployment,
+            ) from None
 
     async def num_tasks(self, split: str) -> int:
         """Number of tasks in `split`."""
         n = await self._field("POST", "/num_tasks", {"split": split}, "num_tasks", int, "an integer")
         if n < 0:
             ep = self.endpoint
-            raise ProtocolError(f"POST {ep.path('/num_tasks')} to {ep.target} answered a negative count ({n}).",
-                                env=ep.env_name or ep.deployment)
+            raise ProtocolError(
+                f"POST {ep.path('/num_tasks')} to {ep.target} answered a negative count ({n}).",
+                env=ep.env_name or ep.deployment,
+            )
         return n
 
     async def task(self, split: str, index: int) -> dict:
         """The task spec at `index` of `split`."""
-        return await self._field("POST", "/task", {"split": split, "index": int(index)}, "task", dict, "an object")
+        return await self._field(
+            "POST", "/task", {"split": split, "index": int(index)}, "task", dict, "an object"
+        )
 
     async def task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict]:
         """Task specs `[start, stop)` of `split` (Python slice conventions)."""
@@ -263,17 +292,25 @@ class ORSClient:
         info = await self._stateless("GET", "/tools")
         if not isinstance(info, dict):
             ep = self.endpoint
-            raise ProtocolError(f"GET {ep.path('/tools')} to {ep.target} answered {_kind(info)}, not an object. "
-                                f"Check the server's version (GET /version).", env=ep.env_name or ep.deployment)
+            raise ProtocolError(
+                f"GET {ep.path('/tools')} to {ep.target} answered {_kind(info)}, not an object. "
+                f"Check the server's version (GET /version).",
+                env=ep.env_name or ep.deployment,
+            )
         return info
 
     async def tools(self) -> list[ToolSpec]:
         """The environment's shared tools (a session may add task tools: `Session.tools()`)."""
         ep = self.endpoint
-        return tool_specs_of(await self.tools_info(), f"GET {ep.path('/tools')} to {ep.target}",
-                             {"env": ep.env_name or ep.deployment})
+        return tool_specs_of(
+            await self.tools_info(),
+            f"GET {ep.path('/tools')} to {ep.target}",
+            {"env": ep.env_name or ep.deployment},
+        )
 
-    async def get_tasks(self, split: str, indices: Sequence[int], *, concurrency: int | None = None) -> list[dict]:
+    async def get_tasks(
+        self, split: str, indices: Sequence[int], *, concurrency: int | None = None
+    ) -> list[dict]:
         """Fetch many tasks with at most `concurrency` (default `max_concurrency`) requests in flight.
 
         Results are in the order of `indices`.
@@ -297,19 +334,29 @@ class ORSClient:
     # ------------------------------------------------------------------ sessions
 
     async def _platform_sid(self, tr: Transport) -> str:
-        resp = await tr.request("POST", "/create_session", json_body={}, headers=tr.headers(
-            extra={"Accept": "text/event-stream"}))
+        resp = await tr.request(
+            "POST", "/create_session", json_body={}, headers=tr.headers(extra={"Accept": "text/event-stream"})
+        )
         stream = CallStream()
         for event, data in SSEParser().feed(resp.text + "\r\n\r\n"):
             stream.on_event(event, data)
         if not stream.task_id:
-            raise SessionOpenError(f"POST /create_session to {tr.endpoint.target} returned no session id",
-                                   env=tr.endpoint.deployment)
+            raise SessionOpenError(
+                f"POST /create_session to {tr.endpoint.target} returned no session id",
+                env=tr.endpoint.deployment,
+            )
         return stream.task_id
 
-    async def open_session(self, *, split: str | None = None, index: int | None = None,
-                           task_spec: dict | None = None, secrets: dict[str, Any] | None = None,
-                           session_id: str | None = None, timeout_s: float | None = None) -> Session:
+    async def open_session(
+        self,
+        *,
+        split: str | None = None,
+        index: int | None = None,
+        task_spec: dict | None = None,
+        secrets: dict[str, Any] | None = None,
+        session_id: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Session:
         """Open a session for a task (`split` + `index`, or a `task_spec`) and start its keepalive.
 
         The session id is a client-chosen uuid on a self-hosted server (one round trip) and comes from
@@ -333,8 +380,9 @@ class ORSClient:
             with self._deadline(timeout_s):
                 sid = session_id or (await self._platform_sid(tr) if ep.is_platform else str(uuid.uuid4()))
                 extra: dict[str, str] = {}
-                all_secrets = augment_with_api_key(secrets, ep.api_key if ep.is_platform else None,
-                                                   ep.session_url, ep.api_url)
+                all_secrets = augment_with_api_key(
+                    secrets, ep.api_key if ep.is_platform else None, ep.session_url, ep.api_url
+                )
                 if all_secrets:
                     extra["X-Secrets"] = encode_secrets(all_secrets)
                     redact = _sensitive(all_secrets, extra["X-Secrets"], ep.api_key)
@@ -346,12 +394,16 @@ class ORSClient:
                 else:
                     body["split"] = split
                     body["index"] = int(index)  # type: ignore[arg-type]
-                await self._create(tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None,
-                                   http=http)
+                await self._create(
+                    tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None, http=http
+                )
         except TimeoutError as e:
             self._drop_http(http, slot)
-            raise SessionOpenError(f"opening a session did not finish within the deadline "
-                                   f"({self.timeout_s if timeout_s is None else timeout_s}s)", env=label) from e
+            raise SessionOpenError(
+                f"opening a session did not finish within the deadline "
+                f"({self.timeout_s if timeout_s is None else timeout_s}s)",
+                env=label,
+            ) from e
         except ORSError as e:
             self._drop_http(http, slot)
             e.redact(redact)
@@ -359,21 +411,45 @@ class ORSClient:
         except BaseException:
             self._drop_http(http, slot)
             raise
-        session = Session(transport=tr, http=http, sid=sid, env_name=ep.env_name, timeout_s=self.timeout_s,
-                          connect_timeout_s=self.connect_timeout_s, ping_interval_s=self.ping_interval_s,
-                          owner=self, max_output_chars=self.max_output_chars, redact=redact)
+        session = Session(
+            transport=tr,
+            http=http,
+            sid=sid,
+            env_name=ep.env_name,
+            timeout_s=self.timeout_s,
+            connect_timeout_s=self.connect_timeout_s,
+            ping_interval_s=self.ping_interval_s,
+            owner=self,
+            max_output_chars=self.max_output_chars,
+            redact=redact,
+        )
         session._slot = slot
         session.timings.open_ms = (time.perf_counter() - start) * 1000.0
         self._sessions.add(session)
         session._start_keepalive()
         return session
 
-    async def _create(self, tr: Transport, sid: str, body: dict, headers: dict[str, str], label: str | None,
-                      *, own_sid: bool, http=None) -> None:
+    async def _create(
+        self,
+        tr: Transport,
+        sid: str,
+        body: dict,
+        headers: dict[str, str],
+        label: str | None,
+        *,
+        own_sid: bool,
+        http=None,
+    ) -> None:
         what = f"task {body['split']}[{body['index']}]" if "split" in body else "the given task_spec"
         try:
-            resp = await tr.request("POST", "/create", json_body=body, headers=headers, client=http,
-                                    ok_statuses=frozenset({200, 400}))
+            resp = await tr.request(
+                "POST",
+                "/create",
+                json_body=body,
+                headers=headers,
+                client=http,
+                ok_statuses=frozenset({200, 400}),
+            )
         except TransportError:
             raise
         except SessionDeadError as e:  # pragma: no cover - /create has no session yet
@@ -381,31 +457,54 @@ class ORSClient:
         except ORSError as e:
             detail = getattr(e, "detail", None) or e.message
             code = getattr(e, "status_code", None)
-            cause = ("the environment's constructor raised" if code == 500 else
-                     "the request was malformed" if code == 422 else "the server refused it")
-            raise SessionOpenError(f"could not open a session for {what}: {cause} ({code}: {detail}). "
-                                   f"Skip this task or fix the environment.", detail=detail, status_code=code,
-                                   env=label, session_id=sid) from None
+            cause = (
+                "the environment's constructor raised"
+                if code == 500
+                else "the request was malformed"
+                if code == 422
+                else "the server refused it"
+            )
+            raise SessionOpenError(
+                f"could not open a session for {what}: {cause} ({code}: {detail}). "
+                f"Skip this task or fix the environment.",
+                detail=detail,
+                status_code=code,
+                env=label,
+                session_id=sid,
+            ) from None
         if resp.status_code == 400:
             detail = _detail(resp)
             # A retried /create whose first attempt went through: the fresh uuid exists, so it is ours.
             if "already exists" in detail and own_sid:
                 return
-            raise SessionOpenError(f"could not open a session for {what}: {detail} (400). Check the split "
-                                   f"and index (see num_tasks()).", detail=detail, status_code=400,
-                                   env=label, session_id=sid)
+            raise SessionOpenError(
+                f"could not open a session for {what}: {detail} (400). Check the split "
+                f"and index (see num_tasks()).",
+                detail=detail,
+                status_code=400,
+                env=label,
+                session_id=sid,
+            )
 
     @contextlib.asynccontextmanager
-    async def session(self, *, split: str | None = None, index: int | None = None, task_spec: dict | None = None,
-                      secrets: dict[str, Any] | None = None, session_id: str | None = None) -> AsyncIterator[Session]:
+    async def session(
+        self,
+        *,
+        split: str | None = None,
+        index: int | None = None,
+        task_spec: dict | None = None,
+        secrets: dict[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> AsyncIterator[Session]:
         """`open_session(...)` as an async context manager that always closes the session.
 
         Example:
             >>> async with client.session(split="train", index=0) as s:   # doctest: +SKIP
             ...     await s.call("echo", {"text": "hi"})
         """
-        s = await self.open_session(split=split, index=index, task_spec=task_spec, secrets=secrets,
-                                    session_id=session_id)
+        s = await self.open_session(
+            split=split, index=index, task_spec=task_spec, secrets=secrets, session_id=session_id
+        )
         try:
             yield s
         finally:
@@ -422,16 +521,18 @@ def _detail(resp) -> str:
         return resp.text
 
 
-
 def _json_of(resp: Any, what: str, target: str, env: str | None) -> Any:
     """The JSON body of a stateless answer; `ProtocolError` (never a raw JSONDecodeError) otherwise."""
     try:
         return resp.json()
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise ProtocolError(f"{what} to {target} answered {resp.status_code} with a body that is not JSON "
-                            f"({_excerpt(resp)}). The server does not speak ORS as ormix expects: check the "
-                            f"URL, env_name and the server's version (GET /version).",
-                            status_code=resp.status_code, env=env) from e
+        raise ProtocolError(
+            f"{what} to {target} answered {resp.status_code} with a body that is not JSON "
+            f"({_excerpt(resp)}). The server does not speak ORS as ormix expects: check the "
+            f"URL, env_name and the server's version (GET /version).",
+            status_code=resp.status_code,
+            env=env,
+        ) from e
 
 
 def _sensitive(secrets: dict[str, Any] | None, header: str | None, api_key: str | None) -> tuple[str, ...]:

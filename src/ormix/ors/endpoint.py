@@ -30,8 +30,10 @@ __all__ = ["DEFAULT_BASE_URL", "Endpoint", "resolve_endpoint"]
 
 DEFAULT_BASE_URL = "https://openreward.ai"
 _CATALOG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_ACCEPTED = ("a URL 'http(s)://host:port' of an ORS server (with env_name=..., or the first environment "
-             "it lists), or a catalog name 'owner/name' such as 'Eigent/SETA'")
+_ACCEPTED = (
+    "a URL 'http(s)://host:port' of an ORS server (with env_name=..., or the first environment "
+    "it lists), or a catalog name 'owner/name' such as 'Eigent/SETA'"
+)
 
 
 @dataclass(frozen=True)
@@ -107,8 +109,10 @@ def discover_env_name(url: str, *, api_key: str | None = None, timeout_s: float 
     try:
         resp = httpx.get(f"{url}/list_environments", headers=headers, timeout=timeout_s)
     except httpx.HTTPError as e:
-        raise TransportError(f"cannot reach the ORS server at {url} to discover its environments "
-                             f"({type(e).__name__}: {e}). Check the server is running, or pass env_name=.") from e
+        raise TransportError(
+            f"cannot reach the ORS server at {url} to discover its environments "
+            f"({type(e).__name__}: {e}). Check the server is running, or pass env_name=."
+        ) from e
     if resp.status_code != 200:
         raise ORSError(f"GET {url}/list_environments answered {resp.status_code}; pass env_name= explicitly")
     names = resp.json()
@@ -136,12 +140,17 @@ def resolve_endpoint(target: str, *, env_name: str | None = None, api_key: str |
     if _CATALOG.match(target):
         base = os.getenv("OPENREWARD_URL", DEFAULT_BASE_URL)
         api_url = (os.getenv("OPENREWARD_API_URL") or _prepend_subdomain(base, "api")).rstrip("/")
-        session_url = (os.getenv("OPENREWARD_SESSION_URL") or _prepend_subdomain(base, "sessions")).rstrip("/")
+        session_url = (os.getenv("OPENREWARD_SESSION_URL") or _prepend_subdomain(base, "sessions")).rstrip(
+            "/"
+        )
         key = api_key or os.getenv("OPENREWARD_API_KEY") or None
-        return Endpoint(api_url=api_url, session_url=session_url, env_name=env_name, deployment=target,
-                        api_key=key)
+        return Endpoint(
+            api_url=api_url, session_url=session_url, env_name=env_name, deployment=target, api_key=key
+        )
     hint = ""
     if target.startswith("local:") or (":" in target and "://" not in target):
-        hint = (" (`local:NAME` and `module:Class` targets are served on loopback by ormix.local — "
-                "OpenRewardSpec does that for you — and then reached by their URL)")
+        hint = (
+            " (`local:NAME` and `module:Class` targets are served on loopback by ormix.local — "
+            "OpenRewardSpec does that for you — and then reached by their URL)"
+        )
     raise BadTargetError(f"cannot use {target!r} as an ORS target{hint}; use {_ACCEPTED}")

@@ -37,8 +37,9 @@ class ORSError(Exception):
         'server answered 418 [env=echo session=abc]'
     """
 
-    def __init__(self, message: str, *, env: str | None = None, session_id: str | None = None,
-                 tool: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, env: str | None = None, session_id: str | None = None, tool: str | None = None
+    ) -> None:
         self.message = message
         self.env = env
         self.session_id = session_id
@@ -46,8 +47,11 @@ class ORSError(Exception):
         super().__init__(message)
 
     def __str__(self) -> str:
-        ctx = [f"{k}={v}" for k, v in (("env", self.env), ("session", self.session_id), ("tool", self.tool))
-               if v is not None]
+        ctx = [
+            f"{k}={v}"
+            for k, v in (("env", self.env), ("session", self.session_id), ("tool", self.tool))
+            if v is not None
+        ]
         return f"{self.message} [{' '.join(ctx)}]" if ctx else self.message
 
     def redact(self, values: tuple[str, ...] | list[str] | None) -> ORSError:
@@ -149,8 +153,9 @@ class SessionOpenError(ORSError):
         'RuntimeError: boom'
     """
 
-    def __init__(self, message: str, *, detail: str | None = None, status_code: int | None = None,
-                 **ctx: str | None) -> None:
+    def __init__(
+        self, message: str, *, detail: str | None = None, status_code: int | None = None, **ctx: str | None
+    ) -> None:
         self.detail = detail
         self.status_code = status_code
         super().__init__(message, **ctx)
@@ -169,8 +174,9 @@ class ToolRejected(ORSError):
 
     REASONS = ("input_validation", "not_found", "episode_finished", "other")
 
-    def __init__(self, message: str, *, reason: str = "other", detail: str | None = None,
-                 **ctx: str | None) -> None:
+    def __init__(
+        self, message: str, *, reason: str = "other", detail: str | None = None, **ctx: str | None
+    ) -> None:
         self.reason = reason if reason in self.REASONS else "other"
         self.detail = detail
         super().__init__(message, **ctx)
@@ -197,8 +203,9 @@ class ServerError(ORSError):
         400
     """
 
-    def __init__(self, message: str, *, status_code: int, detail: str | None = None,
-                 **ctx: str | None) -> None:
+    def __init__(
+        self, message: str, *, status_code: int, detail: str | None = None, **ctx: str | None
+    ) -> None:
         self.status_code = status_code
         self.detail = detail
         super().__init__(message, **ctx)
@@ -215,6 +222,7 @@ class ProtocolError(ServerError):
         (True, 200)
     """
 
-    def __init__(self, message: str, *, status_code: int = 200, detail: str | None = None,
-                 **ctx: str | None) -> None:
+    def __init__(
+        self, message: str, *, status_code: int = 200, detail: str | None = None, **ctx: str | None
+    ) -> None:
         super().__init__(message, status_code=status_code, detail=detail, **ctx)

@@ -91,8 +91,21 @@ class ResponseParser:
         (b'abc', True, True)
     """
 
-    __slots__ = ("_buf", "_state", "_remaining", "_head_only", "status", "reason", "headers", "head_done",
-                 "done", "keep_alive", "_pieces", "buffered", "http10")
+    __slots__ = (
+        "_buf",
+        "_state",
+        "_remaining",
+        "_head_only",
+        "status",
+        "reason",
+        "headers",
+        "head_done",
+        "done",
+        "keep_alive",
+        "_pieces",
+        "buffered",
+        "http10",
+    )
 
     def __init__(self) -> None:
         self._buf = bytearray()
@@ -182,7 +195,7 @@ class ResponseParser:
                 size_text = bytes(buf[:i]).split(b";", 1)[0].strip(b" \t")
                 if not size_text or len(size_text) > 16 or not _HEX.issuperset(size_text):
                     raise ProtocolViolation(f"bad chunk size line {bytes(buf[:i])[:40]!r}")
-                del buf[:i + 2]
+                del buf[: i + 2]
                 size = int(size_text, 16)
                 if size == 0:
                     self._state = _TRAILERS
@@ -205,7 +218,7 @@ class ResponseParser:
                         raise ProtocolViolation("response head larger than 64 KiB")
                     return
                 head = bytes(buf[:i])
-                del buf[:i + 4]
+                del buf[: i + 4]
                 self._head(head)
             elif st == _TRAILERS:
                 i = buf.find(b"\r\n")
@@ -213,7 +226,7 @@ class ResponseParser:
                     if len(buf) > MAX_HEAD_BYTES:
                         raise ProtocolViolation("chunked trailers larger than 64 KiB")
                     return
-                del buf[:i + 2]
+                del buf[: i + 2]
                 if i == 0:
                     self._finish()
             elif st == _UNTIL_CLOSE:
@@ -228,7 +241,12 @@ class ResponseParser:
     def _head(self, head: bytes) -> None:
         lines = head.split(b"\r\n")
         parts = lines[0].split(b" ", 2)
-        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or len(parts[1]) != 3 or not parts[1].isdigit():
+        if (
+            len(parts) < 2
+            or not parts[0].startswith(b"HTTP/1.")
+            or len(parts[1]) != 3
+            or not parts[1].isdigit()
+        ):
             raise ProtocolViolation(f"bad status line {lines[0][:80]!r}")
         status = int(parts[1])
         headers = Headers()
@@ -251,7 +269,8 @@ class ResponseParser:
         self.http10 = parts[0] == b"HTTP/1.0"
         # HTTP/1.0 answers are never reused (as h11 does): keep-alive there is opt-in and rare.
         keep = not self.http10 and "close" not in {
-            t.strip().lower() for t in dict.get(headers, "connection", "").split(",")}
+            t.strip().lower() for t in dict.get(headers, "connection", "").split(",")
+        }
         te = dict.get(headers, "transfer-encoding")
         cl = dict.get(headers, "content-length")
         if self._head_only or status == 204 or status == 304:
@@ -322,7 +341,9 @@ class H1Connection(asyncio.Protocol):
             else:
                 await asyncio.wait_for(fut, connect_timeout_s)
         except (TimeoutError, asyncio.TimeoutError) as e:
-            raise httpx.ConnectTimeout(f"connecting to {host}:{port} timed out after {connect_timeout_s}s") from e
+            raise httpx.ConnectTimeout(
+                f"connecting to {host}:{port} timed out after {connect_timeout_s}s"
+            ) from e
         except OSError as e:
             raise httpx.ConnectError(f"cannot connect to {host}:{port}: {e}") from e
         return conn
@@ -454,8 +475,15 @@ class H1Connection(asyncio.Protocol):
         if self._write_paused:
             fut = self._loop.create_future()
             self._drain = fut
-            timer = self._loop.call_later(write_timeout_s, lambda: fut.done() or fut.set_exception(
-                httpx.WriteTimeout(f"could not send the request within {write_timeout_s:g}s")))
+            timer = self._loop.call_later(
+                write_timeout_s,
+                lambda: (
+                    fut.done()
+                    or fut.set_exception(
+                        httpx.WriteTimeout(f"could not send the request within {write_timeout_s:g}s")
+                    )
+                ),
+            )
             try:
                 await fut
             finally:
@@ -628,8 +656,12 @@ class H1Pool:
 
     def release(self, conn: H1Connection) -> None:
         """Keep `conn` for reuse when it is clean, else close it."""
-        if (conn.reusable() and len(self._idle) < self.max_idle and self._loop is conn._loop
-                and self._pid == os.getpid()):
+        if (
+            conn.reusable()
+            and len(self._idle) < self.max_idle
+            and self._loop is conn._loop
+            and self._pid == os.getpid()
+        ):
             self._idle.append(conn)
         else:
             conn.close()
@@ -676,7 +708,7 @@ class H1Session:
     def _encode(self, method: str, url: str, json_body: Any, headers: dict[str, str] | None) -> bytes:
         if not url.startswith(self._prefix):
             raise ValueError(f"{url!r} is not on {self._prefix}")
-        path = url[len(self._prefix):] or "/"
+        path = url[len(self._prefix) :] or "/"
         if path[0] != "/":
             raise ValueError(f"{url!r} is not on {self._prefix}")
         lines = [method, " ", path, " HTTP/1.1\r\n", self._host_line]
@@ -725,7 +757,9 @@ class H1Session:
         else:
             self.pool.release(conn)
 
-    async def _roundtrip(self, method: str, data: bytes, read_timeout_s: float | None) -> tuple[H1Connection, H1Response]:
+    async def _roundtrip(
+        self, method: str, data: bytes, read_timeout_s: float | None
+    ) -> tuple[H1Connection, H1Response]:
         conn = await self._take()
         try:
             await conn.send(data, method == "HEAD")
@@ -736,8 +770,15 @@ class H1Session:
             raise
         return conn, H1Response(conn, read_timeout_s)
 
-    async def request(self, method: str, url: str, *, json: Any = None, headers: dict[str, str] | None = None,
-                      timeout: httpx.Timeout | None = None) -> H1Response:
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: httpx.Timeout | None = None,
+    ) -> H1Response:
         """Send a request and read its whole answer."""
         data = self._encode(method, url, json, headers)
         read_timeout = timeout.read if timeout is not None else None
@@ -748,14 +789,31 @@ class H1Session:
             self._give(conn)
         return resp
 
-    def stream(self, method: str, url: str, *, json: Any = None, headers: dict[str, str] | None = None,
-               timeout: httpx.Timeout | None = None) -> _Stream:
+    def stream(
+        self,
+        method: str,
+        url: str,
+        *,
+        json: Any = None,
+        headers: dict[str, str] | None = None,
+        timeout: httpx.Timeout | None = None,
+    ) -> _Stream:
         """`async with http.stream(...) as resp:` the answer with its body still to read."""
-        return _Stream(self, method, self._encode(method, url, json, headers),
-                       timeout.read if timeout is not None else None)
+        return _Stream(
+            self,
+            method,
+            self._encode(method, url, json, headers),
+            timeout.read if timeout is not None else None,
+        )
 
-    async def sse(self, url: str, json_body: Any, headers: dict[str, str] | None, read_timeout_s: float | None,
-                  sink: Callable[[bytes], None]) -> H1Response | None:
+    async def sse(
+        self,
+        url: str,
+        json_body: Any,
+        headers: dict[str, str] | None,
+        read_timeout_s: float | None,
+        sink: Callable[[bytes], None],
+    ) -> H1Response | None:
         """POST `json_body` and hand the 200 answer's body to `sink(bytes)` as it arrives, from the
         connection's data callback (no task switch per network read). Returns None for a 200 answer,
         else the response with its body read. `sink` must not block; what it raises is re-raised here.

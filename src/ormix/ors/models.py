@@ -25,8 +25,11 @@ def text_of(blocks: list[dict[str, Any]] | None) -> str:
     """
     if not blocks:
         return ""
-    return "\n".join(b.get("text", "") for b in blocks
-                     if isinstance(b, dict) and b.get("type", "text") == "text" and "text" in b)
+    return "\n".join(
+        b.get("text", "")
+        for b in blocks
+        if isinstance(b, dict) and b.get("type", "text") == "text" and "text" in b
+    )
 
 
 class ToolSpec(BaseModel):
@@ -57,8 +60,11 @@ class ToolSpec(BaseModel):
             raise TypeError(f"tool name must be a string, got {type(name).__name__}")
         desc = d.get("description")
         schema = d.get("input_schema")
-        return cls(name=name, description=desc if isinstance(desc, str) else ("" if desc is None else str(desc)),
-                   input_schema={} if schema is None else schema)
+        return cls(
+            name=name,
+            description=desc if isinstance(desc, str) else ("" if desc is None else str(desc)),
+            input_schema={} if schema is None else schema,
+        )
 
 
 class ToolResult(BaseModel):

@@ -43,8 +43,12 @@ def _map_error(exc: BaseException, *, env: str, sid: str | None, tool: str | Non
 
     ctx = {"env": env, "session_id": sid, "tool": tool}
     if isinstance(exc, sdk.ToolCallError):
-        return errors.ToolRejected(f"tool call {tool!r} rejected ({exc.reason}): {exc.detail}",
-                                   reason=str(exc.reason), detail=exc.detail, **ctx)
+        return errors.ToolRejected(
+            f"tool call {tool!r} rejected ({exc.reason}): {exc.detail}",
+            reason=str(exc.reason),
+            detail=exc.detail,
+            **ctx,
+        )
     if isinstance(exc, sdk.ToolFailed):
         return errors.ToolFailed(f"tool {tool!r} failed in the environment: {exc}", detail=str(exc), **ctx)
     if isinstance(exc, sdk.SessionTerminatedError):
@@ -88,17 +92,22 @@ class SdkSession:
     async def tools(self) -> list[ToolSpec]:
         """Shared and task tools of this session."""
         specs = await self._run(self._s.list_tools())
-        return [ToolSpec(name=s.name, description=s.description or "", input_schema=s.input_schema or {})
-                for s in specs]
+        return [
+            ToolSpec(name=s.name, description=s.description or "", input_schema=s.input_schema or {})
+            for s in specs
+        ]
 
     async def call(self, name: str, input: dict, *, timeout_s: float | None = None) -> ToolResult:
         """Call a tool; SDK errors come back as ormix's typed errors."""
         t0 = time.perf_counter()
         out = await self._run(self._s.call_tool(name, input), tool=name)
         self.timings["last_call_ms"] = (time.perf_counter() - t0) * 1000
-        return ToolResult(blocks=[_dump(b) for b in out.blocks or []],
-                          metadata=out.metadata if isinstance(out.metadata, dict) else None,
-                          reward=out.reward, finished=bool(out.finished))
+        return ToolResult(
+            blocks=[_dump(b) for b in out.blocks or []],
+            metadata=out.metadata if isinstance(out.metadata, dict) else None,
+            reward=out.reward,
+            finished=bool(out.finished),
+        )
 
     async def close(self) -> None:
         """Close the session (idempotent, never raises)."""
@@ -129,8 +138,14 @@ class SdkConnection:
         timeout_s: deadline of each call.
     """
 
-    def __init__(self, target: str, *, env_name: str | None = None, api_key: str | None = None,
-                 timeout_s: float | None = 300.0) -> None:
+    def __init__(
+        self,
+        target: str,
+        *,
+        env_name: str | None = None,
+        api_key: str | None = None,
+        timeout_s: float | None = 300.0,
+    ) -> None:
         self.target, self.env_name, self.timeout_s = target, env_name, timeout_s
         self._api_key = api_key
         self._env: Any = None
@@ -153,8 +168,14 @@ class SdkConnection:
                 self._env = client.environments.get(self.target)
         return self._env
 
-    async def open_session(self, *, split: str | None = None, index: int | None = None,
-                           task_spec: dict | None = None, secrets: dict[str, str] | None = None) -> SdkSession:
+    async def open_session(
+        self,
+        *,
+        split: str | None = None,
+        index: int | None = None,
+        task_spec: dict | None = None,
+        secrets: dict[str, str] | None = None,
+    ) -> SdkSession:
         """Open a session (split + index, or a task spec)."""
         env = self._environment()
         name = self.env_name or self.target
@@ -162,8 +183,12 @@ class SdkConnection:
             if task_spec is not None:
                 from openreward.api.environments.types import Task
 
-                task = Task(server_name=env.server, environment_name=env.name, task_spec=task_spec,
-                            namespace=env.namespace)
+                task = Task(
+                    server_name=env.server,
+                    environment_name=env.name,
+                    task_spec=task_spec,
+                    namespace=env.namespace,
+                )
                 sdk_session = env.session(task=task, secrets=secrets)
             else:
                 sdk_session = env.session(split=split, index=index, secrets=secrets)

@@ -30,8 +30,13 @@ __all__ = ["WELL_KNOWN_SECRETS", "augment_with_api_key", "encode_secrets"]
 
 SecretValue = str | tuple[str, list[str]]
 
-_GH = ["github.com", "api.github.com", "uploads.github.com", "objects.githubusercontent.com",
-       "raw.githubusercontent.com"]
+_GH = [
+    "github.com",
+    "api.github.com",
+    "uploads.github.com",
+    "objects.githubusercontent.com",
+    "raw.githubusercontent.com",
+]
 _HF = ["api-inference.huggingface.co", "huggingface.co"]
 _HF2 = ["huggingface.co", "api-inference.huggingface.co"]
 _BASE: dict[str, list[str]] = {
@@ -68,8 +73,10 @@ WELL_KNOWN_SECRETS: dict[str, list[str]] = {
 }
 
 # First-party services the api_key may reach from a sandbox (env-overridable, as in the SDK).
-_SERVICE_URLS = [("OPENREWARD_WEB_SEARCH_URL", "https://search.openreward.ai/search"),
-                 ("OPENREWARD_WEB_FETCH_URL", "https://search.openreward.ai/fetch")]
+_SERVICE_URLS = [
+    ("OPENREWARD_WEB_SEARCH_URL", "https://search.openreward.ai/search"),
+    ("OPENREWARD_WEB_FETCH_URL", "https://search.openreward.ai/fetch"),
+]
 
 
 def _internal_domain(host: str) -> str | None:
@@ -77,8 +84,12 @@ def _internal_domain(host: str) -> str | None:
     return f"{parts[0]}.openreward.internal" if len(parts) >= 3 else None
 
 
-def augment_with_api_key(secrets: Mapping[str, SecretValue] | None, api_key: str | None,
-                         session_url: str | None, api_url: str | None) -> dict[str, SecretValue] | None:
+def augment_with_api_key(
+    secrets: Mapping[str, SecretValue] | None,
+    api_key: str | None,
+    session_url: str | None,
+    api_url: str | None,
+) -> dict[str, SecretValue] | None:
     """Add the `api_key` / `OPENREWARD_API_KEY` entries the SDK adds when it has an API key.
 
     Example:
@@ -121,6 +132,8 @@ def encode_secrets(secrets: Mapping[str, SecretValue]) -> str:
             payload[key] = {"value": entry, "allowed_domains": WELL_KNOWN_SECRETS.get(key, [])}
         else:
             # Never echo the value: only its key and type.
-            raise TypeError(f"secret {key!r} must be a string or a (value, allowed_domains) tuple, "
-                            f"got {type(entry).__name__}")
+            raise TypeError(
+                f"secret {key!r} must be a string or a (value, allowed_domains) tuple, "
+                f"got {type(entry).__name__}"
+            )
     return base64.b64encode(json.dumps(payload).encode()).decode()

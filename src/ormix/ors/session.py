@@ -111,10 +111,20 @@ class Session:
         ...         await s.close()
     """
 
-    def __init__(self, *, transport: Transport, http: httpx.AsyncClient | H1Session, sid: str, env_name: str | None,
-                 timeout_s: float | None, connect_timeout_s: float, ping_interval_s: float | None,
-                 owner: Any = None, max_output_chars: int | None = None,
-                 redact: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        transport: Transport,
+        http: httpx.AsyncClient | H1Session,
+        sid: str,
+        env_name: str | None,
+        timeout_s: float | None,
+        connect_timeout_s: float,
+        ping_interval_s: float | None,
+        owner: Any = None,
+        max_output_chars: int | None = None,
+        redact: tuple[str, ...] = (),
+    ) -> None:
         self.id = sid
         self.env_name = env_name
         self.timings = SessionTimings()
@@ -133,8 +143,9 @@ class Session:
         # server echoes request headers back. Never shown.
         self._redact = redact
         self._slot: int | None = None  # the client pool slot this session holds (released at close)
-        self._stream_timeout = httpx.Timeout(connect=connect_timeout_s, read=_STREAM_READ_TIMEOUT_S,
-                                             write=60.0, pool=None)
+        self._stream_timeout = httpx.Timeout(
+            connect=connect_timeout_s, read=_STREAM_READ_TIMEOUT_S, write=60.0, pool=None
+        )
         ep = transport.endpoint
         self._call_url = transport.url(ep.path("/call"))
         self._label = env_name or ep.deployment
@@ -157,8 +168,9 @@ class Session:
 
     def _start_keepalive(self) -> None:
         if self._ping_interval_s and self._ping_interval_s > 0 and self._ping_task is None:
-            self._ping_task = asyncio.get_running_loop().create_task(self._keepalive(),
-                                                                     name=f"ormix-ping-{self.id}")
+            self._ping_task = asyncio.get_running_loop().create_task(
+                self._keepalive(), name=f"ormix-ping-{self.id}"
+            )
 
     async def _keepalive(self) -> None:
         interval = float(self._ping_interval_s or 10.0)
@@ -186,8 +198,9 @@ class Session:
         if self._closed:
             raise ORSError("this session is closed; open a new one", **self._ctx(tool))
         if self.dead_reason is not None:
-            raise SessionDeadError(f"session is dead: {self.dead_reason}. Open a new session.",
-                                   **self._ctx(tool))
+            raise SessionDeadError(
+                f"session is dead: {self.dead_reason}. Open a new session.", **self._ctx(tool)
+            )
 
     def _deadline(self, timeout_s: float | None):
         t = self._timeout_s if timeout_s is None else timeout_s
@@ -212,14 +225,18 @@ class Session:
         try:
             await self._t.request("POST", "/ping", sid=self.id, headers=self._headers, client=self._http)
         except SessionDeadError as e:
-            raise self._dead_from(SessionDeadError(
-                "the server no longer knows this session (a keepalive ping got 404): it was reaped after "
-                "idling past the server's limit, deleted, or the server restarted. Open a new session.",
-                **self._ctx())) from e
+            raise self._dead_from(
+                SessionDeadError(
+                    "the server no longer knows this session (a keepalive ping got 404): it was reaped after "
+                    "idling past the server's limit, deleted, or the server restarted. Open a new session.",
+                    **self._ctx(),
+                )
+            ) from e
         except ORSError as e:
             if getattr(e, "status_code", None) == 404:
-                raise self._dead_from(SessionDeadError(f"ping answered 404: {e.message}",
-                                                       **self._ctx())) from e
+                raise self._dead_from(
+                    SessionDeadError(f"ping answered 404: {e.message}", **self._ctx())
+                ) from e
             raise
         self.timings.pings += 1
 
@@ -235,13 +252,15 @@ class Session:
         path = self._t.endpoint.path(suffix)
         try:
             with self._deadline(timeout_s):
-                resp = await self._t.request("GET", path, sid=self.id, headers=self._headers, client=self._http,
-                                             ride_out_starting=True)
+                resp = await self._t.request(
+                    "GET", path, sid=self.id, headers=self._headers, client=self._http, ride_out_starting=True
+                )
         except TimeoutError as e:
             raise DeadlineExceeded(
                 f"GET {suffix} did not answer within the deadline: the environment may still be starting "
                 f"(setup() running). Pass a larger timeout_s or check the environment's setup.",
-                **self._ctx()) from e
+                **self._ctx(),
+            ) from e
         except SessionDeadError as e:
             raise self._dead_from(e) from None
         except ORSError as e:
@@ -249,7 +268,10 @@ class Session:
                 raise SessionOpenError(
                     f"the session could not start: the environment failed ({e.detail}). This task cannot be "
                     f"run as is; close the session and report or skip the task.",
-                    detail=getattr(e, "detail", None), status_code=500, **self._ctx()) from None
+                    detail=getattr(e, "detail", None),
+                    status_code=500,
+                    **self._ctx(),
+                ) from None
             raise
         try:
             return resp.json()
@@ -257,7 +279,10 @@ class Session:
             raise ProtocolError(
                 f"GET {path} answered {resp.status_code} with a body that is not JSON ({_excerpt(resp)}). "
                 f"The server does not speak ORS as ormix expects: check the URL, env_name and the server's "
-                f"version (GET /version).", status_code=resp.status_code, **self._ctx()) from e
+                f"version (GET /version).",
+                status_code=resp.status_code,
+                **self._ctx(),
+            ) from e
 
     async def prompt(self, *, timeout_s: float | None = None) -> list[dict]:
         """The task's prompt blocks (`GET /{env}/prompt`); waits out a slow `setup()` until the deadline.
@@ -269,9 +294,11 @@ class Session:
         """
         blocks = await self._get_ready("/prompt", timeout_s)
         if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-            raise ProtocolError(f"GET /prompt answered {_kind(blocks)}, not a list of blocks. The server does not "
-                                f"speak ORS as ormix expects; check its version (GET /version).",
-                                **self._ctx()).redact(self._redact)
+            raise ProtocolError(
+                f"GET /prompt answered {_kind(blocks)}, not a list of blocks. The server does not "
+                f"speak ORS as ormix expects; check its version (GET /version).",
+                **self._ctx(),
+            ).redact(self._redact)
         return blocks
 
     async def prompt_text(self, *, timeout_s: float | None = None) -> str:
@@ -326,29 +353,39 @@ class Session:
                 f"tool call {name!r} did not finish within {t:g}s. The tool may still be running on the "
                 f"server (a non-concurrent tool of this session stays busy until it ends); the client and "
                 f"the session are still usable. Pass a larger timeout_s for slow tools.",
-                **self._ctx(name)) from e
+                **self._ctx(name),
+            ) from e
         finally:
             ms = (time.perf_counter() - start) * 1000.0
             self.timings.calls += 1
             self.timings.last_call_ms = ms
             self.timings.call_ms_total += ms
         if stream.error is not None:
-            raise ToolFailed(f"tool {name!r} raised inside the environment: {_clip_text(stream.error)}. The session "
-                             f"stays open on the server, but its state may be inconsistent.",
-                             detail=stream.error, **self._ctx(name))
+            raise ToolFailed(
+                f"tool {name!r} raised inside the environment: {_clip_text(stream.error)}. The session "
+                f"stays open on the server, but its state may be inconsistent.",
+                detail=stream.error,
+                **self._ctx(name),
+            )
         return self._parse_result(name, stream)
 
     def _bad_result(self, name: str, what: str, stream: CallStream) -> ProtocolError:
         return ProtocolError(
             f"tool {name!r} answered {what} ({stream.received} chars received). The server does not speak "
             f"ORS as ormix expects (broken, or an incompatible version): check GET /version and the "
-            f"environment's code; the session may still be usable.", **self._ctx(name))
+            f"environment's code; the session may still be usable.",
+            **self._ctx(name),
+        )
 
     def _parse_result(self, name: str, stream: CallStream) -> ToolResult:
         clip = stream.clip
         if clip is not None and clip.overflow:
-            raise self._bad_result(name, f"a result whose JSON structure alone is larger than {clip.limit} "
-                                         f"characters (long strings are cut, the rest cannot be)", stream)
+            raise self._bad_result(
+                name,
+                f"a result whose JSON structure alone is larger than {clip.limit} "
+                f"characters (long strings are cut, the rest cannot be)",
+                stream,
+            )
         text = stream.result or ""
         try:
             res = json.loads(text)
@@ -366,10 +403,12 @@ class Session:
             if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
                 raise self._bad_result(name, "`blocks` that are not a list of objects", stream)
             reward = out.get("reward")
-            if reward is not None and (isinstance(reward, bool) or not isinstance(reward, (int, float))
-                                       or not math.isfinite(reward)):
-                raise self._bad_result(name, f"a reward that is not a finite number ({str(reward)[:40]!r})",
-                                       stream)
+            if reward is not None and (
+                isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward)
+            ):
+                raise self._bad_result(
+                    name, f"a reward that is not a finite number ({str(reward)[:40]!r})", stream
+                )
             metadata = out.get("metadata")
             if metadata is not None and not isinstance(metadata, dict):
                 raise self._bad_result(name, f"`metadata` that is {_kind(metadata)}, not an object", stream)
@@ -385,8 +424,13 @@ class Session:
                 blocks = kept
                 metadata, _ = unclip(metadata)
             try:
-                result = ToolResult(blocks=blocks, metadata=metadata, reward=reward,
-                                    finished=bool(out.get("finished", False)), truncated=truncated)
+                result = ToolResult(
+                    blocks=blocks,
+                    metadata=metadata,
+                    reward=reward,
+                    finished=bool(out.get("finished", False)),
+                    truncated=truncated,
+                )
             except ValueError as e:  # pydantic's ValidationError
                 raise self._bad_result(name, "a result of the wrong shape", stream) from e
             result.full_chars = len(result.text) + dropped
@@ -394,8 +438,12 @@ class Session:
         error = res.get("error", "")
         error = _clip_text(error if isinstance(error, str) else json.dumps(error)[:2000])
         reason = _infer_reason(res.get("reason"), error)
-        raise ToolRejected(f"tool call {name!r} rejected ({reason}): {error}. {_REJECT_HINT[reason]}.",
-                           reason=reason, detail=error, **self._ctx(name))
+        raise ToolRejected(
+            f"tool call {name!r} rejected ({reason}): {error}. {_REJECT_HINT[reason]}.",
+            reason=reason,
+            detail=error,
+            **self._ctx(name),
+        )
 
     async def _attempt(self, body: dict[str, Any], stream: CallStream) -> Any:
         """One `POST /call`: feeds the SSE events to `stream` as they arrive. Returns the response when
@@ -413,8 +461,9 @@ class Session:
                     on_event(event, data)
 
             return await http.sse(self._call_url, body, self._headers, _STREAM_READ_TIMEOUT_S, sink)
-        async with http.stream("POST", self._call_url, json=body, headers=self._headers,
-                               timeout=self._stream_timeout) as resp:
+        async with http.stream(
+            "POST", self._call_url, json=body, headers=self._headers, timeout=self._stream_timeout
+        ) as resp:
             if resp.status_code != 200:
                 await resp.aread()
                 return resp
@@ -438,8 +487,9 @@ class Session:
                 if resp is not None:
                     code = resp.status_code
                     # A non-200 answer comes before the server starts the tool: retrying is safe.
-                    if code in RETRY_STATUSES and (attempt < self._t.retries
-                                                   or resp.headers.get("X-Backend-State") == "starting"):
+                    if code in RETRY_STATUSES and (
+                        attempt < self._t.retries or resp.headers.get("X-Backend-State") == "starting"
+                    ):
                         wait = retry_after_s(resp)
                         await asyncio.sleep(min(wait, 10.0) if wait is not None else backoff_s(attempt, 0.2))
                         attempt += 1
@@ -453,14 +503,19 @@ class Session:
                         # for setup and re-raises its error).
                         raise SessionOpenError(
                             f"the session could not start, so tool {name!r} was not run: {detail_of(resp)}",
-                            detail=detail_of(resp), status_code=500, **self._ctx(name))
+                            detail=detail_of(resp),
+                            status_code=500,
+                            **self._ctx(name),
+                        )
                     raise err
                 if stream.done:
                     if stream.error == "unknown task_id" and "task_id" in body:
                         raise TransportError(
                             f"the connection dropped during tool call {name!r} and the server no longer "
                             f"holds its result (task_id expired or the server restarted); the tool ran "
-                            f"once, its output is lost.", **self._ctx(name))
+                            f"once, its output is lost.",
+                            **self._ctx(name),
+                        )
                     return
                 failure = httpx.RemoteProtocolError("stream ended before the `end` event")
             # The connection failed. Retry only when that cannot run the tool twice: with the server's
@@ -469,11 +524,15 @@ class Session:
                 raise TransportError(
                     f"the connection failed during tool call {name!r} before the server acknowledged it "
                     f"({type(failure).__name__}: {failure}); not retried because the tool may have run. "
-                    f"Call it again only if running it twice is harmless.", **self._ctx(name)) from failure
+                    f"Call it again only if running it twice is harmless.",
+                    **self._ctx(name),
+                ) from failure
             if attempt >= self._t.retries:
                 raise TransportError(
                     f"tool call {name!r} failed after {attempt + 1} attempts ({type(failure).__name__}: "
-                    f"{failure}). Check the server is reachable.", **self._ctx(name)) from failure
+                    f"{failure}). Check the server is reachable.",
+                    **self._ctx(name),
+                ) from failure
             await asyncio.sleep(backoff_s(attempt))
             attempt += 1
             self.timings.retries += 1
@@ -495,11 +554,23 @@ class Session:
                 await task
         try:
             with anyio.fail_after(30.0):
-                await self._t.request("POST", "/delete", sid=self.id, headers=self._headers, client=self._http,
-                                      ok_statuses=frozenset({200, 404, 410}))
+                await self._t.request(
+                    "POST",
+                    "/delete",
+                    sid=self.id,
+                    headers=self._headers,
+                    client=self._http,
+                    ok_statuses=frozenset({200, 404, 410}),
+                )
                 if self._t.endpoint.is_platform:
-                    await self._t.request("POST", "/delete_session", sid=self.id, headers=self._headers,
-                                          client=self._http, ok_statuses=frozenset({200, 404, 410}))
+                    await self._t.request(
+                        "POST",
+                        "/delete_session",
+                        sid=self.id,
+                        headers=self._headers,
+                        client=self._http,
+                        ok_statuses=frozenset({200, 404, 410}),
+                    )
         except Exception as e:  # noqa: BLE001 - closing must not mask the caller's own error
             logger.debug("ormix.ors: closing session %s failed: %s", self.id, type(e).__name__)
         finally:
@@ -520,8 +591,14 @@ def _kind(value: Any) -> str:
     """A short name of a JSON value's type, for messages (never the value: it may be large or secret)."""
     if value is None:
         return "null"
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number",
-            float: "a number"}.get(type(value), type(value).__name__)
+    return {
+        dict: "an object",
+        list: "a list",
+        str: "a string",
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+    }.get(type(value), type(value).__name__)
 
 
 def _excerpt(resp: Any, limit: int = 80) -> str:
@@ -542,17 +619,23 @@ def tool_specs_of(body: Any, what: str, ctx: dict[str, str | None]) -> list[Tool
     """
     tools = body.get("tools", []) if isinstance(body, dict) else None
     if not isinstance(tools, list):
-        raise ProtocolError(f"{what} answered {_kind(body if tools is None else tools)} where an object with a "
-                            f"`tools` list belongs. The server does not speak ORS as ormix expects; check its "
-                            f"version (GET /version).", **ctx)
+        raise ProtocolError(
+            f"{what} answered {_kind(body if tools is None else tools)} where an object with a "
+            f"`tools` list belongs. The server does not speak ORS as ormix expects; check its "
+            f"version (GET /version).",
+            **ctx,
+        )
     out = []
     for i, t in enumerate(tools):
         try:
             out.append(ToolSpec.from_wire(t))
         except (KeyError, TypeError, ValueError) as e:
-            raise ProtocolError(f"{what}: tool #{i} is not a valid tool description ({type(e).__name__}: "
-                                f"{str(e)[:120]}). The server does not speak ORS as ormix expects; fix the "
-                                f"environment's tool definitions.", **ctx) from None
+            raise ProtocolError(
+                f"{what}: tool #{i} is not a valid tool description ({type(e).__name__}: "
+                f"{str(e)[:120]}). The server does not speak ORS as ormix expects; fix the "
+                f"environment's tool definitions.",
+                **ctx,
+            ) from None
     return out
 
 

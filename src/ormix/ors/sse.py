@@ -156,7 +156,9 @@ def encode_event(event: str, data: str, sep: str = "\r\n") -> str:
         >>> encode_event("end", "a\\nb")
         'event: end\\r\\ndata: a\\r\\ndata: b\\r\\n\\r\\n'
     """
-    lines = [f"event: {event}"] + [f"data: {d}" for d in data.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
+    lines = [f"event: {event}"] + [
+        f"data: {d}" for d in data.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    ]
     return sep.join(lines) + sep + sep
 
 
@@ -195,8 +197,20 @@ class ClippedJSON:
         (296, 1.0, 1, 704)
     """
 
-    __slots__ = ("_parts", "kept", "budget", "limit", "overflow", "clipped", "dropped", "_in_str", "_carry",
-                 "_left", "_cut", "_drop")
+    __slots__ = (
+        "_parts",
+        "kept",
+        "budget",
+        "limit",
+        "overflow",
+        "clipped",
+        "dropped",
+        "_in_str",
+        "_carry",
+        "_left",
+        "_cut",
+        "_drop",
+    )
 
     def __init__(self, budget: int, limit: int) -> None:
         self._parts: list[str] = []
@@ -229,7 +243,7 @@ class ClippedJSON:
             # at once would cost memory in proportion to it. Slices bound that (escapes split by a
             # slice edge are carried over like those split by the network).
             for k in range(0, len(s), _SLICE):
-                self._feed(s[k:k + _SLICE])
+                self._feed(s[k : k + _SLICE])
         else:
             self._feed(s)
 
@@ -243,7 +257,7 @@ class ClippedJSON:
                 if j < 0:
                     self._keep(s[i:] if i else s)
                     return
-                self._keep(s[i:j + 1])
+                self._keep(s[i : j + 1])
                 i = j + 1
                 self._in_str = True
                 self._left = max(self.budget, MIN_KEEP)
@@ -267,7 +281,7 @@ class ClippedJSON:
                 self._carry = s[e:]
                 return
             else:  # a malformed escape: kept, so that parsing the result reports it
-                self._keep(s[e:e + 2])
+                self._keep(s[e : e + 2])
                 i = e + 2
 
     def _run(self, s: str, i: int, e: int) -> None:
@@ -308,7 +322,7 @@ def unclip(obj: Any, _depth: int = 0) -> tuple[Any, int]:
         m = _MARK_RE.search(obj)
         if m is None:
             return obj, 0
-        head = obj[:m.start()]
+        head = obj[: m.start()]
         if head and "\ud800" <= head[-1] <= "\udbff":
             head = head[:-1]  # the cut fell between the halves of a surrogate pair
         return head, int(m.group(1))

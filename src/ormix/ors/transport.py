@@ -63,7 +63,7 @@ def retry_after_s(resp: httpx.Response) -> float | None:
 
 def backoff_s(attempt: int, base: float = 0.05, cap: float = 2.0) -> float:
     # Jittered exponential backoff: concurrent sessions that failed together do not retry in lockstep.
-    return min(cap, base * (2 ** attempt)) * (0.5 + random.random() / 2)
+    return min(cap, base * (2**attempt)) * (0.5 + random.random() / 2)
 
 
 _SSL: dict[bool, ssl.SSLContext] = {}
@@ -170,10 +170,19 @@ class Transport:
             h.update(extra)
         return h
 
-    async def request(self, method: str, path: str, *, json_body: Any = None, sid: str | None = None,
-                      headers: dict[str, str] | None = None, client: httpx.AsyncClient | None = None,
-                      tool: str | None = None, ride_out_starting: bool = False,
-                      ok_statuses: frozenset[int] = frozenset({200})) -> httpx.Response:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        sid: str | None = None,
+        headers: dict[str, str] | None = None,
+        client: httpx.AsyncClient | None = None,
+        tool: str | None = None,
+        ride_out_starting: bool = False,
+        ok_statuses: frozenset[int] = frozenset({200}),
+    ) -> httpx.Response:
         """Send a request; retry transport errors and 429/502/503/504 up to `retries` times.
 
         A 503 with `X-Backend-State: starting` (environment setup still running) is retried without
@@ -193,7 +202,11 @@ class Transport:
                     raise TransportError(
                         f"{method} {path} to {self.endpoint.target} failed after {attempt + 1} attempts: "
                         f"{type(e).__name__}: {e or 'connection failed'}. Check the server is running and "
-                        f"reachable.", env=env, session_id=sid, tool=tool).redact(self.sensitive) from e
+                        f"reachable.",
+                        env=env,
+                        session_id=sid,
+                        tool=tool,
+                    ).redact(self.sensitive) from e
                 await asyncio.sleep(backoff_s(attempt))
                 attempt += 1
                 continue
@@ -209,26 +222,43 @@ class Transport:
                     continue
             raise self.status_error(resp, method, path, sid=sid, tool=tool)
 
-    def status_error(self, resp: httpx.Response, method: str, path: str, *, sid: str | None = None,
-                     tool: str | None = None) -> ORSError:
+    def status_error(
+        self, resp: httpx.Response, method: str, path: str, *, sid: str | None = None, tool: str | None = None
+    ) -> ORSError:
         """The typed error for a non-success answer (the API key scrubbed from it)."""
         return self._status_error(resp, method, path, sid=sid, tool=tool).redact(self.sensitive)
 
-    def _status_error(self, resp: httpx.Response, method: str, path: str, *, sid: str | None = None,
-                      tool: str | None = None) -> ORSError:
+    def _status_error(
+        self, resp: httpx.Response, method: str, path: str, *, sid: str | None = None, tool: str | None = None
+    ) -> ORSError:
         env = self.endpoint.env_name or self.endpoint.deployment
         detail = detail_of(resp)
         code = resp.status_code
         if sid and (code == 410 or (code == 404 and "Active environment not found" in detail)):
             return SessionDeadError(
                 f"session is gone on the server ({code} {detail!r}): it was reaped after idling, deleted, "
-                f"or the server restarted. Open a new session.", env=env, session_id=sid, tool=tool)
+                f"or the server restarted. Open a new session.",
+                env=env,
+                session_id=sid,
+                tool=tool,
+            )
         if code == 401:
-            return ServerError(f"{method} {path}: 401 unauthorized ({detail}). Pass api_key= or set "
-                               f"OPENREWARD_API_KEY.", status_code=code, detail=detail, env=env,
-                               session_id=sid, tool=tool)
-        return ServerError(f"{method} {path} to {self.endpoint.target} answered {code}: {detail}",
-                           status_code=code, detail=detail, env=env, session_id=sid, tool=tool)
+            return ServerError(
+                f"{method} {path}: 401 unauthorized ({detail}). Pass api_key= or set OPENREWARD_API_KEY.",
+                status_code=code,
+                detail=detail,
+                env=env,
+                session_id=sid,
+                tool=tool,
+            )
+        return ServerError(
+            f"{method} {path} to {self.endpoint.target} answered {code}: {detail}",
+            status_code=code,
+            detail=detail,
+            env=env,
+            session_id=sid,
+            tool=tool,
+        )
 
 
 def now_ms() -> float:

@@ -95,7 +95,9 @@ class JsonEquals(Check):
     expected: Any = None
 
     async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
-        return json.loads(sandbox.read_file(self.path)) == self.expected, f"{self.path}: unexpected JSON value"
+        return json.loads(
+            sandbox.read_file(self.path)
+        ) == self.expected, f"{self.path}: unexpected JSON value"
 
 
 @dataclass(frozen=True)
@@ -150,8 +152,12 @@ def python_check(name: str, code: str, weight: float = 1.0) -> Command:
     explicitly so the code under test imports.
     """
     prelude = "import os, sys\nsys.path.insert(0, os.getcwd())\n"
-    return Command(name, weight, cmd=f"python3 -I - <<'ORMIX_CHECK_EOF'\n{prelude}{code}\nORMIX_CHECK_EOF",
-                   label="the Python check")
+    return Command(
+        name,
+        weight,
+        cmd=f"python3 -I - <<'ORMIX_CHECK_EOF'\n{prelude}{code}\nORMIX_CHECK_EOF",
+        label="the Python check",
+    )
 
 
 @dataclass(frozen=True)
