@@ -35,7 +35,7 @@ VIEW_MAX_BYTES = 100_000
 
 class BashParams(BaseModel, extra="forbid"):
     command: str = Field(description="The bash command to run in the workspace.")
-    timeout: Optional[float] = Field(
+    timeout: float | None = Field(
         default=None, description="Seconds before the command is killed (default 60)."
     )  # noqa: UP045 - pydantic schema shape
 
