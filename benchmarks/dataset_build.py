@@ -59,7 +59,7 @@ def serve(port_file: str, tasks: int, delay_ms: float) -> None:
     """Child process: an ORS server with `tasks` tasks that sleeps `delay_ms` before answering each request."""
     import uvicorn
 
-    from ormix.local.serving import _bind, build_app
+    from ormix.local.server.serving import _bind, build_app
 
     Catalog.TASKS = tasks
     app = build_app([Catalog]).app

@@ -17,8 +17,8 @@ from collections import Counter
 from trl import GRPOConfig, GRPOTrainer
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.tiny import resolve_model
-from ormix.trl import check_trainer_args
+from ormix.demo.tiny import resolve_model
+from ormix.integrations.trl import check_trainer_args
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import tempfile
 from trl import GRPOConfig, GRPOTrainer
 
 from ormix import OpenRewardSpec  # instead of: from trl.experimental.openreward import OpenRewardSpec
-from ormix.tiny import resolve_model
+from ormix.demo.tiny import resolve_model
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ def echo_server():
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory):
     """The offline tiny Qwen3 (random weights, local tokenizer, TRL's qwen3 template), built once per session."""
-    from ormix.tiny import build_tiny_model
+    from ormix.demo.tiny import build_tiny_model
 
     return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))
 
@@ -34,6 +34,6 @@ def tiny_model(tmp_path_factory):
 def _close_shared_servers():
     """Stop the servers `local:` targets started, while the interpreter is still whole (not at exit)."""
     yield
-    from ormix.local.shared import close_all
+    from ormix.local.server.shared import close_all
 
     close_all()

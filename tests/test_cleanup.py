@@ -1,7 +1,7 @@
 """Nothing outlives a training run: no open session, no sandbox directory, no server process.
 
 Each test runs a real `ormix train` (`train_command`, tiny model, scripted tool calls) in a subprocess
-(tests/_cleanup_train.py) against `local:terminals` and `local:seta` served in child processes (the
+(tests/support/cleanup_train.py) against `local:terminals` and `local:seta` served in child processes (the
 default), with ORMIX_SANDBOX_DIR pointed at an empty directory. Sessions own sandbox directories there,
 so a directory left behind is a session nobody tore down. The driver records, at the first turn after a
 tool result, the server pids and the sandboxes that exist then (proof there was something to clean up),
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-DRIVER = Path(__file__).resolve().parent / "_cleanup_train.py"
+DRIVER = Path(__file__).resolve().parent / "support" / "cleanup_train.py"
 MIXTURE = """\
 name: cleanup
 members:

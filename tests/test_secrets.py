@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent
-DRIVER = ROOT / "_cleanup_train.py"
+DRIVER = ROOT / "support" / "cleanup_train.py"
 MARK = "PLANTED"
 SECRETS = {
     "ORMIX_TEST_SECRET": f"sk-{MARK}-secret-{uuid.uuid4().hex[:12]}",

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from transformers.utils import get_json_schema
 
-from envs import HOSTILE_TOOLS, Hostile, SetaSurface, SweSurface, surface_tools
 from ormix import OpenRewardSpec
 from ormix.local import serve_in_thread
-from ormix.local.shared import server_for
+from ormix.local.server.shared import server_for
 from ormix.spec import SpecError, matches_where
+from support.envs import HOSTILE_TOOLS, Hostile, SetaSurface, SweSurface, surface_tools
 
 THREAD = {"local_serve": "thread"}
 
@@ -247,7 +247,7 @@ def test_import_ormix_does_not_import_torch_or_trl():
     import sys
 
     code = (
-        "import sys, ormix, ormix.ors, ormix.sampling, ormix.config; "
+        "import sys, ormix, ormix.ors, ormix.mixture.sampling, ormix.config; "
         "print(sorted(m for m in ('torch','transformers','trl') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -283,7 +283,7 @@ def test_task_tools_are_probed_on_a_task_the_filter_keeps(surfaces):
 
 def test_tool_named_like_episode_state_is_renamed(surfaces):
     """A tool called `metadata` (or `reward`, `calls`...) would be hidden by the episode's own attribute."""
-    from ormix.env.episode import make_episode_class
+    from ormix.rollout.episode import make_episode_class
 
     spec = OpenRewardSpec(surfaces.url, env_name="hostile", num_tasks=1)
     cls = make_episode_class(

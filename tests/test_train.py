@@ -238,7 +238,7 @@ def test_console_script_trains(tmp_path):
 def test_warm_start_transcripts_are_real_reference_episodes(tiny_model):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ormix.warmup import FINAL_ANSWER, build_transcripts, sft_loop
+    from ormix.demo.warmup import FINAL_ANSWER, build_transcripts, sft_loop
 
     mix = MixtureSpec(
         {

@@ -25,9 +25,9 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["MixtureSpec", "ORSClient", "OpenRewardSpec", "__version__", "load_mixture"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .mixture import MixtureSpec, load_mixture
-    from .ors import ORSClient
-    from .spec import OpenRewardSpec
+    from ormix.mixture import MixtureSpec, load_mixture
+    from ormix.ors import ORSClient
+    from ormix.spec import OpenRewardSpec
 
 
 def __getattr__(name: str) -> Any:

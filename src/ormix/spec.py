@@ -22,13 +22,13 @@ from typing import Any
 
 import anyio
 
-from .env.binding import BindingReport, merge_tool_specs
-from .env.episode import Episode, EpisodeConfig, make_episode_class
-from .ors import ORSClient
-from .ors.bridge import run_sync
-from .ors.models import ToolSpec
-from .outcome import training_reward
-from .targets import parse_target
+from ormix.ors import ORSClient
+from ormix.ors.bridge import run_sync
+from ormix.ors.models import ToolSpec
+from ormix.rollout.episode import Episode, EpisodeConfig, make_episode_class
+from ormix.rollout.outcome import training_reward
+from ormix.targets import parse_target
+from ormix.tools.binding import BindingReport, merge_tool_specs
 
 logger = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ class OpenRewardSpec:
         """Trainer callbacks (need transformers): per-environment telemetry (rollout records under
         `<output_dir>/rollouts/`, coverage alarm with the default thresholds) and closing every session of
         this spec when training ends."""
-        from .trl import SessionCleanupCallback, TelemetryCallback
+        from ormix.integrations.trl import SessionCleanupCallback, TelemetryCallback
 
         return [TelemetryCallback({self.name: self}), SessionCleanupCallback([self])]
 
@@ -352,7 +352,7 @@ class OpenRewardSpec:
         if self._client is None:
             _register_exit_hook()
             if self._target.kind in ("local", "module"):
-                from .local.shared import server_for
+                from ormix.local.server.shared import server_for
 
                 server = await anyio.to_thread.run_sync(
                     lambda: server_for(self.target, mode=self.local_serve)
@@ -380,7 +380,7 @@ class OpenRewardSpec:
         split = split or self.split
         if self.transport == "sdk":
             if self._sdk is None:
-                from .ors.sdk import SdkConnection
+                from ormix.ors.sdk import SdkConnection
 
                 endpoint = client.endpoint
                 target = self.target if self._target.kind == "catalog" else endpoint.api_url
@@ -415,7 +415,7 @@ class OpenRewardSpec:
                     "Check the metadata keys and values (`ormix inspect` lists them)."
                 )
             return chosen
-        from .ors import errors
+        from ormix.ors import errors
 
         if self.indices is not None:
             indexes = list(self.indices)
@@ -435,7 +435,7 @@ class OpenRewardSpec:
         return [(i, s if isinstance(s, dict) else {}) for i, s in zip(indexes, specs, strict=True)]
 
     async def _all_tasks(self, client: ORSClient) -> list[dict[str, Any]]:
-        from .ors import errors
+        from ormix.ors import errors
 
         try:
             return list(await client.tasks(self.split))
@@ -467,7 +467,7 @@ class OpenRewardSpec:
         return [i for i in probes if 0 <= i < total]
 
     async def _discover_tools(self) -> list[ToolSpec]:
-        from .ors import errors
+        from ormix.ors import errors
 
         client = await self._get_client()
         shared = list(await client.tools())
@@ -530,7 +530,7 @@ def make_reward_func(
     when a `TelemetryCallback` is training (see `ormix.telemetry`). When the config says so, each scored
     rollout's session is closed right after its reward is read.
     """
-    from .telemetry import observe_batch
+    from ormix.telemetry import observe_batch
 
     def reward(
         environments: Sequence[Any] | None = None,
@@ -620,7 +620,7 @@ def _register_exit_hook() -> None:
     """Close every spec at exit, ahead of the local servers' own shutdown (registered later, runs earlier)."""
     global _exit_hook_registered
     if not _exit_hook_registered:
-        from .local.serving import at_exit_early
+        from ormix.local.server.serving import at_exit_early
 
         at_exit_early(_close_open_specs)
         _exit_hook_registered = True

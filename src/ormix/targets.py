@@ -10,7 +10,7 @@ A target is one of four forms:
 
 This module only checks syntax: it never imports the environment registry or the user's module, and it
 never touches the network. Whether ``local:NAME`` names a shipped environment is decided when the member is
-built (``ormix.local.registry``).
+built (``ormix.local.server.registry``).
 
 Example:
     >>> parse_target("Eigent/SETA")

@@ -8,7 +8,7 @@
 3. build `GRPOConfig` from the file's ``train:`` section, then the caller's overrides, then settings that must
    agree with the mixture (data order, kept columns, batch geometry; see `build_grpo_config`),
 4. optionally warm the model up with a few steps of supervised fine-tuning on reference solutions
-   (`ormix.warmup`, local environments only),
+   (`ormix.demo.warmup`, local environments only),
 5. write ``manifest.json`` (`MixtureSpec.manifest`) and ``train_args.json`` into the run directory, train,
    printing one line per logging step with the per-member reward (and coverage, once telemetry logs it),
 6. save the model under ``<run dir>/model`` and print the report.
@@ -380,7 +380,9 @@ def _print_report(run_dir: Path, result: TrainResult, console: Any) -> None:
         return
     report = None
     try:
-        from .report import report_command as report  # telemetry's report, when it is installed
+        from ormix.diagnostics.report import (
+            report_command as report,  # telemetry's report, when it is installed
+        )
     except ImportError:
         report = None
     if report is not None:
@@ -404,8 +406,8 @@ def _print_report(run_dir: Path, result: TrainResult, console: Any) -> None:
 
 
 def _load(path: str | Path, settings: Mapping[str, Any], max_steps: int | None):
-    from .config import load_mixture_config
-    from .mixture import MixtureSpec
+    from ormix.config import load_mixture_config
+    from ormix.mixture import MixtureSpec
 
     config = load_mixture_config(str(path))
     overrides: dict[str, Any] = {}
@@ -450,8 +452,8 @@ def train(
     """
     from rich.console import Console
 
-    from .mixture import MixtureSpec
-    from .tiny import TINY_MODEL, resolve_model
+    from ormix.demo.tiny import TINY_MODEL, resolve_model
+    from ormix.mixture import MixtureSpec
 
     console = console or Console()
     started = time.monotonic()
@@ -505,7 +507,7 @@ def train(
         trainer_model: Any = model_path
         processing_class = None
         if warmup_sft > 0:
-            from .warmup import warmup_sft as run_warmup
+            from ormix.demo.warmup import warmup_sft as run_warmup
 
             trainer_model, processing_class = run_warmup(
                 mix,
@@ -631,9 +633,9 @@ def train_command(
         ...               warmup_sft=0, overrides=[], console=Console())   # doctest: +SKIP
         0
     """
-    from .config import MixtureConfigError
-    from .mixture import MixtureError
-    from .spec import SpecError
+    from ormix.config import MixtureConfigError
+    from ormix.mixture import MixtureError
+    from ormix.spec import SpecError
 
     try:
         settings = parse_overrides(overrides)
@@ -655,7 +657,7 @@ def train_command(
         console.print("[yellow]interrupted[/yellow]")
         return 130
     except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
-        from .trl import TrainerConfigError
+        from ormix.integrations.trl import TrainerConfigError
 
         if isinstance(e, TrainerConfigError):
             console.print(f"[red]error:[/red] {e}", highlight=False)

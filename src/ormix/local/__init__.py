@@ -4,8 +4,8 @@
 that everything (tests, demo, examples) runs offline.
 """
 
-from .registry import LOCAL_ENVIRONMENTS, UnknownEnvironmentError, load_environment_class
-from .serving import LocalServer, ServerStartError, serve_in_process, serve_in_thread
+from ormix.local.server.registry import LOCAL_ENVIRONMENTS, UnknownEnvironmentError, load_environment_class
+from ormix.local.server.serving import LocalServer, ServerStartError, serve_in_process, serve_in_thread
 
 __all__ = [
     "LOCAL_ENVIRONMENTS",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .serving import run_forever
+from ormix.local.server.serving import run_forever
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,10 +12,10 @@ Example:
 
 from __future__ import annotations
 
-from .bridge import portal, run_sync
-from .client import ORSClient
-from .endpoint import Endpoint, resolve_endpoint
-from .errors import (
+from ormix.ors.bridge import portal, run_sync
+from ormix.ors.client import ORSClient
+from ormix.ors.endpoint import Endpoint, resolve_endpoint
+from ormix.ors.errors import (
     BadTargetError,
     DeadlineExceeded,
     ORSError,
@@ -27,9 +27,9 @@ from .errors import (
     ToolRejected,
     TransportError,
 )
-from .models import Split, ToolResult, ToolSpec, text_of
-from .secrets import encode_secrets
-from .session import Session
+from ormix.ors.models import Split, ToolResult, ToolSpec, text_of
+from ormix.ors.secrets import encode_secrets
+from ormix.ors.session import Session
 
 __all__ = [
     "BadTargetError",

@@ -29,14 +29,14 @@ from typing import Any
 
 import anyio
 
-from .endpoint import Endpoint, resolve_endpoint
-from .errors import ORSError, ProtocolError, SessionDeadError, SessionOpenError, TransportError
-from .h1 import H1Pool, H1Session
-from .models import Split, ToolSpec
-from .secrets import augment_with_api_key, encode_secrets
-from .session import Session, _excerpt, _kind, tool_specs_of
-from .sse import CallStream, SSEParser
-from .transport import HTTPPool, Transport
+from ormix.ors.endpoint import Endpoint, resolve_endpoint
+from ormix.ors.errors import ORSError, ProtocolError, SessionDeadError, SessionOpenError, TransportError
+from ormix.ors.h1 import H1Pool, H1Session
+from ormix.ors.models import Split, ToolSpec
+from ormix.ors.secrets import augment_with_api_key, encode_secrets
+from ormix.ors.session import Session, _excerpt, _kind, tool_specs_of
+from ormix.ors.sse import CallStream, SSEParser
+from ormix.ors.transport import HTTPPool, Transport
 
 __all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "ORSClient"]
 

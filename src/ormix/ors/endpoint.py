@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from urllib.parse import urlparse, urlunparse
 
-from .errors import BadTargetError, ORSError, TransportError
+from ormix.ors.errors import BadTargetError, ORSError, TransportError
 
 __all__ = ["DEFAULT_BASE_URL", "Endpoint", "resolve_endpoint"]
 
@@ -79,7 +79,7 @@ class Endpoint:
 
 
 def _user_agent() -> str:
-    from .. import __version__
+    from ormix import __version__
 
     return f"ormix/{__version__}"
 

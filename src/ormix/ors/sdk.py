@@ -23,8 +23,8 @@ from typing import Any
 
 import anyio
 
-from . import errors
-from .models import ToolResult, ToolSpec, text_of
+from ormix.ors import errors
+from ormix.ors.models import ToolResult, ToolSpec, text_of
 
 
 def _dump(block: Any) -> dict:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import httpx
 
-from .errors import (
+from ormix.ors.errors import (
     DeadlineExceeded,
     ORSError,
     ProtocolError,
@@ -34,13 +34,13 @@ from .errors import (
     ToolRejected,
     TransportError,
 )
-from .h1 import H1Session
-from .models import ToolResult, ToolSpec, text_of
-from .sse import CallStream, SSEParser, unclip
-from .transport import RETRY_STATUSES, backoff_s, detail_of, is_unsent, retry_after_s
+from ormix.ors.h1 import H1Session
+from ormix.ors.models import ToolResult, ToolSpec, text_of
+from ormix.ors.sse import CallStream, SSEParser, unclip
+from ormix.ors.transport import RETRY_STATUSES, backoff_s, detail_of, is_unsent, retry_after_s
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .transport import Transport
+    from ormix.ors.transport import Transport
 
 logger = logging.getLogger("ormix.ors")
 

@@ -27,8 +27,8 @@ from typing import Any
 
 import httpx
 
-from .endpoint import Endpoint
-from .errors import ORSError, ServerError, SessionDeadError, TransportError
+from ormix.ors.endpoint import Endpoint
+from ormix.ors.errors import ORSError, ServerError, SessionDeadError, TransportError
 
 logger = logging.getLogger("ormix.ors")
 

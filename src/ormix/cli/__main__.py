@@ -1,0 +1,3 @@
+from ormix.cli.app import main
+
+main()

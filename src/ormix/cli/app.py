@@ -1,0 +1,194 @@
+"""The `ormix` command line: serve, inspect, ablate (and train, report, check as they land).
+
+Each command imports what it needs when it runs, so `ormix --help` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Train one LLM agent on a mixture of ORS environments with TRL.",
+)
+console = Console()
+err = Console(stderr=True)
+
+
+@app.command()
+def serve(
+    envs: Annotated[list[str], typer.Argument(help="local:NAME or module:Class, one or more")],
+    port: Annotated[int, typer.Option(help="port to listen on (0 = any free port)")] = 8080,
+    host: Annotated[
+        str, typer.Option(help="address to bind; keep loopback unless you mean it")
+    ] = "127.0.0.1",
+    idle_limit: Annotated[float | None, typer.Option(help="reap sessions idle this many seconds")] = None,
+) -> None:
+    """Serve local environments (e.g. `ormix serve local:terminals local:seta --port 8080`)."""
+    from ormix.local.server.registry import UnknownEnvironmentError, load_environment_class
+    from ormix.local.server.serving import run_forever
+
+    try:
+        for env in envs:
+            load_environment_class(env)
+    except UnknownEnvironmentError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    err.print(f"serving {', '.join(envs)} on http://{host}:{port} (Ctrl-C to stop)")
+    try:
+        run_forever(envs, host=host, port=port, idle_limit_s=idle_limit)
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def inspect(
+    path: Annotated[Path, typer.Argument(help="mixture file (mixtures/*.yaml)")],
+    steps: Annotated[int, typer.Option(help="how many first steps to show")] = 4,
+    batch: Annotated[int | None, typer.Option(help="prompts per step for the starvation estimate")] = None,
+) -> None:
+    """Members, task counts, tool surfaces and name maps, per-step composition and starvation risk."""
+    from rich.table import Table
+
+    from ormix.diagnostics.inspect import inspect_mixture
+
+    mix = _load(path)
+    try:
+        info = inspect_mixture(mix, first_steps=steps, batch=batch)
+    except Exception as e:  # noqa: BLE001 - any member failure is reported, not a traceback
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+    console.print(
+        f"[bold]{info['name']}[/bold]: {len(info['members'])} member(s), routing {info['routing']}, "
+        f"strategy {info['strategy']}, seed {info['seed']}, {info['rows']} rows, "
+        f"prompts_per_step {info['prompts_per_step']}"
+    )
+    table = Table("member", "target", "role", "tasks", "p(step 0)", "tools")
+    for m in info["members"]:
+        table.add_row(
+            m.name,
+            m.target,
+            m.role,
+            str(m.tasks),
+            f"{info['probabilities'].get(m.name, 0):.3f}",
+            ", ".join(m.tools),
+        )
+    console.print(table)
+    for m in info["members"]:
+        for wire, py in m.renamed.items():
+            console.print(f"  {m.name}: tool {wire!r} is exposed as {py}")
+        for note in m.notes:
+            console.print(f"  {m.name}: {note}")
+    if info["composition"]:
+        comp = Table("step", *[m.name for m in info["members"] if m.role != "eval"], title="composition")
+        for label, counts in info["composition"]:
+            comp.add_row(label, *[str(counts.get(m.name, 0)) for m in info["members"] if m.role != "eval"])
+        console.print(comp)
+    if info["starvation"]:
+        starv = Table(
+            "member", "P(no prompt in a step), random draws", "with ormix quotas", title="starvation"
+        )
+        for name, p in info["starvation"]["iid"].items():
+            starv.add_row(name, f"{p:.3f}", f"{info['starvation']['quotas'][name]:.3f}")
+        console.print(starv)
+    mix.close_sessions()
+
+
+@app.command()
+def ablate(
+    path: Annotated[Path, typer.Argument(help="mixture file to derive from")],
+    out: Annotated[Path, typer.Option("--out", help="directory for the derived mixture files")],
+    leave_one_out: Annotated[
+        bool, typer.Option("--leave-one-out", help="one file per train member left out")
+    ] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="one file with only this member (repeatable)")
+    ] = None,
+) -> None:
+    """Write derived mixture files (leave one out, only one), each with its manifest hash."""
+    from ormix.config import MixtureConfigError, load_mixture_config
+    from ormix.mixture.ablation import write_ablations
+
+    try:
+        config = load_mixture_config(path)
+        written = write_ablations(config, out, source=str(path), leave_one_out=leave_one_out, only=only or [])
+    except (MixtureConfigError, ValueError) as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    for file, digest in written:
+        console.print(f"{file}  {digest[:16]}")
+
+
+@app.command()
+def check(path: Annotated[Path, typer.Argument(help="mixture file whose environments to check")]) -> None:
+    """Connect to every environment, open a session, call each tool with schema-valid arguments; report latency
+    and errors (exit 1 when an environment is unusable)."""
+    from ormix.diagnostics.check import check_command
+
+    raise typer.Exit(check_command(path, console))
+
+
+@app.command()
+def train(
+    path: Annotated[Path, typer.Argument(help="mixture file, e.g. mixtures/local-demo.yaml")],
+    model: Annotated[
+        str | None, typer.Option(help="hub id or path (default: ormix's offline tiny model)")
+    ] = None,
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="override train.max_steps")] = None,
+    output_dir: Annotated[
+        Path | None, typer.Option("--output-dir", help="run directory (default runs/<name>-<ts>)")
+    ] = None,
+    warmup_sft: Annotated[
+        int, typer.Option("--warmup-sft", help="steps of SFT on reference solutions first (local envs)")
+    ] = 0,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="GRPOConfig override key=value (repeatable)")
+    ] = None,
+) -> None:
+    """GRPO on a mixture file: per-member progress, run directory with manifest, rollouts, report and model."""
+    from ormix.train import train_command
+
+    raise typer.Exit(
+        train_command(
+            path,
+            model=model,
+            max_steps=max_steps,
+            output_dir=output_dir,
+            warmup_sft=warmup_sft,
+            overrides=list(set_ or []),
+            console=console,
+        )
+    )
+
+
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="run directory (the trainer's output_dir)")]) -> None:
+    """Per-environment table and plots (reward, coverage, share, errors, latency) from a run's rollout records."""
+    from ormix.diagnostics.report import report_command
+
+    raise typer.Exit(report_command(run_dir, console))
+
+
+def _load(path: Path):
+    from ormix.config import MixtureFileError
+    from ormix.mixture import MixtureError, load_mixture
+
+    try:
+        return load_mixture(str(path))
+    except (MixtureFileError, MixtureError) as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+
+
+def main() -> None:
+    """Entry point of the `ormix` console script."""
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,520 @@
+"""`ormix check FILE`: is every environment of a mixture usable, before a training run finds out?
+
+For every member: connect and count the split's tasks, list the tools, open one session (prompt
+included, so a failing `setup()` shows), list the session's tools, call each tool once with arguments
+generated from its JSON schema (`example_arguments`), and close. Tools that look like they end the
+episode (`submit`, `answer`, `finish`, ...) are called last; when a call finishes the episode or the
+session disappears, the next tool gets a fresh session, so every tool is tried on a live one.
+
+A member is *unusable* when it cannot connect, has no task, cannot list tools or open a session, or when
+every tool call fails for an infrastructure reason; a tool that raises or rejects the generated arguments
+is reported but does not make the member unusable. One unusable member never stops the others from
+being checked.
+
+Example:
+    >>> example_arguments({"type": "object", "required": ["path", "mode"],
+    ...                    "properties": {"path": {"type": "string"}, "mode": {"enum": ["r", "w"]},
+    ...                                   "depth": {"type": "integer", "default": 2}}})
+    {'path': 'test', 'mode': 'r'}
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "MemberCheck",
+    "ToolCheck",
+    "check_command",
+    "check_mixture",
+    "example_arguments",
+    "example_value",
+    "looks_final",
+    "order_tools",
+]
+
+_FORMATS = {
+    "date-time": "2024-01-01T00:00:00Z",
+    "date": "2024-01-01",
+    "time": "00:00:00",
+    "email": "test@example.com",
+    "uri": "https://example.com",
+    "url": "https://example.com",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+    "ipv4": "127.0.0.1",
+    "hostname": "localhost",
+}
+_MAX_DEPTH = 12
+
+
+# ──────────────────────────────────────────────────────────────────────────────────────────────────────────
+# Schema → arguments (pure)
+
+
+def example_arguments(schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Arguments for a tool whose input is `schema`: every required field, with a type-appropriate value.
+
+    Optional fields are left out (the tool's defaults apply). Values: the field's `default`, else `const`,
+    the first `enum` value, the first of `examples`, else a small value of its type within its bounds.
+
+    Example:
+        >>> example_arguments({"type": "object", "properties": {"n": {"type": "integer", "minimum": 5}},
+        ...                    "required": ["n"]})
+        {'n': 5}
+    """
+    if not isinstance(schema, Mapping):
+        return {}
+    value = example_value(schema)
+    return value if isinstance(value, dict) else {}
+
+
+def example_value(schema: Any, *, root: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
+    """One value that satisfies `schema` (JSON Schema as pydantic and the ORS SDK write it).
+
+    Example:
+        >>> example_value({"anyOf": [{"type": "null"}, {"type": "array", "items": {"type": "number"},
+        ...                                             "minItems": 2}]})
+        [1.0, 1.0]
+    """
+    if not isinstance(schema, Mapping) or depth > _MAX_DEPTH:
+        return None
+    root = schema if root is None else root
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = _resolve(ref, root)
+        merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
+        return example_value(merged, root=root, depth=depth + 1)
+    if "default" in schema:
+        return copy.deepcopy(schema["default"])
+    if "const" in schema:
+        return copy.deepcopy(schema["const"])
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return copy.deepcopy(schema["enum"][0])
+    if isinstance(schema.get("examples"), list) and schema["examples"]:
+        return copy.deepcopy(schema["examples"][0])
+    for key in ("anyOf", "oneOf"):
+        options = schema.get(key)
+        if isinstance(options, list) and options:
+            concrete = [o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")]
+            return example_value((concrete or options)[0], root=root, depth=depth + 1)
+    if isinstance(schema.get("allOf"), list):
+        merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+        for part in schema["allOf"]:
+            if isinstance(part, Mapping):
+                part = _resolve(part["$ref"], root) if isinstance(part.get("$ref"), str) else part
+                for k, v in part.items():
+                    if k in ("properties",) and isinstance(v, Mapping):
+                        merged["properties"] = {**merged.get("properties", {}), **v}
+                    elif k == "required" and isinstance(v, list):
+                        merged["required"] = [*merged.get("required", []), *v]
+                    else:
+                        merged.setdefault(k, v)
+        return example_value(merged, root=root, depth=depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        kind = kinds[0] if kinds else "null"
+    if kind is None:
+        kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
+    if kind == "string":
+        return _string(schema)
+    if kind in ("integer", "number"):
+        return _number(schema, integer=kind == "integer")
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    if kind == "array":
+        count = int(schema.get("minItems") or 0)
+        items = schema.get("items")
+        prefix = schema.get("prefixItems")
+        if isinstance(prefix, list):
+            values = [example_value(p, root=root, depth=depth + 1) for p in prefix]
+            return values + [example_value(items, root=root, depth=depth + 1)] * max(count - len(values), 0)
+        return [
+            example_value(items, root=root, depth=depth + 1) if isinstance(items, Mapping) else "test"
+            for _ in range(count)
+        ]
+    if kind == "object":
+        props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+        out: dict[str, Any] = {}
+        for name in schema.get("required") or []:
+            out[name] = example_value(props[name], root=root, depth=depth + 1) if name in props else "test"
+        return out
+    return None
+
+
+def _resolve(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
+    node: Any = root
+    if not ref.startswith("#"):
+        return {}
+    for part in ref.lstrip("#").strip("/").split("/"):
+        if not part:
+            continue
+        part = part.replace("~1", "/").replace("~0", "~")
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node if isinstance(node, Mapping) else {}
+
+
+def _string(schema: Mapping[str, Any]) -> str:
+    value = _FORMATS.get(str(schema.get("format")), "test")
+    lo = int(schema.get("minLength") or 0)
+    hi = schema.get("maxLength")
+    if len(value) < lo:
+        value = value + "t" * (lo - len(value))
+    if isinstance(hi, int) and len(value) > hi:
+        value = value[:hi]
+    return value
+
+
+def _number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
+    lo = schema.get("minimum")
+    hi = schema.get("maximum")
+    step = 1 if integer else 1e-3
+    xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if isinstance(xlo, (int, float)) and not isinstance(xlo, bool):
+        lo = xlo + step if lo is None else max(lo, xlo + step)
+    if isinstance(xhi, (int, float)) and not isinstance(xhi, bool):
+        hi = xhi - step if hi is None else min(hi, xhi - step)
+    value: float = 1
+    if lo is not None:
+        value = max(value, lo)
+    if hi is not None:
+        value = min(value, hi)
+    multiple = schema.get("multipleOf")
+    if isinstance(multiple, (int, float)) and multiple > 0:
+        value = -(-value // multiple) * multiple
+    if integer:
+        import math
+
+        return int(math.ceil(value))
+    return float(value)
+
+
+# ──────────────────────────────────────────────────────────────────────────────────────────────────────────
+# Which tools to call last
+
+
+_FINAL_WORDS = {
+    "submit",
+    "answer",
+    "finish",
+    "finalize",
+    "final",
+    "done",
+    "complete",
+    "solution",
+    "grade",
+    "terminate",
+    "end",
+    "stop",
+    "exit",
+    "quit",
+    "die",
+    "kill",
+    "close",
+}
+_FINAL_PHRASES = (
+    "end the episode",
+    "ends the episode",
+    "end this episode",
+    "finishes the episode",
+    "terminates the episode",
+    "final answer",
+)
+
+
+def looks_final(name: str, description: str = "") -> bool:
+    """Whether a tool probably ends the episode (or the session), so it should be called after the others.
+
+    Example:
+        >>> looks_final("submit_solution"), looks_final("SubmitAnswer"), looks_final("read_file")
+        (True, True, False)
+    """
+    words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", name).lower()
+    if any(w in _FINAL_WORDS for w in re.split(r"[^a-z0-9]+", words) if w):
+        return True
+    text = (description or "").lower()
+    return any(phrase in text for phrase in _FINAL_PHRASES)
+
+
+def order_tools(specs: Sequence[Any]) -> list[Any]:
+    """Tools in server order, with the ones that look like they end the episode moved last.
+
+    Example:
+        >>> [t["name"] for t in order_tools([{"name": "submit"}, {"name": "bash"}, {"name": "ls"}])]
+        ['bash', 'ls', 'submit']
+    """
+
+    def name_and_doc(spec: Any) -> tuple[str, str]:
+        if isinstance(spec, Mapping):
+            return str(spec.get("name", "")), str(spec.get("description") or "")
+        return str(getattr(spec, "name", "")), str(getattr(spec, "description", "") or "")
+
+    return sorted(specs, key=lambda s: looks_final(*name_and_doc(s)))
+
+
+# ──────────────────────────────────────────────────────────────────────────────────────────────────────────
+# Checking members (I/O)
+
+
+@dataclass
+class ToolCheck:
+    """One tool call of a check: latency, and whether and how it failed."""
+
+    tool: str
+    arguments: list[str] = field(default_factory=list)
+    latency_ms: float | None = None
+    error: str | None = None
+    infra: bool = False
+    reward: float | None = None
+    finished: bool = False
+    note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass
+class MemberCheck:
+    """What checking one member found. `usable` is the verdict `check_command` exits on."""
+
+    member: str
+    target: str
+    num_tasks: int | None = None
+    tools: list[str] = field(default_factory=list)
+    start_ms: float | None = None
+    connect_ms: float | None = None
+    open_ms: float | None = None
+    calls: list[ToolCheck] = field(default_factory=list)
+    failed_stage: str | None = None
+    error: str | None = None
+
+    @property
+    def usable(self) -> bool:
+        if self.failed_stage is not None:
+            return False
+        return not (self.calls and all(c.infra for c in self.calls))
+
+    @property
+    def cause(self) -> str | None:
+        """Why the member is unusable (None when usable)."""
+        if self.failed_stage is not None:
+            return f"{self.failed_stage}: {self.error}"
+        if not self.usable:
+            return "every tool call failed: " + "; ".join(f"{c.tool}: {c.error}" for c in self.calls[:3])
+        return None
+
+
+async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCheck:
+    import anyio
+
+    from ormix.ors import errors
+    from ormix.telemetry import redact
+
+    result = MemberCheck(member, spec.target)
+    secret_values = [v for v in (spec._effective_secrets() or {}).values() if isinstance(v, str)]
+    if isinstance(getattr(spec, "_api_key", None), str):
+        secret_values.append(spec._api_key)
+    stage = "connect"
+    sessions: list[Any] = []
+    index = spec.indices[0] if spec.indices else 0
+
+    async def open_session():
+        session = await client.open_session(
+            split=spec.split, index=index, secrets=spec._effective_secrets(), timeout_s=timeout_s
+        )
+        sessions.append(session)
+        await session.prompt_text(timeout_s=timeout_s)
+        return session
+
+    try:
+        with anyio.fail_after(timeout_s * 4):
+            t0 = time.perf_counter()
+            client = await spec._get_client()  # starts the server of a local:/module: target
+            result.start_ms = (time.perf_counter() - t0) * 1000
+            t0 = time.perf_counter()
+            result.num_tasks = await client.num_tasks(spec.split)
+            result.connect_ms = (time.perf_counter() - t0) * 1000
+            if result.num_tasks <= 0:
+                stage = "tasks"
+                raise errors.ORSError(f"split {spec.split!r} has no tasks; choose another split")
+            if spec.indices and not 0 <= index < result.num_tasks:
+                stage = "tasks"
+                raise errors.ORSError(
+                    f"task index {index} is out of range (split {spec.split!r} has {result.num_tasks} tasks)"
+                )
+            stage = "tools"
+            tool_specs = list(await client.tools())
+            stage = "open session"
+            session = await open_session()
+            result.open_ms = session.timings.open_ms
+            stage = "session tools"
+            names = {t.name for t in tool_specs}
+            tool_specs += [t for t in await session.tools(timeout_s=timeout_s) if t.name not in names]
+            result.tools = [t.name for t in tool_specs]
+            stage = "tool calls"
+            previous: ToolCheck | None = None
+            for tool in order_tools(tool_specs):
+                args = example_arguments(tool.input_schema)
+                check = ToolCheck(tool.name, sorted(args))
+                for attempt in (0, 1):
+                    if session is None or session.closed or session.dead:
+                        session = await open_session()
+                    t1 = time.perf_counter()
+                    try:
+                        out = await session.call(tool.name, args, timeout_s=timeout_s)
+                    except errors.SessionDeadError as e:
+                        if attempt == 0:
+                            # The previous call may have ended the session; retry once on a fresh one.
+                            session = None
+                            if previous is not None:
+                                previous.note = "the session was gone after this call"
+                            continue
+                        check.error, check.infra = f"session_died: {e}", True
+                    except errors.ToolRejected as e:
+                        check.error = f"rejected:{e.reason}: {e}"
+                    except errors.ToolFailed as e:
+                        check.error = f"tool_failed: {e}"
+                    except (errors.DeadlineExceeded, TimeoutError) as e:
+                        check.error, check.infra = f"deadline: {e or 'no answer'}", True
+                    except errors.ORSError as e:
+                        check.error, check.infra = f"{type(e).__name__}: {e}", True
+                    else:
+                        check.reward = None if out.reward is None else float(out.reward)
+                        check.finished = bool(out.finished)
+                        if check.finished:
+                            session = None  # the next tool gets a fresh episode
+                    check.latency_ms = (time.perf_counter() - t1) * 1000
+                    break
+                if check.error:
+                    check.error = redact(check.error, secret_values)
+                result.calls.append(check)
+                previous = check
+    except TimeoutError:
+        result.failed_stage, result.error = stage, f"no answer within {timeout_s * 4:g} s"
+    except errors.ORSError as e:
+        result.failed_stage, result.error = stage, redact(str(e), secret_values)
+    except Exception as e:  # noqa: BLE001 - a check reports any failure of one member and goes on
+        result.failed_stage, result.error = stage, redact(f"{type(e).__name__}: {e}", secret_values)
+    finally:
+        with anyio.CancelScope(shield=True):
+            for session in sessions:
+                try:
+                    await session.close()
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+    return result
+
+
+def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]:
+    """Check every member of a `MixtureSpec` (one after another); a failing member never stops the rest.
+
+    Example:
+        >>> [c.usable for c in check_mixture(load_mixture("mixtures/local-demo.yaml"))]   # doctest: +SKIP
+        [True, True]
+    """
+    from ormix.ors.bridge import run_sync
+
+    results = []
+    for member in mixture.members:
+        spec = mixture.spec(member)
+        results.append(run_sync(_check_member, member, spec, timeout_s=timeout_s))
+    for member in mixture.members:
+        try:
+            mixture.spec(member).close()
+        except Exception:  # noqa: BLE001 - closing clients is best effort
+            pass
+    return results
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def check_command(path: Path, console: Any) -> int:
+    """`ormix check FILE`: print a table per member and per tool; exit 1 if a member is unusable, 2 if the
+    file cannot be loaded, else 0.
+
+    Example:
+        >>> check_command(Path("mixtures/local-demo.yaml"), Console())   # doctest: +SKIP
+        0
+    """
+    from rich.table import Table
+
+    from ormix.config import MixtureFileError
+    from ormix.mixture import MixtureError, load_mixture
+    from ormix.telemetry import TelemetryConfig, TelemetryConfigError
+
+    try:
+        mixture = load_mixture(str(path))
+        TelemetryConfig.from_mapping(mixture.telemetry)
+    except (MixtureFileError, MixtureError, TelemetryConfigError, OSError) as e:
+        console.print(f"[red]error:[/red] cannot load {path}: {e}")
+        return 2
+    console.print(f"checking {len(mixture.members)} environment(s) of {path} ...")
+    results = check_mixture(mixture)
+
+    table = Table(title="environments")
+    for column in (
+        "member",
+        "target",
+        "tasks",
+        "tools",
+        "start ms",
+        "connect ms",
+        "open ms",
+        "calls ok",
+        "status",
+    ):
+        table.add_column(column)
+    for r in results:
+        ok = sum(c.ok for c in r.calls)
+        status = "[green]ok[/green]" if r.usable else f"[red]UNUSABLE[/red] {r.cause}"
+        if r.usable and ok < len(r.calls):
+            status = f"[yellow]ok, {len(r.calls) - ok} tool error(s)[/yellow]"
+        table.add_row(
+            r.member,
+            r.target,
+            "-" if r.num_tasks is None else str(r.num_tasks),
+            str(len(r.tools)),
+            _ms(r.start_ms),
+            _ms(r.connect_ms),
+            _ms(r.open_ms),
+            f"{ok}/{len(r.calls)}",
+            status,
+        )
+    console.print(table)
+
+    tools = Table(title="tool calls (schema-generated arguments)")
+    for column in ("member", "tool", "arguments", "latency ms", "result"):
+        tools.add_column(column)
+    for r in results:
+        for c in r.calls:
+            if c.ok:
+                outcome = (
+                    "ok"
+                    + (f", reward {c.reward:g}" if c.reward is not None else "")
+                    + (", finished" if c.finished else "")
+                )
+            else:
+                outcome = f"[red]{c.error}[/red]" if c.infra else f"[yellow]{c.error}[/yellow]"
+            if c.note:
+                outcome += f" ({c.note})"
+            tools.add_row(r.member, c.tool, ", ".join(c.arguments) or "-", _ms(c.latency_ms), outcome)
+    if tools.row_count:
+        console.print(tools)
+    bad = [r for r in results if not r.usable]
+    for r in bad:
+        console.print(f"[red]error:[/red] environment {r.member!r} ({r.target}) is unusable: {r.cause}")
+    if bad:
+        return 1
+    console.print(f"all {len(results)} environment(s) usable")
+    return 0

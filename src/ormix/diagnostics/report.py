@@ -1,0 +1,439 @@
+"""`ormix report RUN_DIR`: per-environment tables and plots from a run's rollout records.
+
+Reads `<run_dir>/rollouts/rank-*.jsonl` (all ranks merged, see `ormix.telemetry`) and writes
+`<run_dir>/report/`: `summary.json` (per member, and per member and step), `report.md` (the table) and
+PNG plots over training steps: `reward_coverage.png`, `share.png`, `errors.png`, `latency.png`.
+matplotlib (the `plot` extra) is imported only here, with the Agg backend; without it the tables and
+JSON are still written.
+
+Example:
+    >>> result = write_report("runs/demo")        # doctest: +SKIP
+    >>> [p.name for p in result.files]             # doctest: +SKIP
+    ['summary.json', 'report.md', 'reward_coverage.png', 'share.png', 'errors.png', 'latency.png']
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ormix.telemetry import batch_metrics, is_informative, read_records
+
+__all__ = ["ReportResult", "member_summary", "percentile", "report_command", "step_series", "write_report"]
+
+
+def percentile(values: Sequence[float], q: float) -> float | None:
+    """The q-th percentile (0..100) with linear interpolation between ranks; None for no values.
+
+    Example:
+        >>> percentile([1, 2, 3, 4], 50), percentile([5.0], 95), percentile([], 50)
+        (2.5, 5.0, None)
+    """
+    data = sorted(float(v) for v in values)
+    if not data:
+        return None
+    pos = (len(data) - 1) * min(max(q, 0.0), 100.0) / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(data) - 1)
+    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+
+
+def _mean(values: Iterable[float]) -> float | None:
+    data = list(values)
+    return sum(data) / len(data) if data else None
+
+
+def _members(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for r in records:
+        seen.setdefault(str(r.get("member")), None)
+    return list(seen)
+
+
+def member_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Whole-run statistics per member: reward, coverage, error mix, tool use and latency percentiles.
+
+    Example:
+        >>> member_summary([{"member": "a", "outcome": "scored", "env_reward": 1.0, "reward": 1.0, "calls": [],
+        ...                  "step": 1, "group": 0}])["a"]["coverage"]
+        1.0
+    """
+    total = len(records)
+    out: dict[str, dict[str, Any]] = {}
+    for member in _members(records):
+        mine = [r for r in records if r.get("member") == member]
+        calls = [c for r in mine for c in r.get("calls") or []]
+        sent = [c for c in calls if c.get("error") not in ("wrong_env", "session_open")]
+        open_ms = [r["open_ms"] for r in mine if r.get("open_ms") is not None]
+        tool_ms = [c["latency_ms"] for c in sent]
+        groups: dict[tuple, list[Any]] = defaultdict(list)
+        for r in mine:
+            groups[(r.get("mode"), r.get("step"), r.get("group"))].append(r.get("reward"))
+        informative = [is_informative(g) for g in groups.values()]
+        per_tool: dict[str, dict[str, Any]] = {}
+        for name in sorted({c["tool"] for c in calls}):
+            these = [c for c in calls if c["tool"] == name]
+            lat = [c["latency_ms"] for c in these if c.get("error") not in ("wrong_env", "session_open")]
+            per_tool[name] = {
+                "calls": len(these),
+                "errors": sum(c.get("error") is not None for c in these),
+                "p50_ms": percentile(lat, 50),
+                "p95_ms": percentile(lat, 95),
+            }
+        out[member] = {
+            "rollouts": len(mine),
+            "share": len(mine) / total if total else None,
+            "reward": _mean(
+                r["env_reward"] for r in mine if r["outcome"] == "scored" and r.get("env_reward") is not None
+            ),
+            "training_reward": _mean(r["reward"] for r in mine if r.get("reward") is not None),
+            "coverage": _mean(float(r["outcome"] == "scored") for r in mine),
+            "unscored_rate": _mean(float(r["outcome"] == "unscored") for r in mine),
+            "error_rate": _mean(float(r["outcome"] == "error") for r in mine),
+            "errors": dict(Counter(r.get("error_kind") or "error" for r in mine if r["outcome"] == "error")),
+            "finished_rate": _mean(float(bool(r.get("finished"))) for r in mine),
+            "tool_calls": _mean(float(len(r.get("calls") or [])) for r in mine),
+            "tool_errors": _mean(
+                float(sum(c.get("error") is not None for c in r.get("calls") or [])) for r in mine
+            ),
+            "wrong_env_calls": _mean(
+                float(sum(c.get("error") == "wrong_env" for c in r.get("calls") or [])) for r in mine
+            ),
+            "call_errors": dict(Counter(c["error"] for c in calls if c.get("error") is not None)),
+            "informative_groups": _mean(float(x) for x in informative),
+            "open_ms_p50": percentile(open_ms, 50),
+            "open_ms_p95": percentile(open_ms, 95),
+            "tool_ms_p50": percentile(tool_ms, 50),
+            "tool_ms_p95": percentile(tool_ms, 95),
+            "tools": per_tool,
+        }
+    return out
+
+
+def step_series(records: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, float]]:
+    """Per training step, the `ormix/<member>/<metric>` values recomputed from that step's records, plus
+    `ormix/<member>/tool_ms_p50` / `_p95` latency percentiles.
+
+    Example:
+        >>> step_series([{"member": "a", "outcome": "scored", "env_reward": 1.0, "reward": 1.0, "calls": [],
+        ...               "step": 3, "mode": "train"}])[3]["ormix/a/coverage"]
+        1.0
+    """
+    members = _members(records)
+    by_step: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r.get("mode", "train") == "train" and r.get("step") is not None:
+            by_step[int(r["step"])].append(r)
+    out: dict[int, dict[str, float]] = {}
+    for step in sorted(by_step):
+        batch = by_step[step]
+        values = batch_metrics(batch, members)
+        for member in members:
+            lat = [
+                c["latency_ms"]
+                for r in batch
+                if r.get("member") == member
+                for c in r.get("calls") or []
+                if c.get("error") not in ("wrong_env", "session_open")
+            ]
+            for q in (50, 95):
+                p = percentile(lat, q)
+                if p is not None:
+                    values[f"ormix/{member}/tool_ms_p{q}"] = p
+        out[step] = values
+    return out
+
+
+@dataclass
+class ReportResult:
+    """What `write_report` produced: the files written, the summary, and a note when plots were skipped."""
+
+    files: list[Path] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
+
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _mix(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "-"
+
+
+TABLE_COLUMNS = (
+    "member",
+    "rollouts",
+    "share",
+    "reward",
+    "coverage",
+    "unscored",
+    "errors",
+    "error mix",
+    "informative",
+    "calls",
+    "tool errs",
+    "wrong env",
+    "open ms p50/95",
+    "tool ms p50/95",
+)
+#: Per rollout: calls, tool errs and wrong env are means per rollout; informative is the fraction of GRPO groups
+#: whose rewards differ.
+
+
+def table_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
+    """The report table as strings (one row per member, in `TABLE_COLUMNS` order)."""
+    rows = []
+    for member, s in summary.items():
+        rows.append(
+            [
+                member,
+                str(s["rollouts"]),
+                _fmt(s["share"]),
+                _fmt(s["reward"], 3),
+                _fmt(s["coverage"]),
+                _fmt(s["unscored_rate"]),
+                _fmt(s["error_rate"]),
+                _mix(s["errors"]),
+                _fmt(s["informative_groups"]),
+                _fmt(s["tool_calls"]),
+                _fmt(s["tool_errors"]),
+                _fmt(s["wrong_env_calls"]),
+                f"{_fmt(s['open_ms_p50'], 0)}/{_fmt(s['open_ms_p95'], 0)}",
+                f"{_fmt(s['tool_ms_p50'], 0)}/{_fmt(s['tool_ms_p95'], 0)}",
+            ]
+        )
+    return rows
+
+
+def _markdown(
+    summary: Mapping[str, Mapping[str, Any]],
+    alarms: Sequence[Mapping[str, Any]],
+    run_dir: Path,
+    plots: Sequence[Path],
+) -> str:
+    lines = [
+        f"# ormix report: {run_dir.name}",
+        "",
+        "| " + " | ".join(TABLE_COLUMNS) + " |",
+        "|" + "---|" * len(TABLE_COLUMNS),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
+    lines += [
+        "",
+        "## Tools",
+        "",
+        "| member | tool | calls | errors | p50 ms | p95 ms |",
+        "|---|---|---|---|---|---|",
+    ]
+    for member, s in summary.items():
+        for tool, t in s["tools"].items():
+            lines.append(
+                f"| {member} | {tool} | {t['calls']} | {t['errors']} | {_fmt(t['p50_ms'], 1)} | "
+                f"{_fmt(t['p95_ms'], 1)} |"
+            )
+    if alarms:
+        lines += ["", "## Alarms", ""] + [f"- step {a.get('step')}: {a.get('message')}" for a in alarms]
+    if plots:
+        lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def _read_alarms(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "alarms.jsonl"
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def _plots(series: Mapping[int, Mapping[str, float]], members: Sequence[str], folder: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    steps = sorted(series)
+    palette = plt.rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"]
+    colours = {m: palette[i % len(palette)] for i, m in enumerate(members)}
+
+    def line(ax, member: str, metric: str, **kw) -> None:
+        # One colour per environment in every plot; p95 is dashed next to its p50.
+        xs = [s for s in steps if f"ormix/{member}/{metric}" in series[s]]
+        ys = [series[s][f"ormix/{member}/{metric}"] for s in xs]
+        if xs:
+            ax.plot(xs, ys, marker="o", markersize=3, color=colours[member], **kw)
+
+    written = []
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    for m in members:
+        line(top, m, "reward", label=m)
+        line(bottom, m, "coverage", label=m)
+    top.set_ylabel("reward (scored rollouts)")
+    top.set_title("Reward and coverage per environment")
+    bottom.set_ylabel("coverage (scored fraction)")
+    bottom.set_ylim(-0.05, 1.05)
+    bottom.set_xlabel("training step")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+        _legend(ax, "best")
+    written.append(_save(fig, folder / "reward_coverage.png"))
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    shares = [[series[s].get(f"ormix/{m}/share", 0.0) for s in steps] for m in members]
+    ax.stackplot(steps, shares, labels=list(members), colors=[colours[m] for m in members], alpha=0.85)
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("share of the batch")
+    ax.set_title("Actual batch share per environment")
+    _legend(ax, "upper right")
+    written.append(_save(fig, folder / "share.png"))
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    for m in members:
+        line(top, m, "error_rate", label=m)
+        line(bottom, m, "unscored_rate", label=m)
+    top.set_ylabel("infrastructure error rate")
+    top.set_title("Failures per environment")
+    bottom.set_ylabel("unscored rate")
+    bottom.set_xlabel("training step")
+    for ax in (top, bottom):
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+        _legend(ax, "best")
+    written.append(_save(fig, folder / "errors.png"))
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    for m in members:
+        line(top, m, "tool_ms_p50", label=f"{m} p50")
+        line(top, m, "tool_ms_p95", label=f"{m} p95", linestyle="--")
+        line(bottom, m, "session_open_ms", label=m)
+    top.set_ylabel("tool call latency (ms)")
+    top.set_title("Latency per environment")
+    bottom.set_ylabel("session open (ms, mean)")
+    bottom.set_xlabel("training step")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+        _legend(ax, "best")
+    written.append(_save(fig, folder / "latency.png"))
+    return written
+
+
+def _save(fig: Any, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | None = None) -> ReportResult:
+    """Write `summary.json`, `report.md` and the plots into `<run_dir>/report/` and return what was written.
+
+    Raises `FileNotFoundError` when the run directory holds no rollout records.
+    """
+    run_dir = Path(run_dir)
+    records = list(read_records(run_dir) if records is None else records)
+    if not records:
+        raise FileNotFoundError(f"no rollout records under {run_dir / 'rollouts'} (rank-*.jsonl)")
+    train = [r for r in records if r.get("mode", "train") == "train"]
+    evals = [r for r in records if r.get("mode") == "eval"]
+    members = _members(records)
+    summary = member_summary(train)
+    series = step_series(train)
+    alarms = _read_alarms(run_dir)
+    folder = run_dir / "report"
+    folder.mkdir(parents=True, exist_ok=True)
+    result = ReportResult(
+        summary={
+            "members": summary,
+            "eval": member_summary(evals) if evals else {},
+            "steps": {str(k): v for k, v in series.items()},
+            "alarms": alarms,
+            "records": len(records),
+        }
+    )
+    plots: list[Path] = []
+    if series:
+        try:
+            plots = _plots(series, members, folder)
+        except ImportError:
+            result.note = "matplotlib is not installed: no plots (pip install 'ormix[plot]')"
+    summary_path = folder / "summary.json"
+    summary_path.write_text(json.dumps(result.summary, indent=2, default=str), encoding="utf-8")
+    md_path = folder / "report.md"
+    md_path.write_text(_markdown(summary, alarms, run_dir, plots), encoding="utf-8")
+    result.files = [summary_path, md_path, *plots]
+    return result
+
+
+def report_command(run_dir: Path, console: Any) -> int:
+    """`ormix report RUN_DIR`: print the per-environment table and write plots; 1 when there is nothing to
+    report (no records), 2 when the directory does not exist, else 0.
+
+    Example:
+        >>> report_command(Path("runs/demo"), Console())   # doctest: +SKIP
+        0
+    """
+    from rich.table import Table
+
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        console.print(
+            f"[red]error:[/red] {run_dir} is not a directory; pass the run directory "
+            "(the trainer's output_dir)"
+        )
+        return 2
+    try:
+        result = write_report(run_dir)
+    except FileNotFoundError:
+        console.print(
+            f"[red]error:[/red] no rollout records in {run_dir / 'rollouts'} (rank-*.jsonl). "
+            "Train with ormix's callbacks (`callbacks=mix.callbacks` or `spec.callbacks`) so each "
+            "rollout is recorded, or point at the run's output_dir."
+        )
+        return 1
+    rows = table_rows(result.summary["members"])
+    # Two narrower tables read better in a terminal than one with 14 columns.
+    split = TABLE_COLUMNS.index("calls")
+    titles = (
+        f"{run_dir.name}: outcomes ({result.summary['records']} rollouts)",
+        "tool use (per rollout) and latency",
+    )
+    for title, columns in ((titles[0], range(split)), (titles[1], [0, *range(split, len(TABLE_COLUMNS))])):
+        table = Table(title=title)
+        for i in columns:
+            table.add_column(TABLE_COLUMNS[i], overflow="fold")
+        for row in rows:
+            table.add_row(*(row[i] for i in columns))
+        console.print(table)
+    for alarm in result.summary["alarms"]:
+        console.print(f"[yellow]alarm[/yellow] step {alarm.get('step')}: {alarm.get('message')}")
+    if result.note:
+        console.print(f"[yellow]note:[/yellow] {result.note}")
+    console.print("wrote:")
+    for path in result.files:
+        console.print(f"  {path}")
+    return 0
+
+
+def _legend(ax, loc: str) -> None:
+    """A legend only when something was drawn with a label (an empty one makes matplotlib warn)."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc=loc, fontsize=8)

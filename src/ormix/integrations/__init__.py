@@ -1,0 +1,1 @@
+"""Integrations with trainers. `ormix.integrations.trl` is the only place that imports TRL or transformers."""

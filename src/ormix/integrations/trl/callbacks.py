@@ -1,0 +1,205 @@
+"""The TRL side of ormix: trainer callbacks and checks of the trainer's configuration.
+
+Imported only when a trainer is built (it imports transformers).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from ormix.telemetry import (
+    Alarm,
+    AlarmTracker,
+    CoverageAlarmWarning,
+    TelemetryConfig,
+    TelemetryRun,
+    bind,
+    unbind,
+)
+
+logger = logging.getLogger("ormix.telemetry")
+
+
+class SessionCleanupCallback(TrainerCallback):
+    """Closes every ORS session still open when training ends (TRL never closes its environments).
+
+    Example:
+        >>> GRPOTrainer(..., callbacks=spec.callbacks)   # doctest: +SKIP
+    """
+
+    def __init__(self, specs: Iterable[Any]) -> None:
+        self.specs = list(specs)
+
+    def on_train_end(self, args, state, control, **kwargs):  # noqa: D401 - TrainerCallback hook
+        for spec in self.specs:
+            spec.close_sessions()
+        return control
+
+
+class TrainerConfigError(ValueError):
+    """The trainer's configuration would silently break the mixture's plan."""
+
+
+def prompts_per_step_of(args: Any, world_size: int | None = None) -> int | None:
+    """Unique prompts per optimizer step for a `GRPOConfig` (per-device batch × processes × accumulation / G)."""
+    if world_size is None:
+        world_size = getattr(args, "world_size", 1) or 1
+    num_generations = getattr(args, "num_generations", None)
+    per_device = getattr(args, "per_device_train_batch_size", None)
+    if not num_generations or not per_device:
+        return None
+    total = per_device * world_size * (getattr(args, "gradient_accumulation_steps", 1) or 1)
+    return total // num_generations if total % num_generations == 0 else None
+
+
+def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -> list[str]:
+    """Problems between a mixture and a trainer configuration, each naming the setting to change.
+
+    Example:
+        >>> check_trainer_args(mix, GRPOConfig(shuffle_dataset=True))   # doctest: +SKIP
+        ['the mixture plan carries an order (...): set shuffle_dataset=False in GRPOConfig ...']
+    """
+    problems = []
+    if mixture.order_matters and getattr(args, "shuffle_dataset", True):
+        problems.append(
+            "the mixture's plan carries an order (exact per-step quotas, a schedule or round robin) and "
+            "shuffle_dataset=True would silently shuffle it away: set shuffle_dataset=False in GRPOConfig "
+            "(`ormix train` does this for you)"
+        )
+    if getattr(args, "remove_unused_columns", False):
+        problems.append(
+            "remove_unused_columns=True strips the 'environment' and 'task_index' columns every rollout needs: "
+            "set remove_unused_columns=False in GRPOConfig"
+        )
+    wanted = getattr(mixture, "prompts_per_step", None)
+    max_steps = getattr(args, "max_steps", -1) or -1
+    if wanted and mixture.order_matters and max_steps > 0:
+        planned_steps = len(mixture.plan) // wanted
+        if planned_steps < max_steps:
+            problems.append(
+                f"the mixture plans {len(mixture.plan)} rows = {planned_steps} steps of {wanted} prompts, but "
+                f"max_steps={max_steps}: the dataset would start over and replay the plan (a schedule from its "
+                f"first phase); set num_samples >= {max_steps * wanted} (or num_steps) in the mixture"
+            )
+    if wanted:
+        actual = prompts_per_step_of(args, world_size)
+        if actual is not None and actual != wanted:
+            problems.append(
+                f"the mixture plans prompts_per_step={wanted} but the trainer takes {actual} unique prompts per "
+                "step (per_device_train_batch_size × processes × gradient_accumulation_steps / num_generations): "
+                "make them equal, or the per-step composition will not hold"
+            )
+    return problems
+
+
+class MixtureConfigCheck(TrainerCallback):
+    """Stops training before the first step when the trainer's settings would break the mixture's plan."""
+
+    def __init__(self, mixture: Any) -> None:
+        self.mixture = mixture
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        problems = check_trainer_args(self.mixture, args)
+        if problems:
+            raise TrainerConfigError(
+                "ormix cannot train this mixture with these settings:\n- " + "\n- ".join(problems)
+            )
+        return control
+
+
+class TelemetryCallback(TrainerCallback):
+    """Per-environment telemetry for a trainer: rollout records and the coverage alarm.
+
+    On `on_train_begin` it learns the run directory (`args.output_dir`), the rank (`args.process_index`)
+    and the GRPO group size, and binds a `TelemetryRun` to the members' episodes, so each member's reward
+    function appends one JSON line per rollout to `<output_dir>/rollouts/rank-<k>.jsonl`. On every log it
+    reads the pooled `ormix/<member>/coverage` and `error_rate` and raises the alarm (a
+    `CoverageAlarmWarning` plus a logger warning, on the main process) when a member stays below
+    `min_coverage` / above `max_error_rate` for `consecutive_steps` logging steps; with `stop: true` it
+    also sets `control.should_training_stop` (on every process, since the pooled values agree).
+
+    Args:
+        specs: member name → `OpenRewardSpec` (the member-named specs of a mixture, or one spec).
+        settings: the `telemetry:` mapping (see `ormix.telemetry.TelemetryConfig`) or a `TelemetryConfig`.
+
+    Example:
+        >>> cb = TelemetryCallback({"seta": spec}, {"min_coverage": 0.5, "consecutive_steps": 2})  # doctest: +SKIP
+        >>> GRPOTrainer(..., callbacks=[cb])                                                       # doctest: +SKIP
+        >>> cb.alarms                                                                              # doctest: +SKIP
+    """
+
+    def __init__(
+        self, specs: Mapping[str, Any], settings: Mapping[str, Any] | TelemetryConfig | None = None
+    ) -> None:
+        self.specs = dict(specs)
+        self.settings = TelemetryConfig.from_mapping(settings)
+        self.run: TelemetryRun | None = None
+        self.alarms: list[Alarm] = []
+        self._owners: list[Any] = []
+        self._tracker = AlarmTracker(self.settings, self.specs)
+
+    def _secret_values(self) -> list[str]:
+        values: set[str] = set()
+        for spec in self.specs.values():
+            effective = getattr(spec, "_effective_secrets", None)
+            for value in ((effective() if callable(effective) else None) or {}).values():
+                if isinstance(value, str):
+                    values.add(value)
+            key = getattr(spec, "_api_key", None)
+            if isinstance(key, str):
+                values.add(key)
+        env_key = os.environ.get("OPENREWARD_API_KEY")
+        if env_key:
+            values.add(env_key)
+        return sorted(values)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        output_dir = getattr(args, "output_dir", None)
+        num_generations = getattr(args, "num_generations", None)
+        self.run = TelemetryRun(
+            output_dir if (self.settings.records and output_dir) else None,
+            rank=getattr(args, "process_index", 0) or 0,
+            num_generations=num_generations,
+            num_generations_eval=getattr(args, "num_generations_eval", None) or num_generations,
+            secrets=self._secret_values(),
+        )
+        self._owners = [spec.episode_class._config for spec in self.specs.values()]
+        self._tracker = AlarmTracker(self.settings, self.specs)
+        bind(self._owners, self.run)
+        return control
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if self.run is None:
+            return control
+        for alarm in self._tracker.update(state.global_step, logs or {}, self.run.take_causes()):
+            self.alarms.append(alarm)
+            if state.is_world_process_zero:
+                logger.warning("%s", alarm.message)
+                warnings.warn(alarm.message, CoverageAlarmWarning, stacklevel=2)
+                if self.run.run_dir is not None:
+                    self._append_alarm(self.run.run_dir, alarm)
+            if alarm.stop:
+                control.should_training_stop = True
+        return control
+
+    @staticmethod
+    def _append_alarm(run_dir: Path, alarm: Alarm) -> None:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            with open(run_dir / "alarms.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(alarm.as_dict(), default=str) + "\n")
+        except OSError as e:
+            logger.warning("ormix: cannot write %s (%s)", run_dir / "alarms.jsonl", e)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.run is not None:
+            unbind(self._owners, self.run)
+        return control

@@ -1,0 +1,438 @@
+"""Serve ORS environments on loopback: in a background thread or in a child process.
+
+Both modes bind an ephemeral port, wait until `/health` answers, and shut down cleanly: the server's
+lifespan deletes every open session (running each environment's `teardown()`, which removes sandboxes),
+and a child process is terminated, then killed, so no process stays behind.
+
+Shutdown always tears sessions down: requests still running get `GRACEFUL_SHUTDOWN_S` to finish and are then
+cancelled, and a second Ctrl-C does not skip the teardown (uvicorn's "force quit" would). A child process
+runs in its own session, so a Ctrl-C at the terminal reaches only its parent, which closes its sessions and
+then stops the child with SIGTERM; and the child watches a pipe from its parent, so it also shuts down
+(teardown included) when the parent dies without cleaning up (SIGKILL, an unhandled SIGTERM).
+
+`idle_limit_s` reaps sessions idle for longer than the limit, the way the openreward server's own reaper
+does at 900 s; tests shorten it to prove keepalive pings without waiting a quarter of an hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import httpx
+
+from ormix.local.server.registry import env_name_of, load_environment_class
+
+# Before openreward is imported: its loggers read the level once, at import. Local servers log warnings
+# and errors only; set OPENREWARD_LOG_LEVEL=INFO to see every request.
+os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
+os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
+
+READY_LINE = "ORMIX_SERVER_READY"
+#: Seconds running requests get to finish at shutdown before they are cancelled and sessions torn down.
+GRACEFUL_SHUTDOWN_S = 3.0
+#: Seconds `LocalServer.close()` waits for a child process to finish its teardown before killing it.
+CHILD_EXIT_TIMEOUT_S = 20.0
+# Set by `serve_in_process` in the child's environment: stdin is a pipe from the parent; EOF = parent gone.
+_PARENT_PIPE_ENV = "ORMIX_SERVE_PARENT_PIPE"
+
+
+class ServerStartError(RuntimeError):
+    """A local server did not become ready."""
+
+
+_sse_patched = False
+
+
+def _one_exit_event_per_loop() -> None:
+    """Let several servers run in one process (thread mode).
+
+    sse-starlette keeps ONE process-wide exit event, bound to the event loop of the first streamed response;
+    every streamed `/call` of a server on another loop then fails ("bound to a different event loop"). Keep
+    one event per loop instead, all set when uvicorn handles an exit signal.
+    """
+    global _sse_patched
+    if _sse_patched:
+        return
+
+    import uvicorn
+    from sse_starlette import sse
+
+    events: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+    async def listen_for_exit_signal() -> None:
+        if sse.AppStatus.should_exit:
+            return
+        loop = asyncio.get_running_loop()
+        event = events.get(loop)
+        if event is None:
+            event = events[loop] = asyncio.Event()
+        await event.wait()
+
+    original = uvicorn.Server.handle_exit
+
+    def handle_exit(*args, **kwargs):
+        for loop, event in list(events.items()):
+            with contextlib.suppress(RuntimeError):  # a closed loop
+                loop.call_soon_threadsafe(event.set)
+        return original(*args, **kwargs)
+
+    sse.EventSourceResponse._listen_for_exit_signal = staticmethod(listen_for_exit_signal)
+    uvicorn.Server.handle_exit = handle_exit
+    _sse_patched = True
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only then; without it every reply waits ~40 ms for a
+    # delayed ACK.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+async def _reap_idle(ors_server, limit_s: float, interval_s: float) -> None:
+    """The openreward server's reaper with a configurable threshold (its own is fixed at 900 s)."""
+    from openreward.environments.server import _delete_session
+
+    while True:
+        await asyncio.sleep(interval_s)
+        now = time.monotonic()
+        for sid, ts in list(ors_server._last_ping.items()):
+            if now - ts > limit_s:
+                await _delete_session(
+                    sid,
+                    ors_server._active_envs,
+                    ors_server._active_toolsets,
+                    ors_server._last_ping,
+                    ors_server._setup_tasks,
+                    ors_server._ready,
+                    ors_server._setup_errors,
+                )
+
+
+_BUILT: weakref.WeakSet = weakref.WeakSet()
+
+
+def at_exit_early(fn) -> None:
+    """Run `fn` when the interpreter starts to exit, before thread pools refuse new work.
+
+    `atexit` hooks run after `concurrent.futures` has shut its executors down; an in-process server tearing
+    down its sessions then fails ("cannot schedule new futures after shutdown"). threading's own exit hooks
+    run first, newest first, so registering after the executors' hook puts `fn` ahead of it.
+    """
+    import concurrent.futures.thread  # noqa: F401 - registers the executors' exit hook before ours
+
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:
+            raise RuntimeError
+        register(fn)
+    except RuntimeError:  # no such hook on this Python, or already shutting down
+        atexit.register(fn)
+
+
+def build_app(env_classes: Sequence[type]):
+    """An openreward `Server` for these classes (first one is the default env)."""
+    from openreward.environments import Server
+
+    server = Server(list(env_classes))
+    _BUILT.add(server)
+    return server
+
+
+def servers_in_process() -> list:
+    """The openreward `Server` objects this process built (for environments that must reach their server)."""
+    return list(_BUILT)
+
+
+def _server_class():
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            super().handle_exit(sig, frame)
+            # uvicorn skips the lifespan shutdown on a second SIGINT ("force quit"), and with it the teardown
+            # of every open session: sandbox directories would stay behind. The graceful wait is bounded
+            # (timeout_graceful_shutdown) instead.
+            self.force_exit = False
+
+    return _Server
+
+
+async def _serve(
+    env_classes: Sequence[type],
+    sock: socket.socket,
+    idle_limit_s: float | None,
+    uv_holder: list | None = None,
+) -> None:
+    import uvicorn
+
+    _one_exit_event_per_loop()
+    ors_server = build_app(env_classes)
+    if uv_holder is not None:
+        uv_holder.append(ors_server)
+    config = uvicorn.Config(
+        ors_server.app,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=60,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
+    uv = _server_class()(config)
+    if uv_holder is not None:
+        uv_holder.append(uv)
+    reaper = None
+    if idle_limit_s is not None:
+        reaper = asyncio.create_task(_reap_idle(ors_server, idle_limit_s, min(1.0, idle_limit_s / 4)))
+    try:
+        await uv.serve(sockets=[sock])
+    finally:
+        if reaper is not None:
+            reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
+
+
+def _wait_healthy(url: str, timeout_s: float, alive=lambda: True) -> None:
+    deadline = time.monotonic() + timeout_s
+    last: Exception | None = None
+    while time.monotonic() < deadline:
+        if not alive():
+            raise ServerStartError(f"local ORS server at {url} exited during start-up")
+        try:
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                return
+        except httpx.HTTPError as e:
+            last = e
+        time.sleep(0.02)
+    raise ServerStartError(
+        f"local ORS server at {url} not healthy after {timeout_s:.0f}s (last error: {last})"
+    )
+
+
+@dataclass
+class LocalServer:
+    """A running local ORS server. Use as a context manager or call `close()`.
+
+    Example:
+        >>> with serve_in_thread(["local:echo"]) as srv:   # doctest: +SKIP
+        ...     srv.url, srv.env_names
+        ('http://127.0.0.1:40123', ['echo'])
+    """
+
+    url: str
+    port: int
+    env_names: list[str]
+    mode: str
+    _closer: object = field(repr=False, default=None)
+    _closed: bool = field(repr=False, default=False)
+
+    def close(self) -> None:
+        """Stop the server; open sessions are torn down. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._closer()  # type: ignore[operator]
+
+    def active_sessions(self) -> list[str]:
+        """Ids of the sessions the server holds now (thread mode only: it reads the server's memory)."""
+        ors = getattr(self, "_ors", None)
+        if ors is None:
+            raise RuntimeError("active_sessions() needs a server started with serve_in_thread")
+        return [sid for sid, env in list(ors._active_envs.items()) if env is not None]
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _classes(envs: Sequence[str | type]) -> list[type]:
+    return [load_environment_class(e) if isinstance(e, str) else e for e in envs]
+
+
+def serve_in_thread(
+    envs: Sequence[str | type],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    idle_limit_s: float | None = None,
+    ready_timeout_s: float = 30.0,
+) -> LocalServer:
+    """Serve environments (classes, `local:NAME` or `module:Class`) from a daemon thread of this process.
+
+    Example:
+        >>> srv = serve_in_thread(["local:echo"]); srv.close()   # doctest: +SKIP
+    """
+    classes = _classes(envs)
+    sock = _bind(host, port)
+    bound_port = sock.getsockname()[1]
+    url = f"http://{host}:{bound_port}"
+    holder: list = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            asyncio.run(_serve(classes, sock, idle_limit_s, holder))
+        except BaseException as e:  # surfaced by the readiness wait
+            errors.append(e)
+
+    thread = threading.Thread(target=run, name=f"ormix-ors-{bound_port}", daemon=True)
+    thread.start()
+
+    def close() -> None:
+        if len(holder) > 1:
+            holder[1].should_exit = True
+        thread.join(timeout=15)
+        with contextlib.suppress(OSError):
+            sock.close()
+
+    try:
+        _wait_healthy(url, ready_timeout_s, alive=thread.is_alive)
+    except ServerStartError as e:
+        close()
+        raise ServerStartError(f"{e}; {errors[0]!r}" if errors else str(e)) from None
+    server = LocalServer(
+        url=url, port=bound_port, env_names=[env_name_of(c) for c in classes], mode="thread", _closer=close
+    )
+    server._ors = holder[0]  # type: ignore[attr-defined]
+    at_exit_early(server.close)
+    return server
+
+
+def serve_in_process(
+    envs: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    idle_limit_s: float | None = None,
+    ready_timeout_s: float = 60.0,
+    env: dict[str, str] | None = None,
+) -> LocalServer:
+    """Serve environments named by `local:NAME` / `module:Class` from a child process.
+
+    The child is the same code as `ormix serve`; it can be killed and restarted for fault tests.
+
+    Example:
+        >>> with serve_in_process(["local:terminals"]) as srv:   # doctest: +SKIP
+        ...     print(srv.url)
+    """
+    names = [e if isinstance(e, str) else f"{e.__module__}:{e.__qualname__}" for e in envs]
+    cmd = [sys.executable, "-m", "ormix.local", "--host", host, "--port", str(port), *names]
+    if idle_limit_s is not None:
+        cmd += ["--idle-limit", str(idle_limit_s)]
+    # Own session: a Ctrl-C at the terminal reaches only this process, which closes its sessions first and then
+    # stops the child (SIGTERM). stdin is a pipe the child watches: EOF means this process is gone.
+    proc = subprocess.Popen(
+        cmd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+        env={**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"},
+        start_new_session=True,
+    )
+    bound: list[int] = []
+
+    def read_ready() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(READY_LINE):
+                bound.append(int(line.split("port=")[1].split()[0]))
+                break
+        # Keep draining so the child never blocks on a full pipe.
+        for _ in proc.stdout:
+            pass
+
+    reader = threading.Thread(target=read_ready, daemon=True)
+    reader.start()
+
+    def close() -> None:
+        if proc.poll() is None:
+            proc.terminate()  # graceful: the lifespan shutdown tears every open session down
+            try:
+                proc.wait(timeout=CHILD_EXIT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        if proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                proc.stdin.close()
+
+    deadline = time.monotonic() + ready_timeout_s
+    while not bound:
+        if proc.poll() is not None:
+            raise ServerStartError(
+                f"`{' '.join(cmd)}` exited with code {proc.returncode} before it was ready"
+            )
+        if time.monotonic() > deadline:
+            close()
+            raise ServerStartError(f"`{' '.join(cmd)}` not ready after {ready_timeout_s:.0f}s")
+        time.sleep(0.02)
+    url = f"http://{host}:{bound[0]}"
+    try:
+        _wait_healthy(url, ready_timeout_s, alive=lambda: proc.poll() is None)
+    except ServerStartError:
+        close()
+        raise
+    server = LocalServer(
+        url=url,
+        port=bound[0],
+        env_names=[env_name_of(load_environment_class(n)) for n in names],
+        mode="process",
+        _closer=close,
+    )
+    server.pid = proc.pid  # type: ignore[attr-defined]
+    server._proc_alive = lambda: proc.poll() is None  # type: ignore[attr-defined]
+    atexit.register(server.close)
+    return server
+
+
+def run_forever(
+    envs: Sequence[str], *, host: str = "127.0.0.1", port: int = 0, idle_limit_s: float | None = None
+) -> None:
+    """Serve in the foreground until SIGTERM/SIGINT (the body of `ormix serve` and `python -m ormix.local`).
+
+    Every open session is torn down before it returns; Ctrl-C exits with status 130 without a traceback.
+    """
+    classes = _classes(envs)
+    sock = _bind(host, port)
+    if os.environ.pop(_PARENT_PIPE_ENV, None) == "1":
+        _watch_parent()
+    print(
+        f"{READY_LINE} port={sock.getsockname()[1]} envs={','.join(env_name_of(c) for c in classes)}",
+        flush=True,
+    )
+    try:
+        asyncio.run(_serve(classes, sock, idle_limit_s))
+    except KeyboardInterrupt:
+        # uvicorn re-raises the SIGINT it handled, after its graceful shutdown: nothing is left to do.
+        raise SystemExit(130) from None
+
+
+def _watch_parent() -> None:
+    """Shut down like on SIGTERM (sessions torn down) once stdin, a pipe from the parent, reaches EOF."""
+
+    def watch() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while sys.stdin.buffer.read(65536):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="ormix-parent-watch", daemon=True).start()

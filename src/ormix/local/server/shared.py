@@ -1,0 +1,60 @@
+"""One local server per environment target per process, started on first use and stopped at exit.
+
+`local:NAME` and `module:Class` targets are served automatically: every spec (or mixture member) naming the
+same target shares one server, so two members built from `local:seta` with different filters share one
+connection and one tool surface.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+from ormix.local.server.serving import LocalServer, serve_in_process, serve_in_thread
+
+_servers: dict[tuple[str, str], LocalServer] = {}
+_lock = threading.Lock()
+
+#: `process` (the environment's work never competes with the trainer for the GIL) or `thread`; the
+#: environment variable `ORMIX_LOCAL_SERVE` overrides it, read at each call.
+DEFAULT_MODE = "process"
+
+
+def server_for(target: str, *, mode: str | None = None) -> LocalServer:
+    """The running local server for `target` (`local:NAME` or `module:Class`), starting it if needed.
+
+    Example:
+        >>> server_for("local:echo").url      # doctest: +SKIP
+        'http://127.0.0.1:41234'
+    """
+    mode = mode or os.environ.get("ORMIX_LOCAL_SERVE") or DEFAULT_MODE
+    if mode not in ("process", "thread"):
+        raise ValueError(f"local serve mode must be 'process' or 'thread', not {mode!r} (ORMIX_LOCAL_SERVE)")
+    key = (target, mode)
+    with _lock:
+        server = _servers.get(key)
+        if server is not None and not server._closed and _alive(server):
+            return server
+        if mode == "thread":
+            server = serve_in_thread([target])
+        else:
+            # The child must import a user's `module:Class` the way this process does.
+            path = os.pathsep.join(p for p in sys.path if p)
+            server = serve_in_process([target], env={"PYTHONPATH": path})
+        _servers[key] = server
+        return server
+
+
+def _alive(server: LocalServer) -> bool:
+    proc_ok = getattr(server, "_proc_alive", None)
+    return True if proc_ok is None else bool(proc_ok())
+
+
+def close_all() -> None:
+    """Stop every shared local server of this process."""
+    with _lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for server in servers:
+        server.close()

@@ -1,0 +1,1 @@
+"""What TRL drives per rollout: `Episode` (one environment), `RoutingEnvironment` (namespaced), outcomes."""

@@ -1,0 +1,112 @@
+"""`RoutingEnvironment`: one adapter class for a whole mixture, with every member's tools namespaced.
+
+For trainers that take a single `environment_factory` (and TRL versions without the dict form): methods
+are named `<member>__<tool>`; `reset(**row)` opens the session of the row's member (`environment` column)
+and each call is dispatched to that member's `Episode`. A call to another member's tool is answered with a
+short error and counted as `wrong_env` on the rollout.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from ormix.rollout.episode import CallRecord, Episode
+from ormix.tools.binding import BindingConflictError, bind_tools
+
+SEPARATOR = "__"
+
+
+class RoutingError(ValueError):
+    """A routing set-up that cannot work (name collision, unknown member)."""
+
+
+class RoutingEnvironment:
+    """Dispatches namespaced tool calls to the `Episode` of the row's member.
+
+    Example:
+        >>> env = mix.environment_factory()                        # doctest: +SKIP
+        >>> env.reset(environment="seta", task_index=3, prompt=[])  # doctest: +SKIP
+        >>> env.seta__bash(command="ls")                            # doctest: +SKIP
+    """
+
+    _members: ClassVar[dict[str, type[Episode]]]
+
+    def __init__(self) -> None:
+        self._episodes: dict[str, Episode] = {}
+        self.episode: Episode | None = None
+
+    def reset(self, **row: Any) -> str:
+        """Open the session of the row's member (named by its `environment` column) and return its prompt."""
+        member = row.get("environment")
+        if member not in self._members:
+            raise RoutingError(
+                f"row has environment={member!r}, which is not a member of this mixture "
+                f"({sorted(self._members)}); build the dataset with MixtureSpec.train_dataset"
+            )
+        episode = self._episodes.get(member)
+        if episode is None:
+            episode = self._episodes[member] = self._members[member]()
+        if self.episode is not None and self.episode is not episode:
+            self.episode._close()
+        self.episode = episode
+        return episode.reset(**{k: v for k, v in row.items() if k != "environment"})
+
+    def _route(self, member: str, wire_name: str, arguments: dict[str, Any]) -> str:
+        episode = self.episode
+        if episode is None:
+            return "Error: no task is active; reset() was not called"
+        if member != episode.member:
+            text = (
+                f"Error: tool {member}{SEPARATOR}{wire_name} belongs to environment {member!r}, but this task "
+                f"runs in {episode.member!r}. Use the {episode.member}{SEPARATOR}* tools."
+            )
+            episode.calls.append(
+                CallRecord(f"{member}{SEPARATOR}{wire_name}", 0.0, error="wrong_env", detail=text)
+            )
+            episode.rewards.append(None)
+            episode.metadata.append(None)
+            episode.last_output = text
+            return text
+        return episode._call_tool(wire_name, arguments)
+
+    def _close(self) -> None:
+        for episode in self._episodes.values():
+            episode._close()
+
+    # Episode state, read by reward functions and telemetry, is the active member's.
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "episode":
+            raise AttributeError(name)
+        episode = self.__dict__.get("episode")
+        if episode is None:
+            raise AttributeError(f"{name}: no task is active")
+        return getattr(episode, name)
+
+
+def make_routing_class(members: dict[str, type[Episode]]) -> type[RoutingEnvironment]:
+    """A `RoutingEnvironment` subclass with `<member>__<tool>` methods for every member's tools.
+
+    Raises `RoutingError` when two tools end up with one method name after namespacing.
+    """
+    cls = type(
+        "MixtureRoutingEnvironment",
+        (RoutingEnvironment,),
+        {"_members": dict(members), "__module__": __name__},
+    )
+    for member, episode_cls in members.items():
+
+        def dispatch(self, wire_name, arguments, _member=member):
+            return self._route(_member, wire_name, arguments)
+
+        setattr(cls, f"_dispatch_{member}", dispatch)
+        try:
+            bind_tools(
+                cls,
+                list(episode_cls._tool_specs),
+                dispatch=f"_dispatch_{member}",
+                prefix=f"{member}{SEPARATOR}",
+                on_conflict="raise",
+            )
+        except BindingConflictError as e:
+            raise RoutingError(f"namespacing member {member!r}'s tools: {e}; rename the member") from e
+    return cls

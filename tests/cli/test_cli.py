@@ -1,0 +1,88 @@
+"""The `ormix` console script: serve, inspect, ablate, and clear errors for bad mixture files."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from ormix.cli import app
+from ormix.config import load_mixture_config
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def _thread_serving(monkeypatch):
+    monkeypatch.setenv("ORMIX_LOCAL_SERVE", "thread")
+
+
+def test_inspect_shows_members_tools_composition_and_starvation():
+    result = runner.invoke(app, ["inspect", str(ROOT / "mixtures/local-demo.yaml")], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "terminals" in out and "seta" in out and "submit_solution" in out
+    assert "composition" in out and "step 0" in out
+    # 0.6/0.4 at 4 prompts per step: random draws starve seta in (0.6)^4 = 13% of steps; quotas never do.
+    assert "0.130" in out and "0.000" in out
+
+
+def test_inspect_reports_a_bad_file_with_key_path_and_fix(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "members:\n  a:\n    target: local:echo\n    num_tasks: 2\n    indices: [1]\nweights: {a: 1, b: 2}\n"
+    )
+    result = runner.invoke(app, ["inspect", str(bad)])
+    assert result.exit_code == 2
+    assert "members.a" in result.output and "num_tasks" in result.output and "indices" in result.output
+    assert "weights" in result.output and "'b'" in result.output
+
+
+def test_ablate_writes_loadable_files_with_manifest_hash(tmp_path, monkeypatch):
+    src = ROOT / "mixtures/seta-endless-curriculum.yaml"
+    monkeypatch.setenv("OPENREWARD_API_KEY", "sk-test")  # the file references ${OPENREWARD_API_KEY}
+    result = runner.invoke(
+        app, ["ablate", str(src), "--leave-one-out", "--only", "seta", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    files = sorted(tmp_path.glob("*.yaml"))
+    assert len(files) == 3
+    for file in files:
+        config = load_mixture_config(file)
+        assert f"manifest hash: {config.config_hash()}" in file.read_text()
+        assert config.config_hash()[:16] in result.output
+    names = {load_mixture_config(f).name for f in files}
+    assert any(n.endswith("without-seta") for n in names) and any(n.endswith("only-seta") for n in names)
+
+
+def test_ablate_unknown_member_is_named(tmp_path):
+    result = runner.invoke(
+        app, ["ablate", str(ROOT / "mixtures/local-demo.yaml"), "--only", "nope", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 2 and "nope" in result.output
+
+
+def test_serve_command_serves_local_environments():
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ormix.cli", "serve", "local:echo", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        line = proc.stdout.readline()
+        port = int(line.split("port=")[1].split()[0])
+        assert httpx.get(f"http://127.0.0.1:{port}/list_environments").json() == ["echo"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_serve_rejects_unknown_environment():
+    result = runner.invoke(app, ["serve", "local:nope"])
+    assert result.exit_code == 2 and "local:echo" in result.output

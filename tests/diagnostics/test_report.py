@@ -1,0 +1,161 @@
+"""`ormix report`: tables and plots from the rollout records of a real (tiny, scripted) GRPO run."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from rich.console import Console
+
+from ormix.diagnostics.report import member_summary, percentile, report_command, step_series
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _console() -> tuple[Console, io.StringIO]:
+    buf = io.StringIO()
+    return Console(file=buf, width=250, color_system=None), buf
+
+
+@pytest.fixture(scope="module")
+def finished_run(tiny_model, tmp_path_factory):
+    """Three GRPO steps on a mixture of two `local:echo` members (scripted: one right, one wrong per group)."""
+    import os
+
+    from trl import GRPOConfig, GRPOTrainer
+
+    from ormix import MixtureSpec, OpenRewardSpec
+    from ormix.demo.scripted import ScriptedPolicy, tool_call
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    mix = MixtureSpec(
+        {
+            "easy": OpenRewardSpec("local:echo", indices=[0, 1, 2], local_serve="thread"),
+            "hard": OpenRewardSpec("local:echo", indices=[5, 6, 7], local_serve="thread"),
+        },
+        prompts_per_step=2,
+        num_samples=6,
+        seed=0,
+    )
+
+    def script(ctx):
+        word = re.search(r"word '(\w+)'", ctx.user).group(1)
+        if ctx.turn == 0:
+            return tool_call("echo", text="x") if ctx.sample == 1 else tool_call("submit", text=word)
+        return tool_call("submit", text=word if "index': 5" in ctx.user else "no") if ctx.turn == 1 else "ok"
+
+    out = tmp_path_factory.mktemp("report") / "run"
+    args = GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=3,
+        max_completion_length=128,
+        learning_rate=1e-5,
+        logging_steps=1,
+        report_to="none",
+        bf16=False,
+        use_cpu=True,
+        save_strategy="no",
+        shuffle_dataset=False,
+        disable_tqdm=True,
+        max_tool_calling_iterations=2,
+    )
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=args,
+        train_dataset=mix.train_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+        callbacks=mix.callbacks,
+    )
+    ScriptedPolicy(script).attach(trainer)
+    trainer.train()
+    return out, trainer.state.log_history
+
+
+@pytest.mark.slow
+def test_report_writes_table_summary_and_plots(finished_run):
+    run_dir, history = finished_run
+    console, buf = _console()
+    assert report_command(run_dir, console) == 0
+    text = buf.getvalue()
+    assert "easy" in text and "hard" in text and "12 rollouts" in text
+    report = run_dir / "report"
+    for name in ("reward_coverage.png", "share.png", "errors.png", "latency.png"):
+        path = report / name
+        assert str(path) in text  # listed on the terminal
+        data = path.read_bytes()
+        assert data[:8] == PNG_MAGIC and len(data) > 8_000, name
+        from PIL import Image
+
+        with Image.open(path) as img:
+            extrema = img.convert("L").getextrema()
+            colours = len(img.convert("RGB").getcolors(maxcolors=1 << 16) or range(1 << 16))
+        assert extrema[0] < 100 and extrema[1] > 200 and colours > 20, f"{name} looks blank"
+    summary = json.loads((report / "summary.json").read_text())
+    assert set(summary["members"]) == {"easy", "hard"}
+    assert sum(m["rollouts"] for m in summary["members"].values()) == 12
+    assert all(m["coverage"] == 1.0 and m["error_rate"] == 0.0 for m in summary["members"].values())
+    assert summary["members"]["easy"]["tool_ms_p50"] is not None
+    assert summary["members"]["easy"]["tool_ms_p95"] >= summary["members"]["easy"]["tool_ms_p50"]
+    md = (report / "report.md").read_text()
+    assert "| easy |" in md and "![share](share.png)" in md
+    # The per-step series recomputed from the records is what the trainer logged.
+    logged = {h["step"]: h for h in history if "ormix/easy/share" in h}
+    for step, values in summary["steps"].items():
+        for key, value in values.items():
+            if key in logged[int(step)]:
+                assert logged[int(step)][key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+
+
+def test_report_without_records_fails_clearly(tmp_path):
+    console, buf = _console()
+    assert report_command(tmp_path, console) == 1
+    assert "no rollout records" in buf.getvalue() and "callbacks" in buf.getvalue()
+    assert not (tmp_path / "report").exists()
+    console, buf = _console()
+    assert report_command(tmp_path / "missing", console) == 2
+    assert "not a directory" in buf.getvalue()
+
+
+def test_summary_and_series_from_records():
+    def r(member, outcome, reward, step, calls=(), group=0, kind=None):
+        return {
+            "member": member,
+            "outcome": outcome,
+            "reward": reward,
+            "env_reward": reward,
+            "step": step,
+            "mode": "train",
+            "group": group,
+            "error_kind": kind,
+            "open_ms": 10.0,
+            "calls": [{"tool": t, "latency_ms": ms, "error": e} for t, ms, e in calls],
+        }
+
+    records = [
+        r("a", "scored", 1.0, 1, [("submit", 10.0, None)]),
+        r("a", "scored", 0.0, 1, [("submit", 30.0, None)]),
+        r("a", "error", None, 2, [("submit", 0.0, "session_open")], group=2, kind="session_open"),
+        r("b", "unscored", None, 2, [("ls", 50.0, "tool_failed")], group=4),
+    ]
+    s = member_summary(records)
+    assert s["a"]["errors"] == {"session_open": 1} and s["a"]["coverage"] == pytest.approx(2 / 3)
+    assert s["a"]["tool_ms_p50"] == 20.0 and s["a"]["informative_groups"] == 0.5
+    assert s["a"]["tools"]["submit"] == {"calls": 3, "errors": 1, "p50_ms": 20.0, "p95_ms": 29.0}
+    assert s["b"]["call_errors"] == {"tool_failed": 1} and s["b"]["share"] == 0.25
+    series = step_series(records)
+    assert series[1]["ormix/a/share"] == 1.0 and series[1]["ormix/b/share"] == 0.0
+    assert series[2]["ormix/a/error_rate"] == 1.0 and series[1]["ormix/a/tool_ms_p95"] == pytest.approx(29.0)
+
+
+@given(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=30), st.floats(0, 100), st.floats(0, 100))
+def test_percentile_is_monotone_and_bounded(values, q1, q2):
+    lo, hi = sorted((q1, q2))
+    assert min(values) <= percentile(values, lo) <= percentile(values, hi) <= max(values)
+    assert percentile(values, 0) == min(values) and percentile(values, 100) == max(values)

@@ -1,0 +1,67 @@
+"""Two processes (`torchrun --nproc_per_node 2`, gloo on CPU): the per-member metrics TRL logs, pooled over
+both ranks by `log_metric`, equal those recomputed from the merged rollout records of both ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ormix.telemetry import batch_metrics, read_records
+
+pytestmark = pytest.mark.slow
+
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+SCRIPT = Path(__file__).resolve().parents[1] / "support" / "mp_telemetry_train.py"
+
+
+def test_two_ranks_log_what_their_merged_records_say(tiny_model, tmp_path):
+    torchrun = str(TORCHRUN) if TORCHRUN.exists() else shutil.which("torchrun")
+    assert torchrun, "torchrun (installed with torch) is missing from this environment"
+    out = tmp_path / "run"
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "TRL_EXPERIMENTAL_SILENCE": "1",
+        "PYTHONPATH": os.pathsep.join([str(SCRIPT.parent), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc_per_node", "2", str(SCRIPT), tiny_model, str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+
+    files = sorted(p.name for p in (out / "rollouts").glob("rank-*.jsonl"))
+    assert files == ["rank-0.jsonl", "rank-1.jsonl"]
+    records = read_records(out)
+    assert len(records) == 2 * 8  # 2 steps × (2 ranks × 4 rollouts)
+    for rank in (0, 1):
+        mine = [r for r in records if r["rank"] == rank]
+        assert len(mine) == 8 and all(
+            r["group"] // 4 == rank for r in mine
+        )  # rank k holds global slots 4k..4k+3
+    assert {r["outcome"] for r in records} == {"scored", "unscored"}
+
+    history = json.loads((out / "log_history.json").read_text())
+    logs = {h["step"]: h for h in history if "ormix/a/share" in h}
+    assert sorted(logs) == [1, 2]
+    for step, log in logs.items():
+        batch = [r for r in records if r["step"] == step]
+        # Member a (3 of 4 prompts per step) is on both ranks: its metrics only agree if pooling is right.
+        assert {r["rank"] for r in batch if r["member"] == "a"} == {0, 1}
+        expected = batch_metrics(batch, ["a", "b"])
+        logged = {k: v for k, v in log.items() if k.startswith("ormix/") and v is not None}
+        assert set(logged) == set(expected)
+        for key, value in expected.items():
+            assert logged[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (step, key)
+        assert log["ormix/a/share"] + log["ormix/b/share"] == pytest.approx(1.0)
+        assert log["ormix/a/share"] == pytest.approx(0.75)
+        assert log["ormix/b/unscored_rate"] == pytest.approx(0.5)  # b's sample 1 never calls a tool

@@ -1,0 +1,305 @@
+"""MixtureSpec against real local servers: composition, routing, rewards, ablations, manifest, trainer checks."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from ormix import MixtureSpec, OpenRewardSpec
+from ormix.local import serve_in_thread
+from ormix.mixture import Member, MixtureError
+from ormix.rollout.routing import RoutingEnvironment
+from support.envs import NumericDifficulty, SweSurface
+
+T = {"local_serve": "thread"}
+
+
+def two(**kwargs) -> MixtureSpec:
+    members = {
+        "terminals": OpenRewardSpec("local:terminals", num_tasks=8, **T),
+        "seta": OpenRewardSpec("local:seta", num_tasks=6, **T),
+    }
+    return MixtureSpec(members, **kwargs)
+
+
+# ── validation before any I/O ─────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"weights": {"terminals": 1, "sta": 1}}, "unknown member"),
+        ({"weights": {"terminals": -1, "seta": 1}}, "negative weight"),
+        ({"weights": {"terminals": 0, "seta": 0}}, "all weights are zero"),
+        ({"schedule": [{"until_step": None, "weights": {"terminals": 1, "seta": 1}}]}, "prompts_per_step"),
+        ({"routing": "magic"}, "routing must be"),
+    ],
+)
+def test_bad_mixtures_fail_before_contacting_servers(kwargs, message):
+    members = {
+        "terminals": OpenRewardSpec("http://127.0.0.1:9", env_name="x"),
+        "seta": OpenRewardSpec("http://127.0.0.1:9", env_name="y"),
+    }
+    with pytest.raises(MixtureError, match=message):
+        MixtureSpec(members, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["Seta", "seta__x", "seta_", "1x", "a" * 40, ""])
+def test_member_names_are_short_identifiers(name):
+    with pytest.raises(MixtureError, match="short identifier"):
+        MixtureSpec({name: OpenRewardSpec("http://127.0.0.1:9", env_name="x")})
+
+
+# ── dataset ───────────────────────────────────────────────────────────────────
+
+
+def test_exact_per_step_composition_and_metadata():
+    mix = two(weights={"terminals": 0.75, "seta": 0.25}, prompts_per_step=4, num_samples=32, seed=3)
+    ds = mix.train_dataset
+    envs = ds["environment"]
+    for step in range(8):
+        assert Counter(envs[step * 4 : (step + 1) * 4]) == {"terminals": 3, "seta": 1}
+    seta_tasks = [t for e, t in zip(envs, ds["task_index"], strict=True) if e == "seta"]
+    assert sorted(seta_tasks[:6]) == list(range(6))  # without replacement inside a cycle
+    terminals = mix.spec("terminals").task_specs
+    for row in ds.select(range(8)):
+        if row["environment"] == "terminals":
+            assert row["task_id"] == dict(terminals)[row["task_index"]]["task_id"]
+    again = two(weights={"terminals": 0.75, "seta": 0.25}, prompts_per_step=4, num_samples=32, seed=3)
+    assert again.train_dataset.to_list() == ds.to_list()
+    assert (
+        two(
+            weights={"terminals": 0.75, "seta": 0.25}, prompts_per_step=4, num_samples=32, seed=4
+        ).train_dataset["task_index"]
+        != ds["task_index"]
+    )
+
+
+def test_members_sharing_a_target_share_connection_and_tools():
+    base = OpenRewardSpec("local:seta", **T)
+    mix = MixtureSpec(
+        {
+            "seta_easy": Member(OpenRewardSpec("local:seta", where={"difficulty": ["Easy"]}, **T)),
+            "seta_hard": Member(OpenRewardSpec("local:seta", where={"difficulty": ["Hard"]}, **T)),
+        },
+        prompts_per_step=2,
+        num_samples=8,
+    )
+    ds = mix.train_dataset
+    assert set(ds.filter(lambda r: r["environment"] == "seta_easy")["difficulty"]) == {"Easy"}
+    assert set(ds.filter(lambda r: r["environment"] == "seta_hard")["difficulty"]) == {"Hard"}
+    easy, hard = mix.spec("seta_easy"), mix.spec("seta_hard")
+    assert hard._connection_owner is easy and hard.tool_specs is easy.tool_specs
+    assert [t.name for t in easy.tool_specs] == [t.name for t in base.tool_specs]
+
+
+def test_metadata_type_clash_keeps_arrow_schema_valid():
+    with serve_in_thread([SweSurface, NumericDifficulty]) as server:
+        mix = MixtureSpec(
+            {
+                "swe": OpenRewardSpec(server.url, env_name="swesurface", num_tasks=4),
+                "num": OpenRewardSpec(server.url, env_name="numericdifficulty", num_tasks=4),
+            },
+            prompts_per_step=2,
+            num_samples=8,
+        )
+        ds = mix.train_dataset
+    rows = ds.to_list()
+    swe = next(r for r in rows if r["environment"] == "swe")
+    num = next(r for r in rows if r["environment"] == "num")
+    # The clashing column is kept as JSON text: both members' values survive exactly.
+    assert json.loads(swe["difficulty"]) in ("Easy", "Hard")
+    assert isinstance(json.loads(num["difficulty"]), int)
+    assert num["tags"] == {"nested": [num["n"]]} and swe["tags"] is None  # no clash: kept as is
+
+
+# ── routing and rewards ───────────────────────────────────────────────────────
+
+
+def test_per_env_factory_and_reward_funcs_per_member():
+    mix = two(routing="per_env", prompts_per_step=2, num_samples=4)
+    factories = mix.environment_factory
+    assert set(factories) == {"terminals", "seta"}
+    term, seta = factories["terminals"](), factories["seta"]()
+    assert "submit" in dir(type(term)) and "submit_solution" not in dir(type(term))
+    assert "submit_solution" in dir(type(seta)) and "terminals__bash" not in dir(type(seta))
+    funcs = {f.__name__: f for f in mix.reward_funcs}
+    assert set(funcs) == {"terminals", "seta"}
+    row = next(r for r in mix.train_dataset if r["environment"] == "terminals")
+    term.reset(**{k: v for k, v in row.items() if k != "environment"})
+    term.submit()
+    assert funcs["terminals"](environments=[term]) == [0.0]
+    assert funcs["seta"](environments=[term]) == [None]
+
+
+def test_namespaced_routing_counts_wrong_environment_calls():
+    mix = two(routing="namespaced", prompts_per_step=2, num_samples=4)
+    env = mix.environment_factory()
+    assert isinstance(env, RoutingEnvironment)
+    row = next(r for r in mix.train_dataset if r["environment"] == "seta")
+    env.reset(**row)
+    answer = env.terminals__bash(command="ls")
+    assert "belongs to environment 'terminals'" in answer
+    assert [c.error for c in env.calls] == ["wrong_env"]
+    assert "Error" not in env.seta__ls(path=".")
+    funcs = {f.__name__: f for f in mix.reward_funcs}
+    assert funcs["terminals"](environments=[env]) == [None]
+    assert funcs["seta"](environments=[env]) == [None]  # unscored: nothing submitted
+
+
+def test_single_member_mixture_is_exactly_the_spec():
+    spec = OpenRewardSpec("local:echo", num_tasks=3, **T)
+    mix = MixtureSpec({"echo": spec})
+    factory = mix.environment_factory
+    assert callable(factory) and not isinstance(factory, dict)
+    env = factory()
+    assert "echo" in dir(type(env)) and "echo__echo" not in dir(type(env))
+    assert [f.__name__ for f in mix.reward_funcs] == ["echo"]
+
+
+def test_eval_dataset_per_member_and_eval_only_members():
+    mix = MixtureSpec(
+        {
+            "echo": Member(OpenRewardSpec("local:echo", num_tasks=4, **T), eval_split="test"),
+            "held": Member(OpenRewardSpec("local:echo", indices=[10, 11], **T), role="eval"),
+        },
+        prompts_per_step=2,
+        num_samples=4,
+    )
+    assert set(mix.train_dataset["environment"]) == {"echo"}
+    assert set(mix.eval_dataset) == {"echo", "held"}
+    assert mix.eval_dataset["echo"]["task_index"] == [0, 1, 2, 3]
+    assert (
+        mix.eval_dataset["echo"]["word"][0]
+        != mix.train_dataset.filter(lambda r: r["task_index"] == 0)["word"][0]
+    )  # the test split, not train
+    assert mix.eval_dataset["held"]["task_index"] == [10, 11]
+
+
+# ── ablations and manifest ────────────────────────────────────────────────────
+
+
+def test_ablations_return_new_specs_and_manifest_hash_is_stable():
+    mix = two(weights={"terminals": 0.5, "seta": 0.5}, prompts_per_step=2, num_samples=8)
+    assert mix.without("seta").train_members == ["terminals"]
+    assert set(mix.only("seta").train_dataset["environment"]) == {"seta"}
+    heavy = mix.reweight(seta=1.5)
+    assert Counter(heavy.train_dataset["environment"]) == {"seta": 6, "terminals": 2}
+    assert mix.members["seta"].weight == 0.5  # the original is unchanged
+    first, second = (
+        mix.manifest(),
+        two(weights={"terminals": 0.5, "seta": 0.5}, prompts_per_step=2, num_samples=8).manifest(),
+    )
+    assert first["hash"] == second["hash"]
+    assert heavy.manifest()["hash"] != first["hash"]
+    assert first["members"]["seta"]["task_indices"] == list(range(6))
+    assert "submit_solution" in first["members"]["seta"]["tools"]
+    with pytest.raises(MixtureError, match="unknown member"):
+        mix.without("nope")
+
+
+def test_trainer_settings_that_break_the_plan_are_named():
+    from trl import GRPOConfig
+
+    from ormix.integrations.trl import check_trainer_args
+
+    mix = two(prompts_per_step=4, num_samples=8)
+    args = GRPOConfig(
+        output_dir="/tmp/x",
+        per_device_train_batch_size=4,
+        num_generations=2,
+        use_cpu=True,
+        shuffle_dataset=True,
+        report_to="none",
+    )
+    problems = check_trainer_args(mix, args)
+    assert any("shuffle_dataset=False" in p for p in problems)
+    assert any("prompts_per_step=4" in p and "2 unique prompts" in p for p in problems)
+    ok = GRPOConfig(
+        output_dir="/tmp/x",
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        num_generations=2,
+        use_cpu=True,
+        shuffle_dataset=False,
+        report_to="none",
+    )
+    assert check_trainer_args(mix, ok) == []
+
+
+# ── regressions found in review ───────────────────────────────────────────────
+
+
+def test_eval_rows_of_another_split_open_sessions_in_that_split():
+    mix = MixtureSpec(
+        {"echo": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), role="both", eval_split="test")},
+        prompts_per_step=2,
+        num_samples=2,
+    )
+    rows = mix.eval_dataset["echo"].to_list()
+    assert len(rows) == 4  # the whole test split, not the training selection's 2
+    env = mix.environment_factory()
+    for row in rows:
+        prompt = env.reset(**row)
+        assert f"word '{row['word']}'" in prompt  # the test split's task, not train's task of that index
+        env.submit(text=row["word"])
+        assert env.reward == 1.0
+    env._close()
+
+
+def test_ablations_keep_the_files_train_section_and_reweight_switches_to_weights():
+    from pathlib import Path
+
+    from ormix.mixture import load_mixture
+
+    root = Path(__file__).resolve().parents[2]
+    mix = load_mixture(str(root / "mixtures/local-demo.yaml"))
+    assert mix.without("seta").config.train == mix.config.train
+    rr = two(strategy="round_robin", num_samples=20)
+    heavy = rr.reweight(terminals=0.95, seta=0.05)
+    assert heavy.strategy == "weights"
+    assert Counter(heavy.train_dataset["environment"])["terminals"] > 15
+    schedule = [
+        {"until_step": 2, "weights": {"terminals": 1, "seta": 0}},
+        {"until_step": None, "weights": {"terminals": 0, "seta": 1}},
+    ]
+    curriculum = two(schedule=schedule, prompts_per_step=2, num_samples=8)
+    assert set(curriculum.only("seta").train_dataset["environment"]) == {"seta"}
+    with pytest.raises(MixtureError, match="eval-only"):
+        MixtureSpec(
+            {
+                "a": OpenRewardSpec("local:echo", num_tasks=2, **T),
+                "b": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), role="eval"),
+            }
+        ).reweight(b=1.0)
+
+
+def test_a_run_longer_than_the_plan_is_refused():
+    from trl import GRPOConfig
+
+    from ormix.integrations.trl import check_trainer_args
+
+    mix = two(prompts_per_step=2, num_samples=8)
+    args = GRPOConfig(
+        output_dir="/tmp/x",
+        per_device_train_batch_size=4,
+        num_generations=2,
+        use_cpu=True,
+        shuffle_dataset=False,
+        report_to="none",
+        max_steps=10,
+    )
+    problems = check_trainer_args(mix, args)
+    assert any("num_samples >= 20" in p for p in problems), problems
+    args = GRPOConfig(
+        output_dir="/tmp/x",
+        per_device_train_batch_size=4,
+        num_generations=2,
+        use_cpu=True,
+        shuffle_dataset=False,
+        report_to="none",
+        max_steps=4,
+    )
+    assert check_trainer_args(mix, args) == []

@@ -1,0 +1,618 @@
+"""ormix.ors against real ORS servers on loopback: every endpoint, sessions, big outputs, typed errors,
+the sync bridge (threads and fork), and property tests of the SSE parser and the secrets encoding."""
+
+from __future__ import annotations
+
+import base64
+import json
+import multiprocessing
+import socket
+import threading
+
+import anyio
+import httpx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ormix.local import serve_in_process
+from ormix.local.envs.faulty import big_text
+from ormix.ors import (
+    BadTargetError,
+    Endpoint,
+    ORSClient,
+    ORSError,
+    ServerError,
+    SessionOpenError,
+    Split,
+    ToolFailed,
+    ToolRejected,
+    ToolResult,
+    ToolSpec,
+    TransportError,
+    encode_secrets,
+    portal,
+    resolve_endpoint,
+    run_sync,
+    text_of,
+)
+from ormix.ors.h1 import IDLE_REUSE_S
+from ormix.ors.secrets import WELL_KNOWN_SECRETS, augment_with_api_key
+from ormix.ors.sse import CallStream, SSEParser, encode_event
+
+
+@pytest.fixture(scope="module")
+def multi_server():
+    """`echo` (the default env) and `faulty` in one server, in a child process.
+
+    A child process rather than a second thread server: sse-starlette 2.3.6 keeps one module-global exit
+    event bound to the first event loop that waits on it, so SSE streams of a second in-process server
+    (another loop) fail. The session-wide `echo_server` is the one thread server of this process.
+    """
+    with serve_in_process(["local:echo", "local:faulty"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def faulty_server(multi_server):
+    return multi_server
+
+
+def run(fn, *args):
+    return anyio.run(fn, *args)
+
+
+# ----------------------------------------------------------------------------- stateless endpoints
+
+
+def test_every_stateless_endpoint_on_echo(echo_server):
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c:
+            assert await c.health() == {"status": "ok"}
+            assert "version" in await c.version()
+            assert await c.list_environments() == ["echo"]
+            assert await c.splits() == [Split(name="train", type="train"), Split(name="test", type="test")]
+            assert await c.num_tasks("train") == 16
+            assert (await c.task("train", 2))["word"] == "stone"
+            every = await c.tasks("train")
+            assert [t["index"] for t in every] == list(range(16))
+            assert await c.task_range("train", 3, 6) == every[3:6]
+            assert await c.task_range("train") == every
+            tools = await c.tools()
+            assert [t.name for t in tools] == ["echo", "submit"]
+            assert tools[0].input_schema["required"] == ["text"]
+            got = await c.get_tasks("train", [9, 0, 5, 5, 15], concurrency=2)
+            assert got == [every[9], every[0], every[5], every[5], every[15]]
+
+    run(main)
+
+
+def test_env_name_discovered_when_omitted(echo_server):
+    assert resolve_endpoint(echo_server.url).env_name == "echo"
+
+    async def main():
+        async with ORSClient(echo_server.url) as c:
+            assert await c.num_tasks("test") == 4
+            assert c.endpoint.env_name == "echo"
+
+    run(main)
+
+
+def test_env_name_in_path_selects_the_environment(multi_server):
+    # Both envs on one server: the path names the env, so `faulty` answers although `echo` is the default.
+    async def main():
+        async with ORSClient(multi_server.url, env_name="faulty") as c:
+            assert await c.num_tasks("train") == 36
+            async with c.session(split="test", index=0) as s:
+                assert "Faulty task" in await s.prompt_text()
+                assert (await s.call("count", {"key": "multi-env"})).text == "1"
+        async with ORSClient(multi_server.url, env_name="echo") as c:
+            assert await c.num_tasks("train") == 16
+
+    run(main)
+
+
+def test_one_round_trip_per_call(echo_server):
+    # Naming the env in the path avoids the server's 308 to the default env (two round trips).
+    seen: list[int] = []
+
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c:
+            for http in [c._pool.get(i) for i in range(c._pool.size)]:
+                http.event_hooks["response"].append(record)
+            await c.num_tasks("train")
+            async with c.session(split="train", index=1) as s:
+                # Session requests go over the session's own connection (ormix.ors.h1), which follows no
+                # redirect: a 308 would fail the call. One request per call on that connection.
+                conn = s._http.conn
+                before = conn.requests
+                await s.call("echo", {"text": "x"})
+                await s.call("echo", {"text": "y"})
+                assert s._http.conn is conn and conn.requests == before + 2
+
+    async def record(response: httpx.Response) -> None:
+        seen.append(response.status_code)
+
+    run(main)
+    assert seen and 308 not in seen
+
+
+# ----------------------------------------------------------------------------- connections
+
+
+def test_session_keeps_one_connection_and_the_next_session_reuses_it(echo_server):
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c:
+            s1 = await c.open_session(split="train", index=0)
+            conn = s1._http.conn
+            sock = conn._transport.get_extra_info("socket")
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            for _ in range(3):
+                assert (await s1.call("echo", {"text": "apple"})).reward == 1.0
+            assert s1._http.conn is conn and conn.requests == 4  # /create + 3 calls
+            await s1.close()  # /delete, then the connection goes back to the client's pool
+            s2 = await c.open_session(split="train", index=1)
+            assert s2._http.conn is conn and conn.requests == 6
+            assert (await s2.call("echo", {"text": "river"})).reward == 1.0
+            await s2.close()
+        assert conn.closed  # the client's aclose closes idle connections
+
+    run(main)
+
+
+def test_connection_idle_past_the_reuse_limit_is_replaced(echo_server):
+    # A server closes idle keep-alive connections (uvicorn: 5 s by default); a request written as it
+    # does so gets no answer. Past IDLE_REUSE_S the client opens a fresh connection instead.
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c, c.session(split="train", index=2) as s:
+            old = s._http.conn
+            old.last_used -= IDLE_REUSE_S + 1
+            assert (await s.call("echo", {"text": "stone"})).reward == 1.0
+            assert s._http.conn is not old and old.closed and s._http.conn.requests == 1
+
+    run(main)
+
+
+def test_pings_during_a_long_call_use_another_connection(faulty_server):
+    # A connection carries one request at a time: keepalive pings borrow a pooled connection.
+    async def main():
+        async with ORSClient(faulty_server.url, env_name="faulty", ping_interval_s=0.1) as c:
+            async with c.session(split="test", index=0) as s:
+                conn = s._http.conn
+                r = await s.call("slow", {"seconds": 0.8})
+                assert r.metadata == {"slept_s": 0.8}
+                assert s.timings.pings >= 3 and s.timings.ping_failures == 0
+                assert s._http.conn is conn and conn.requests == 2  # /create and the call only
+                assert len(c._h1._idle) == 1  # the borrowed connection, back in the pool
+
+    run(main)
+
+
+def test_https_and_platform_targets_stay_on_httpx(monkeypatch):
+    monkeypatch.setenv("OPENREWARD_API_KEY", "k")
+    assert ORSClient("http://127.0.0.1:9", env_name="echo")._h1 is not None
+    assert ORSClient("https://127.0.0.1:9", env_name="echo")._h1 is None
+    assert ORSClient("Eigent/SETA")._h1 is None
+
+
+def test_megabytes_in_and_out(echo_server):
+    # Big enough to fill the socket buffers: exercises write back-pressure and a long chunked answer.
+    text = "".join(f"{i:07d} é漢\n" for i in range(300_000))  # ~3.6 MB of UTF-8
+
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c, c.session(split="train", index=0) as s:
+            assert (await s.call("echo", {"text": text})).text == text
+            assert (await s.call("echo", {"text": "apple"})).reward == 1.0  # the connection is still in step
+
+    run(main)
+
+
+# ----------------------------------------------------------------------------- sessions
+
+
+def test_echo_episode_and_close(echo_server):
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c:
+            s = await c.open_session(split="train", index=0)
+            assert s.env_name == "echo" and not s.closed
+            assert s.timings.open_ms is not None and s.timings.open_ms > 0
+            assert "'apple'" in await s.prompt_text()
+            assert isinstance((await s.prompt())[0], dict)
+            assert [t.name for t in await s.tools()] == ["echo", "submit"]
+            r = await s.call("echo", {"text": "apple"})
+            assert isinstance(r, ToolResult) and r.text == "apple" and r.reward == 1.0 and not r.finished
+            assert (await s.call("echo", {"text": "pear"})).reward == 0.0
+            await s.ping()
+            done = await s.call("submit", {"text": "apple"})
+            assert done.finished and done.reward == 1.0
+            assert s.timings.calls == 3
+            await s.close()
+            await s.close()  # idempotent
+            assert s.closed
+            with pytest.raises(ORSError, match="closed"):
+                await s.call("echo", {"text": "apple"})
+            # The server forgot it.
+            async with httpx.AsyncClient() as h:
+                r = await h.post(f"{echo_server.url}/ping", headers={"X-Session-ID": s.id})
+                assert r.status_code == 404
+
+    run(main)
+
+
+def test_session_context_manager_always_closes(echo_server):
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c:
+            with pytest.raises(RuntimeError, match="user code failed"):
+                async with c.session(split="train", index=3) as s:
+                    await s.call("echo", {"text": "x"})
+                    raise RuntimeError("user code failed")
+            assert s.closed
+            async with httpx.AsyncClient() as h:
+                r = await h.post(f"{echo_server.url}/ping", headers={"X-Session-ID": s.id})
+                assert r.status_code == 404
+
+    run(main)
+
+
+def test_aclose_closes_open_sessions(echo_server):
+    async def main():
+        c = ORSClient(echo_server.url, env_name="echo")
+        sessions = [await c.open_session(split="train", index=i) for i in range(3)]
+        await c.aclose()
+        assert all(s.closed for s in sessions)
+        async with httpx.AsyncClient() as h:
+            for s in sessions:
+                r = await h.post(f"{echo_server.url}/ping", headers={"X-Session-ID": s.id})
+                assert r.status_code == 404
+        with pytest.raises(ORSError, match="closed"):
+            await c.health()
+
+    run(main)
+
+
+def test_task_spec_session_and_client_chosen_id(faulty_server):
+    async def main():
+        async with ORSClient(faulty_server.url, env_name="faulty") as c:
+            async with c.session(task_spec={"answer": "xyz"}, session_id="my-own-id-1") as s:
+                assert s.id == "my-own-id-1"
+                r = await s.call("submit", {"answer": "xyz"})
+                assert r.reward == 1.0 and r.finished
+
+    run(main)
+
+
+@pytest.mark.parametrize("n", [0, 4095, 4096, 4097, 150_000])
+def test_big_output_arrives_whole(faulty_server, n):
+    # Over 100 KB the server sends many 4096-char `chunk` events; the client joins them exactly.
+    async def main():
+        async with (
+            ORSClient(faulty_server.url, env_name="faulty") as c,
+            c.session(split="test", index=0) as s,
+        ):
+            r = await s.call("big", {"n": n})
+            assert r.metadata == {"n": n}
+            assert r.text == big_text(n)
+
+    run(main)
+
+
+def test_secrets_reach_the_environment(faulty_server):
+    secrets = {"OPENAI_API_KEY": "sk-test-123", "custom_token": "tok-987"}
+
+    async def main():
+        async with ORSClient(faulty_server.url, env_name="faulty") as c:
+            async with c.session(split="test", index=0, secrets=secrets) as s:
+                for k, v in secrets.items():
+                    r = await s.call("check_secret", {"key": k, "value": v})
+                    assert r.text == "yes"
+                assert sorted(r.metadata["keys"]) == sorted(secrets)
+                assert "sk-test-123" not in repr(s)
+            # A failing open never echoes a secret value.
+            with pytest.raises(SessionOpenError) as ei:
+                await c.open_session(task_spec={"fail_open": True}, secrets=secrets)
+            assert "sk-test-123" not in str(ei.value) and "tok-987" not in str(ei.value)
+
+    run(main)
+
+
+# ----------------------------------------------------------------------------- typed errors
+
+
+def test_tool_rejected_reasons_and_session_stays_usable(echo_server):
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c, c.session(split="train", index=0) as s:
+            with pytest.raises(ToolRejected) as ei:
+                await s.call("echo", {"wrong": 1})
+            assert ei.value.reason == "input_validation" and ei.value.tool == "echo"
+            assert ei.value.session_id == s.id
+            with pytest.raises(ToolRejected) as ei:
+                await s.call("no_such_tool", {})
+            assert ei.value.reason == "not_found"
+            assert (await s.call("echo", {"text": "apple"})).reward == 1.0  # still usable
+            await s.call("submit", {"text": "apple"})
+            with pytest.raises(ToolRejected) as ei:
+                await s.call("echo", {"text": "apple"})
+            assert ei.value.reason == "episode_finished"
+
+    run(main)
+
+
+def test_tool_failed_when_the_tool_raises(faulty_server):
+    async def main():
+        async with ORSClient(faulty_server.url, env_name="faulty") as c:
+            async with c.session(split="test", index=0) as s:
+                with pytest.raises(ToolFailed) as ei:
+                    await s.call("boom", {})
+                assert "faulty: boom" in ei.value.detail and ei.value.tool == "boom"
+            # Train task 3 is configured with raise_in="submit".
+            async with c.session(split="train", index=3) as s:
+                assert (await s.call("echo", {"text": "a"})).text == "a"
+                with pytest.raises(ToolFailed, match="configured to raise"):
+                    await s.call("submit", {"answer": "43"})
+
+    run(main)
+
+
+def test_session_open_errors(faulty_server):
+    async def main():
+        async with ORSClient(faulty_server.url, env_name="faulty") as c:
+            with pytest.raises(SessionOpenError) as ei:
+                await c.open_session(split="train", index=2)  # fail_open
+            assert ei.value.status_code == 500 and "configured to fail at open" in ei.value.detail
+            with pytest.raises(SessionOpenError) as ei:
+                await c.open_session(split="train", index=999)
+            assert ei.value.status_code == 400 and "Invalid index" in ei.value.detail
+            with pytest.raises(SessionOpenError):
+                await c.open_session(split="nope", index=0)
+            # setup() fails in the background: the open succeeds, prompt and call report it.
+            s = await c.open_session(split="train", index=9)
+            with pytest.raises(SessionOpenError, match="configured to fail in setup"):
+                await s.prompt()
+            with pytest.raises(SessionOpenError, match="configured to fail in setup"):
+                await s.call("echo", {"text": "a"})
+            await s.close()
+            with pytest.raises(ValueError):
+                await c.open_session(split="train")
+
+    run(main)
+
+
+def test_server_error_for_bad_split(echo_server):
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo") as c:
+            with pytest.raises(ServerError) as ei:
+                await c.num_tasks("nope")
+            assert ei.value.status_code == 400 and "Invalid split" in ei.value.detail
+
+    run(main)
+
+
+@pytest.mark.parametrize("target", ["local:echo", "nonsense", "", "ftp://x/y", "a/b/c", "mod.ule:Class"])
+def test_bad_target(target):
+    with pytest.raises(BadTargetError) as ei:
+        resolve_endpoint(target)
+    assert isinstance(ei.value, ValueError)
+    assert "owner/name" in str(ei.value) and "http" in str(ei.value)
+
+
+def test_transport_error_on_closed_port():
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+
+    async def main():
+        async with ORSClient(f"http://127.0.0.1:{port}", env_name="echo", retries=1) as c:
+            with pytest.raises(TransportError) as ei:
+                await c.health()
+            assert "Check the server is running" in str(ei.value)
+            with pytest.raises(TransportError):
+                await c.open_session(split="train", index=0)
+
+    run(main)
+    with pytest.raises(TransportError):
+        resolve_endpoint(f"http://127.0.0.1:{port}")
+
+
+# ----------------------------------------------------------------------------- endpoint
+
+
+def test_catalog_endpoint_hosts_and_headers(monkeypatch):
+    monkeypatch.setenv("OPENREWARD_API_URL", "https://api.example.test")
+    monkeypatch.setenv("OPENREWARD_SESSION_URL", "https://sessions.example.test/")
+    monkeypatch.setenv("OPENREWARD_API_KEY", "key-from-env")
+    ep = resolve_endpoint("Eigent/SETA")
+    assert (ep.api_url, ep.session_url, ep.deployment, ep.env_name) == (
+        "https://api.example.test",
+        "https://sessions.example.test",
+        "Eigent/SETA",
+        None,
+    )
+    assert ep.is_platform and ep.path("/call") == "/call"
+    h = ep.headers()
+    assert h["X-Deployment"] == "Eigent/SETA" and h["X-API-Key"] == "key-from-env"
+    assert "key-from-env" not in repr(ep)
+    assert resolve_endpoint("Eigent/SETA", api_key="explicit").api_key == "explicit"
+    monkeypatch.delenv("OPENREWARD_API_URL")
+    monkeypatch.delenv("OPENREWARD_SESSION_URL")
+    ep = resolve_endpoint("kanishk/EndlessTerminals", env_name="endlessterminals")
+    assert ep.api_url == "https://api.openreward.ai" and ep.session_url == "https://sessions.openreward.ai"
+    assert ep.path("/call") == "/endlessterminals/call"
+
+
+def test_url_endpoint_has_no_platform_headers():
+    ep = resolve_endpoint("http://127.0.0.1:1/", env_name="Echo")
+    assert ep.env_name == "echo" and not ep.is_platform
+    assert "X-Deployment" not in ep.headers() and "X-API-Key" not in ep.headers()
+    assert Endpoint("a", "a", "e", None, api_key="zzz") == Endpoint("a", "a", "e", None)
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def test_models():
+    r = ToolResult(
+        blocks=[{"type": "text", "text": "a"}, {"type": "image", "data": "x"}, {"type": "text", "text": "b"}],
+        metadata=None,
+        reward=None,
+        finished=False,
+    )
+    assert r.text == "a\nb" == text_of(r.blocks)
+    assert ToolSpec.from_wire({"name": "t", "description": None, "input_schema": None}) == ToolSpec(name="t")
+
+
+# ----------------------------------------------------------------------------- bridge
+
+
+async def _episode(url: str, index: int) -> tuple[str, float]:
+    async with ORSClient(url, env_name="echo") as c, c.session(split="train", index=index) as s:
+        word = (await c.task("train", index))["word"]
+        r = await s.call("echo", {"text": word})
+        return r.text, r.reward
+
+
+def test_bridge_from_many_threads(echo_server):
+    results: dict[int, tuple[str, float]] = {}
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        try:
+            results[i] = run_sync(_episode, echo_server.url, i)
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    assert sorted(results) == list(range(8)) and all(r == 1.0 for _, r in results.values())
+    assert portal() is portal()
+    assert run_sync(anyio.sleep, 0) is None
+
+
+def test_bridge_propagates_errors_and_accepts_awaitable_factories():
+    async def boom() -> None:
+        raise ToolRejected("no", reason="not_found", tool="t")
+
+    with pytest.raises(ToolRejected) as ei:
+        run_sync(boom)
+    assert ei.value.reason == "not_found"
+    assert run_sync(lambda: anyio.sleep(0)) is None  # a plain function returning a coroutine
+    with pytest.raises(RuntimeError, match="portal's own event loop"):
+        run_sync(run_sync, anyio.sleep, 0)
+
+
+def _child(url: str, q) -> None:
+    try:
+        q.put(("ok", run_sync(_episode, url, 5)))
+    except BaseException as e:  # reported to the parent
+        q.put(("error", repr(e)))
+
+
+def test_bridge_after_fork(echo_server):
+    parent_portal = portal()
+    assert run_sync(_episode, echo_server.url, 1)[1] == 1.0  # the parent's portal is live before the fork
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+    p = ctx.Process(target=_child, args=(echo_server.url, q))
+    p.start()
+    status, value = q.get(timeout=30)
+    p.join(10)
+    assert status == "ok", value
+    assert value == ("maple", 1.0)
+    assert portal() is parent_portal
+
+
+# ----------------------------------------------------------------------------- pure logic (hypothesis)
+
+_event_names = st.sampled_from(["task_id", "chunk", "end", "error", "message"])
+_data = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=60)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    events=st.lists(st.tuples(_event_names, _data), max_size=8),
+    sep=st.sampled_from(["\r\n", "\n", "\r"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=10),
+    comments=st.booleans(),
+)
+def test_sse_parser_roundtrip_any_split(events, sep, cuts, comments):
+    wire = ""
+    for name, data in events:
+        if comments:
+            wire += f": ping{sep}{sep}"
+        wire += encode_event(name, data, sep=sep)
+    # Normalise the expectation: a lone "\r" inside data is a line break on the wire too.
+    expected = [(n, d) for n, d in events]
+    parser = SSEParser()
+    got = []
+    last = 0
+    for c in sorted(set(min(c, len(wire)) for c in cuts)):
+        got += parser.feed(wire[last:c])
+        last = c
+    got += parser.feed(wire[last:])
+    assert got == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(payload=st.text(max_size=20_000), chunk=st.sampled_from([1, 7, 4096]))
+def test_call_stream_reassembles_chunks(payload, chunk):
+    # As the server does: `chunk` events of `chunk` chars, the last piece as `end`.
+    text = json.dumps({"ok": True, "output": {"blocks": [{"type": "text", "text": payload}]}})
+    wire = encode_event("task_id", "abc")
+    for i in range(0, len(text), chunk):
+        wire += encode_event("end" if i + chunk >= len(text) else "chunk", text[i : i + chunk])
+    s = CallStream()
+    for name, data in SSEParser().feed(wire):
+        s.on_event(name, data)
+    assert s.task_id == "abc" and s.done and json.loads(s.result)["output"]["blocks"][0]["text"] == payload
+
+
+def _server_decode(raw: str) -> dict[str, str]:
+    # openreward.environments.server._parse_secrets_header, on the header value.
+    return {k: v["value"] for k, v in json.loads(base64.b64decode(raw)).items()}
+
+
+_secret_values = st.text(max_size=40)
+
+
+@settings(max_examples=200, deadline=None)
+@given(secrets=st.dictionaries(st.text(min_size=1, max_size=20), _secret_values, max_size=6))
+def test_secrets_roundtrip_through_server_decoder(secrets):
+    assert _server_decode(encode_secrets(secrets)) == secrets
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    known=st.dictionaries(st.sampled_from(sorted(WELL_KNOWN_SECRETS)), _secret_values, max_size=5),
+    explicit=st.dictionaries(
+        st.text(min_size=1, max_size=10),
+        st.tuples(_secret_values, st.lists(st.text(max_size=10), max_size=3)),
+        max_size=3,
+    ),
+    api_key=st.one_of(st.none(), st.text(min_size=1, max_size=20)),
+)
+def test_secrets_encoding_matches_the_sdk(known, explicit, api_key):
+    from openreward.api.sandboxes.secrets import augment_secrets_with_api_key, build_secrets_header
+
+    secrets = {**explicit, **known}
+    session_url, api_url = "https://sessions.openreward.ai", "https://api.openreward.ai"
+    ours = augment_with_api_key(secrets, api_key, session_url, api_url)
+    sdk = augment_secrets_with_api_key(secrets, api_key, base_url=session_url, api_base_url=api_url)
+    assert ours == sdk
+    if sdk:
+        assert encode_secrets(ours) == build_secrets_header(sdk)
+
+
+def test_well_known_table_matches_the_sdk():
+    from openreward.api.sandboxes.secrets import WELL_KNOWN_SECRETS as SDK_TABLE
+
+    assert WELL_KNOWN_SECRETS == SDK_TABLE
+
+
+def test_secret_values_never_in_type_errors():
+    with pytest.raises(TypeError) as ei:
+        encode_secrets({"k": 12345})  # type: ignore[dict-item]
+    assert "12345" not in str(ei.value) and "'k'" in str(ei.value)

@@ -1,0 +1,350 @@
+"""Per-environment telemetry: metrics in TRL's logs, rollout records, coverage alarm.
+
+The end-to-end test trains GRPO (tiny model, scripted policy) on a mixture of `local:faulty` (sessions that
+fail to open or to set up, a submit tool that raises) and `local:echo`, and checks the trainer's log against
+the rollout records written next to it. The rest are pure tests of the aggregation.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import warnings
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ormix.telemetry import (
+    METRICS,
+    AlarmTracker,
+    CoverageAlarmWarning,
+    TelemetryConfig,
+    TelemetryConfigError,
+    batch_metrics,
+    dominant_cause,
+    group_ids,
+    member_values,
+    metric_key,
+    read_records,
+    redact,
+    rollout_record,
+    summarize,
+)
+
+SECRET = "tok-SECRET-7f3a9c2e1d"
+API_KEY = "sk-ormix-APIKEY-5b8d0e4f"
+
+
+# ── end to end ──────────────────────────────────────────────────────────────────────────────────────────────
+
+
+def _script(ctx):
+    """Echo: sample 0 submits the word (1.0), sample 1 a wrong one (0.0). Faulty: the same with its answer;
+    where the session could not start, the call still goes out (and is recorded as a session_open error)."""
+    from ormix.demo.scripted import tool_call
+
+    if ctx.turn > 0:
+        return "done"
+    word = re.search(r"word '(\w+)'", ctx.user)
+    if word:
+        return tool_call("submit", text=word.group(1) if ctx.sample == 0 else "nope")
+    answer = re.search(r"answer '(\d+)'", ctx.user)
+    if answer:
+        return tool_call("submit", answer=answer.group(1) if ctx.sample == 0 else "0")
+    assert "could not start" in ctx.user, ctx.user
+    return tool_call("submit", answer="42")
+
+
+@pytest.mark.slow
+def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(
+    tiny_model, tmp_path, caplog, monkeypatch
+):
+    from trl import GRPOConfig, GRPOTrainer
+
+    from ormix import MixtureSpec, OpenRewardSpec
+    from ormix.demo.scripted import ScriptedPolicy
+    from ormix.integrations.trl import TelemetryCallback
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    # Faulty tasks: 0 plain, 3 submit raises (unscored), 2/5/8 fail at open, 9 fails in setup().
+    faulty = OpenRewardSpec(
+        "local:faulty",
+        indices=[0, 2, 3, 5, 8, 9],
+        local_serve="thread",
+        secrets={"token": SECRET},
+        api_key=API_KEY,
+    )
+    echo = OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread")
+    mix = MixtureSpec(
+        {"faulty": faulty, "echo": echo},
+        weights={"faulty": 2, "echo": 1},
+        prompts_per_step=3,
+        num_samples=9,
+        seed=3,
+        telemetry={"min_coverage": 0.6, "max_error_rate": None, "consecutive_steps": 2, "stop": True},
+    )
+    out = tmp_path / "run"
+    args = GRPOConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=6,
+        num_generations=2,
+        max_steps=3,
+        max_completion_length=256,
+        learning_rate=1e-5,
+        logging_steps=1,
+        report_to="none",
+        bf16=False,
+        use_cpu=True,
+        save_strategy="no",
+        shuffle_dataset=False,
+        disable_tqdm=True,
+        max_tool_calling_iterations=2,
+    )
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=args,
+        train_dataset=mix.train_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+        callbacks=mix.callbacks,
+    )
+    ScriptedPolicy(_script).attach(trainer)
+    caplog.set_level(logging.INFO)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+
+    # The alarm: the faulty member's coverage stays below 0.6 (only task 0 scores); echo's is 1.0.
+    # It fires at step 2 (k = 2) for faulty only, and stop: true ends training there instead of at step 3.
+    alarm_warnings = [str(w.message) for w in caught if issubclass(w.category, CoverageAlarmWarning)]
+    assert len(alarm_warnings) == 1 and "'faulty'" in alarm_warnings[0] and "'echo'" not in alarm_warnings[0]
+    assert "Stopping training" in alarm_warnings[0]
+    callback = next(c for c in mix.callbacks if isinstance(c, TelemetryCallback))
+    assert [(a.member, a.step) for a in callback.alarms] == [("faulty", 2)]
+    assert callback.alarms[0].cause is not None and callback.alarms[0].cause[0] in (
+        "session_open",
+        "unscored",
+    )
+    assert trainer.state.global_step == 2
+    assert any("'faulty' is failing" in r.getMessage() for r in caplog.records if r.name.startswith("ormix"))
+    assert (out / "alarms.jsonl").read_text().count("faulty") >= 1
+
+    records = read_records(out)
+    assert len(records) == 2 * 6 and {r["step"] for r in records} == {1, 2}
+    errors = [r for r in records if r["outcome"] == "error"]
+    assert errors and all(r["reward"] is None and r["env_reward"] is None for r in errors)
+    assert {r["error_kind"] for r in errors} == {"session_open"}
+    assert all(r["calls"][0]["error"] == "session_open" for r in errors)  # the call was still recorded
+    behaviour = {0: "plain", 2: "open", 3: "raise", 5: "open", 8: "open", 9: "open"}
+    for r in records:
+        if r["member"] == "faulty":
+            expected = {"plain": "scored", "open": "error", "raise": "unscored"}[behaviour[r["task_index"]]]
+            assert r["outcome"] == expected, r
+        else:
+            assert r["outcome"] == "scored" and r["reward"] in (0.0, 1.0)
+
+    logs = {h["step"]: h for h in trainer.state.log_history if "ormix/faulty/share" in h}
+    assert sorted(logs) == [1, 2]
+    for step, log in logs.items():
+        batch = [r for r in records if r["step"] == step]
+        expected = batch_metrics(batch, ["faulty", "echo"])
+        logged = {k: v for k, v in log.items() if k.startswith("ormix/") and v is not None}
+        assert set(logged) == set(expected), step
+        for key, value in expected.items():
+            assert logged[key] == pytest.approx(value, rel=1e-5, abs=1e-6), (step, key)
+        # TRL's own per-member reward: the mean over rollouts whose reward is not None (errors are not 0s).
+        for member in ("faulty", "echo"):
+            rewards = [r["reward"] for r in batch if r["member"] == member and r["reward"] is not None]
+            logged_reward = log.get(f"rewards/{member}/mean")
+            if rewards:
+                assert logged_reward == pytest.approx(sum(rewards) / len(rewards))
+            else:
+                assert logged_reward is None or math.isnan(logged_reward)
+        assert log["ormix/faulty/share"] == pytest.approx(4 / 6)
+        assert log["ormix/echo/coverage"] == 1.0 and log["ormix/echo/informative_groups"] == 1.0
+
+    # No secret or API key anywhere: records, alarms, logs, warnings.
+    written = "".join(p.read_text(errors="replace") for p in out.rglob("*") if p.is_file())
+    said = caplog.text + "".join(str(w.message) for w in caught)
+    for secret in (SECRET, API_KEY):
+        assert secret not in written and secret not in said
+
+
+# ── pure aggregation ────────────────────────────────────────────────────────────────────────────────────────
+
+
+def rec(
+    member="a", outcome="scored", reward=1.0, group=0, calls=(), finished=False, open_ms=5.0, env_reward=None
+):
+    return {
+        "member": member,
+        "outcome": outcome,
+        "reward": reward,
+        "group": group,
+        "finished": finished,
+        "open_ms": open_ms,
+        "env_reward": reward if env_reward is None and outcome == "scored" else env_reward,
+        "calls": [{"tool": t, "latency_ms": ms, "error": e} for t, ms, e in calls],
+    }
+
+
+def test_member_values_counts_each_kind_of_rollout():
+    batch = [
+        rec(reward=1.0, group=0, calls=[("submit", 10.0, None)], finished=True),
+        rec(reward=0.0, group=0, calls=[("b__x", 0.0, "wrong_env"), ("submit", 30.0, None)]),
+        rec(outcome="unscored", reward=None, group=2, calls=[("submit", 20.0, "tool_failed")]),
+        rec(outcome="error", reward=None, group=2, calls=[("submit", 0.0, "session_open")], open_ms=None),
+        rec(member="b", outcome="scored", reward=1.0, group=4),
+    ]
+    v = summarize(member_values(batch, "a", batch_size=6))
+    assert v["share"] == pytest.approx(4 / 6)
+    assert v["coverage"] == 0.5 and v["unscored_rate"] == 0.25 and v["error_rate"] == 0.25
+    assert v["reward"] == 0.5 and v["finished_rate"] == 0.25
+    assert v["tool_calls"] == 5 / 4 and v["tool_errors"] == 3 / 4 and v["wrong_env_calls"] == 1 / 4
+    assert v["tool_ms"] == pytest.approx(20.0)  # wrong-env and never-sent calls carry no latency
+    assert v["session_open_ms"] == 5.0
+    assert v["informative_groups"] == 0.5  # group 0 has {1, 0}; group 2 has no reward at all
+
+
+def test_absent_member_logs_only_a_zero_share_and_scaled_rewards_keep_raw_env_reward():
+    assert member_values([rec(member="b")], "a", batch_size=3) == {"share": [0.0, 0.0, 0.0]}
+    scaled = rec(reward=2.0, env_reward=1.0)
+    assert member_values([scaled], "a", 1)["reward"] == [1.0]
+
+
+record_st = st.builds(
+    rec,
+    member=st.sampled_from(["a", "b"]),
+    outcome=st.sampled_from(["scored", "unscored", "error"]),
+    reward=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 1.0])),
+    group=st.integers(0, 3),
+    calls=st.lists(
+        st.tuples(
+            st.sampled_from(["x", "y"]),
+            st.floats(0, 100),
+            st.sampled_from([None, "wrong_env", "tool_failed"]),
+        ),
+        max_size=3,
+    ),
+    finished=st.booleans(),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(record_st, min_size=1, max_size=12), st.integers(1, 3))
+def test_pooling_over_ranks_equals_the_whole_batch(batch, ranks):
+    """TRL pools log_metric as sum / count over processes: splitting a batch anywhere gives the same means."""
+    whole = member_values(batch, "a", len(batch))
+    cut = sorted({len(batch) * k // ranks for k in range(ranks + 1)})
+    pooled: dict[str, list[float]] = {}
+    for lo, hi in zip(cut, cut[1:], strict=False):
+        for metric, values in member_values(batch[lo:hi], "a", hi - lo).items():
+            pooled.setdefault(metric, []).extend(values)
+    for metric in set(whole) - {"informative_groups"}:  # groups cut in two are counted on both sides
+        assert sum(pooled[metric]) == pytest.approx(sum(whole[metric]))
+        assert len(pooled[metric]) == len(whole[metric])
+    share = summarize(whole).get("share")
+    mine = sum(r["member"] == "a" for r in batch)
+    assert share == pytest.approx(mine / len(batch))
+    cov = summarize(whole).get("coverage")
+    if mine:
+        assert 0.0 <= cov <= 1.0
+        total = summarize(whole)
+        assert total["coverage"] + total["unscored_rate"] + total["error_rate"] == pytest.approx(1.0)
+    assert set(whole) <= set(METRICS)
+
+
+@given(st.integers(1, 16), st.integers(0, 3), st.integers(1, 4))
+def test_group_ids_follow_trl_global_grouping(n, rank, g):
+    ids = group_ids(n, rank=rank, num_generations=g)
+    for i, gid in enumerate(ids):
+        assert gid == ((rank * n + i) // g) * g  # the first global position of the group
+    assert group_ids(4, keys=["p", "p", "q", "q"]) == [0, 0, 2, 2]
+
+
+def test_alarm_needs_k_consecutive_bad_steps_and_ignores_absent_steps():
+    t = AlarmTracker(TelemetryConfig(min_coverage=0.5, max_error_rate=0.5, consecutive_steps=2), ["a", "b"])
+    key = metric_key
+    assert (
+        t.update(1, {key("a", "coverage"): 0.2, key("b", "coverage"): 0.9}, {"a": {"session_open": 3}}) == []
+    )
+    assert t.update(2, {key("b", "coverage"): 0.9}) == []  # a absent: streak kept
+    fired = t.update(
+        3,
+        {key("a", "coverage"): 0.4, key("a", "error_rate"): 0.6, key("b", "coverage"): 0.9},
+        {"a": {"session_open": 2, "unscored": 1}},
+    )
+    assert [(x.member, x.step) for x in fired] == [("a", 3)]
+    assert fired[0].cause == ("session_open", 5, 5) and "session_open" in fired[0].message
+    assert len(fired[0].reasons) == 2
+    assert t.update(4, {key("a", "coverage"): 0.1}) == []  # quiet until it recovers
+    assert t.update(5, {key("a", "coverage"): 0.9}) == []
+    t.update(6, {key("a", "coverage"): 0.1})
+    assert len(t.update(7, {key("a", "coverage"): 0.1})) == 1
+    # A bad streak broken by a good step does not fire.
+    t2 = AlarmTracker(TelemetryConfig(min_coverage=0.5, consecutive_steps=2), ["a"])
+    assert t2.update(1, {key("a", "coverage"): 0.1}) == [] and t2.update(2, {key("a", "coverage"): 0.9}) == []
+    assert t2.update(3, {key("a", "coverage"): 0.1}) == []
+
+
+def test_dominant_cause_prefers_errors_over_unscored():
+    assert dominant_cause({}) is None
+    assert dominant_cause({"unscored": 9, "transport": 1}) == ("transport", 1, 1)
+
+
+def test_telemetry_config_validates_every_key():
+    cfg = TelemetryConfig.from_mapping(
+        {"min_coverage": 0.5, "max_error_rate": 0.25, "consecutive_steps": 2, "stop": True, "records": False}
+    )
+    assert (cfg.min_coverage, cfg.max_error_rate, cfg.consecutive_steps, cfg.stop, cfg.records) == (
+        0.5,
+        0.25,
+        2,
+        True,
+        False,
+    )
+    with pytest.raises(
+        TelemetryConfigError, match="unknown key 'max_eror_rate'.*did you mean 'max_error_rate'"
+    ):
+        TelemetryConfig.from_mapping({"max_eror_rate": 0.5})
+    with pytest.raises(TelemetryConfigError) as e:
+        TelemetryConfig.from_mapping({"min_coverage": 1.5, "consecutive_steps": 0, "stop": "yes"})
+    assert all(k in str(e.value) for k in ("min_coverage", "consecutive_steps", "stop"))
+
+
+def test_mixture_refuses_an_unknown_telemetry_key_before_any_io():
+    from ormix import MixtureSpec, OpenRewardSpec
+    from ormix.mixture import MixtureError
+
+    with pytest.raises(MixtureError, match="min_coverag"):
+        MixtureSpec({"a": OpenRewardSpec("http://127.0.0.1:9", env_name="x")}, telemetry={"min_coverag": 0.3})
+
+
+def test_records_redact_secrets_in_error_text():
+    from ormix.rollout.episode import CallRecord
+
+    class FakeEpisode:  # a stand-in for an Episode whose server echoed a secret into an error (cannot be forced)
+        from ormix.rollout.outcome import classify_outcome
+
+        outcome = classify_outcome([], error_kind="transport", error=f"502 from proxy for key {API_KEY}")
+        calls = [CallRecord("submit", 12.5, error="transport", detail=f"X-Secrets had {SECRET}")]
+        rewards = [None]
+        finished = False
+        open_ms = 3.0
+        task_index = 4
+
+    r = rollout_record(
+        FakeEpisode(),
+        member="a",
+        training_reward=None,
+        step=1,
+        rank=0,
+        mode="train",
+        group=0,
+        secrets=[SECRET, API_KEY],
+    )
+    assert API_KEY not in str(r) and SECRET not in str(r) and "***" in r["error"]
+    assert r["reward"] is None and r["outcome"] == "error" and r["calls"][0]["latency_ms"] == 12.5
+    assert redact("abc", ["ab"]) == "abc"  # too short to be a secret: left alone

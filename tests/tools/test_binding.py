@@ -1,0 +1,729 @@
+"""Tool binding without exec: names, schema translation, hostile specs, dispatch, merging, speed.
+
+Pure logic, so most checks are hypothesis properties. The dispatch contract is real: a tiny class whose
+`_call_tool(name, arguments)` records what a bound method sends.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import inspect
+import json
+import keyword
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from transformers.utils import get_json_schema
+
+import ormix.tools.binding as binding_module
+import ormix.tools.names as naming_module
+from ormix.tools.binding import (
+    BindingConflictError,
+    ServerDefault,
+    ToolSpecError,
+    bind_tools,
+    make_method,
+    merge_tool_specs,
+    plan_tool,
+    schema_hash,
+)
+from ormix.tools.names import NameMap, NameMapError, is_safe_identifier, safe_identifier
+
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+class Recorder:
+    """Records the calls bound methods make: the real dispatch contract, not a server mock."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def reset(self, **row: Any) -> None:
+        self.calls = []
+
+    def _call_tool(self, name: str, arguments: Any) -> str:
+        self.calls.append((name, arguments))
+        return "ok"
+
+
+def fresh_class(name: str = "Env") -> type:
+    return type(name, (Recorder,), {})
+
+
+def obj(properties: dict[str, Any], required: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": properties, **extra}
+    if required is not None:
+        schema["required"] = required
+    return schema
+
+
+def spec(name: str, schema: Any = None, description: str = "A tool.") -> dict[str, Any]:
+    return {"name": name, "description": description, "input_schema": schema}
+
+
+def gjs(cls: type, method_name: str) -> dict[str, Any]:
+    return get_json_schema(getattr(cls(), method_name))["function"]
+
+
+# ── safe_identifier / NameMap ───────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("bash", "bash"),
+        ("class", "class_"),
+        ("run-tests", "run_tests"),
+        ("fs.read", "fs_read"),
+        ("_private", "private"),
+        ("__init__", "init__"),
+        ("", "tool"),
+        ("___", "tool"),
+        ("3d", "tool_3d"),
+        ("naïve", "naive"),
+        ("None", "None_"),
+        ("match", "match"),  # soft keywords are valid names
+    ],
+)
+def test_safe_identifier_examples(name: str, expected: str) -> None:
+    assert safe_identifier(name, set()) == expected
+
+
+def test_safe_identifier_long_and_clashing_names() -> None:
+    long = "x" * 300
+    short = safe_identifier(long, set())
+    assert len(short) == 64 and short.startswith("x" * 40) and short != safe_identifier("x" * 299, set())
+    assert safe_identifier("reset", {"reset"}) == "reset_"
+    third = safe_identifier("reset", {"reset", "reset_"})
+    assert third.startswith("reset_") and len(third) == len("reset_") + 8
+    assert safe_identifier("bash", set(), prefix="seta__") == "seta__bash"
+    with pytest.raises(ValueError, match="prefix"):
+        safe_identifier("bash", set(), prefix="_hidden")
+    with pytest.raises(ValueError, match="room"):
+        safe_identifier("bash", set(), prefix="p" * 60)
+
+
+names_text = st.text(max_size=80) | st.sampled_from(
+    ["class", "from", "self", "lambda", "_", "__", "run-tests", "fs.read", "None", "x" * 300, "ǅ", "١٢٣"]
+)
+
+
+@FAST
+@given(name=names_text, taken=st.sets(names_text | st.sampled_from(["tool", "tool_", "class_", "run_tests"])))
+def test_safe_identifier_properties(name: str, taken: set[str]) -> None:
+    out = safe_identifier(name, taken)
+    assert out.isidentifier() and out.isascii()
+    assert not keyword.iskeyword(out)
+    assert not out.startswith("_")
+    assert out not in taken
+    assert len(out) <= 64
+    assert out == safe_identifier(name, set(taken))  # deterministic
+    prefixed = safe_identifier(name, taken, prefix="env__", max_len=40)
+    assert prefixed.startswith("env__") and len(prefixed) <= 40 and is_safe_identifier(prefixed)
+
+
+@FAST
+@given(wires=st.lists(names_text, unique=True, max_size=30), prefix=st.sampled_from(["", "seta__", "a"]))
+def test_name_map_is_reversible(wires: list[str], prefix: str) -> None:
+    names = NameMap()
+    pys = [names.assign(w, prefix=prefix, taken={"reset"}) for w in wires]
+    assert len(set(pys)) == len(wires)
+    assert "reset" not in pys
+    for w, py in zip(wires, pys, strict=True):
+        assert names.to_wire(py) == w and names.to_python(w) == py
+        assert names.assign(w, prefix=prefix) == py  # stable
+    assert dict(names.items()) == {py: w for py, w in zip(pys, wires, strict=True)}
+    assert names.renamed == {py: w for py, w in zip(pys, wires, strict=True) if py != w}
+
+
+def test_name_map_errors_are_clear() -> None:
+    names = NameMap({"fs_read": "fs.read"})
+    with pytest.raises(NameMapError, match="no tool method named 'nope'"):
+        names.to_wire("nope")
+    with pytest.raises(NameMapError, match="already maps"):
+        names.add("fs_read", "other")
+    with pytest.raises(NameMapError, match="not a safe identifier"):
+        names.add("_x", "x")
+
+
+# ── schema → annotations ────────────────────────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize(
+    ("prop", "annotation", "rendered"),
+    [
+        ({"type": "string"}, str, {"type": "string"}),
+        ({"type": "integer"}, int, {"type": "integer"}),
+        ({"type": "number"}, float, {"type": "number"}),
+        ({"type": "boolean"}, bool, {"type": "boolean"}),
+        ({"enum": ["a", "b"]}, Literal["a", "b"], {"type": "string", "enum": ["a", "b"]}),
+        ({"type": "integer", "enum": [1, 2]}, Literal[1, 2], {"type": "integer", "enum": [1, 2]}),
+        ({"const": "x"}, Literal["x"], {"type": "string", "enum": ["x"]}),
+        ({"enum": ["a", None]}, Literal["a"] | None, {"type": "string", "enum": ["a"], "nullable": True}),
+        (
+            {"type": "array", "items": {"type": "integer"}},
+            list[int],
+            {"type": "array", "items": {"type": "integer"}},
+        ),
+        (
+            {"type": "array", "items": {"type": "array", "items": {"enum": ["x"]}}},
+            list[list[Literal["x"]]],
+            {"type": "array", "items": {"type": "array", "items": {"type": "string", "enum": ["x"]}}},
+        ),
+        (
+            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+            tuple[int, str],
+            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
+        ),
+        ({"type": ["string", "null"]}, str | None, {"type": "string", "nullable": True}),
+        (
+            {"anyOf": [{"type": "integer"}, {"type": "null"}]},
+            int | None,
+            {"type": "integer", "nullable": True},
+        ),
+        ({"type": "string", "nullable": True}, str | None, {"type": "string", "nullable": True}),
+        (
+            {"anyOf": [{"type": "string"}, {"type": "integer"}]},
+            str | int,
+            {"type": ["integer", "string"]},
+        ),
+        ({"type": "object", "properties": {"a": {"type": "string"}}}, dict, {"type": "object"}),
+        (
+            {"type": "object", "additionalProperties": {"type": "number"}},
+            dict[str, float],
+            {"type": "object", "additionalProperties": {"type": "number"}},
+        ),
+        ({"description": "untyped"}, Any, {}),
+    ],
+)
+def test_schema_feature_becomes_type_hint(
+    prop: dict[str, Any], annotation: Any, rendered: dict[str, Any]
+) -> None:
+    b = plan_tool(spec("t", obj({"p": prop}, ["p"])))
+    assert b.params[0].annotation == annotation
+    cls = fresh_class()
+    bind_tools(cls, [spec("t", obj({"p": prop}, ["p"]))])
+    out = dict(gjs(cls, "t")["parameters"]["properties"]["p"])
+    out.pop("description")
+    assert out == rendered
+
+
+def test_descriptions_defaults_constraints_and_shapes_reach_the_model() -> None:
+    schema = obj(
+        {
+            "q": {"type": "string", "description": "Query text.", "pattern": "^[a-z]+$", "maxLength": 9},
+            "n": {"type": "integer", "title": "Count", "default": 3, "minimum": 1},
+            "opts": {
+                "type": "object",
+                "description": "Options.",
+                "properties": {"deep": {"type": "boolean", "default": False, "description": "Go deep"}},
+                "required": ["deep"],
+            },
+            "pick": {"enum": [{"a": 1}, [2]]},
+        },
+        ["q"],
+    )
+    cls = fresh_class()
+    bind_tools(cls, [spec("search", schema)])
+    props = gjs(cls, "search")["parameters"]["properties"]
+    assert props["q"]["description"].startswith("Query text.")
+    assert 'pattern="^[a-z]+$"' in props["q"]["description"] and "maxLength=9" in props["q"]["description"]
+    assert props["n"]["description"].startswith("Count.") and "Default: 3." in props["n"]["description"]
+    assert "Shape: {deep: boolean (default false) — Go deep}." in props["opts"]["description"]
+    assert 'One of: [{"a": 1}, [2]].' in props["pick"]["description"]
+    assert props["pick"]["type"] == ["array", "object"]
+
+
+def test_ref_cycles_degrade_with_a_note() -> None:
+    schema = {
+        "type": "object",
+        "$defs": {
+            "Node": {
+                "type": "object",
+                "properties": {"child": {"$ref": "#/$defs/Node"}, "v": {"type": "integer"}},
+            },
+            "A": {"$ref": "#/$defs/B"},
+            "B": {"$ref": "#/$defs/A"},
+            "L": {"type": "array", "items": {"$ref": "#/$defs/L"}},
+        },
+        "properties": {
+            "node": {"$ref": "#/$defs/Node"},
+            "a": {"$ref": "#/$defs/A"},
+            "lst": {"$ref": "#/$defs/L"},
+            "root": {"$ref": "#"},
+            "missing": {"$ref": "#/$defs/Nope"},
+            "remote": {"$ref": "https://example.com/schema.json"},
+        },
+        "required": ["node"],
+    }
+    b = plan_tool(spec("graph", schema))
+    ann = {p.py_name: p.annotation for p in b.params}
+    assert ann["node"] is dict
+    assert ann["a"] is Any
+    assert ann["lst"] is list  # its items are the recursive part
+    assert ann["missing"] is Any and ann["remote"] is Any
+    assert any("recursive" in n for n in b.notes) and any("cannot be resolved" in n for n in b.notes)
+    cls = fresh_class()
+    bind_tools(cls, [spec("graph", schema)])
+    props = gjs(cls, "graph")["parameters"]["properties"]
+    assert "Node (recursive)" in props["node"]["description"]
+    assert "recursive" in props["a"]["description"]
+
+
+def test_deep_nesting_stops_without_recursion_error() -> None:
+    prop: dict[str, Any] = {"type": "string"}
+    for _ in range(400):
+        prop = {"type": "array", "items": prop}
+    b = plan_tool(spec("deep", obj({"p": prop})))
+    assert any("deeper than" in n for n in b.notes)
+    cls = fresh_class()
+    bind_tools(cls, [spec("deep", obj({"p": prop}))])
+    assert gjs(cls, "deep")["parameters"]["properties"]["p"]["type"] == "array"
+
+
+@pytest.mark.parametrize(
+    ("schema", "params"),
+    [
+        (None, []),
+        ({}, []),
+        (True, []),
+        ({"type": "object"}, []),
+        ({"properties": {}}, []),
+        ({"properties": 5}, []),
+        ([1, 2], []),
+        ("not json", []),
+        ('{"type": "object", "properties": {"a": {"type": "string"}}}', ["a"]),
+        ({"type": "string"}, ["input"]),
+        ({"type": "array", "items": {"type": "integer"}}, ["input"]),
+    ],
+)
+def test_odd_input_schemas_bind_without_crashing(schema: Any, params: list[str]) -> None:
+    cls = fresh_class()
+    report = bind_tools(cls, [spec("odd", schema)])
+    assert report.method_names == ("odd",)
+    fn = gjs(cls, "odd")
+    assert list(fn["parameters"]["properties"]) == params
+    env = cls()
+    if params == ["input"]:
+        env.odd("value")
+        assert env.calls == [("odd", "value")]  # raw input: the value itself is the tool input
+        assert "pass it as `input`" in fn["description"]
+    elif params == ["a"]:
+        env.odd(a="x")
+        assert env.calls == [("odd", {"a": "x"})]
+    else:
+        env.odd()
+        assert env.calls == [("odd", {})]
+
+
+def test_top_level_union_of_shapes_merges_fields() -> None:
+    schema = {
+        "oneOf": [
+            {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "n": {"type": "integer"}},
+                "required": ["path"],
+            },
+            {
+                "type": "object",
+                "properties": {"path": {"type": "string"}, "url": {"type": "string"}},
+                "required": ["path"],
+            },
+        ]
+    }
+    b = plan_tool(spec("fetch", schema))
+    assert [(p.py_name, p.required) for p in b.params] == [("path", True), ("n", False), ("url", False)]
+    assert "one of several shapes" in b.docstring
+
+
+# ── hostile specs ───────────────────────────────────────────────────────────────────────────────
+
+
+def test_hostile_names_are_renamed_and_calls_map_back() -> None:
+    cls = fresh_class()
+    specs = [
+        spec(
+            "class",
+            obj(
+                {"from": {"type": "string"}, "self": {"type": "integer"}, "lambda": {"type": "string"}},
+                ["from"],
+            ),
+        ),
+        spec("run-tests"),
+        spec("fs.read", obj({"file-path": {"type": "string"}}, ["file-path"])),
+        spec("t" * 300),
+        spec("reset"),
+        spec("_call_tool"),
+        spec("get_reward"),
+        spec("close"),
+        spec("naïve ✓"),
+    ]
+    report = bind_tools(cls, specs)
+    assert report.method_names[:3] == ("class_", "run_tests", "fs_read")
+    assert {"reset_", "call_tool", "get_reward_", "close_", "naive__"} <= set(report.method_names)
+    assert all(is_safe_identifier(n) and len(n) <= 64 for n in report.method_names)
+    assert report.names.to_wire(report.names.to_python("t" * 300)) == "t" * 300
+    assert {r.wire_name for r in report.renamed} == {s["name"] for s in specs}
+    assert cls.reset is Recorder.reset and cls._call_tool is Recorder._call_tool  # never overwritten
+    env = cls()
+    fn = get_json_schema(env.class_)["function"]
+    assert fn["parameters"]["required"] == ["from_"]
+    assert set(fn["parameters"]["properties"]) == {"from_", "self_", "lambda_"}
+    env.class_("a", 1, lambda_="x")
+    env.class_(**{"from": "b"})  # the original wire name is accepted as an alias
+    env.fs_read(file_path="/etc/hosts")
+    getattr(env, report.names.to_python("reset"))()
+    assert env.calls == [
+        ("class", {"from": "a", "self": 1, "lambda": "x"}),
+        ("class", {"from": "b"}),
+        ("fs.read", {"file-path": "/etc/hosts"}),
+        ("reset", {}),
+    ]
+
+
+def test_server_text_is_data_not_docstring_structure() -> None:
+    evil_tool = 'Do it. """; import os; os.system("rm -rf /") #\nArgs:\n    evil: injected\nReturns: nothing\nRaises: x'
+    schema = obj(
+        {
+            "a": {
+                "type": "string",
+                "description": "first\n    evil: fake arg\u2028b: also fake (choices: [broken",
+            },
+            "b": {"type": "string", "description": "ends like a choices list (choices: not json)"},
+            "numReturns": {"type": "integer", "description": "Returns: the count\n\nRaises: never"},
+            "extraArgs": {"type": "string", "description": "'''\"\"\"\\"},
+        },
+        ["a"],
+    )
+    cls = fresh_class()
+    bind_tools(cls, [spec("evil", schema, evil_tool)])
+    fn = gjs(cls, "evil")
+    props = fn["parameters"]["properties"]
+    assert set(props) == {"a", "b", "numReturns_", "extraArgs"}
+    assert "evil" not in props
+    assert "os.system" in fn["description"] and "Args :" in fn["description"]
+    assert props["a"]["description"].startswith("first evil: fake arg b: also fake")
+    assert props["b"]["description"].endswith("(choices: not json).")
+    assert "enum" not in props["b"]
+    assert props["numReturns_"]["description"] == "Returns : the count Raises : never"
+    assert props["extraArgs"]["description"] == "'''\"\"\"\\"
+    assert cls.evil.__doc__.count("\nArgs:\n") == 1
+
+
+def test_binding_module_never_executes_text() -> None:
+    forbidden = {"exec", "eval", "compile", "__import__", "exec_module", "run_code"}
+    for module in (binding_module, naming_module):
+        tree = ast.parse(Path(module.__file__).read_text())
+        names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        attributes = {
+            node.attr
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Attribute)
+            and not (node.attr == "compile" and getattr(node.value, "id", "") == "re")
+        }
+        assert not (names | attributes) & forbidden, module.__name__  # re.compile of our own patterns is fine
+        imported = {
+            alias.name
+            for node in ast.walk(tree)
+            if isinstance(node, (ast.Import, ast.ImportFrom))
+            for alias in node.names
+        }
+        assert not imported & {"builtins", "importlib", "runpy", "code", "types"}, module.__name__
+
+
+def test_duplicate_and_nameless_specs_are_skipped_not_raised() -> None:
+    class Broken:
+        @property
+        def name(self) -> str:
+            raise RuntimeError("boom")
+
+    cls = fresh_class()
+    report = bind_tools(
+        cls, [spec("a"), spec("a", obj({"x": {"type": "string"}})), {"name": ""}, {"name": 7}, "x", Broken()]
+    )
+    assert report.method_names == ("a",)
+    assert [s.index for s in report.skipped] == [1, 2, 3, 4, 5]
+    assert "duplicate" in report.skipped[0].reason and "boom" in report.skipped[-1].reason
+    assert "skipped #1" in report.summary()
+    with pytest.raises(ToolSpecError, match="no usable name"):
+        plan_tool({"name": None})
+
+
+def test_conflicts_raise_when_asked() -> None:
+    cls = fresh_class()
+    with pytest.raises(BindingConflictError, match="'run_tests'.*already has"):
+        bind_tools(cls, [spec("run-tests"), spec("run_tests")], on_conflict="raise")
+    with pytest.raises(BindingConflictError, match="reserved"):
+        bind_tools(fresh_class(), [spec("reset")], on_conflict="raise")
+    ok = bind_tools(fresh_class(), [spec("run-tests"), spec("bash")], on_conflict="raise")
+    assert ok.method_names == ("run_tests", "bash")
+    renamed = bind_tools(fresh_class(), [spec("run-tests"), spec("run_tests")])
+    assert renamed.method_names == ("run_tests", "run_tests_")
+    assert renamed.names.to_wire("run_tests_") == "run_tests"
+    with pytest.raises(BindingConflictError, match="already taken"):
+        plan_tool(spec("x"), method_name="y", taken={"y"})
+    with pytest.raises(BindingConflictError, match="not usable"):
+        plan_tool(spec("x"), method_name="_y")
+
+
+def test_prefix_namespaces_tools_and_counts_in_the_name_map() -> None:
+    cls = fresh_class("Router")
+    seta = bind_tools(cls, [spec("bash"), spec("run-tests")], prefix="seta__")
+    term = bind_tools(cls, [spec("bash")], prefix="terminals__")
+    assert seta.method_names == ("seta__bash", "seta__run_tests")
+    assert seta.names.renamed == {"seta__bash": "bash", "seta__run_tests": "run-tests"}
+    assert term.names.to_wire("terminals__bash") == "bash"
+    env = cls()
+    env.seta__bash()
+    env.terminals__bash()
+    assert env.calls == [("bash", {}), ("bash", {})]
+    with pytest.raises(ValueError, match="prefix"):
+        bind_tools(cls, [spec("x")], prefix="_x")
+
+
+def test_rebinding_is_idempotent_and_replaces_stale_tools() -> None:
+    cls = fresh_class()
+    first = bind_tools(cls, [spec("a"), spec("b")])
+    again = bind_tools(cls, [spec("a", obj({"x": {"type": "string"}})), spec("c")])
+    assert first.method_names == ("a", "b") and again.method_names == ("a", "c")
+    assert not again.renamed
+    assert again.removed == ("b",) and not hasattr(cls, "b")
+    assert list(inspect.signature(cls.a).parameters) == ["self", "x"]
+    kept = bind_tools(cls, [spec("d")], replace=False)
+    assert kept.method_names == ("d",) and hasattr(cls, "a") and hasattr(cls, "c")
+
+
+def test_async_dispatch_gives_coroutine_methods() -> None:
+    class AsyncEnv:
+        def reset(self) -> None: ...
+
+        async def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
+            await asyncio.sleep(0)
+            return f"{name}:{json.dumps(arguments, sort_keys=True)}"
+
+    bind_tools(AsyncEnv, [spec("fs.read", obj({"path": {"type": "string"}}, ["path"]))])
+    assert inspect.iscoroutinefunction(AsyncEnv.fs_read)  # TRL puts it in its async tool dict
+    assert asyncio.run(AsyncEnv().fs_read(path="/x")) == 'fs.read:{"path": "/x"}'
+    assert get_json_schema(AsyncEnv().fs_read)["function"]["parameters"]["required"] == ["path"]
+
+
+def test_make_method_is_a_plain_function_with_full_metadata() -> None:
+    b = plan_tool(
+        spec(
+            "grep",
+            obj({"pattern": {"type": "string"}, "path": {"type": "string", "default": "."}}, ["pattern"]),
+        )
+    )
+    fn = make_method(b, dispatch="_send")
+    assert inspect.isfunction(fn) and fn.__name__ == "grep" and fn.__qualname__ == "grep"
+    assert fn.__doc__ == b.docstring and "Args:" in fn.__doc__
+    assert fn.__annotations__ == {"pattern": str, "path": str, "return": str}
+    sig = inspect.signature(fn)
+    assert list(sig.parameters) == ["self", "pattern", "path"]
+    assert isinstance(sig.parameters["path"].default, ServerDefault)
+    assert str(sig) == "(self, pattern: str, path: str = '.') -> str"
+
+    class Sender:
+        def _send(self, name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+            return name, args
+
+    assert fn(Sender(), "x") == ("grep", {"pattern": "x"})
+    assert fn(Sender(), "x", sig.parameters["path"].default) == (
+        "grep",
+        {"pattern": "x"},
+    )  # the marker = not given
+    assert fn(Sender(), pattern="x", path="src") == ("grep", {"pattern": "x", "path": "src"})
+
+
+def test_openreward_toolspec_objects_are_accepted() -> None:
+    from openreward.api.environments.types import ToolSpec
+
+    b = plan_tool(
+        ToolSpec(name="echo", description="Echo.", input_schema=obj({"text": {"type": "string"}}, ["text"]))
+    )
+    assert (b.method_name, [p.py_name for p in b.params]) == ("echo", ["text"])
+    assert b.schema_hash == schema_hash(obj({"text": {"type": "string"}}, ["text"]))
+
+
+def test_three_thousand_tools_bind_fast() -> None:
+    specs = [
+        spec(
+            f"tool-{i}",
+            obj(
+                {
+                    "path": {"type": "string", "description": f"Where tool {i} works."},  # no two alike
+                    "mode": {"enum": ["r", "w"], "default": "r"},
+                    "limit": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None},
+                },
+                ["path"],
+            ),
+        )
+        for i in range(3000)
+    ]
+    cls = fresh_class()
+    start = time.perf_counter()
+    report = bind_tools(cls, specs)
+    elapsed = time.perf_counter() - start
+    assert len(report.bindings) == 3000 and len(report.names) == 3000
+    assert elapsed < 2.0, f"binding 3000 tools took {elapsed:.2f}s"
+    env = cls()
+    env.tool_2999("/x")
+    assert env.calls == [("tool-2999", {"path": "/x"})]
+
+
+# ── merging probes ──────────────────────────────────────────────────────────────────────────────
+
+
+def test_merge_identical_union_and_incompatible() -> None:
+    bash = spec("bash", obj({"command": {"type": "string"}}, ["command"]))
+    ls_a = spec("ls", obj({"path": {"type": "string"}, "all": {"type": "boolean"}}, ["path"]))
+    ls_b = spec("ls", obj({"path": {"type": "string"}, "depth": {"type": "integer"}}, ["path", "depth"]))
+    view_a = spec("view", obj({"path": {"type": "string"}}))
+    view_b = spec("view", obj({"path": {"type": "integer"}}))
+    merged, conflicts = merge_tool_specs([[bash, ls_a, view_a], [dict(bash), ls_b, view_b], [{"name": ""}]])
+    assert [m["name"] for m in merged] == ["bash", "ls", "view"]
+    assert merged[0] == bash
+    ls_schema = merged[1]["input_schema"]
+    assert list(ls_schema["properties"]) == ["path", "all", "depth"]
+    assert ls_schema["required"] == ["path"]  # depth is required by only one variant
+    assert merged[2] == view_a  # incompatible: the first probe wins
+    kinds = {(c.name, c.kind) for c in conflicts}
+    assert kinds == {("ls", "schema"), ("view", "schema"), ("", "invalid")}
+    view_conflict = next(c for c in conflicts if c.name == "view")
+    assert "kept the first" in view_conflict.resolution and "'path'" in view_conflict.resolution
+    assert len(view_conflict.variants) == 2
+    again, _ = merge_tool_specs([[bash, ls_a, view_a], [dict(bash), ls_b, view_b]])
+    assert again == merged[:3]  # deterministic
+
+
+def test_merge_reports_description_drift_and_binds() -> None:
+    a = spec("submit", None, "Submit v1.")
+    b = spec("submit", None, "Submit v2.")
+    merged, conflicts = merge_tool_specs([[a], [b]])
+    assert merged == [{"name": "submit", "description": "Submit v1.", "input_schema": {}}]
+    assert [c.kind for c in conflicts] == ["description"]
+    cls = fresh_class()
+    assert bind_tools(cls, merged).method_names == ("submit",)
+
+
+# ── random schemas never break binding or get_json_schema ──────────────────────────────────────
+
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=False, width=16)
+    | st.text(max_size=6)
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+type_names = st.sampled_from(["string", "integer", "number", "boolean", "null", "array", "object", "file"])
+prop_names = st.text(max_size=10) | st.sampled_from(
+    ["from", "self", "lambda", "numReturns", "Args", "_x", "a-b"]
+)
+refs = st.sampled_from(
+    ["#", "#/$defs/A", "#/$defs/B", "#/definitions/C", "#/$defs/Missing", "http://x/s.json"]
+)
+text_values = st.text(max_size=30) | st.sampled_from(
+    ["Args:\n  x: y", "Returns: z", "(choices: [1, 2])", '"""']
+)
+
+leaf_schemas = st.booleans() | st.fixed_dictionaries(
+    {},
+    optional={
+        "type": type_names | st.lists(type_names, max_size=3) | st.integers(),
+        "description": text_values,
+        "title": text_values,
+        "default": json_values,
+        "enum": st.lists(json_values, max_size=4),
+        "const": json_values,
+        "$ref": refs,
+        "pattern": st.text(max_size=5),
+        "minimum": st.integers(),
+        "nullable": st.booleans(),
+    },
+)
+
+
+def extend_schemas(inner: st.SearchStrategy) -> st.SearchStrategy:
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "type": type_names | st.lists(type_names, max_size=3),
+            "description": text_values,
+            "items": inner | st.lists(inner, max_size=3),
+            "prefixItems": st.lists(inner, max_size=3),
+            "properties": st.dictionaries(prop_names, inner, max_size=4),
+            "required": st.lists(prop_names | st.integers(), max_size=3),
+            "anyOf": st.lists(inner, max_size=3),
+            "oneOf": st.lists(inner, max_size=3),
+            "allOf": st.lists(inner, max_size=2),
+            "additionalProperties": inner,
+            "not": inner,
+            "default": json_values,
+        },
+    )
+
+
+schemas = st.recursive(leaf_schemas, extend_schemas, max_leaves=12)
+root_schemas = st.builds(
+    lambda body, a, b, c: (
+        {**body, "$defs": {"A": a, "B": b}, "definitions": {"C": c}} if isinstance(body, dict) else body
+    ),
+    schemas,
+    schemas,
+    schemas,
+    schemas,
+)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.text(min_size=1, max_size=20), schema=root_schemas, description=text_values)
+def test_random_schemas_bind_and_render(name: str, schema: Any, description: str) -> None:
+    cls = fresh_class()
+    report = bind_tools(cls, [{"name": name, "description": description, "input_schema": schema}])
+    (b,) = report.bindings
+    method = getattr(cls, b.method_name)
+    fn = get_json_schema(getattr(cls(), b.method_name))["function"]
+    assert fn["name"] == b.method_name
+    assert list(fn["parameters"]["properties"]) == [p.py_name for p in b.params]
+    assert fn["parameters"].get("required", []) == [p.py_name for p in b.params if p.required]
+    for p in b.params:
+        assert fn["parameters"]["properties"][p.py_name]["description"] == p.description
+    assert inspect.signature(method).parameters.keys() == {"self", *(p.py_name for p in b.params)}
+    env = cls()
+    args = {p.py_name: f"v-{p.py_name}" for p in b.params if p.required}
+    method(env, **args)
+    sent = env.calls[-1]
+    assert sent[0] == name
+    if b.raw_input:
+        assert sent[1] == "v-input"
+    else:
+        assert sent[1] == {p.wire_name: f"v-{p.py_name}" for p in b.params if p.required}
+
+
+def test_shared_schemas_are_planned_once_but_noted_per_tool() -> None:
+    schema = obj({"from": {"type": "string"}, "x": {"$ref": "#/nowhere"}}, ["from"])
+    a, b = plan_tool(spec("copy-a", schema)), plan_tool(spec("copy-b", dict(schema)))
+    assert a.params is b.params  # the schema-dependent part is shared
+    assert "copy-a: parameter 'from' is exposed as 'from_'" in a.notes
+    assert "copy-b: parameter 'from' is exposed as 'from_'" in b.notes
+    assert not any("copy-a" in n for n in b.notes)
+    assert a.schema_hash == b.schema_hash and a.spec_hash != b.spec_hash
+
+
+def test_importing_binding_stays_light() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, ormix.rollout.binding; print(any(m in sys.modules for m in ('torch', 'transformers', 'trl')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
