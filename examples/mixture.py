@@ -18,7 +18,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from ormix import MixtureSpec, OpenRewardSpec
 from ormix.demo.tiny import resolve_model
-from ormix.integrations.trl import check_trainer_args
+from ormix.integrations.trl.callbacks import check_trainer_args
 
 
 def main() -> None:

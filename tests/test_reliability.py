@@ -135,7 +135,8 @@ def test_server_killed_and_restarted_mid_run():
 
 
 def test_bad_arguments_are_rejected_before_any_server_is_contacted():
-    from ormix.mixture import MixtureError, MixtureSpec
+    from ormix.errors import MixtureError
+    from ormix.mixture import MixtureSpec
     from ormix.spec import SpecError
 
     unreachable = "http://127.0.0.1:9"

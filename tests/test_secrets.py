@@ -138,8 +138,10 @@ def test_reprs_and_errors_never_show_a_secret(tmp_path, monkeypatch):
         repr(literal),
         json.dumps(config.manifest_dict(), default=str),
         json.dumps(mix.manifest(), default=str),
-        repr(spec.episode_class._config),
-        repr(run_sync(spec._get_client)),
+        repr(spec.episode_config),
+        repr(spec.config),
+        repr(mix.config),
+        repr(run_sync(spec.connection.client)),
     ]
 
     # A session that opens, and its episode; then one that fails to open (task 2), with the secrets sent.
@@ -156,7 +158,7 @@ def test_reprs_and_errors_never_show_a_secret(tmp_path, monkeypatch):
     for failing_spec in (literal, sdk):  # ormix's client, then the openreward SDK's
         failing = failing_spec.environment_factory()
         shown.append(failing.reset(task_index=2))
-        shown += [repr(failing), str(failing.outcome), str(failing.outcome.error), repr(failing_spec._sdk)]
+        shown += [repr(failing), str(failing.outcome), str(failing.outcome.error), repr(failing_spec.connection), repr(failing_spec.config)]
         assert failing.outcome.error_kind == "session_open", failing.outcome  # the failure really happened
     mix.close_sessions()
     literal.close()

@@ -201,9 +201,9 @@ def test_bad_arguments_fail_before_any_server_is_contacted():
 
 def test_catalog_targets_forward_api_key_as_secret(monkeypatch):
     monkeypatch.setenv("OPENREWARD_API_KEY", "sk-planted-123")
-    assert OpenRewardSpec("Eigent/SETA")._effective_secrets() == {"api_key": "sk-planted-123"}
-    assert OpenRewardSpec("Eigent/SETA", secrets={"x": "y"})._effective_secrets() == {"x": "y"}
-    assert OpenRewardSpec("http://127.0.0.1:9", env_name="e")._effective_secrets() is None
+    assert OpenRewardSpec("Eigent/SETA").effective_secrets() == {"api_key": "sk-planted-123"}
+    assert OpenRewardSpec("Eigent/SETA", secrets={"x": "y"}).effective_secrets() == {"x": "y"}
+    assert OpenRewardSpec("http://127.0.0.1:9", env_name="e").effective_secrets() is None
     assert "sk-planted" not in repr(OpenRewardSpec("Eigent/SETA", api_key="sk-planted-123"))
 
 
@@ -288,8 +288,8 @@ def test_tool_named_like_episode_state_is_renamed(surfaces):
     spec = OpenRewardSpec(surfaces.url, env_name="hostile", num_tasks=1)
     cls = make_episode_class(
         "State",
-        spec.episode_class._config,
+        spec.episode_config,
         [{"name": "metadata", "description": "d", "input_schema": {"type": "object"}}],
     )
-    assert "metadata" not in cls._binding.method_names
-    assert cls._binding.names.to_wire(cls._binding.method_names[0]) == "metadata"
+    assert "metadata" not in cls.binding.method_names
+    assert cls.binding.names.to_wire(cls.binding.method_names[0]) == "metadata"

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
+from ormix.errors import TargetError
+
 __all__ = ["ACCEPTED_FORMS", "Target", "TargetError", "TargetKind", "parse_target"]
 
 TargetKind = Literal["catalog", "url", "local", "module"]
@@ -44,11 +46,6 @@ _LOCAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _URL_SCHEME = re.compile(r"(?i)https?:")
 
 
-class TargetError(ValueError):
-    """A target string that is none of the four accepted forms.
-
-    The message says what is wrong with the string and lists the accepted forms with an example each.
-    """
 
 
 @dataclass(frozen=True)

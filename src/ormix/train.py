@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import difflib
-import importlib.util
 import json
 import logging
 import math
@@ -39,33 +37,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ormix.errors import TrainConfigError
+
 __all__ = [
     "TrainConfigError",
     "TrainResult",
-    "build_grpo_config",
     "default_run_dir",
     "parse_overrides",
     "train",
     "train_command",
 ]
-
-#: Settings ormix chooses when neither the file nor the caller does (reasoning next to `build_grpo_config`).
-DEFAULTS: dict[str, Any] = {
-    "report_to": "none",
-    "logging_steps": 1,
-    "log_completions": True,  # completions land in <run dir>/completions/*.parquet
-    "num_completions_to_print": 0,  # ...but are not printed as a table every step
-    "disable_tqdm": True,  # one compact line per step instead
-    "max_tool_calling_iterations": 10,
-    "save_strategy": "no",
-    # transformers' Trainer copies this into model.config, and GRPO's transformers-backend generation then runs
-    # without a KV cache: quadratic in the episode length (measured 2x slower at 128 tokens, worse beyond).
-    "use_cache": True,
-}
-
-
-class TrainConfigError(ValueError):
-    """A training setting that cannot work with this mixture or this trainer; the message names the fix."""
 
 
 @dataclass
@@ -121,177 +102,6 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
             raise TrainConfigError(f"--set {item!r} is not key=value; write e.g. --set learning_rate=1e-5")
         out[key] = _parse_scalar(value.strip())
     return out
-
-
-def _coerce(name: str, value: Any, default: Any, where: str) -> Any:
-    # YAML reads `1e-5` as a string and CLI values arrive untyped: convert to the type of the setting's default.
-    if isinstance(default, bool) or default is None or isinstance(value, bool):
-        return value
-    try:
-        if isinstance(default, float) and isinstance(value, (int, str)):
-            return float(value)
-        if isinstance(default, int) and isinstance(value, str):
-            return int(value)
-        if isinstance(default, int) and isinstance(value, float) and value.is_integer():
-            return int(value)
-    except ValueError:
-        raise TrainConfigError(f"{where}{name}={value!r}: expected a {type(default).__name__}") from None
-    return value
-
-
-def _check_keys(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
-    fields = _grpo_fields()
-    out = {}
-    for key, value in settings.items():
-        if key not in fields:
-            close = difflib.get_close_matches(key, fields, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TrainConfigError(
-                f"{where}{key} is not a GRPOConfig setting{hint} "
-                "(see trl.GRPOConfig for the settings it takes)"
-            )
-        f = fields[key]
-        default = f.default if f.default is not dataclasses.MISSING else None
-        out[key] = _coerce(key, value, default, where)
-    return out
-
-
-def _gpu_available() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
-def _derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: int, where: str) -> list[str]:
-    """Fill per_device_train_batch_size / gradient_accumulation_steps so one optimizer step takes exactly
-    `prompts_per_step` unique prompts; explain what to change where the given values cannot."""
-    notes: list[str] = []
-    generations = int(settings.get("num_generations") or 8)
-    completions = prompts_per_step * generations  # completions per optimizer step, over all processes
-    if completions % world_size:
-        raise TrainConfigError(
-            f"prompts_per_step={prompts_per_step} × num_generations={generations} = {completions} "
-            f"completions per step cannot be split over {world_size} processes: change "
-            "prompts_per_step or num_generations"
-        )
-    per_rank = completions // world_size
-    batch = settings.get("per_device_train_batch_size")
-    accum = settings.get("gradient_accumulation_steps")
-    explain = (
-        f"the mixture plans prompts_per_step={prompts_per_step}, so one step needs {completions} completions "
-        f"(prompts_per_step × num_generations={generations}) = per_device_train_batch_size × "
-        f"gradient_accumulation_steps × processes ({world_size})"
-    )
-    if batch is not None and accum is not None:
-        if batch * accum != per_rank:
-            raise TrainConfigError(
-                f"{where}per_device_train_batch_size={batch} × gradient_accumulation_steps={accum}"
-                f" = {batch * accum}, but {explain}: set them so their product is {per_rank}, or "
-                "leave one out and ormix derives it"
-            )
-    elif batch is not None:
-        if per_rank % batch:
-            raise TrainConfigError(
-                f"{where}per_device_train_batch_size={batch} does not divide {per_rank}: {explain}"
-                "; pick a divisor, or leave it out and ormix derives it"
-            )
-        settings["gradient_accumulation_steps"] = per_rank // batch
-        notes.append(f"gradient_accumulation_steps={per_rank // batch} (derived from prompts_per_step)")
-    elif accum is not None:
-        if per_rank % accum:
-            raise TrainConfigError(
-                f"{where}gradient_accumulation_steps={accum} does not divide {per_rank}: {explain}"
-                "; pick a divisor, or leave it out and ormix derives it"
-            )
-        settings["per_device_train_batch_size"] = per_rank // accum
-        notes.append(f"per_device_train_batch_size={per_rank // accum} (derived from prompts_per_step)")
-    else:
-        # The largest batch of at most 8 completions that divides the step: memory stays modest, few accumulations.
-        batch = max(d for d in range(1, min(per_rank, 8) + 1) if per_rank % d == 0)
-        settings["per_device_train_batch_size"] = batch
-        settings["gradient_accumulation_steps"] = per_rank // batch
-        notes.append(
-            f"per_device_train_batch_size={batch}, gradient_accumulation_steps={per_rank // batch} "
-            "(derived from prompts_per_step)"
-        )
-    return notes
-
-
-def build_grpo_config(
-    mixture: Any,
-    settings: Mapping[str, Any] | None = None,
-    *,
-    output_dir: str | Path,
-    model: str | None = None,
-    world_size: int = 1,
-    where: str = "",
-) -> tuple[Any, list[str]]:
-    """A `GRPOConfig` for training `mixture`, plus notes on what ormix set and why.
-
-    `settings` are GRPOConfig keyword arguments (the file's ``train:`` section merged with the caller's
-    overrides); an unknown key is an error naming it. ormix then sets, unless given:
-
-    - ``shuffle_dataset=False`` when the mixture's plan carries an order (quotas, schedule, round robin);
-      ``True`` given explicitly is refused, as is ``remove_unused_columns=True`` (rows need their
-      ``environment`` and ``task_index`` columns);
-    - the batch geometry, so that one optimizer step takes exactly ``prompts_per_step`` prompts;
-    - ``use_cpu`` (and no bf16/fp16/vLLM) without a GPU; ``use_vllm`` (colocate) with a GPU, vLLM installed and a
-      model other than the tiny one;
-    - ``report_to="none"``, ``logging_steps=1``, ``log_completions=True`` (files, not printed tables),
-      ``max_tool_calling_iterations=10``, ``save_strategy="no"`` (the final model is saved anyway),
-      ``use_cache=True`` (generation with a KV cache),
-      ``seed`` = the mixture's seed.
-
-    Example:
-        >>> args, notes = build_grpo_config(mix, {"num_generations": 2}, output_dir="runs/x")   # doctest: +SKIP
-        >>> args.shuffle_dataset, args.remove_unused_columns                                    # doctest: +SKIP
-        (False, False)
-    """
-    from trl import GRPOConfig
-
-    given = _check_keys(dict(settings or {}), where)
-    merged: dict[str, Any] = {**DEFAULTS, "seed": getattr(mixture, "seed", 0), **given}
-    if "save_steps" in given and "save_strategy" not in given:
-        merged["save_strategy"] = "steps"  # asking for save_steps means checkpoints
-    notes: list[str] = []
-
-    if getattr(mixture, "order_matters", False):
-        if given.get("shuffle_dataset") is True:
-            raise TrainConfigError(
-                f"{where}shuffle_dataset=true would shuffle away the mixture's plan (exact per-step "
-                "quotas, a schedule or round robin): set shuffle_dataset: false, or drop "
-                "prompts_per_step / schedule from the mixture"
-            )
-        merged["shuffle_dataset"] = False
-    if given.get("remove_unused_columns") is True:
-        raise TrainConfigError(
-            f"{where}remove_unused_columns=true strips the 'environment' and 'task_index' columns "
-            "every rollout needs: remove it (ormix sets it to false)"
-        )
-    merged["remove_unused_columns"] = False
-
-    pps = getattr(mixture, "prompts_per_step", None)
-    if pps:
-        notes += _derive_batch(merged, pps, world_size, where)
-
-    gpu = _gpu_available()
-    if not gpu:
-        merged.setdefault("use_cpu", True)
-        for key in ("bf16", "fp16", "use_vllm"):
-            if given.get(key):
-                notes.append(f"{key}=false: no GPU here (the file asks for {key}=true)")
-            merged[key] = False
-    elif "use_vllm" not in given and model is not None and importlib.util.find_spec("vllm") is not None:
-        merged["use_vllm"] = True
-        merged.setdefault("vllm_mode", "colocate")
-        notes.append("use_vllm=true, vllm_mode=colocate (vLLM is installed and a GPU is present)")
-
-    merged["output_dir"] = str(output_dir)
-    try:
-        args = GRPOConfig(**merged)
-    except (TypeError, ValueError) as e:
-        raise TrainConfigError(f"GRPOConfig rejected the training settings: {e}") from None
-    return args, notes
 
 
 def default_run_dir(name: str, root: str | Path = "runs") -> Path:
@@ -413,9 +223,17 @@ def _load(path: str | Path, settings: Mapping[str, Any], max_steps: int | None):
     overrides: dict[str, Any] = {}
     steps = max_steps if max_steps is not None else settings.get("max_steps", config.train.get("max_steps"))
     # Size the dataset to the run when the file does not: `num_steps × prompts_per_step` rows.
-    if config.num_samples is None and config.prompts_per_step and isinstance(steps, int) and steps > 0:
+    if (
+        config.num_samples is None
+        and config.num_steps is None
+        and config.prompts_per_step
+        and isinstance(steps, int)
+        and steps > 0
+    ):
         overrides["num_steps"] = steps
-    return config, MixtureSpec.from_config(config, **overrides)
+    if overrides:
+        config = config.updated(**overrides)
+    return config, MixtureSpec.from_config(config)
 
 
 def train(
@@ -460,11 +278,13 @@ def train(
     settings = dict(settings or {})
     if isinstance(mixture, MixtureSpec):
         mix = mixture
-        config = getattr(mix, "config", None)
+        config = mix.config
     else:
         config, mix = _load(mixture, settings, max_steps)
-    file_settings = dict(getattr(config, "train", None) or {})
-    _check_keys(file_settings, "train.")  # name a bad key as the file spells it, before merging
+    from ormix.integrations.trl.args import build_grpo_config, check_settings
+
+    file_settings = dict(config.train)
+    check_settings(file_settings, "train.")  # name a bad key as the file spells it, before merging
     merged = {**file_settings, **settings}
     if max_steps is not None:
         merged["max_steps"] = max_steps
@@ -522,7 +342,9 @@ def train(
             mix, args, trainer_model, processing_class, members, console, run_dir, list(callbacks), result
         )
     finally:
-        _close(mix)
+        # Closing the connections also closes sessions no episode tracks any more (keepalive pings would
+        # otherwise hold them open on a remote server until its reaper runs).
+        mix.close()
         result.wall_s = time.monotonic() - started
     result.summary = _summarise(result.log_history, members)
     if report:
@@ -530,19 +352,6 @@ def train(
     state = "interrupted" if result.interrupted else "finished"
     console.print(f"{state} in {result.wall_s:.0f}s; run directory: [bold]{run_dir}[/bold]")
     return result
-
-
-def _close(mix: Any) -> None:
-    """Close every session of the run, then the members' connections (a spec reconnects if used again).
-
-    Closing a connection also closes sessions no episode tracks any more (keepalive pings would otherwise
-    hold them open on a remote server until its reaper runs).
-    """
-    try:
-        mix.close_sessions()
-    finally:
-        for member in mix.members.values():
-            member.spec.close()
 
 
 def _run_trainer(mix, args, model, processing_class, members, console, run_dir, callbacks, result):
@@ -633,13 +442,13 @@ def train_command(
         ...               warmup_sft=0, overrides=[], console=Console())   # doctest: +SKIP
         0
     """
-    from ormix.config import MixtureConfigError
-    from ormix.mixture import MixtureError
-    from ormix.spec import SpecError
+    from ormix.errors import OrmixError, exit_status
 
     try:
+        from ormix.integrations.trl.args import check_settings
+
         settings = parse_overrides(overrides)
-        _check_keys(settings, "--set ")
+        check_settings(settings, "--set ")
         result = train(
             path,
             model=model,
@@ -650,18 +459,13 @@ def train_command(
             console=console,
             callbacks=callbacks,
         )
-    except (TrainConfigError, MixtureConfigError, MixtureError, SpecError) as e:
+    except OrmixError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
-        return 2
+        return exit_status(e)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")
         return 130
     except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
-        from ormix.integrations.trl import TrainerConfigError
-
-        if isinstance(e, TrainerConfigError):
-            console.print(f"[red]error:[/red] {e}", highlight=False)
-            return 2
         console.print_exception(max_frames=8)
         console.print(f"[red]training failed:[/red] {type(e).__name__}: {e}", highlight=False)
         return 1

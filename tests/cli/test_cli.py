@@ -27,7 +27,7 @@ def test_inspect_shows_members_tools_composition_and_starvation():
     assert result.exit_code == 0, result.output
     out = result.output
     assert "terminals" in out and "seta" in out and "submit_solution" in out
-    assert "composition" in out and "step 0" in out
+    assert "composition" in out and "step 1" in out  # steps count from 1, as training does
     # 0.6/0.4 at 4 prompts per step: random draws starve seta in (0.6)^4 = 13% of steps; quotas never do.
     assert "0.130" in out and "0.000" in out
 

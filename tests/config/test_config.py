@@ -183,7 +183,7 @@ def test_unknown_member_in_schedule_phase() -> None:
 
 def test_negative_weight() -> None:
     msg = problems_of(TWO + "weights: {terminals: 1, seta: -0.5}\n")
-    assert "weight -0.5 is negative; use a weight >= 0" in line_with(msg, "weights.seta")
+    assert "is negative (-0.5); weights must be >= 0" in line_with(msg, "weights.seta")
 
 
 def test_negative_member_weight() -> None:
@@ -194,7 +194,7 @@ def test_negative_member_weight() -> None:
           seta: {target: "local:seta", weight: -2}
         """
     )
-    assert "use a weight >= 0" in line_with(msg, "members.seta.weight")
+    assert "is negative (-2.0); weights must be >= 0" in line_with(msg, "members.seta.weight")
 
 
 def test_all_zero_weights() -> None:
@@ -547,9 +547,9 @@ def test_member_defaults() -> None:
         True,
     )
     assert m.resolved_api_key_env == "OPENREWARD_API_KEY"
-    assert m.api_key({"OPENREWARD_API_KEY": "k"}) == "k" and m.api_key({}) is None
+    assert m.resolve_api_key({"OPENREWARD_API_KEY": "k"}) == "k" and m.resolve_api_key({}) is None
     assert MemberConfig(target="local:seta").resolved_api_key_env is None
-    assert MemberConfig(target="http://h:1", api_key_env="MY_KEY").api_key({"MY_KEY": "v"}) == "v"
+    assert MemberConfig(target="http://h:1", api_key_env="MY_KEY").resolve_api_key({"MY_KEY": "v"}) == "v"
 
 
 def test_static_weights() -> None:
@@ -750,7 +750,7 @@ def test_reweight() -> None:
     cfg = load(THREE)
     r = cfg.reweight(a=0.5, b=0.25, c=0.25)
     assert r.schedule is None and r.static_weights() == {"a": 0.5, "b": 0.25, "c": 0.25}
-    assert r.name == "three-reweighted"
+    assert r.name == "three-reweight-a0.5-b0.25-c0.25"
     two = load(TWO + "weights: {terminals: 3, seta: 1}\n")
     assert two.reweight(seta=3).weights == {"terminals": 3.0, "seta": 3.0}
     with pytest.raises(MixtureConfigError, match="role: eval"):

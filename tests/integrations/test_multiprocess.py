@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from ormix.telemetry import batch_metrics, read_records
+from ormix.telemetry.metrics import batch_metrics
+from ormix.telemetry.records import read_records
 
 pytestmark = pytest.mark.slow
 

@@ -157,7 +157,7 @@ def test_mixture_grpo_logs_each_members_reward(tiny_model, tmp_path, routing):
 def test_shuffled_plan_is_refused_when_training_starts(tiny_model, tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 
-    from ormix.integrations.trl import TrainerConfigError
+    from ormix.integrations.trl.callbacks import TrainerConfigError
 
     mix = MixtureSpec(
         {

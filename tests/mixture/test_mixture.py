@@ -8,8 +8,9 @@ from collections import Counter
 import pytest
 
 from ormix import MixtureSpec, OpenRewardSpec
+from ormix.errors import MixtureError
 from ormix.local import serve_in_thread
-from ormix.mixture import Member, MixtureError
+from ormix.mixture import Member
 from ormix.rollout.routing import RoutingEnvironment
 from support.envs import NumericDifficulty, SweSurface
 
@@ -31,10 +32,10 @@ def two(**kwargs) -> MixtureSpec:
     "kwargs,message",
     [
         ({"weights": {"terminals": 1, "sta": 1}}, "unknown member"),
-        ({"weights": {"terminals": -1, "seta": 1}}, "negative weight"),
-        ({"weights": {"terminals": 0, "seta": 0}}, "all weights are zero"),
+        ({"weights": {"terminals": -1, "seta": 1}}, r"weights.terminals: .* is negative"),
+        ({"weights": {"terminals": 0, "seta": 0}}, "every train member's weight in weights is 0"),
         ({"schedule": [{"until_step": None, "weights": {"terminals": 1, "seta": 1}}]}, "prompts_per_step"),
-        ({"routing": "magic"}, "routing must be"),
+        ({"routing": "magic"}, "routing: must be one of 'auto', 'per_env' or 'namespaced'"),
     ],
 )
 def test_bad_mixtures_fail_before_contacting_servers(kwargs, message):
@@ -46,9 +47,20 @@ def test_bad_mixtures_fail_before_contacting_servers(kwargs, message):
         MixtureSpec(members, **kwargs)
 
 
-@pytest.mark.parametrize("name", ["Seta", "seta__x", "seta_", "1x", "a" * 40, ""])
-def test_member_names_are_short_identifiers(name):
-    with pytest.raises(MixtureError, match="short identifier"):
+@pytest.mark.parametrize(
+    "name,message",
+    [
+        ("Seta", "short identifier"),
+        ("seta__x", "contains '__'"),
+        ("seta_", "ends with '_'"),
+        ("1x", "short identifier"),
+        ("a" * 40, "short identifier"),
+        ("", "short identifier"),
+    ],
+)
+def test_member_names_are_short_identifiers(name, message):
+    # The rule is the config's (one rule for files and Python): the same message either way.
+    with pytest.raises(MixtureError, match=message):
         MixtureSpec({name: OpenRewardSpec("http://127.0.0.1:9", env_name="x")})
 
 
@@ -91,8 +103,13 @@ def test_members_sharing_a_target_share_connection_and_tools():
     assert set(ds.filter(lambda r: r["environment"] == "seta_easy")["difficulty"]) == {"Easy"}
     assert set(ds.filter(lambda r: r["environment"] == "seta_hard")["difficulty"]) == {"Hard"}
     easy, hard = mix.spec("seta_easy"), mix.spec("seta_hard")
-    assert hard._connection_owner is easy and hard.tool_specs is easy.tool_specs
-    assert [t.name for t in easy.tool_specs] == [t.name for t in base.tool_specs]
+    # One connection (one client, one local server); each member probes one of its own tasks for task tools.
+    assert hard.connection is easy.connection and hard.connection is not base.connection
+    assert (
+        [t.name for t in hard.tool_specs]
+        == [t.name for t in easy.tool_specs]
+        == [t.name for t in base.tool_specs]
+    )
 
 
 def test_metadata_type_clash_keeps_arrow_schema_valid():
@@ -178,6 +195,36 @@ def test_eval_dataset_per_member_and_eval_only_members():
     assert mix.eval_dataset["held"]["task_index"] == [10, 11]
 
 
+def test_eval_num_tasks_on_a_train_member_gives_it_an_eval_set():
+    # The bug this guards: `eval: {num_tasks: 2}` on a train member validated, but the member had no eval set.
+    from ormix.config import MixtureConfig
+
+    text = """
+    name: evals
+    members:
+      echo: {target: "local:echo", num_tasks: 4, local_serve: thread, eval: {num_tasks: 2}}
+      seta: {target: "local:seta", num_tasks: 2, local_serve: thread}
+    prompts_per_step: 2
+    num_samples: 4
+    """
+    from_file = MixtureSpec.from_config(MixtureConfig.from_yaml_text(text))
+    from_python = MixtureSpec(
+        {
+            "echo": Member(OpenRewardSpec("local:echo", num_tasks=4, **T), eval_num_tasks=2),
+            "seta": OpenRewardSpec("local:seta", num_tasks=2, **T),
+        },
+        prompts_per_step=2,
+        num_samples=4,
+        name="evals",
+    )
+    for mix in (from_file, from_python):
+        assert set(mix.eval_dataset) == {"echo"}
+        assert mix.eval_dataset["echo"]["task_index"] == [0, 1]
+        assert "ors_split" not in mix.eval_dataset["echo"].column_names  # same split: no override column
+    # One model of a mixture: the Python constructor builds the same config as the file.
+    assert from_python.config.config_hash() == from_file.config.config_hash()
+
+
 # ── ablations and manifest ────────────────────────────────────────────────────
 
 
@@ -187,7 +234,7 @@ def test_ablations_return_new_specs_and_manifest_hash_is_stable():
     assert set(mix.only("seta").train_dataset["environment"]) == {"seta"}
     heavy = mix.reweight(seta=1.5)
     assert Counter(heavy.train_dataset["environment"]) == {"seta": 6, "terminals": 2}
-    assert mix.members["seta"].weight == 0.5  # the original is unchanged
+    assert mix.config.weights["seta"] == 0.5  # the original is unchanged
     first, second = (
         mix.manifest(),
         two(weights={"terminals": 0.5, "seta": 0.5}, prompts_per_step=2, num_samples=8).manifest(),
@@ -203,7 +250,7 @@ def test_ablations_return_new_specs_and_manifest_hash_is_stable():
 def test_trainer_settings_that_break_the_plan_are_named():
     from trl import GRPOConfig
 
-    from ormix.integrations.trl import check_trainer_args
+    from ormix.integrations.trl.callbacks import check_trainer_args
 
     mix = two(prompts_per_step=4, num_samples=8)
     args = GRPOConfig(
@@ -267,7 +314,7 @@ def test_ablations_keep_the_files_train_section_and_reweight_switches_to_weights
     ]
     curriculum = two(schedule=schedule, prompts_per_step=2, num_samples=8)
     assert set(curriculum.only("seta").train_dataset["environment"]) == {"seta"}
-    with pytest.raises(MixtureError, match="eval-only"):
+    with pytest.raises(MixtureError, match="has role: eval and is never trained on"):
         MixtureSpec(
             {
                 "a": OpenRewardSpec("local:echo", num_tasks=2, **T),
@@ -279,7 +326,7 @@ def test_ablations_keep_the_files_train_section_and_reweight_switches_to_weights
 def test_a_run_longer_than_the_plan_is_refused():
     from trl import GRPOConfig
 
-    from ormix.integrations.trl import check_trainer_args
+    from ormix.integrations.trl.callbacks import check_trainer_args
 
     mix = two(prompts_per_step=2, num_samples=8)
     args = GRPOConfig(

@@ -261,13 +261,13 @@ def test_closed_last_phase_keeps_its_weights() -> None:
 @pytest.mark.parametrize(
     ("schedule", "needles"),
     [
-        ([], ["no phases"]),
+        ([], ["empty", "add phases"]),
         ([Phase(None, {"a": 1}), Phase(10, {"a": 1})], ["phase 0", "open-ended", "last"]),
         ([Phase(10, {"a": 1}), Phase(5, {"a": 1}), Phase(None, {"a": 1})], ["phase 1", "increasing"]),
         ([Phase(10, {"a": 1}), Phase(None, {"c": 1})], ["phase 1", "'c'", "unknown", "fix the name"]),
         ([Phase(10, {"a": -1, "b": 2}), Phase(None, {"a": 1})], ["phase 0", "'a'", "negative"]),
         ([Phase(10, {"a": 0, "b": 0}), Phase(None, {"a": 1})], ["phase 0", "zero", "positive"]),
-        ([Phase(10, {"a": 1}), Phase(None, {"a": 1}, interpolate=True)], ["phase 1", "interpolate=False"]),
+        ([Phase(10, {"a": 1}), Phase(None, {"a": 1}, interpolate=True)], ["phase 1", "remove interpolate"]),
         ([Phase(0, {"a": 1}), Phase(None, {"a": 1})], ["phase 0", "increasing"]),
     ],
 )

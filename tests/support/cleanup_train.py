@@ -109,7 +109,7 @@ def prove_secrets(mix, probe: Path) -> None:
         spec = mix.spec(name)
         if spec.target != "local:faulty":
             continue
-        expected = spec._effective_secrets() or {}
+        expected = spec.effective_secrets() or {}
 
         async def check(spec=spec, expected=expected):
             session = await spec._open_session(0, None)

@@ -16,22 +16,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ormix.telemetry import (
+from ormix.config import MixtureConfig, MixtureConfigError, TelemetryConfig
+from ormix.ors.errors import redact_text as redact
+from ormix.telemetry.alarm import AlarmTracker, CoverageAlarmWarning
+from ormix.telemetry.metrics import (
     METRICS,
-    AlarmTracker,
-    CoverageAlarmWarning,
-    TelemetryConfig,
-    TelemetryConfigError,
     batch_metrics,
     dominant_cause,
     group_ids,
     member_values,
     metric_key,
-    read_records,
-    redact,
-    rollout_record,
     summarize,
 )
+from ormix.telemetry.records import read_records, rollout_record
 
 SECRET = "tok-SECRET-7f3a9c2e1d"
 API_KEY = "sk-ormix-APIKEY-5b8d0e4f"
@@ -65,7 +62,7 @@ def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(
 
     from ormix import MixtureSpec, OpenRewardSpec
     from ormix.demo.scripted import ScriptedPolicy
-    from ormix.integrations.trl import TelemetryCallback
+    from ormix.integrations.trl.callbacks import TelemetryCallback
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     # Faulty tasks: 0 plain, 3 submit raises (unscored), 2/5/8 fail at open, 9 fails in setup().
@@ -295,8 +292,8 @@ def test_dominant_cause_prefers_errors_over_unscored():
 
 
 def test_telemetry_config_validates_every_key():
-    cfg = TelemetryConfig.from_mapping(
-        {"min_coverage": 0.5, "max_error_rate": 0.25, "consecutive_steps": 2, "stop": True, "records": False}
+    cfg = TelemetryConfig(
+        min_coverage=0.5, max_error_rate=0.25, consecutive_steps=2, stop=True, records=False
     )
     assert (cfg.min_coverage, cfg.max_error_rate, cfg.consecutive_steps, cfg.stop, cfg.records) == (
         0.5,
@@ -305,18 +302,22 @@ def test_telemetry_config_validates_every_key():
         True,
         False,
     )
+    members = {"a": {"target": "local:echo"}}
     with pytest.raises(
-        TelemetryConfigError, match="unknown key 'max_eror_rate'.*did you mean 'max_error_rate'"
+        MixtureConfigError,
+        match="telemetry.max_eror_rate: unknown key 'max_eror_rate'; did you mean 'max_error_rate'",
     ):
-        TelemetryConfig.from_mapping({"max_eror_rate": 0.5})
-    with pytest.raises(TelemetryConfigError) as e:
-        TelemetryConfig.from_mapping({"min_coverage": 1.5, "consecutive_steps": 0, "stop": "yes"})
-    assert all(k in str(e.value) for k in ("min_coverage", "consecutive_steps", "stop"))
+        MixtureConfig.from_dict({"members": members, "telemetry": {"max_eror_rate": 0.5}})
+    with pytest.raises(MixtureConfigError) as e:
+        MixtureConfig.from_dict(
+            {"members": members, "telemetry": {"min_coverage": 1.5, "consecutive_steps": 0, "stop": "yes"}}
+        )
+    assert all(f"telemetry.{k}" in str(e.value) for k in ("min_coverage", "consecutive_steps", "stop"))
 
 
 def test_mixture_refuses_an_unknown_telemetry_key_before_any_io():
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.mixture import MixtureError
+    from ormix.errors import MixtureError
 
     with pytest.raises(MixtureError, match="min_coverag"):
         MixtureSpec({"a": OpenRewardSpec("http://127.0.0.1:9", env_name="x")}, telemetry={"min_coverag": 0.3})
@@ -345,6 +346,6 @@ def test_records_redact_secrets_in_error_text():
         group=0,
         secrets=[SECRET, API_KEY],
     )
-    assert API_KEY not in str(r) and SECRET not in str(r) and "***" in r["error"]
+    assert API_KEY not in str(r) and SECRET not in str(r) and "[redacted]" in r["error"]
     assert r["reward"] is None and r["outcome"] == "error" and r["calls"][0]["latency_ms"] == 12.5
     assert redact("abc", ["ab"]) == "abc"  # too short to be a secret: left alone

@@ -724,6 +724,6 @@ def test_importing_binding_stays_light() -> None:
     import subprocess
     import sys
 
-    code = "import sys, ormix.rollout.binding; print(any(m in sys.modules for m in ('torch', 'transformers', 'trl')))"
+    code = "import sys, ormix.tools.binding; print(any(m in sys.modules for m in ('torch', 'transformers', 'trl')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

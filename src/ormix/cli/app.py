@@ -57,46 +57,49 @@ def inspect(
 
     from ormix.diagnostics.inspect import inspect_mixture
 
-    mix = _load(path)
+    mix = _load(path, defer_missing_secrets=True)  # a look needs no keys: what needs one says so
     try:
         info = inspect_mixture(mix, first_steps=steps, batch=batch)
-    except Exception as e:  # noqa: BLE001 - any member failure is reported, not a traceback
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(1) from None
+    finally:
+        mix.close()
+    rows = "?" if info.rows is None else str(info.rows)
     console.print(
-        f"[bold]{info['name']}[/bold]: {len(info['members'])} member(s), routing {info['routing']}, "
-        f"strategy {info['strategy']}, seed {info['seed']}, {info['rows']} rows, "
-        f"prompts_per_step {info['prompts_per_step']}"
+        f"[bold]{info.name}[/bold]: {len(info.members)} member(s), routing {info.routing}, "
+        f"strategy {info.strategy}, seed {info.seed}, {rows} rows, prompts_per_step {info.prompts_per_step}"
     )
-    table = Table("member", "target", "role", "tasks", "p(step 0)", "tools")
-    for m in info["members"]:
+    table = Table("member", "target", "role", "tasks", "p(step 1)", "tools (as the model sees them)")
+    for m in info.members:
         table.add_row(
             m.name,
             m.target,
             m.role,
-            str(m.tasks),
-            f"{info['probabilities'].get(m.name, 0):.3f}",
-            ", ".join(m.tools),
+            "?" if m.tasks is None else str(m.tasks),
+            f"{info.probabilities.get(m.name, 0):.3f}" if info.probabilities else "?",
+            ", ".join(m.tools) if m.tools else "?",
         )
     console.print(table)
-    for m in info["members"]:
+    for m in info.members:
+        if m.unknown:
+            console.print(f"  {m.name}: not shown: {m.unknown}")
         for wire, py in m.renamed.items():
             console.print(f"  {m.name}: tool {wire!r} is exposed as {py}")
         for note in m.notes:
             console.print(f"  {m.name}: {note}")
-    if info["composition"]:
-        comp = Table("step", *[m.name for m in info["members"] if m.role != "eval"], title="composition")
-        for label, counts in info["composition"]:
-            comp.add_row(label, *[str(counts.get(m.name, 0)) for m in info["members"] if m.role != "eval"])
+    for note in info.notes:
+        console.print(f"  {note}")
+    train_names = [m.name for m in info.members if m.role != "eval"]
+    if info.composition:
+        comp = Table("step", *train_names, title="composition")
+        for label, counts in info.composition:
+            comp.add_row(label, *[str(counts.get(n, 0)) for n in train_names])
         console.print(comp)
-    if info["starvation"]:
+    if info.starvation:
         starv = Table(
             "member", "P(no prompt in a step), random draws", "with ormix quotas", title="starvation"
         )
-        for name, p in info["starvation"]["iid"].items():
-            starv.add_row(name, f"{p:.3f}", f"{info['starvation']['quotas'][name]:.3f}")
+        for name, p in info.starvation["iid"].items():
+            starv.add_row(name, f"{p:.3f}", f"{info.starvation['quotas'][name]:.3f}")
         console.print(starv)
-    mix.close_sessions()
 
 
 @app.command()
@@ -174,13 +177,13 @@ def report(run_dir: Annotated[Path, typer.Argument(help="run directory (the trai
     raise typer.Exit(report_command(run_dir, console))
 
 
-def _load(path: Path):
-    from ormix.config import MixtureFileError
-    from ormix.mixture import MixtureError, load_mixture
+def _load(path: Path, *, defer_missing_secrets: bool = False):
+    from ormix.errors import MixtureError
+    from ormix.mixture import load_mixture
 
     try:
-        return load_mixture(str(path))
-    except (MixtureFileError, MixtureError) as e:
+        return load_mixture(str(path), defer_missing_secrets=defer_missing_secrets)
+    except MixtureError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
 
@@ -188,7 +191,3 @@ def _load(path: Path):
 def main() -> None:
     """Entry point of the `ormix` console script."""
     app()
-
-
-if __name__ == "__main__":
-    main()

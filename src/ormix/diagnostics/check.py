@@ -317,19 +317,17 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     import anyio
 
     from ormix.ors import errors
-    from ormix.telemetry import redact
+    from ormix.ors.errors import redact_text as redact
 
     result = MemberCheck(member, spec.target)
-    secret_values = [v for v in (spec._effective_secrets() or {}).values() if isinstance(v, str)]
-    if isinstance(getattr(spec, "_api_key", None), str):
-        secret_values.append(spec._api_key)
+    secret_values = spec.secret_values()
     stage = "connect"
     sessions: list[Any] = []
     index = spec.indices[0] if spec.indices else 0
 
     async def open_session():
         session = await client.open_session(
-            split=spec.split, index=index, secrets=spec._effective_secrets(), timeout_s=timeout_s
+            split=spec.split, index=index, secrets=spec.effective_secrets(), timeout_s=timeout_s
         )
         sessions.append(session)
         await session.prompt_text(timeout_s=timeout_s)
@@ -338,7 +336,7 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     try:
         with anyio.fail_after(timeout_s * 4):
             t0 = time.perf_counter()
-            client = await spec._get_client()  # starts the server of a local:/module: target
+            client = await spec.connection.client()  # starts the server of a local:/module: target
             result.start_ms = (time.perf_counter() - t0) * 1000
             t0 = time.perf_counter()
             result.num_tasks = await client.num_tasks(spec.split)
@@ -449,14 +447,12 @@ def check_command(path: Path, console: Any) -> int:
     """
     from rich.table import Table
 
-    from ormix.config import MixtureFileError
-    from ormix.mixture import MixtureError, load_mixture
-    from ormix.telemetry import TelemetryConfig, TelemetryConfigError
+    from ormix.errors import MixtureError
+    from ormix.mixture import load_mixture
 
     try:
         mixture = load_mixture(str(path))
-        TelemetryConfig.from_mapping(mixture.telemetry)
-    except (MixtureFileError, MixtureError, TelemetryConfigError, OSError) as e:
+    except (MixtureError, OSError) as e:
         console.print(f"[red]error:[/red] cannot load {path}: {e}")
         return 2
     console.print(f"checking {len(mixture.members)} environment(s) of {path} ...")

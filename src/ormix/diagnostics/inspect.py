@@ -1,104 +1,218 @@
 """What a mixture will do, before a GPU hour is spent: members, tasks, tools, name maps, per-step composition.
 
-Used by `ormix inspect FILE`. Contacts each member's server (task counts, tools) but opens no training run.
+Used by `ormix inspect FILE`. The plan's composition (which member each step's prompts come from) needs no
+server: it follows from the config and the task counts, which come from the servers when they answer, else
+from `num_tasks` / `indices`. Task counts and tool surfaces need the servers; a member whose server cannot be
+asked (a catalog target without an API key, a server that is down) is shown with what is known and the reason
+for what is not. Nothing here opens a training session.
+
+Example:
+    >>> from ormix.mixture import load_mixture
+    >>> info = inspect_mixture(load_mixture("mixtures/seta-endless-curriculum.yaml"), contact_servers=False)
+    >>> [m.tasks for m in info.members], info.composition[0][0]
+    ([512, None], 'step 1')
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from ormix.mixture import MixtureSpec, sampling
+from ormix.errors import OrmixError
+from ormix.mixture import sampling
+from ormix.mixture.mixture import MixtureSpec
+from ormix.ors.errors import ORSError
+
+__all__ = ["Inspection", "MemberSummary", "inspect_mixture", "member_probabilities_at"]
 
 
 @dataclass
 class MemberSummary:
-    """One member as `ormix inspect` shows it."""
+    """One member as `ormix inspect` shows it.
+
+    ``tasks`` is the member's task count (``None`` when unknown); ``tools`` the method names the model sees
+    (namespaced ``<member>__<tool>`` under namespaced routing); ``unknown`` says why something is missing.
+    """
 
     name: str
     target: str
     role: str
-    tasks: int
-    tools: list[str]
-    renamed: dict[str, str]
-    notes: list[str]
+    tasks: int | None
+    tools: list[str] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    unknown: str | None = None
 
 
-def summarize_members(mix: MixtureSpec) -> list[MemberSummary]:
-    """Task counts, tool surfaces and name maps of every member."""
-    out = []
-    for name, member in mix.members.items():
-        spec = mix.spec(name)
-        report = spec.binding
-        renamed = {r.wire_name: r.method_name for r in report.renamed}
-        out.append(
-            MemberSummary(
-                name,
-                spec.target,
-                member.role,
-                len(spec.task_indices),
-                [b.method_name for b in report.bindings],
-                renamed,
-                [*report.notes, *(f"skipped {s.name!r}: {s.reason}" for s in report.skipped)],
-            )
+@dataclass
+class Inspection:
+    """Everything `ormix inspect` prints, as data."""
+
+    name: str
+    routing: str
+    strategy: str
+    seed: int
+    prompts_per_step: int | None
+    rows: int | None
+    members: list[MemberSummary]
+    probabilities: dict[str, float]
+    composition: list[tuple[str, dict[str, int]]]
+    starvation: dict[str, dict[str, float]]
+    notes: list[str] = field(default_factory=list)
+
+
+def _reachable(mix: MixtureSpec, member: str) -> str | None:
+    """Why a member's server is not asked (``None``: ask it)."""
+    config = mix.config.members[member]
+    if config.parsed_target.kind == "catalog" and not config.has_api_key():
+        variable = config.resolved_api_key_env or "OPENREWARD_API_KEY"
+        return (
+            f"no API key for catalog target {config.target!r}: export {variable}=... to see tasks and tools"
         )
-    return out
+    return None
 
 
-def step_probabilities(mix: MixtureSpec, step: int) -> dict[str, float]:
-    """The sampling probabilities in force at a training step."""
+def _summary(mix: MixtureSpec, member: str, contact: bool) -> MemberSummary:
+    config = mix.config.members[member]
+    known = config.num_tasks if config.indices is None else len(config.indices)
+    if config.where:
+        known = None  # a filter's matches are known only to the server
+    summary = MemberSummary(member, config.target, config.role, known)
+    why = _reachable(mix, member) if contact else "servers not contacted"
+    if why is not None:
+        summary.unknown = why
+        return summary
+    spec = mix.spec(member)
+    try:
+        summary.tasks = len(spec.task_indices)
+        report = spec.binding
+    except (ORSError, OrmixError, OSError) as e:
+        summary.unknown = f"the server did not answer ({type(e).__name__}: {e})"
+        return summary
+    prefix = f"{member}__" if mix.routing == "namespaced" else ""
+    summary.tools = [prefix + b.method_name for b in report.bindings]
+    summary.renamed = {r.wire_name: prefix + r.method_name for r in report.renamed}
+    summary.notes = [*report.notes, *(f"skipped {s.name!r}: {s.reason}" for s in report.skipped)]
+    return summary
+
+
+def member_probabilities_at(
+    mix: MixtureSpec, step: int, counts: dict[str, int] | None = None
+) -> dict[str, float]:
+    """The sampling probabilities in force at a training step (steps count from 1, as training does).
+
+    ``counts`` (task counts per train member) are needed only for the ``temperature`` strategy.
+
+    Example:
+        >>> from ormix.mixture import load_mixture
+        >>> member_probabilities_at(load_mixture("mixtures/local-demo.yaml"), 1)
+        {'seta': 0.5, 'terminals': 0.5}
+    """
+    cfg = mix.config
     if mix.schedule:
-        weights = sampling.weights_at_step(mix.schedule, step)
+        weights = sampling.weights_at_step(mix.schedule, step - 1)
         total = sum(weights.values())
         return {k: v / total for k, v in weights.items()}
-    counts = {n: len(mix.spec(n).task_indices) for n in mix.train_members}
-    strategy = "weights" if mix.strategy == "round_robin" else mix.strategy
-    weights = None if mix.strategy != "weights" else mix._weights()
-    return sampling.member_probabilities(
-        counts, strategy=strategy, weights=weights, temperature=mix.temperature
-    )
+    if cfg.strategy == "temperature":
+        if counts is None:
+            raise ValueError("the temperature strategy needs task counts")
+        return sampling.member_probabilities(counts, strategy="temperature", temperature=cfg.temperature)
+    if cfg.strategy == "round_robin":
+        return {m: 1.0 / len(cfg.train_members) for m in sorted(cfg.train_members)}
+    weights = cfg.static_weights() or {}
+    total = sum(weights.values())
+    return {m: weights[m] / total for m in sorted(weights)}
 
 
-def composition_table(mix: MixtureSpec, first_steps: int = 4) -> list[tuple[str, dict[str, int]]]:
-    """(label, per-member counts) for the first steps and the first step of every schedule phase."""
-    k = mix.prompts_per_step
+def _composition(
+    mix: MixtureSpec, counts: dict[str, int], first_steps: int
+) -> list[tuple[str, dict[str, int]]]:
+    cfg = mix.config
+    k = cfg.prompts_per_step
     if not k:
         return []
-    per_step = sampling.composition(mix.plan, k, members=mix.train_members)
-    rows = [(f"step {i}", counts) for i, counts in enumerate(per_step[:first_steps])]
+    seq = sampling.plan_members(
+        counts,
+        strategy=cfg.strategy,
+        weights=cfg.static_weights() if cfg.strategy == "weights" and not cfg.schedule else None,
+        temperature=cfg.temperature,
+        schedule=mix.schedule or None,
+        num_samples=cfg.num_samples,
+        prompts_per_step=k,
+        num_steps=cfg.num_steps,
+        seed=cfg.seed,
+    )
+    rows = [sampling.PlanRow(m, 0, step, i) for i, (m, step) in enumerate(seq)]
+    per_step = sampling.composition(rows, k, members=cfg.train_members)
+    out = [(f"step {i + 1}", counts_) for i, counts_ in enumerate(per_step[:first_steps])]
     start = 0
     for index, phase in enumerate(mix.schedule):
-        if start < len(per_step) and start >= first_steps:
-            rows.append((f"phase {index + 1} (step {start})", per_step[start]))
+        if first_steps <= start < len(per_step):
+            out.append((f"phase {index + 1} (step {start + 1})", per_step[start]))
         if phase.until_step is None:
             break
         start = phase.until_step
-    return rows
+    return out
 
 
-def starvation(mix: MixtureSpec, prompts_per_step: int | None = None) -> dict[str, dict[str, float]]:
-    """Chance that a member gets no prompt in a step: with independent draws, and with ormix's exact quotas."""
-    k = prompts_per_step or mix.prompts_per_step
-    if not k:
-        return {}
-    probs = step_probabilities(mix, 0)
-    return {
-        "iid": sampling.starvation_probability(probs, k, mode="iid"),
-        "quotas": sampling.starvation_probability(probs, k, mode="quotas"),
-    }
+def inspect_mixture(
+    mix: MixtureSpec, *, first_steps: int = 4, batch: int | None = None, contact_servers: bool = True
+) -> Inspection:
+    """Members, task counts, tool surfaces (as the model sees them), composition of the first steps and per
+    phase, and the chance that a member gets no prompt in a step (random draws vs ormix's exact quotas).
+
+    Steps are numbered from 1, as training counts them. With ``contact_servers=False`` (or for members whose
+    server cannot be asked) task counts come from the config and tools are not shown.
+    """
+    members = [_summary(mix, m, contact_servers) for m in mix.config.members]
+    notes: list[str] = []
+    counts = {m.name: m.tasks for m in members if m.role != "eval"}
+    missing = sorted(n for n, c in counts.items() if c is None)
+    composition: list[tuple[str, dict[str, int]]] = []
+    probabilities: dict[str, float] = {}
+    rows: int | None = None
+    needs_counts = mix.config.strategy == "temperature" or not (
+        mix.config.num_samples or mix.config.num_steps
+    )
+    if missing and needs_counts:
+        notes.append(
+            f"composition not shown: the task count of {', '.join(missing)} is unknown (set num_tasks, or make "
+            "the server reachable)"
+        )
+    else:
+        known = {n: (c if c is not None else 1) for n, c in counts.items()}
+        probabilities = member_probabilities_at(mix, 1, known)
+        composition = _composition(mix, known, first_steps)
+        cfg = mix.config
+        rows = cfg.num_samples or (
+            cfg.num_steps * cfg.prompts_per_step
+            if cfg.num_steps and cfg.prompts_per_step
+            else sum(known.values())
+        )
+    starvation: dict[str, dict[str, float]] = {}
+    k = batch or mix.config.prompts_per_step
+    if k and probabilities:
+        starvation = {
+            "iid": sampling.starvation_probability(probabilities, k, mode="iid"),
+            "quotas": sampling.starvation_probability(probabilities, k, mode="quotas"),
+        }
+    return Inspection(
+        name=mix.name,
+        routing=mix.routing,
+        strategy=mix.strategy,
+        seed=mix.seed,
+        prompts_per_step=mix.prompts_per_step,
+        rows=rows,
+        members=members,
+        probabilities=probabilities,
+        composition=composition,
+        starvation=starvation,
+        notes=notes,
+    )
 
 
-def inspect_mixture(mix: MixtureSpec, *, first_steps: int = 4, batch: int | None = None) -> dict[str, Any]:
-    """Everything `ormix inspect` prints, as data."""
-    return {
-        "name": mix.name,
-        "routing": mix.routing,
-        "strategy": mix.strategy,
-        "seed": mix.seed,
-        "prompts_per_step": mix.prompts_per_step,
-        "rows": len(mix.plan),
-        "members": summarize_members(mix),
-        "probabilities": step_probabilities(mix, 0),
-        "composition": composition_table(mix, first_steps),
-        "starvation": starvation(mix, batch),
-    }
+def describe(info: Inspection) -> dict[str, Any]:
+    """The inspection as plain data (for ``--json`` output and tests)."""
+    from dataclasses import asdict
+
+    return asdict(info)

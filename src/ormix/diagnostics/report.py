@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ormix.telemetry import batch_metrics, is_informative, read_records
+from ormix.telemetry.metrics import batch_metrics, is_informative
+from ormix.telemetry.records import read_records
 
 __all__ = ["ReportResult", "member_summary", "percentile", "report_command", "step_series", "write_report"]
 

@@ -1,50 +1,59 @@
-"""`MixtureSpec`: several ORS environments in one GRPO run.
+"""`MixtureSpec`: several ORS environments in one GRPO run, built from one `MixtureConfig`.
+
+A mixture is described once, by its config (`ormix.config.MixtureConfig`, what a mixture file holds): the
+Python constructor builds that same config from its arguments, and everything else — member specs, the
+plan, datasets, routing, reward functions, ablations, the manifest — is built from it. Every rule (member
+names, weights, schedules, strategies) is checked there, once, with every problem reported together.
 
 Members (each an `OpenRewardSpec` plus per-member options) are interleaved into one dataset keyed by an
-`environment` column, following a plan from `ormix.mixture.sampling` (weights, temperature, round robin, step
-schedules, exact per-step quotas). Tool calls are routed to the member's session, either per environment
-(TRL's dict `environment_factory`) or through one `RoutingEnvironment` with namespaced methods. Rewards
-come back as one function per member, so TRL logs `rewards/<member>/mean`.
+`environment` column, following a plan from `ormix.mixture.sampling` (weights, temperature, round robin,
+step schedules, exact per-step quotas). Tool calls are routed to the member's session, either per
+environment (TRL's dict `environment_factory`) or through one `RoutingEnvironment` with namespaced methods.
+Rewards come back as one function per member, so TRL logs `rewards/<member>/mean`.
 
 Example:
     >>> mix = MixtureSpec({"terminals": OpenRewardSpec("local:terminals", num_tasks=16),
     ...                    "seta": OpenRewardSpec("local:seta", num_tasks=16)},
-    ...                   weights={"terminals": 0.7, "seta": 0.3}, prompts_per_step=4, num_samples=64)  # doctest: +SKIP
-    >>> mix.train_dataset["environment"][:4]      # doctest: +SKIP
+    ...                   weights={"terminals": 0.7, "seta": 0.3}, prompts_per_step=4, num_samples=64)
+    >>> mix.config.weights, mix.train_members
+    ({'terminals': 0.7, 'seta': 0.3}, ['terminals', 'seta'])
+    >>> mix.without("seta").name
+    'mixture-without-seta'
 """
 
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
-import logging
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
+from ormix.config import MemberConfig, MixtureConfig, SpecConfig, TelemetryConfig
+from ormix.connection import Connection, connection_key
+from ormix.dataset import rows_to_dataset
+from ormix.errors import MixtureError
 from ormix.mixture import sampling
-from ormix.rollout.routing import make_routing_class
-from ormix.spec import OpenRewardSpec, make_reward_func, rows_to_dataset
+from ormix.rollout.episode import SPLIT_COLUMN
+from ormix.rollout.rewards import RewardFunction
+from ormix.rollout.routing import RoutingEnvironment, make_routing_class
+from ormix.spec import OpenRewardSpec
 
-logger = logging.getLogger(__name__)
+__all__ = ["Member", "MixtureError", "MixtureSpec", "load_mixture"]
 
-MEMBER_NAME = re.compile(r"^[a-z](?:[a-z0-9_]{0,30}[a-z0-9])?$")
 Role = Literal["train", "eval", "both"]
-
-
-class MixtureError(ValueError):
-    """A mixture that cannot work; raised before any server is contacted, naming the fix."""
 
 
 @dataclass
 class Member:
-    """One environment of a mixture: its spec plus per-member options.
+    """One environment of a mixture built in Python: its spec plus per-member options.
+
+    The same options as a mixture file's member (`ormix.config.MemberConfig`): the mixture turns it into one.
 
     Example:
-        >>> Member(OpenRewardSpec("local:seta", num_tasks=8), weight=0.3, scale=2.0)   # doctest: +SKIP
+        >>> Member(OpenRewardSpec("local:seta", num_tasks=8), weight=0.3, scale=2.0).config().scale
+        2.0
     """
 
     spec: OpenRewardSpec
@@ -55,28 +64,30 @@ class Member:
     eval_split: str | None = None
     eval_indices: Sequence[int] | None = None
     eval_num_tasks: int | None = None
-    options: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def trains(self) -> bool:
-        return self.role in ("train", "both")
+    def config(self) -> MemberConfig:
+        """This member as a `MemberConfig` (the spec's options plus the member's)."""
+        options: dict[str, Any] = {k: getattr(self.spec.config, k) for k in SpecConfig.model_fields}
+        if self.unscored_reward is not None:
+            options["unscored_reward"] = self.unscored_reward
+        evaluation = None
+        if self.eval_split is not None or self.eval_indices is not None or self.eval_num_tasks is not None:
+            evaluation = {
+                "split": self.eval_split,
+                "indices": list(self.eval_indices) if self.eval_indices is not None else None,
+                "num_tasks": self.eval_num_tasks,
+            }
+        return MemberConfig.model_validate(
+            {**options, "weight": self.weight, "role": self.role, "scale": self.scale, "eval": evaluation}
+        )
 
-    @property
-    def evaluates(self) -> bool:
-        return self.role in ("eval", "both") or self.eval_split is not None or self.eval_indices is not None
 
-
-def _trl_accepts_dict_factory() -> bool:
-    try:
-        from trl import GRPOTrainer
-    except ImportError:
-        return False
-    annotation = str(
-        inspect.signature(GRPOTrainer.__init__)
-        .parameters.get("environment_factory", inspect.Parameter("x", 1))
-        .annotation
-    )
-    return "dict" in annotation
+def _member(name: str, value: Any) -> Member:
+    if isinstance(value, Member):
+        return value
+    if isinstance(value, OpenRewardSpec):
+        return Member(value)
+    raise MixtureError(f"member {name!r} must be an OpenRewardSpec or a Member, not {type(value).__name__}")
 
 
 class MixtureSpec:
@@ -89,7 +100,7 @@ class MixtureSpec:
         weights: member → weight (alternative to `Member.weight`); default uniform.
         strategy: `weights`, `temperature` (p ∝ n_i^(1/T) over task counts) or `round_robin`.
         temperature: T for the `temperature` strategy.
-        schedule: curriculum phases (`sampling.Phase` or dicts with `until_step`, `weights`, `interpolate`);
+        schedule: curriculum phases (dicts with `until_step`, `weights`, `interpolate`, or `sampling.Phase`);
             needs `prompts_per_step`.
         num_samples: rows in the training dataset (default: `num_steps * prompts_per_step`, else all tasks).
         prompts_per_step: unique prompts per optimizer step; every step then gets its exact quota.
@@ -97,6 +108,10 @@ class MixtureSpec:
         routing: `auto` (per_env where the installed TRL accepts a dict factory), `per_env` or `namespaced`.
         seed: plan seed; same config and seed → same rows on every rank and run.
         name: a label for manifests and run directories.
+        telemetry: the coverage alarm's settings (`ormix.config.TelemetryConfig` fields).
+
+    The arguments become a `MixtureConfig` (`mix.config`), validated like a mixture file: a bad one raises
+    `ormix.config.MixtureConfigError` (a `MixtureError`) listing every problem.
     """
 
     def __init__(
@@ -113,109 +128,120 @@ class MixtureSpec:
         routing: str = "auto",
         seed: int = 0,
         name: str | None = None,
-        telemetry: Mapping[str, Any] | None = None,
+        telemetry: Mapping[str, Any] | TelemetryConfig | None = None,
     ) -> None:
-        if not members:
-            raise MixtureError("a mixture needs at least one member")
-        self.members: dict[str, Member] = {}
-        for member_name, value in members.items():
-            if not isinstance(member_name, str) or not MEMBER_NAME.match(member_name) or "__" in member_name:
-                raise MixtureError(
-                    f"member name {member_name!r} is not a short identifier: use lower-case letters, "
-                    "digits and single underscores, starting with a letter and not ending in '_' (e.g. 'seta_easy')"
-                )
-            member = value if isinstance(value, Member) else Member(value)
-            if not isinstance(member.spec, OpenRewardSpec):
-                raise MixtureError(
-                    f"member {member_name!r} must be an OpenRewardSpec or a Member, "
-                    f"not {type(member.spec).__name__}"
-                )
-            self.members[member_name] = member
-        if weights is not None:
-            unknown = sorted(set(weights) - set(self.members))
-            if unknown:
-                raise MixtureError(
-                    f"weights name unknown member(s) {unknown}; members are {sorted(self.members)}"
-                )
-            if any(m.weight is not None for m in self.members.values()):
-                raise MixtureError("give weights either in `weights=` or per member, not both")
-            for member_name, w in weights.items():
-                self.members[member_name] = replace(self.members[member_name], weight=float(w))
-        if routing not in ("auto", "per_env", "namespaced"):
-            raise MixtureError(f"routing must be 'auto', 'per_env' or 'namespaced', not {routing!r}")
-        self.strategy = strategy
-        self.temperature = temperature
-        self.schedule = [
-            p if isinstance(p, sampling.Phase) else sampling.Phase(**dict(p)) for p in schedule or []
-        ]
-        self.num_samples = num_samples
-        self.prompts_per_step = prompts_per_step
-        self.num_steps = num_steps
-        self.routing_requested = routing
-        self.seed = seed
-        self.name = name or "mixture"
-        self.telemetry = dict(telemetry or {})
-        from ormix.telemetry import TelemetryConfig, TelemetryConfigError
+        given = {str(n): _member(str(n), v) for n, v in members.items()}
+        phases = None
+        if schedule is not None:
+            phases = [
+                {"until_step": p.until_step, "weights": dict(p.weights), "interpolate": p.interpolate}
+                if isinstance(p, sampling.Phase)
+                else dict(p)
+                for p in schedule
+            ]
+        data = {
+            "name": name or "mixture",
+            "members": {n: m.config() for n, m in given.items()},
+            "weights": dict(weights) if weights is not None else None,
+            "strategy": strategy,
+            "temperature": temperature,
+            "schedule": phases,
+            "num_samples": num_samples,
+            "num_steps": num_steps,
+            "prompts_per_step": prompts_per_step,
+            "routing": routing,
+            "seed": seed,
+            "telemetry": telemetry if telemetry is not None else {},
+        }
+        config = MixtureConfig.from_dict(
+            {k: v for k, v in data.items() if v is not None}, source=f"MixtureSpec({data['name']!r})"
+        )
+        self._setup(config, {n: m.spec for n, m in given.items()})
 
-        try:
-            TelemetryConfig.from_mapping(self.telemetry)
-        except TelemetryConfigError as e:
-            raise MixtureError(f"telemetry: {e}") from None
-        if not self.train_members:
-            raise MixtureError("no member has role 'train' or 'both': nothing to train on")
-        self._validate_weights()
-        # Members share connections (and tool surfaces) when they name the same server.
+    @classmethod
+    def from_config(
+        cls, config: MixtureConfig, *, specs: Mapping[str, OpenRewardSpec] | None = None
+    ) -> MixtureSpec:
+        """The mixture a validated `MixtureConfig` describes (what a mixture file holds).
+
+        ``specs``: existing specs to share connections (and what their servers answered) with, by member name.
+
+        Example:
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}})
+            >>> MixtureSpec.from_config(cfg).train_members
+            ['a', 'b']
+        """
+        mixture = cls.__new__(cls)
+        mixture._setup(config, specs or {})
+        return mixture
+
+    def _setup(self, config: MixtureConfig, specs: Mapping[str, OpenRewardSpec]) -> None:
+        self.config = config
+        # Members naming the same server share one connection: one client, one task list per selection,
+        # one tool surface.
+        connections: dict[tuple[Any, ...], Connection] = {}
+        for spec in specs.values():
+            connections.setdefault(spec.connection.key, spec.connection)
         self._specs: dict[str, OpenRewardSpec] = {}
-        owners: dict[tuple, OpenRewardSpec] = {}
-        for member_name, member in self.members.items():
-            spec = member.spec._member_copy(member_name)
-            key = spec._connection_key()
-            if key in owners:
-                spec._share_connection(owners[key])
-            else:
-                owners[key] = spec
+        for member_name, member in config.members.items():
+            key = connection_key(member)
+            spec = OpenRewardSpec.from_config(member, name=member_name, connection=connections.get(key))
+            connections.setdefault(key, spec.connection)
             self._specs[member_name] = spec
 
-    # ── validation (no I/O) ───────────────────────────────────────────
+    # ── the config, read ──────────────────────────────────────────────
+
+    @property
+    def name(self) -> str:
+        """The mixture's name (run directories, manifests)."""
+        return self.config.name
+
+    @property
+    def members(self) -> dict[str, MemberConfig]:
+        """Member name → its `MemberConfig` (the member's spec: `spec(name)`)."""
+        return dict(self.config.members)
 
     @property
     def train_members(self) -> list[str]:
         """Members that appear in the training dataset, in declaration order."""
-        return [n for n, m in self.members.items() if m.trains]
+        return self.config.train_members
 
-    def _weights(self) -> dict[str, float] | None:
-        given = {n: self.members[n].weight for n in self.train_members if self.members[n].weight is not None}
-        if not given:
-            return None
-        return {n: float(given.get(n, 0.0)) for n in self.train_members}
+    @property
+    def seed(self) -> int:
+        """The plan seed."""
+        return self.config.seed
 
-    def _validate_weights(self) -> None:
-        weights = self._weights()
-        if weights is not None:
-            negative = sorted(n for n, w in weights.items() if w < 0)
-            if negative:
-                raise MixtureError(f"negative weight for {negative}: weights must be >= 0")
-            if sum(weights.values()) <= 0:
-                raise MixtureError("all weights are zero: give at least one train member a positive weight")
-        if self.schedule:
-            if self.prompts_per_step is None:
-                raise MixtureError(
-                    "a schedule needs prompts_per_step (unique prompts per training step) to know "
-                    "which step each row belongs to"
-                )
-            try:
-                sampling.validate_schedule(self.schedule, self.train_members)
-            except sampling.SamplingError as e:
-                raise MixtureError(str(e)) from None
+    @property
+    def strategy(self) -> str:
+        """The sampling strategy (`weights`, `temperature`, `round_robin`)."""
+        return self.config.strategy
 
-    # ── plan and datasets ─────────────────────────────────────────────
+    @property
+    def prompts_per_step(self) -> int | None:
+        """Unique prompts per optimizer step, when the plan is laid out by steps."""
+        return self.config.prompts_per_step
+
+    @property
+    def telemetry_config(self) -> TelemetryConfig:
+        """The coverage alarm's settings."""
+        return self.config.telemetry
+
+    @cached_property
+    def schedule(self) -> list[sampling.Phase]:
+        """The curriculum phases (empty without a schedule)."""
+        return [
+            sampling.Phase(until_step=p.until_step, weights=dict(p.weights), interpolate=p.interpolate)
+            for p in self.config.schedule or []
+        ]
 
     def spec(self, member: str) -> OpenRewardSpec:
         """The (member-named) spec of one member."""
         try:
             return self._specs[member]
         except KeyError:
-            raise MixtureError(f"unknown member {member!r}; members are {sorted(self.members)}") from None
+            raise MixtureError(f"unknown member {member!r}; members are {sorted(self._specs)}") from None
+
+    # ── plan and datasets ─────────────────────────────────────────────
 
     @cached_property
     def plan(self) -> list[sampling.PlanRow]:
@@ -224,17 +250,18 @@ class MixtureSpec:
         empty = sorted(n for n, t in tasks.items() if not t)
         if empty:
             raise MixtureError(f"member(s) {empty} have no tasks: check num_tasks / indices / where")
+        cfg = self.config
         try:
             return sampling.plan_rows(
                 tasks,
-                strategy=self.strategy,
-                weights=self._weights(),
-                temperature=self.temperature,
+                strategy=cfg.strategy,
+                weights=cfg.static_weights() if cfg.strategy == "weights" and not cfg.schedule else None,
+                temperature=cfg.temperature,
                 schedule=self.schedule or None,
-                num_samples=self.num_samples,
-                prompts_per_step=self.prompts_per_step,
-                num_steps=self.num_steps,
-                seed=self.seed,
+                num_samples=cfg.num_samples,
+                prompts_per_step=cfg.prompts_per_step,
+                num_steps=cfg.num_steps,
+                seed=cfg.seed,
             )
         except sampling.SamplingError as e:
             raise MixtureError(str(e)) from None
@@ -242,10 +269,11 @@ class MixtureSpec:
     @property
     def order_matters(self) -> bool:
         """Whether the dataset order carries meaning (quotas, schedule, round robin): then shuffling breaks it."""
-        return bool(self.prompts_per_step or self.schedule or self.strategy == "round_robin")
+        cfg = self.config
+        return bool(cfg.prompts_per_step or cfg.schedule or cfg.strategy == "round_robin")
 
     @cached_property
-    def train_dataset(self):
+    def train_dataset(self) -> Any:
         """Interleaved rows: `prompt`, `environment`, `task_index`, then task metadata.
 
         Metadata keys whose types clash across members (say `difficulty` an int in one and a string in
@@ -267,23 +295,29 @@ class MixtureSpec:
             )
         return rows_to_dataset(rows)
 
+    def eval_spec(self, member: str) -> OpenRewardSpec:
+        """The spec selecting a member's eval tasks (another split or held-out indices; itself otherwise)."""
+        spec, config = self.spec(member), self.config.members[member]
+        evaluation = config.eval
+        if evaluation is None:
+            return spec
+        changes: dict[str, Any] = {"split": evaluation.split or spec.split}
+        if (
+            evaluation.indices is not None
+            or evaluation.num_tasks is not None
+            or changes["split"] != spec.split
+        ):
+            # Another split: the training selection means nothing there (its whole split, unless told).
+            changes.update(indices=evaluation.indices, num_tasks=evaluation.num_tasks)
+        return spec.derive(**changes)
+
     @cached_property
     def eval_dataset(self) -> dict[str, Any]:
         """One dataset per evaluating member (its eval split or held-out indices), keyed by member name."""
         out: dict[str, Any] = {}
-        for member_name, member in self.members.items():
-            if not member.evaluates:
-                continue
-            spec = self.spec(member_name)
-            if (
-                member.eval_split is not None
-                or member.eval_indices is not None
-                or member.eval_num_tasks is not None
-            ):
-                spec = spec._eval_copy(
-                    split=member.eval_split, indices=member.eval_indices, num_tasks=member.eval_num_tasks
-                )
-            extra = {"ors_split": spec.split} if spec.split != self.spec(member_name).split else {}
+        for member_name in self.config.eval_members:
+            spec = self.eval_spec(member_name)
+            extra = {SPLIT_COLUMN: spec.split} if spec.split != self.spec(member_name).split else {}
             rows = [{"environment": member_name, **row, **extra} for row in spec.dataset_rows()]
             out[member_name] = rows_to_dataset(rows)
         return out
@@ -293,62 +327,64 @@ class MixtureSpec:
     @property
     def single(self) -> bool:
         """A mixture of one member behaves exactly like that member's spec."""
-        return len(self.members) == 1
+        return len(self._specs) == 1
 
     @cached_property
     def routing(self) -> str:
         """The routing actually used: `single`, `per_env` or `namespaced`."""
         if self.single:
             return "single"
-        if self.routing_requested == "auto":
-            return "per_env" if _trl_accepts_dict_factory() else "namespaced"
-        return self.routing_requested
+        if self.config.routing == "auto":
+            from ormix.integrations.trl.compat import accepts_dict_factory
+
+            return "per_env" if accepts_dict_factory() else "namespaced"
+        return self.config.routing
 
     @cached_property
-    def routing_class(self):
+    def routing_class(self) -> type[RoutingEnvironment]:
         """The `RoutingEnvironment` subclass (namespaced routing)."""
-        return make_routing_class({n: self.spec(n).episode_class for n in self.members})
+        return make_routing_class({n: self.spec(n).episode_class for n in self._specs})
 
     @cached_property
     def environment_factory(self) -> Callable[[], Any] | dict[str, Callable[[], Any]]:
         """`per_env`: `{member: factory}`; `namespaced`: one factory of `RoutingEnvironment`; single: the spec's."""
         if self.routing == "single":
-            return self.spec(next(iter(self.members))).environment_factory
+            return self.spec(next(iter(self._specs))).environment_factory
         if self.routing == "per_env":
-            return {n: self.spec(n).environment_factory for n in self.members}
+            return {n: self.spec(n).environment_factory for n in self._specs}
         cls = self.routing_class
 
-        def factory():
+        def factory() -> RoutingEnvironment:
             return cls()
 
         factory.__name__ = "routing_environment"
         return factory
 
     @cached_property
-    def reward_funcs(self) -> list[Callable[..., list[float | None]]]:
+    def reward_funcs(self) -> list[RewardFunction]:
         """One outcome-only reward function per member, `__name__` = member name (TRL logs
         `rewards/<member>/mean`); other members' rollouts get `None`."""
-        funcs = []
-        for member_name, member in self.members.items():
-            config = self.spec(member_name).episode_class._config
-            unscored = (
-                member.unscored_reward if member.unscored_reward is not None else member.spec.unscored_reward
-            )
-            funcs.append(make_reward_func(member_name, config, scale=member.scale, unscored_reward=unscored))
-        return funcs
+        return [
+            self.spec(n).reward_function(name=n, scale=m.scale, unscored_reward=m.unscored_reward)
+            for n, m in self.config.members.items()
+        ]
 
     @cached_property
     def callbacks(self) -> list[Any]:
         """The trainer-configuration check, per-environment telemetry (rollout records, coverage alarm as set
-        by `telemetry=`) and session cleanup at train end (needs transformers).
+        by `telemetry=`) and session cleanup at train end (needs transformers)."""
+        from ormix.integrations.trl.callbacks import (
+            MixtureConfigCheck,
+            SessionCleanupCallback,
+            TelemetryCallback,
+        )
 
-        Raises `ormix.telemetry.TelemetryConfigError` for an unknown or invalid `telemetry` setting.
-        """
-        from ormix.integrations.trl import MixtureConfigCheck, SessionCleanupCallback, TelemetryCallback
-
+        secrets = sorted({v for spec in self._specs.values() for v in spec.secret_values()})
         return [
             MixtureConfigCheck(self),
-            TelemetryCallback(self._specs, self.telemetry),
+            TelemetryCallback(
+                {n: s.telemetry for n, s in self._specs.items()}, self.telemetry_config, secrets=secrets
+            ),
             SessionCleanupCallback(self._specs.values()),
         ]
 
@@ -356,103 +392,42 @@ class MixtureSpec:
         """Close every session still open by this mixture's episodes."""
         return sum(spec.close_sessions() for spec in self._specs.values())
 
+    def close(self) -> None:
+        """Close every session and every member's connection (a later use reconnects)."""
+        self.close_sessions()
+        for spec in self._specs.values():
+            spec.connection.close()
+
     # ── ablations and manifest ────────────────────────────────────────
 
-    def _derive(self, members: Mapping[str, Member], **changes: Any) -> MixtureSpec:
-        kwargs = dict(
-            weights=None,
-            strategy=self.strategy,
-            temperature=self.temperature,
-            schedule=self.schedule or None,
-            num_samples=self.num_samples,
-            prompts_per_step=self.prompts_per_step,
-            num_steps=self.num_steps,
-            routing=self.routing_requested,
-            seed=self.seed,
-            name=self.name,
-            telemetry=self.telemetry,
+    def _derived(self, config: MixtureConfig) -> MixtureSpec:
+        # The kept members reuse this mixture's connections (tasks and tool surfaces already fetched).
+        return MixtureSpec.from_config(
+            config, specs={n: s for n, s in self._specs.items() if n in config.members}
         )
-        kwargs.update(changes)
-        derived = MixtureSpec(dict(members), **kwargs)
-        # The file's `train:` and `telemetry:` sections still apply to an ablation of it.
-        if getattr(self, "config", None) is not None:
-            derived.config = self.config
-        # Reuse fetched tasks, tool surfaces and connections of the members kept.
-        for member_name in derived._specs:
-            derived._specs[member_name] = self._specs[member_name]
-        return derived
-
-    def _filtered_schedule(self, keep: Sequence[str]) -> list[sampling.Phase] | None:
-        train_kept = [n for n in keep if self.members[n].trains]
-        if not self.schedule or len(train_kept) <= 1:
-            return None  # one train member left: nothing to schedule
-        phases = []
-        for phase in self.schedule:
-            weights = {k: v for k, v in phase.weights.items() if k in keep}
-            if sum(weights.values()) <= 0:
-                raise MixtureError(
-                    f"removing members leaves a schedule phase (until_step={phase.until_step}) "
-                    "with no positive weight; edit the schedule instead"
-                )
-            phases.append(replace(phase, weights=weights))
-        return phases
 
     def without(self, *names: str) -> MixtureSpec:
-        """A new mixture without these members (leave-one-out ablation).
-
-        Example:
-            >>> mix.without("seta").train_members   # doctest: +SKIP
-            ['terminals']
-        """
-        self._check_names(names)
-        keep = {n: m for n, m in self.members.items() if n not in names}
-        if not any(m.trains for m in keep.values()):
-            raise MixtureError(f"without({', '.join(names)}) leaves no train member")
-        return self._derive(
-            keep, schedule=self._filtered_schedule(list(keep)), name=f"{self.name}-without-" + "-".join(names)
-        )
+        """A new mixture without these members (leave-one-out ablation); see `MixtureConfig.without`."""
+        return self._derived(self.config.without(*names))
 
     def only(self, *names: str) -> MixtureSpec:
-        """A new mixture of only these members (only-one ablation)."""
-        self._check_names(names)
-        keep = {n: m for n, m in self.members.items() if n in names}
-        return self._derive(
-            keep, schedule=self._filtered_schedule(list(keep)), name=f"{self.name}-only-" + "-".join(names)
-        )
+        """A new mixture of only these members (only-one ablation); see `MixtureConfig.only`."""
+        return self._derived(self.config.only(*names))
 
     def reweight(self, **weights: float) -> MixtureSpec:
-        """A new mixture with these weights (members not named keep theirs); drops any schedule.
-
-        Example:
-            >>> mix.reweight(seta=0.5, terminals=0.5)   # doctest: +SKIP
-        """
-        self._check_names(weights)
-        eval_only = sorted(n for n in weights if not self.members[n].trains)
-        if eval_only:
-            raise MixtureError(
-                f"reweight names eval-only member(s) {eval_only}: they have no training weight"
-            )
-        current = self._weights() or {n: 1.0 for n in self.train_members}
-        current.update({k: float(v) for k, v in weights.items()})
-        members = {
-            n: replace(m, weight=current.get(n) if m.trains else None) for n, m in self.members.items()
-        }
-        label = "-".join(f"{k}{v:g}" for k, v in sorted(weights.items()))
-        return self._derive(members, schedule=None, strategy="weights", name=f"{self.name}-reweight-{label}")
-
-    def _check_names(self, names) -> None:
-        unknown = sorted(set(names) - set(self.members))
-        if unknown:
-            raise MixtureError(f"unknown member(s) {unknown}; members are {sorted(self.members)}")
+        """A new mixture with these static weights (others keep theirs); see `MixtureConfig.reweight`."""
+        return self._derived(self.config.reweight(**weights))
 
     def manifest(self) -> dict[str, Any]:
-        """What exactly this run trains on: config, seed, per-member task indices and tools, versions, and a hash.
+        """What exactly this run trains on: the config, per-member task indices and tools, the plan, versions.
 
-        The hash covers everything but the versions, so the same composition hashes the same on every machine.
+        ``hash`` is the config's (`MixtureConfig.config_hash`: what was asked for, the same hash `ormix
+        ablate` writes into derived files); ``resolved_hash`` also covers what the servers answered (task
+        indices, tools) and the plan. Neither covers the versions, so the same composition hashes the same
+        on every machine.
         """
-
         members = {}
-        for member_name, member in self.members.items():
+        for member_name, member in self.config.members.items():
             spec = self.spec(member_name)
             members[member_name] = {
                 **spec.manifest_entry(),
@@ -462,87 +437,27 @@ class MixtureSpec:
                 "unscored_reward": member.unscored_reward,
                 "task_indices": spec.task_indices if member.trains else [],
             }
-        body = {
-            "name": self.name,
-            "seed": self.seed,
-            "strategy": self.strategy,
-            "temperature": self.temperature,
-            "schedule": [
-                {"until_step": p.until_step, "weights": dict(p.weights), "interpolate": p.interpolate}
-                for p in self.schedule
-            ],
-            "num_samples": self.num_samples,
-            "prompts_per_step": self.prompts_per_step,
-            "num_steps": self.num_steps,
-            "routing": self.routing,
+        resolved = {
             "members": members,
+            "routing": self.routing,
             "plan": [[r.member, r.task_index] for r in self.plan],
         }
-        digest = hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()
-        versions = _versions()
-        return {**body, "versions": versions, "hash": digest}
-
-    @classmethod
-    def from_config(
-        cls, config: Any, *, environ: Mapping[str, str] | None = None, **overrides: Any
-    ) -> MixtureSpec:
-        """Build a mixture from a validated `ormix.config.MixtureConfig` (what a mixture file holds).
-
-        `overrides` replace top-level arguments (e.g. `num_samples=`, `prompts_per_step=`, `seed=`).
-        """
-        members: dict[str, Member] = {}
-        for member_name, m in config.members.items():
-            spec = OpenRewardSpec(
-                m.target,
-                num_tasks=m.num_tasks,
-                split=m.split,
-                indices=m.indices,
-                api_key=m.api_key(environ),
-                secrets=m.secret_values() or None,
-                env_name=m.env_name,
-                include_metadata=m.include_metadata,
-                discover_task_tools=m.discover_task_tools,
-                task_tools_discovery_index=m.task_tools_discovery_index,
-                where=m.where or None,
-                unscored_reward=m.unscored_reward,
-                name=member_name,
-                transport=m.transport,
-            )
-            ev = m.eval
-            members[member_name] = Member(
-                spec,
-                role=m.role,
-                scale=m.scale,
-                unscored_reward=m.unscored_reward,
-                eval_split=ev.split if ev else None,
-                eval_indices=ev.indices if ev else None,
-                eval_num_tasks=ev.num_tasks if ev else None,
-            )
-        weights = config.static_weights() if config.strategy == "weights" and not config.schedule else None
-        kwargs: dict[str, Any] = dict(
-            weights=weights,
-            strategy=config.strategy,
-            temperature=config.temperature,
-            schedule=[
-                sampling.Phase(until_step=p.until_step, weights=dict(p.weights), interpolate=p.interpolate)
-                for p in config.schedule
-            ]
-            if config.schedule
-            else None,
-            num_samples=config.num_samples,
-            prompts_per_step=config.prompts_per_step,
-            routing=config.routing,
-            seed=config.seed,
-            name=config.name,
-            telemetry=config.telemetry,
-        )
-        kwargs.update(overrides)
-        mixture = cls(members, **kwargs)
-        mixture.config = config
-        return mixture
+        config_hash = self.config.config_hash()
+        resolved_hash = hashlib.sha256(
+            json.dumps({"config": config_hash, **resolved}, sort_keys=True, default=str).encode()
+        ).hexdigest()
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "config": self.config.manifest_dict(),
+            **resolved,
+            "versions": _versions(),
+            "hash": config_hash,
+            "resolved_hash": resolved_hash,
+        }
 
     def __repr__(self) -> str:
-        return f"MixtureSpec({self.name!r}, members={list(self.members)}, strategy={self.strategy!r})"
+        return f"MixtureSpec({self.name!r}, members={list(self._specs)}, strategy={self.strategy!r})"
 
 
 def _versions() -> dict[str, str]:
@@ -557,12 +472,20 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def load_mixture(path: str, **overrides: Any) -> MixtureSpec:
+def load_mixture(path: str, *, defer_missing_secrets: bool = False, **overrides: Any) -> MixtureSpec:
     """Build a `MixtureSpec` from a mixture file (`mixtures/*.yaml`), validated before any server is contacted.
 
+    ``overrides`` replace top-level config keys (e.g. ``num_samples=``, ``seed=``), validated again.
+    ``defer_missing_secrets``: see `ormix.config.load_mixture_config`.
+
     Example:
-        >>> mix = load_mixture("mixtures/local-demo.yaml")   # doctest: +SKIP
+        >>> mix = load_mixture("mixtures/local-demo.yaml")
+        >>> mix.name, mix.train_members
+        ('local-demo', ['terminals', 'seta'])
     """
     from ormix.config import load_mixture_config
 
-    return MixtureSpec.from_config(load_mixture_config(path), **overrides)
+    config = load_mixture_config(path, defer_missing_secrets=defer_missing_secrets)
+    if overrides:
+        config = config.updated(**overrides)
+    return MixtureSpec.from_config(config)

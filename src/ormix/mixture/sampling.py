@@ -46,11 +46,14 @@ __all__ = [
     "composition",
     "derive_seed",
     "member_probabilities",
+    "plan_members",
     "plan_rows",
     "quota_sequence",
     "starvation_probability",
     "step_quotas",
+    "schedule_problems",
     "validate_schedule",
+    "weight_problems",
     "weights_at_step",
 ]
 
@@ -130,38 +133,88 @@ def derive_seed(seed: int, *parts: str) -> int:
 # --------------------------------------------------------------------------------------------------------------
 
 
-def _check_weight(member: str, value: float, where: str) -> float:
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
     try:
-        w = float(value)
+        return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        raise SamplingError(
-            f"weight of member {member!r}{where} is {value!r}, not a number; set a non-negative number"
-        ) from None
-    if math.isnan(w) or math.isinf(w):
-        raise SamplingError(f"weight of member {member!r}{where} is {w}; set a finite non-negative number")
-    if w < 0:
-        raise SamplingError(
-            f"weight of member {member!r}{where} is negative ({w}); weights must be >= 0 (0 leaves it out)"
+        return None
+
+
+def weight_problems(
+    weights: Mapping[str, object], members: Sequence[str], where: str = ""
+) -> list[tuple[str | None, str]]:
+    """Everything wrong with a weight map over ``members``, as ``(member or None, message)`` pairs.
+
+    The rules, written once (mixture files report them with their key path, the pure functions here raise
+    the first): a weight names a known member, is a finite number >= 0, and not every weight is zero.
+
+    Example:
+        >>> [m for m, _ in weight_problems({"a": -1, "zz": 1}, ["a", "b"])]
+        ['a', 'zz']
+        >>> weight_problems({"a": 0, "b": 0.0}, ["a", "b"])[0][1][:21]
+        'all weights are zero '
+    """
+    known = sorted(members)
+    out: list[tuple[str | None, str]] = []
+    values: list[float] = []
+    for member in sorted(weights, key=str):
+        value = weights[member]
+        if member not in known:
+            out.append(
+                (
+                    member,
+                    f"weights{where} name unknown member {member!r}; members are {known}: "
+                    "fix the name or add the member",
+                )
+            )
+            continue
+        w = _number(value)
+        if w is None:
+            out.append(
+                (
+                    member,
+                    f"weight of member {member!r}{where} is {value!r}, not a number; set a "
+                    "non-negative number",
+                )
+            )
+        elif math.isnan(w) or math.isinf(w):
+            out.append(
+                (member, f"weight of member {member!r}{where} is {w}; set a finite non-negative number")
+            )
+        elif w < 0:
+            out.append(
+                (
+                    member,
+                    f"weight of member {member!r}{where} is negative ({w}); weights must be >= 0 "
+                    "(0 leaves it out)",
+                )
+            )
+        else:
+            values.append(w)
+    if not out and math.fsum(values) <= 0:
+        out.append(
+            (
+                None,
+                f"all weights{where} are zero (members {known}); give at least one member a positive weight",
+            )
         )
-    return w
+    return out
+
+
+def _raise_first(problems: Sequence[tuple[object, str]]) -> None:
+    if problems:
+        raise SamplingError(problems[0][1])
 
 
 def _normalise_weights(
     counts: Mapping[str, int], weights: Mapping[str, float], where: str = ""
 ) -> dict[str, float]:
     members = sorted(counts)
-    unknown = sorted(set(weights) - set(counts))
-    if unknown:
-        raise SamplingError(
-            f"weights{where} name unknown member(s) {unknown}; members are {members}: "
-            "fix the name or add the member"
-        )
-    ws = {m: _check_weight(m, weights.get(m, 0.0), where) for m in members}
+    _raise_first(weight_problems(weights, members, where))
+    ws = {m: float(weights.get(m, 0.0)) for m in members}
     total = math.fsum(ws.values())
-    if total <= 0:
-        raise SamplingError(
-            f"all weights{where} are zero (members {members}); give at least one member a positive weight"
-        )
     for m in members:
         if ws[m] > 0 and counts[m] <= 0:
             raise SamplingError(
@@ -251,12 +304,61 @@ def _phase_label(i: int, phase: Phase) -> str:
     return f"phase {i} (until_step={phase.until_step})"
 
 
+def schedule_problems(
+    until_steps: Sequence[object], interpolates: Sequence[object]
+) -> list[tuple[int | None, str, str]]:
+    """Everything wrong with a schedule's phase boundaries, as ``(phase index, field, message)``.
+
+    The rules, written once: at least one phase; only the last phase may be open-ended (``until_step``
+    ``None``); boundaries strictly increase; the last phase cannot interpolate (nothing comes after it).
+    Mixture files report these with their key path; `validate_schedule` raises the first.
+
+    Example:
+        >>> schedule_problems([None, 10], [False, True])[0][2]
+        'only the last phase may be open-ended; give this phase an until_step or move it last'
+    """
+    if not until_steps:
+        return [(None, "", "the schedule is empty; add phases (the last may be open-ended) or remove it")]
+    out: list[tuple[int | None, str, str]] = []
+    last = len(until_steps) - 1
+    prev: int | None = None
+    for i, until in enumerate(until_steps):
+        step = until if isinstance(until, int) and not isinstance(until, bool) else None
+        if until is None and i != last:
+            out.append(
+                (
+                    i,
+                    "until_step",
+                    "only the last phase may be open-ended; give this phase an until_step or move it last",
+                )
+            )
+        if step is not None and step <= (prev if prev is not None else 0):
+            after = f"the previous phase's {prev}" if prev is not None else "step 0"
+            out.append(
+                (
+                    i,
+                    "until_step",
+                    f"until_step {step} does not come after {after}; order phases by "
+                    "strictly increasing until_step",
+                )
+            )
+        if step is not None:
+            prev = step
+        if i == last and interpolates[i] is True:
+            out.append(
+                (
+                    i,
+                    "interpolate",
+                    "the last phase has no next phase to interpolate toward; remove interpolate",
+                )
+            )
+    return out
+
+
 def validate_schedule(schedule: Sequence[Phase], members: Sequence[str] | Mapping[str, object]) -> None:
     """Raise :class:`SamplingError` unless ``schedule`` is a usable curriculum over ``members``.
 
-    Checks: at least one phase; ``until_step`` strictly increasing and positive; only the last phase may be
-    open-ended (``None``); no unknown member names; weights non-negative, finite, not all zero; the last phase
-    does not ask to interpolate (there is nothing to interpolate toward).
+    Checks `schedule_problems` (boundaries) and `weight_problems` (each phase's weights).
 
     Example:
         >>> validate_schedule([Phase(10, {"a": 1.0}), Phase(None, {"b": 1.0})], ["a", "b"])
@@ -266,47 +368,17 @@ def validate_schedule(schedule: Sequence[Phase], members: Sequence[str] | Mappin
         ...     print("open-ended" in str(err))
         True
     """
-    known = sorted(members)
-    if not schedule:
-        raise SamplingError(
-            "the schedule has no phases; give at least one Phase (the last may be open-ended)"
-        )
-    prev = 0
     for i, phase in enumerate(schedule):
-        label = _phase_label(i, phase)
-        last = i == len(schedule) - 1
         if not isinstance(phase, Phase):
             raise SamplingError(f"schedule entry {i} is {type(phase).__name__}, not a Phase")
-        if phase.until_step is None:
-            if not last:
-                raise SamplingError(
-                    f"{label} is open-ended but not last; only the last phase may have until_step=None"
-                )
-        else:
-            if isinstance(phase.until_step, bool) or not isinstance(phase.until_step, int):
-                raise SamplingError(f"{label}: until_step must be an integer step or None")
-            if phase.until_step <= prev:
-                raise SamplingError(
-                    f"{label} ends at step {phase.until_step}, not after the previous boundary {prev}; "
-                    "phases must be in increasing until_step order with no empty phase"
-                )
-            prev = phase.until_step
-        if phase.interpolate and last:
-            raise SamplingError(
-                f"{label} is the last phase but interpolate=True; there is no next phase to interpolate "
-                "toward: set interpolate=False or add a phase after it"
-            )
-        unknown = sorted(set(phase.weights) - set(known))
-        if unknown:
-            raise SamplingError(
-                f"{label} names unknown member(s) {unknown}; members are {known}: fix the name"
-            )
-        where = f" in {label}"
-        ws = [_check_weight(m, w, where) for m, w in sorted(phase.weights.items())]
-        if math.fsum(ws) <= 0:
-            raise SamplingError(
-                f"all weights in {label} are zero; give at least one member a positive weight"
-            )
+    problems = schedule_problems([p.until_step for p in schedule], [p.interpolate for p in schedule])
+    if problems:
+        index, _, message = problems[0]
+        raise SamplingError(
+            message if index is None else f"{_phase_label(index, schedule[index])}: {message}"
+        )
+    for i, phase in enumerate(schedule):
+        _raise_first(weight_problems(phase.weights, list(members), f" in {_phase_label(i, phase)}"))
 
 
 def weights_at_step(schedule: Sequence[Phase], step: int) -> dict[str, float]:
@@ -606,6 +678,40 @@ def _phase_starts(schedule: Sequence[Phase]) -> list[int]:
     return [0] + [ph.until_step for ph in schedule[:-1] if ph.until_step is not None]
 
 
+def plan_members(
+    counts: Mapping[str, int],
+    *,
+    strategy: str = "weights",
+    weights: Mapping[str, float] | None = None,
+    temperature: float = 1.0,
+    schedule: Sequence[Phase] | None = None,
+    num_samples: int | None = None,
+    prompts_per_step: int | None = None,
+    num_steps: int | None = None,
+    seed: int = 0,
+) -> list[tuple[str, int | None]]:
+    """The member (and step) of each row of a mixture's training dataset; tasks are `plan_rows`' business.
+
+    Needs only each member's task count (for ``temperature``, the default size and the zero-task checks), so
+    a plan's composition can be shown before any server answered. Arguments as for `plan_rows`.
+
+    Example:
+        >>> plan_members({"a": 3, "b": 2}, weights={"a": 0.5, "b": 0.5}, prompts_per_step=2, num_steps=2)
+        [('a', 0), ('b', 0), ('a', 1), ('b', 1)]
+    """
+    return _plan_members(
+        counts,
+        strategy=strategy,
+        weights=weights,
+        temperature=temperature,
+        schedule=schedule,
+        num_samples=num_samples,
+        prompts_per_step=prompts_per_step,
+        num_steps=num_steps,
+        seed=seed,
+    )
+
+
 def plan_rows(
     tasks: Mapping[str, Sequence[int]],
     *,
@@ -640,8 +746,37 @@ def plan_rows(
     """
     if not tasks:
         raise SamplingError("the mixture has no members; add at least one environment")
-    members = sorted(tasks)
-    counts = {m: len(tasks[m]) for m in members}
+    seq = _plan_members(
+        {m: len(tasks[m]) for m in tasks},
+        strategy=strategy,
+        weights=weights,
+        temperature=temperature,
+        schedule=schedule,
+        num_samples=num_samples,
+        prompts_per_step=prompts_per_step,
+        num_steps=num_steps,
+        seed=seed,
+    )
+    cyclers = {m: TaskCycler(tasks[m], seed=seed, member=m) for m in sorted(tasks)}
+    return [PlanRow(m, cyclers[m].next(), step, pos) for pos, (m, step) in enumerate(seq)]
+
+
+def _plan_members(
+    counts: Mapping[str, int],
+    *,
+    strategy: str,
+    weights: Mapping[str, float] | None,
+    temperature: float,
+    schedule: Sequence[Phase] | None,
+    num_samples: int | None,
+    prompts_per_step: int | None,
+    num_steps: int | None,
+    seed: int,
+) -> list[tuple[str, int | None]]:
+    if not counts:
+        raise SamplingError("the mixture has no members; add at least one environment")
+    members = sorted(counts)
+    counts = {m: counts[m] for m in members}
     if strategy not in STRATEGIES:
         raise SamplingError(f"unknown sampling strategy {strategy!r}; use one of {list(STRATEGIES)}")
     if strategy == "schedule" and schedule is None:
@@ -690,8 +825,7 @@ def plan_rows(
         if size == 0:
             raise SamplingError(f"no member has any task (members {members}); fix their task selection")
 
-    cyclers = {m: TaskCycler(tasks[m], seed=seed, member=m) for m in members}
-
+    # Member sequence first, tasks second: a member's task stream depends only on how many rows it gets.
     # Member sequence first, tasks second: a member's task stream depends only on how many rows it gets.
     seq: list[tuple[str, int | None]]
     if strategy == "round_robin":
@@ -727,7 +861,7 @@ def plan_rows(
             order.shuffle(block)
             seq.extend((m, s) for m in block)
         seq = seq[:size]
-    return [PlanRow(m, cyclers[m].next(), step, pos) for pos, (m, step) in enumerate(seq)]
+    return seq
 
 
 # --------------------------------------------------------------------------------------------------------------

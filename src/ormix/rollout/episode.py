@@ -45,13 +45,15 @@ EPISODE_STATE = (
     "scored",
     "episode",
     "split",
+    "token",
+    "binding",
+    "tool_specs",
+    "outcome",
+    "session_id",
 )
 
 #: Dataset column naming the split of a row's task when it is not the spec's own (eval rows).
 SPLIT_COLUMN = "ors_split"
-
-#: What the model sees at most of one tool result; the full size is recorded on the call.
-DEFAULT_MAX_OUTPUT_CHARS = 16_384
 
 
 @dataclass
@@ -79,26 +81,35 @@ class EpisodeConfig:
     """What every episode of one spec shares: how to open a session and how to behave.
 
     `open_session` is an async callable `(task_index, task_spec, split) -> Session`; `secrets` never leave it.
+    `token` identifies the spec's episodes (its reward function scores exactly the episodes carrying it).
+    `max_output_chars` is the most characters of one tool result the model sees (the full size is recorded).
+
+    Example:
+        >>> EpisodeConfig("echo", token="t", open_session=None, max_output_chars=100).live_count()
+        0
     """
 
     member: str
+    token: str
     open_session: Callable[..., Any]
-    close_after_scoring: bool = True
+    max_output_chars: int
     open_retries: int = 0
-    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
     live: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def live_count(self) -> int:
+        """How many episodes of this spec exist (open session or not)."""
+        with self.lock:
+            return len(self.live)
 
     def close_all(self) -> int:
         """Close every session still open by an episode of this spec; returns how many were closed."""
         with self.lock:
             episodes = list(self.live)
-        closed = 0
-        for ep in episodes:
-            if ep._session is not None:
-                ep._close()
-                closed += 1
-        return closed
+        open_ = [ep for ep in episodes if ep.session_id is not None]
+        for ep in open_:
+            close_episode(ep)
+        return len(open_)
 
 
 _INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
@@ -139,8 +150,9 @@ class Episode:
     """
 
     _config: ClassVar[EpisodeConfig]
-    _binding: ClassVar[BindingReport]
-    _tool_specs: ClassVar[list[Any]]
+    #: What the tool binding did (name map, renames, skips) and the tool specs it bound.
+    binding: ClassVar[BindingReport]
+    tool_specs: ClassVar[list[Any]]
 
     def __init__(self) -> None:
         self._session: Any = None
@@ -184,7 +196,14 @@ class Episode:
         return prompt
 
     def _call_tool(self, wire_name: str, arguments: dict[str, Any]) -> str:
-        """Call one ORS tool by its wire name and update the episode state; returns text for the model."""
+        """Call one ORS tool by its wire name and update the episode state; returns text for the model.
+
+        The dispatch target of every bound tool method (`ormix.tools.binding`); runs `_acall_tool` on the
+        ORS portal.
+        """
+        return run_sync(self._acall_tool, wire_name, arguments)
+
+    async def _acall_tool(self, wire_name: str, arguments: dict[str, Any]) -> str:
         t0 = time.perf_counter()
         if self._session is None:
             reason = self.error or "no session: reset() was not called or the session could not open"
@@ -196,7 +215,7 @@ class Episode:
             self.last_output = f"Error: {reason}"
             return self.last_output
         try:
-            result = run_sync(self._session.call, wire_name, arguments)
+            result = await self._session.call(wire_name, arguments)
         except ors_errors.ToolRejected as e:
             return self._tool_error(wire_name, t0, f"rejected:{e.reason or 'unknown'}", e)
         except ors_errors.ToolFailed as e:
@@ -274,21 +293,51 @@ class Episode:
         self.last_output = model_message(kind, exc)
         return self.last_output
 
+    # Closing is part of the episode protocol (`close_episode` / `aclose_episode`), not a public method: TRL
+    # exposes every public method as a tool to the model.
     def _close(self) -> None:
-        """Close the session (best effort, idempotent). Leading underscore: TRL does not expose it as a tool."""
+        if self._session is not None:
+            run_sync(self._aclose)
+
+    async def _aclose(self) -> None:
         session, self._session = self._session, None
         if session is None:
             return
         try:
-            run_sync(session.close)
+            await session.close()
         except Exception as e:  # noqa: BLE001 - closing must never raise into TRL
             logger.debug("closing session %s failed: %s", getattr(session, "id", "?"), e)
+
+    @property
+    def token(self) -> str:
+        """The spec's token (see `EpisodeConfig.token`): its reward function scores this episode."""
+        return self._config.token
 
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} member={self.member!r} task_index={self.task_index} "
             f"session={self.session_id} outcome={self.outcome.kind}>"
         )
+
+
+def close_episode(environment: Any) -> None:
+    """Close the session(s) of an `Episode` or `RoutingEnvironment` (idempotent, never raises).
+
+    Example:
+        >>> close_episode(None)
+    """
+    if environment is not None:
+        environment._close()
+
+
+def call_tool(episode: Episode, wire_name: str, arguments: dict[str, Any]) -> str:
+    """Call one tool of an episode by its wire name (what every bound tool method does); text for the model."""
+    return episode._call_tool(wire_name, arguments)
+
+
+async def aclose_episode(episode: Episode) -> None:
+    """`close_episode` for an `Episode`, from async code (on the ORS portal's loop)."""
+    await episode._aclose()
 
 
 class _OpenFailed(Exception):
@@ -362,12 +411,14 @@ def make_episode_class(name: str, config: EpisodeConfig, tool_specs: Iterable[An
     """A fresh `Episode` subclass with one method per tool spec bound on it (no exec/eval).
 
     Example:
-        >>> cls = make_episode_class("Echo", config, specs)   # doctest: +SKIP
-        >>> sorted(cls._binding.names.items())               # doctest: +SKIP
+        >>> config = EpisodeConfig("echo", token="t", open_session=None, max_output_chars=100)
+        >>> specs = [{"name": "echo", "description": "Echo a word.", "input_schema": {"type": "object",
+        ...           "properties": {"text": {"type": "string"}}, "required": ["text"]}}]
+        >>> cls = make_episode_class("Echo", config, specs)
+        >>> cls.__name__, cls.binding.method_names
+        ('EchoEpisode', ('echo',))
     """
     specs = list(tool_specs)
-    cls = type(
-        f"{name}Episode", (Episode,), {"_config": config, "__module__": __name__, "_tool_specs": specs}
-    )
-    cls._binding = bind_tools(cls, specs, dispatch="_call_tool", reserved=EPISODE_STATE)
+    cls = type(f"{name}Episode", (Episode,), {"_config": config, "__module__": __name__, "tool_specs": specs})
+    cls.binding = bind_tools(cls, specs, dispatch="_call_tool", reserved=EPISODE_STATE)
     return cls

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from ormix.rollout.episode import CallRecord, Episode
+from ormix.errors import UsageError
+from ormix.rollout.episode import CallRecord, Episode, call_tool, close_episode
 from ormix.tools.binding import BindingConflictError, bind_tools
 
 SEPARATOR = "__"
 
 
-class RoutingError(ValueError):
+class RoutingError(UsageError):
     """A routing set-up that cannot work (name collision, unknown member)."""
 
 
@@ -47,7 +48,7 @@ class RoutingEnvironment:
         if episode is None:
             episode = self._episodes[member] = self._members[member]()
         if self.episode is not None and self.episode is not episode:
-            self.episode._close()
+            close_episode(self.episode)
         self.episode = episode
         return episode.reset(**{k: v for k, v in row.items() if k != "environment"})
 
@@ -67,11 +68,11 @@ class RoutingEnvironment:
             episode.metadata.append(None)
             episode.last_output = text
             return text
-        return episode._call_tool(wire_name, arguments)
+        return call_tool(episode, wire_name, arguments)
 
     def _close(self) -> None:
         for episode in self._episodes.values():
-            episode._close()
+            close_episode(episode)
 
     # Episode state, read by reward functions and telemetry, is the active member's.
     def __getattr__(self, name: str) -> Any:
@@ -102,7 +103,7 @@ def make_routing_class(members: dict[str, type[Episode]]) -> type[RoutingEnviron
         try:
             bind_tools(
                 cls,
-                list(episode_cls._tool_specs),
+                list(episode_cls.tool_specs),
                 dispatch=f"_dispatch_{member}",
                 prefix=f"{member}{SEPARATOR}",
                 on_conflict="raise",

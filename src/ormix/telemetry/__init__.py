@@ -1,3 +1,2 @@
-"""Per-environment telemetry: metrics in the trainer's logs, rollout records on disk, a coverage alarm."""
-
-from ormix.telemetry.metrics import *  # noqa: F403
+"""Per-environment telemetry: metrics in the trainer's logs (`metrics`, pure), the coverage alarm (`alarm`,
+pure) and rollout records on disk (`records`, the only I/O)."""

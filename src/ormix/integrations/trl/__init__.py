@@ -1,3 +1,5 @@
-"""The TRL side of ormix: trainer callbacks and checks of the trainer's configuration."""
+"""The TRL side of ormix, and the only place that imports TRL or transformers.
 
-from ormix.integrations.trl.callbacks import *  # noqa: F403
+`callbacks` (telemetry, session cleanup, trainer checks), `args` (a `GRPOConfig` consistent with a
+mixture), `compat` (what the installed TRL offers).
+"""

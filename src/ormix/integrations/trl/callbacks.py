@@ -1,13 +1,18 @@
-"""The TRL side of ormix: trainer callbacks and checks of the trainer's configuration.
+"""Trainer callbacks: per-environment telemetry, session cleanup, and checks of the trainer's configuration.
 
 Imported only when a trainer is built (it imports transformers).
+
+Example:
+    >>> from ormix import OpenRewardSpec
+    >>> spec = OpenRewardSpec("local:echo")
+    >>> [type(cb).__name__ for cb in spec.callbacks]
+    ['TelemetryCallback', 'SessionCleanupCallback']
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -15,15 +20,19 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from ormix.telemetry import (
-    Alarm,
-    AlarmTracker,
-    CoverageAlarmWarning,
-    TelemetryConfig,
-    TelemetryRun,
-    bind,
-    unbind,
-)
+from ormix.config import TelemetryConfig
+from ormix.errors import UsageError
+from ormix.telemetry.alarm import Alarm, AlarmTracker, CoverageAlarmWarning
+from ormix.telemetry.records import TelemetryObserver, TelemetryRun
+
+__all__ = [
+    "MixtureConfigCheck",
+    "SessionCleanupCallback",
+    "TelemetryCallback",
+    "TrainerConfigError",
+    "check_trainer_args",
+    "prompts_per_step_of",
+]
 
 logger = logging.getLogger("ormix.telemetry")
 
@@ -32,24 +41,32 @@ class SessionCleanupCallback(TrainerCallback):
     """Closes every ORS session still open when training ends (TRL never closes its environments).
 
     Example:
-        >>> GRPOTrainer(..., callbacks=spec.callbacks)   # doctest: +SKIP
+        >>> SessionCleanupCallback([]).specs
+        []
     """
 
     def __init__(self, specs: Iterable[Any]) -> None:
         self.specs = list(specs)
 
-    def on_train_end(self, args, state, control, **kwargs):  # noqa: D401 - TrainerCallback hook
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         for spec in self.specs:
             spec.close_sessions()
         return control
 
 
-class TrainerConfigError(ValueError):
+class TrainerConfigError(UsageError):
     """The trainer's configuration would silently break the mixture's plan."""
 
 
 def prompts_per_step_of(args: Any, world_size: int | None = None) -> int | None:
-    """Unique prompts per optimizer step for a `GRPOConfig` (per-device batch × processes × accumulation / G)."""
+    """Unique prompts per optimizer step for a `GRPOConfig` (per-device batch × processes × accumulation / G).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> prompts_per_step_of(SimpleNamespace(num_generations=4, per_device_train_batch_size=8,
+        ...                                     gradient_accumulation_steps=2), world_size=1)
+        4
+    """
     if world_size is None:
         world_size = getattr(args, "world_size", 1) or 1
     num_generations = getattr(args, "num_generations", None)
@@ -64,8 +81,10 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
     """Problems between a mixture and a trainer configuration, each naming the setting to change.
 
     Example:
-        >>> check_trainer_args(mix, GRPOConfig(shuffle_dataset=True))   # doctest: +SKIP
-        ['the mixture plan carries an order (...): set shuffle_dataset=False in GRPOConfig ...']
+        >>> from types import SimpleNamespace
+        >>> mix = SimpleNamespace(order_matters=True, prompts_per_step=None)
+        >>> check_trainer_args(mix, SimpleNamespace(shuffle_dataset=True))[0][:40]
+        'the mixture's plan carries an order (exa'
     """
     problems = []
     if mixture.order_matters and getattr(args, "shuffle_dataset", True):
@@ -106,7 +125,7 @@ class MixtureConfigCheck(TrainerCallback):
     def __init__(self, mixture: Any) -> None:
         self.mixture = mixture
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         problems = check_trainer_args(self.mixture, args)
         if problems:
             raise TrainerConfigError(
@@ -118,65 +137,68 @@ class MixtureConfigCheck(TrainerCallback):
 class TelemetryCallback(TrainerCallback):
     """Per-environment telemetry for a trainer: rollout records and the coverage alarm.
 
-    On `on_train_begin` it learns the run directory (`args.output_dir`), the rank (`args.process_index`)
-    and the GRPO group size, and binds a `TelemetryRun` to the members' episodes, so each member's reward
-    function appends one JSON line per rollout to `<output_dir>/rollouts/rank-<k>.jsonl`. On every log it
-    reads the pooled `ormix/<member>/coverage` and `error_rate` and raises the alarm (a
-    `CoverageAlarmWarning` plus a logger warning, on the main process) when a member stays below
-    `min_coverage` / above `max_error_rate` for `consecutive_steps` logging steps; with `stop: true` it
-    also sets `control.should_training_stop` (on every process, since the pooled values agree).
+    On `on_train_begin` it builds a `TelemetryRun` from the trainer's arguments (run directory
+    `args.output_dir`, rank `args.process_index`, GRPO group size) and hands it to each member's
+    `TelemetryObserver`, so their reward functions append one JSON line per rollout to
+    `<output_dir>/rollouts/rank-<k>.jsonl`. On every log it reads the pooled `ormix/<member>/coverage` and
+    `error_rate` and raises the alarm (a `CoverageAlarmWarning` plus a logger warning, on the main process)
+    when a member stays below `min_coverage` / above `max_error_rate` for `consecutive_steps` logging steps;
+    with `stop: true` it also sets `control.should_training_stop` (on every process, since the pooled values
+    agree) and keeps the alarm in `stopped_by`.
 
     Args:
-        specs: member name → `OpenRewardSpec` (the member-named specs of a mixture, or one spec).
-        settings: the `telemetry:` mapping (see `ormix.telemetry.TelemetryConfig`) or a `TelemetryConfig`.
+        observers: member name → the member's `TelemetryObserver` (`spec.telemetry`).
+        settings: a `TelemetryConfig` or its fields as a mapping.
+        secrets: values to redact from everything the records keep.
 
     Example:
-        >>> cb = TelemetryCallback({"seta": spec}, {"min_coverage": 0.5, "consecutive_steps": 2})  # doctest: +SKIP
-        >>> GRPOTrainer(..., callbacks=[cb])                                                       # doctest: +SKIP
-        >>> cb.alarms                                                                              # doctest: +SKIP
+        >>> cb = TelemetryCallback({"seta": TelemetryObserver("seta")}, {"min_coverage": 0.5})
+        >>> cb.settings.min_coverage, cb.alarms
+        (0.5, [])
     """
 
     def __init__(
-        self, specs: Mapping[str, Any], settings: Mapping[str, Any] | TelemetryConfig | None = None
+        self,
+        observers: Mapping[str, TelemetryObserver],
+        settings: Mapping[str, Any] | TelemetryConfig | None = None,
+        *,
+        secrets: Iterable[str] = (),
     ) -> None:
-        self.specs = dict(specs)
-        self.settings = TelemetryConfig.from_mapping(settings)
+        self.observers = dict(observers)
+        self.settings = (
+            settings
+            if isinstance(settings, TelemetryConfig)
+            else TelemetryConfig.model_validate(dict(settings or {}))
+        )
+        self.secrets = [s for s in secrets if s]
         self.run: TelemetryRun | None = None
         self.alarms: list[Alarm] = []
-        self._owners: list[Any] = []
-        self._tracker = AlarmTracker(self.settings, self.specs)
+        self.stopped_by: Alarm | None = None
+        self._tracker = AlarmTracker(self.settings, self.observers)
 
-    def _secret_values(self) -> list[str]:
-        values: set[str] = set()
-        for spec in self.specs.values():
-            effective = getattr(spec, "_effective_secrets", None)
-            for value in ((effective() if callable(effective) else None) or {}).values():
-                if isinstance(value, str):
-                    values.add(value)
-            key = getattr(spec, "_api_key", None)
-            if isinstance(key, str):
-                values.add(key)
-        env_key = os.environ.get("OPENREWARD_API_KEY")
-        if env_key:
-            values.add(env_key)
-        return sorted(values)
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        import os
 
-    def on_train_begin(self, args, state, control, **kwargs):
         output_dir = getattr(args, "output_dir", None)
         num_generations = getattr(args, "num_generations", None)
+        secrets = list(self.secrets)
+        if os.environ.get("OPENREWARD_API_KEY"):
+            secrets.append(os.environ["OPENREWARD_API_KEY"])
         self.run = TelemetryRun(
             output_dir if (self.settings.records and output_dir) else None,
             rank=getattr(args, "process_index", 0) or 0,
             num_generations=num_generations,
             num_generations_eval=getattr(args, "num_generations_eval", None) or num_generations,
-            secrets=self._secret_values(),
+            secrets=secrets,
         )
-        self._owners = [spec.episode_class._config for spec in self.specs.values()]
-        self._tracker = AlarmTracker(self.settings, self.specs)
-        bind(self._owners, self.run)
+        self._tracker = AlarmTracker(self.settings, self.observers)
+        for observer in self.observers.values():
+            observer.run = self.run
         return control
 
-    def on_log(self, args, state, control, logs=None, **kwargs):
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
+    ) -> Any:
         if self.run is None:
             return control
         for alarm in self._tracker.update(state.global_step, logs or {}, self.run.take_causes()):
@@ -188,6 +210,7 @@ class TelemetryCallback(TrainerCallback):
                     self._append_alarm(self.run.run_dir, alarm)
             if alarm.stop:
                 control.should_training_stop = True
+                self.stopped_by = self.stopped_by or alarm
         return control
 
     @staticmethod
@@ -199,7 +222,8 @@ class TelemetryCallback(TrainerCallback):
         except OSError as e:
             logger.warning("ormix: cannot write %s (%s)", run_dir / "alarms.jsonl", e)
 
-    def on_train_end(self, args, state, control, **kwargs):
-        if self.run is not None:
-            unbind(self._owners, self.run)
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        for observer in self.observers.values():
+            if observer.run is self.run:
+                observer.run = None
         return control

@@ -1,0 +1,356 @@
+"""`Connection`: one ORS server as ormix's specs see it — a client, and what the server already answered.
+
+Every `OpenRewardSpec` drives its sessions through a `Connection`. Specs that name the same server share one
+(a mixture's members on one target, a member's eval copy): one client and its connections, one local server
+for a `local:`/`module:` target, and the task lists and tool surfaces fetched so far (keyed by what was
+asked, so two members with different `where=` filters share the surface but not the selection).
+
+What lives here and nowhere else: how a selection (`split`, `num_tasks` / `indices`, `where`) becomes task
+specs (one `task_range` request where the server allows it, else bounded concurrent `task` requests), and
+how the tool surface is discovered (shared tools, plus task tools from probe sessions, merged).
+
+Process-wide state: the connections still open, closed at interpreter exit (before the local servers stop).
+
+Example:
+    >>> conn = Connection(SpecConfig(target="local:echo"))
+    >>> conn
+    Connection('local:echo', env_name=None)
+    >>> conn.close()
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+
+from ormix.config import SpecConfig
+from ormix.errors import SpecError
+from ormix.ors import ORSClient, ToolSpec, errors
+from ormix.ors.bridge import run_sync
+from ormix.tools.binding import merge_tool_specs
+
+__all__ = ["Connection", "close_all_connections", "matches_where"]
+
+logger = logging.getLogger(__name__)
+
+#: How many probe sessions (task-tool discovery) and `task` requests run at once.
+_PROBE_CONCURRENCY = 8
+
+_open: weakref.WeakSet[Connection] = weakref.WeakSet()
+_exit_hook_registered = False
+
+
+def matches_where(task: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
+    """Whether a task spec passes a metadata filter (pure).
+
+    Each key must match: a list of allowed values matches when the task's value is one of them (or, for a
+    list-valued field such as `tags`, when any element is); a scalar must be equal.
+
+    Example:
+        >>> matches_where({"difficulty": "Easy", "tags": ["git"]}, {"difficulty": ["Easy", "Medium"], "tags": "git"})
+        True
+        >>> matches_where({"difficulty": "Hard"}, {"difficulty": ["Easy"]})
+        False
+    """
+    for key, wanted in where.items():
+        if key not in task:
+            return False
+        value = task[key]
+        allowed = list(wanted) if isinstance(wanted, (list, tuple, set, frozenset)) else [wanted]
+        values = value if isinstance(value, list) else [value]
+        if not any(v in allowed for v in values):
+            return False
+    return True
+
+
+def connection_key(config: SpecConfig) -> tuple[Any, ...]:
+    """What makes two specs able to share a `Connection`: same server, same client settings, same key.
+
+    Example:
+        >>> connection_key(SpecConfig(target="local:seta")) == connection_key(SpecConfig(target="local:seta", num_tasks=3))
+        True
+    """
+    return (
+        config.target,
+        config.env_name,
+        config.local_serve,
+        config.call_timeout_s,
+        config.ping_interval_s,
+        # The key's source (a variable reference, or a literal), not its value: reading a deferred secret here
+        # would fail for a mixture only being looked at.
+        config.api_key.source if config.api_key is not None else config.resolved_api_key_env,
+        config.transport,
+    )
+
+
+class Connection:
+    """A client for one ORS server plus the task lists and tool surfaces it answered (shared by specs).
+
+    Built from the connection-level options of a `SpecConfig` (target, env_name, local_serve, deadlines,
+    pings, API key, transport); the selection-level options are passed per request. Everything is lazy: no
+    server is contacted until a spec asks for tasks, tools or a session. `close()` closes every session of the
+    client and the client; a later request reconnects.
+
+    Example:
+        >>> conn = Connection(SpecConfig(target="local:echo"))
+        >>> [index for index, _ in conn.select_tasks(split="train", num_tasks=2)]   # doctest: +SKIP
+        [0, 1]
+    """
+
+    def __init__(self, config: SpecConfig) -> None:
+        self.target = config.target
+        self.env_name = config.env_name
+        self.key = connection_key(config)
+        self._config = config
+        self._client: ORSClient | None = None
+        self._sdk: Any = None
+        self._tasks: dict[tuple[Any, ...], list[tuple[int, dict[str, Any]]]] = {}
+        self._tools: dict[tuple[Any, ...], list[ToolSpec]] = {}
+        # One lock per request key, so concurrent members fetch different things at once but never twice.
+        self._locks: dict[tuple[Any, ...], anyio.Lock] = {}
+
+    def __repr__(self) -> str:
+        return f"Connection({self.target!r}, env_name={self.env_name!r})"
+
+    # ── the client ────────────────────────────────────────────────────
+
+    async def client(self) -> ORSClient:
+        """The ORS client (starting the local server of a `local:`/`module:` target on first use)."""
+        if self._client is None:
+            _register_exit_hook()
+            _open.add(self)
+            target = self._config.parsed_target
+            if target.kind in ("local", "module"):
+                from ormix.local.server.shared import server_for
+
+                server = await anyio.to_thread.run_sync(
+                    lambda: server_for(self.target, mode=self._config.local_serve)
+                )
+                url, env_name = server.url, self.env_name or server.env_names[0]
+            else:
+                url, env_name = self.target, self.env_name
+            # The client keeps at most this much of one tool output in memory (bounded under a 50 MB
+            # answer); 8x: the model still sees `max_output_chars` of text when every character is escaped.
+            kept = max(8 * self._config.max_output_chars, 65_536)
+            self._client = ORSClient(
+                url,
+                env_name=env_name,
+                api_key=self._config.resolve_api_key(),
+                timeout_s=self._config.call_timeout_s,
+                ping_interval_s=self._config.ping_interval_s,
+                max_output_chars=kept,
+            )
+        return self._client
+
+    async def sdk(self) -> Any:
+        """The openreward SDK's connection (for `transport="sdk"` sessions)."""
+        if self._sdk is None:
+            from ormix.ors.sdk import SdkConnection
+
+            client = await self.client()
+            endpoint = client.endpoint
+            target = self.target if self._config.parsed_target.kind == "catalog" else endpoint.api_url
+            self._sdk = SdkConnection(
+                target,
+                env_name=endpoint.env_name,
+                api_key=self._config.resolve_api_key(),
+                timeout_s=self._config.call_timeout_s,
+            )
+        return self._sdk
+
+    def close(self) -> None:
+        """Close every session of this connection's client, then the client (a later use reconnects)."""
+        client, self._client = self._client, None
+        self._sdk = None
+        _open.discard(self)
+        if client is not None:
+            try:
+                run_sync(client.aclose)
+            except Exception as e:  # noqa: BLE001 - closing is best effort
+                logger.debug("closing the client of %s failed: %s", self.target, e)
+
+    # ── tasks ─────────────────────────────────────────────────────────
+
+    async def select_tasks(
+        self,
+        *,
+        split: str,
+        num_tasks: int | None = None,
+        indices: Sequence[int] | None = None,
+        where: Mapping[str, Any] | None = None,
+        label: str = "",
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """The selected tasks as ``(task_index, task_spec)``, fetched once per selection.
+
+        ``num_tasks``: the first N (that pass ``where``); ``indices``: exactly these; neither: the whole split.
+        Raises `SpecError` when ``where`` matches no task (``label`` names the spec in the message).
+        """
+        key = (split, num_tasks, tuple(indices) if indices is not None else None, _frozen(where or {}))
+        async with self._locks.setdefault(("tasks", *key), anyio.Lock()):
+            if key not in self._tasks:
+                self._tasks[key] = await self._fetch_tasks(split, num_tasks, indices, where or {}, label)
+            return list(self._tasks[key])
+
+    async def _fetch_tasks(
+        self,
+        split: str,
+        num_tasks: int | None,
+        indices: Sequence[int] | None,
+        where: Mapping[str, Any],
+        label: str,
+    ) -> list[tuple[int, dict[str, Any]]]:
+        client = await self.client()
+        if where:
+            all_tasks = await self._all_tasks(client, split)
+            chosen = [(i, t) for i, t in enumerate(all_tasks) if matches_where(t, where)]
+            if indices is not None:
+                wanted = set(indices)
+                chosen = [(i, t) for i, t in chosen if i in wanted]
+            elif num_tasks is not None:
+                chosen = chosen[:num_tasks]
+            if not chosen:
+                raise SpecError(
+                    f"{label or self.target}: no task of split {split!r} matches where={dict(where)!r}. "
+                    "Check the metadata keys and values (`ormix inspect` lists them)."
+                )
+            return chosen
+        if indices is not None:
+            wanted_indices = list(indices)
+            specs = await client.get_tasks(split, wanted_indices)
+        else:
+            total = await client.num_tasks(split)
+            wanted_indices = list(range(total if num_tasks is None else min(num_tasks, total)))
+            try:
+                # One round trip for a contiguous range; big environments serve only `task` (400 here).
+                specs = list(await client.task_range(split, 0, len(wanted_indices))) if wanted_indices else []
+                if len(specs) != len(wanted_indices):
+                    raise errors.ServerError(
+                        "task_range returned a different number of tasks", status_code=200
+                    )
+            except errors.ORSError:
+                specs = await client.get_tasks(split, wanted_indices)
+        return [(i, s if isinstance(s, dict) else {}) for i, s in zip(wanted_indices, specs, strict=True)]
+
+    @staticmethod
+    async def _all_tasks(client: ORSClient, split: str) -> list[dict[str, Any]]:
+        try:
+            return list(await client.tasks(split))
+        except errors.ORSError:
+            # Big environments serve only num_tasks + task (no list_tasks).
+            total = await client.num_tasks(split)
+            return list(await client.get_tasks(split, list(range(total))))
+
+    # ── tools ─────────────────────────────────────────────────────────
+
+    async def discover_tools(
+        self,
+        *,
+        split: str,
+        discover_task_tools: bool,
+        probes: Sequence[int] | None,
+        secrets: Mapping[str, str] | None,
+        label: str = "",
+    ) -> list[ToolSpec]:
+        """The tool surface: shared tools, plus (``discover_task_tools``) the task tools of probe sessions.
+
+        ``probes``: task indices to open probe sessions on (``None``: task 0). Indices out of range are skipped
+        with a warning; a probe that fails is skipped; conflicting task-tool schemas are merged (warned).
+        Fetched once per ``(split, discover_task_tools, probes)``.
+        """
+        key = (split, discover_task_tools, tuple(probes) if probes is not None else None)
+        async with self._locks.setdefault(("tools", *key), anyio.Lock()):
+            if key not in self._tools:
+                self._tools[key] = await self._fetch_tools(split, discover_task_tools, probes, secrets, label)
+            return list(self._tools[key])
+
+    async def _fetch_tools(
+        self,
+        split: str,
+        discover_task_tools: bool,
+        probes: Sequence[int] | None,
+        secrets: Mapping[str, str] | None,
+        label: str,
+    ) -> list[ToolSpec]:
+        client = await self.client()
+        shared = list(await client.tools())
+        if not discover_task_tools:
+            return shared
+        name = label or self.target
+        try:
+            total = await client.num_tasks(split)
+        except errors.ORSError as e:
+            logger.warning("ormix %s: num_tasks failed (%s); binding shared tools only.", name, e)
+            return shared
+        wanted = list(probes) if probes is not None else [0]
+        bad = [i for i in wanted if not 0 <= i < total]
+        if bad:
+            logger.warning(
+                "ormix %s: task tool probe index(es) %s out of range for split=%r (num_tasks=%s); ignoring them.",
+                name,
+                bad,
+                split,
+                total,
+            )
+        wanted = [i for i in wanted if 0 <= i < total]
+        if not wanted:
+            return shared
+        found: dict[int, list[ToolSpec]] = {}
+        limiter = anyio.CapacityLimiter(_PROBE_CONCURRENCY)
+
+        async def probe(index: int) -> None:
+            async with limiter:
+                try:
+                    async with client.session(split=split, index=index, secrets=dict(secrets or {})) as s:
+                        found[index] = list(await s.tools())
+                except errors.ORSError as e:
+                    logger.warning(
+                        "ormix %s: task tool probe failed for task_index=%s (%s); skipping it.",
+                        name,
+                        index,
+                        e,
+                    )
+
+        async with anyio.create_task_group() as tg:
+            for index in wanted:
+                tg.start_soon(probe, index)
+        if not found:
+            logger.warning("ormix %s: every task tool probe failed; binding shared tools only.", name)
+            return shared
+        merged, conflicts = merge_tool_specs([found[i] for i in sorted(found)])
+        for conflict in conflicts:
+            logger.warning("ormix %s: %s", name, conflict)
+        return [s if isinstance(s, ToolSpec) else ToolSpec.model_validate(s) for s in merged]
+
+
+def _frozen(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def close_all_connections() -> None:
+    """Close every open connection of this process (registered to run at exit, before local servers stop).
+
+    Closing a connection also closes the sessions no episode tracks any more, which a remote server would
+    otherwise keep until its reaper runs.
+    """
+    for conn in list(_open):
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
+
+
+def _register_exit_hook() -> None:
+    global _exit_hook_registered
+    if not _exit_hook_registered:
+        from ormix.local.server.serving import at_exit_early
+
+        at_exit_early(close_all_connections)
+        _exit_hook_registered = True

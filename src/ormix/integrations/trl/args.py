@@ -1,0 +1,228 @@
+"""A `GRPOConfig` consistent with a mixture: defaults, checked overrides, derived batch geometry.
+
+Example:
+    >>> check_settings({"max_steps": "4", "learning_rate": "1e-5"}, "train.")
+    {'max_steps': 4, 'learning_rate': 1e-05}
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ormix.config.problems import suggest
+from ormix.errors import TrainConfigError
+from ormix.integrations.trl.compat import grpo_config_fields
+
+__all__ = ["DEFAULTS", "build_grpo_config", "check_settings", "derive_batch"]
+
+#: Settings ormix chooses when neither the file nor the caller does (reasoning next to `build_grpo_config`).
+DEFAULTS: dict[str, Any] = {
+    "report_to": "none",
+    "logging_steps": 1,
+    "log_completions": True,  # completions land in <run dir>/completions/*.parquet
+    "num_completions_to_print": 0,  # ...but are not printed as a table every step
+    "disable_tqdm": True,  # one compact line per step instead
+    "max_tool_calling_iterations": 10,
+    "save_strategy": "no",
+    # transformers' Trainer copies this into model.config, and GRPO's transformers-backend generation then runs
+    # without a KV cache: quadratic in the episode length (measured 2x slower at 128 tokens, worse beyond).
+    "use_cache": True,
+}
+
+
+def coerce_setting(name: str, value: Any, default: Any) -> Any:
+    """``value`` converted to the type of the setting's ``default`` (YAML reads ``1e-5`` as text, flags arrive
+    untyped); raises ``ValueError`` saying what was expected.
+
+    Example:
+        >>> coerce_setting("max_steps", "4", -1), coerce_setting("learning_rate", 1, 1e-6)
+        (4, 1.0)
+    """
+    if isinstance(default, bool) or default is None or isinstance(value, bool):
+        return value
+    try:
+        if isinstance(default, float) and isinstance(value, (int, str)):
+            return float(value)
+        if isinstance(default, int) and isinstance(value, str):
+            return int(value)
+        if isinstance(default, int) and isinstance(value, float) and value.is_integer():
+            return int(value)
+    except ValueError:
+        raise ValueError(
+            f"expected {'an' if isinstance(default, int) else 'a'} {type(default).__name__}"
+        ) from None
+    return value
+
+
+def setting_problems(settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+    """Checked GRPOConfig keyword arguments, and ``(key, message)`` for every one that is wrong.
+
+    Example:
+        >>> setting_problems({"max_step": 4, "num_generations": "x"})[1]
+        [('max_step', "not a GRPOConfig setting; did you mean 'max_steps'?"), ('num_generations', 'expected an int')]
+    """
+    fields = grpo_config_fields()
+    out: dict[str, Any] = {}
+    problems: list[tuple[str, str]] = []
+    for key, value in settings.items():
+        if key not in fields:
+            problems.append((key, f"not a GRPOConfig setting{suggest(key, fields)}"))
+            continue
+        try:
+            out[key] = coerce_setting(key, value, fields[key])
+        except ValueError as e:
+            problems.append((key, str(e)))
+    return out, problems
+
+
+def check_settings(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """GRPOConfig keyword arguments, each checked to be a setting and converted to its type.
+
+    ``where`` prefixes messages (``"train."`` for a file's section, ``"--set "`` for flags); every problem is
+    named in one `TrainConfigError`.
+    """
+    out, problems = setting_problems(settings)
+    if problems:
+        raise TrainConfigError("\n".join(f"{where}{key}: {message}" for key, message in problems))
+    return out
+
+
+def _gpu_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: int, where: str) -> list[str]:
+    """Fill per_device_train_batch_size / gradient_accumulation_steps so one optimizer step takes exactly
+    `prompts_per_step` unique prompts; explain what to change where the given values cannot."""
+    notes: list[str] = []
+    generations = int(settings.get("num_generations") or 8)
+    completions = prompts_per_step * generations  # completions per optimizer step, over all processes
+    if completions % world_size:
+        raise TrainConfigError(
+            f"prompts_per_step={prompts_per_step} × num_generations={generations} = {completions} "
+            f"completions per step cannot be split over {world_size} processes: change "
+            "prompts_per_step or num_generations"
+        )
+    per_rank = completions // world_size
+    batch = settings.get("per_device_train_batch_size")
+    accum = settings.get("gradient_accumulation_steps")
+    explain = (
+        f"the mixture plans prompts_per_step={prompts_per_step}, so one step needs {completions} completions "
+        f"(prompts_per_step × num_generations={generations}) = per_device_train_batch_size × "
+        f"gradient_accumulation_steps × processes ({world_size})"
+    )
+    if batch is not None and accum is not None:
+        if batch * accum != per_rank:
+            raise TrainConfigError(
+                f"{where}per_device_train_batch_size={batch} × gradient_accumulation_steps={accum}"
+                f" = {batch * accum}, but {explain}: set them so their product is {per_rank}, or "
+                "leave one out and ormix derives it"
+            )
+    elif batch is not None:
+        if per_rank % batch:
+            raise TrainConfigError(
+                f"{where}per_device_train_batch_size={batch} does not divide {per_rank}: {explain}"
+                "; pick a divisor, or leave it out and ormix derives it"
+            )
+        settings["gradient_accumulation_steps"] = per_rank // batch
+        notes.append(f"gradient_accumulation_steps={per_rank // batch} (derived from prompts_per_step)")
+    elif accum is not None:
+        if per_rank % accum:
+            raise TrainConfigError(
+                f"{where}gradient_accumulation_steps={accum} does not divide {per_rank}: {explain}"
+                "; pick a divisor, or leave it out and ormix derives it"
+            )
+        settings["per_device_train_batch_size"] = per_rank // accum
+        notes.append(f"per_device_train_batch_size={per_rank // accum} (derived from prompts_per_step)")
+    else:
+        # The largest batch of at most 8 completions that divides the step: memory stays modest, few accumulations.
+        batch = max(d for d in range(1, min(per_rank, 8) + 1) if per_rank % d == 0)
+        settings["per_device_train_batch_size"] = batch
+        settings["gradient_accumulation_steps"] = per_rank // batch
+        notes.append(
+            f"per_device_train_batch_size={batch}, gradient_accumulation_steps={per_rank // batch} "
+            "(derived from prompts_per_step)"
+        )
+    return notes
+
+
+def build_grpo_config(
+    mixture: Any,
+    settings: Mapping[str, Any] | None = None,
+    *,
+    output_dir: str | Path,
+    model: str | None = None,
+    world_size: int = 1,
+    where: str = "",
+) -> tuple[Any, list[str]]:
+    """A `GRPOConfig` for training `mixture`, plus notes on what ormix set and why.
+
+    `settings` are GRPOConfig keyword arguments (the file's ``train:`` section merged with the caller's
+    overrides); an unknown key is an error naming it. ormix then sets, unless given:
+
+    - ``shuffle_dataset=False`` when the mixture's plan carries an order (quotas, schedule, round robin);
+      ``True`` given explicitly is refused, as is ``remove_unused_columns=True`` (rows need their
+      ``environment`` and ``task_index`` columns);
+    - the batch geometry, so that one optimizer step takes exactly ``prompts_per_step`` prompts;
+    - ``use_cpu`` (and no bf16/fp16/vLLM) without a GPU; ``use_vllm`` (colocate) with a GPU, vLLM installed and a
+      model other than the tiny one;
+    - ``report_to="none"``, ``logging_steps=1``, ``log_completions=True`` (files, not printed tables),
+      ``max_tool_calling_iterations=10``, ``save_strategy="no"`` (the final model is saved anyway),
+      ``use_cache=True`` (generation with a KV cache),
+      ``seed`` = the mixture's seed.
+
+    Example:
+        >>> args, notes = build_grpo_config(mix, {"num_generations": 2}, output_dir="runs/x")   # doctest: +SKIP
+        >>> args.shuffle_dataset, args.remove_unused_columns                                    # doctest: +SKIP
+        (False, False)
+    """
+    from trl import GRPOConfig
+
+    given = check_settings(dict(settings or {}), where)
+    merged: dict[str, Any] = {**DEFAULTS, "seed": getattr(mixture, "seed", 0), **given}
+    if "save_steps" in given and "save_strategy" not in given:
+        merged["save_strategy"] = "steps"  # asking for save_steps means checkpoints
+    notes: list[str] = []
+
+    if getattr(mixture, "order_matters", False):
+        if given.get("shuffle_dataset") is True:
+            raise TrainConfigError(
+                f"{where}shuffle_dataset=true would shuffle away the mixture's plan (exact per-step "
+                "quotas, a schedule or round robin): set shuffle_dataset: false, or drop "
+                "prompts_per_step / schedule from the mixture"
+            )
+        merged["shuffle_dataset"] = False
+    if given.get("remove_unused_columns") is True:
+        raise TrainConfigError(
+            f"{where}remove_unused_columns=true strips the 'environment' and 'task_index' columns "
+            "every rollout needs: remove it (ormix sets it to false)"
+        )
+    merged["remove_unused_columns"] = False
+
+    pps = getattr(mixture, "prompts_per_step", None)
+    if pps:
+        notes += derive_batch(merged, pps, world_size, where)
+
+    gpu = _gpu_available()
+    if not gpu:
+        merged.setdefault("use_cpu", True)
+        for key in ("bf16", "fp16", "use_vllm"):
+            if given.get(key):
+                notes.append(f"{key}=false: no GPU here (the file asks for {key}=true)")
+            merged[key] = False
+    elif "use_vllm" not in given and model is not None and importlib.util.find_spec("vllm") is not None:
+        merged["use_vllm"] = True
+        merged.setdefault("vllm_mode", "colocate")
+        notes.append("use_vllm=true, vllm_mode=colocate (vLLM is installed and a GPU is present)")
+
+    merged["output_dir"] = str(output_dir)
+    try:
+        args = GRPOConfig(**merged)
+    except (TypeError, ValueError) as e:
+        raise TrainConfigError(f"GRPOConfig rejected the training settings: {e}") from None
+    return args, notes

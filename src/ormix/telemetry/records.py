@@ -1,0 +1,288 @@
+"""Rollout records: one JSON line per rollout in ``<run dir>/rollouts/rank-<k>.jsonl``, and the observer that
+writes them and logs each member's metrics.
+
+`TelemetryObserver` is attached to a member's reward function (`ormix.rollout.rewards.RewardFunction`); for
+every scored batch it builds the member's records (`rollout_record`), logs ``ormix/<member>/<metric>``
+through TRL's ``log_metric`` (`ormix.telemetry.metrics`), and, once a trainer callback gave it a
+`TelemetryRun` (`ormix.integrations.trl.TelemetryCallback`), appends the records to the run's file and
+counts failure causes for the coverage alarm. This is the only module of `ormix.telemetry` that does I/O.
+
+An infrastructure error is never a reward: records carry its `None`. Records never hold tool arguments,
+prompts or completions, and every known secret value (the spec's `secrets=`, its `api_key`,
+`OPENREWARD_API_KEY`) is replaced by ``[redacted]`` in any text they keep.
+
+Example:
+    >>> run = TelemetryRun(None, rank=0, num_generations=4)
+    >>> run.records_path is None
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ormix.ors.errors import redact_text
+from ormix.rollout.rewards import ScoredBatch
+from ormix.telemetry.metrics import group_ids, member_values, metric_key
+
+__all__ = ["RECORD_VERSION", "TelemetryObserver", "TelemetryRun", "read_records", "rollout_record"]
+
+logger = logging.getLogger(__name__)
+
+#: Version of the rollout record layout (bumped when a field changes meaning).
+RECORD_VERSION = 1
+
+_DETAIL_LIMIT = 300
+
+
+# ──────────────────────────────────────────────────────────────────────────────────────────────────────────
+# The run: where records go, and what the alarm needs from this process
+
+
+class TelemetryRun:
+    """Per-trainer telemetry state of one process: records file, rank, group size, secret values to redact.
+
+    Built by `ormix.integrations.trl.TelemetryCallback.on_train_begin` from the trainer's arguments and
+    handed to the members' `TelemetryObserver`s.
+
+    Example:
+        >>> run = TelemetryRun(None, rank=0, num_generations=4)
+        >>> run.records_path is None
+        True
+    """
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str] | None,
+        *,
+        rank: int = 0,
+        num_generations: int | None = None,
+        num_generations_eval: int | None = None,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        self.run_dir = Path(run_dir) if run_dir is not None else None
+        self.rank = int(rank)
+        self.num_generations = num_generations
+        self.num_generations_eval = num_generations_eval or num_generations
+        # Longest first, so a secret that contains another is redacted whole.
+        self.secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        self.records_path = (self.run_dir / "rollouts" / f"rank-{self.rank}.jsonl") if self.run_dir else None
+        self._lock = threading.Lock()
+        self._causes: dict[str, Counter[str]] = {}
+        self._seq = 0
+        self._write_failed = False
+
+    def group_size(self, mode: str) -> int | None:
+        """GRPO group size for `train` or `eval` batches."""
+        return self.num_generations_eval if mode == "eval" else self.num_generations
+
+    def write(self, records: Sequence[dict[str, Any]]) -> None:
+        """Append records (one JSON line each) to this rank's file; a disk error is logged once, not raised."""
+        if self.records_path is None or not records:
+            return
+        with self._lock:
+            lines = []
+            for record in records:
+                record["seq"] = self._seq
+                self._seq += 1
+                lines.append(json.dumps(record, default=str, allow_nan=False) + "\n")
+            try:
+                self.records_path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.records_path, "a", encoding="utf-8") as fh:
+                    fh.write("".join(lines))
+            except OSError as e:
+                if not self._write_failed:
+                    self._write_failed = True
+                    logger.warning(
+                        "ormix: cannot write rollout records to %s (%s); training continues without them",
+                        self.records_path,
+                        e,
+                    )
+
+    def note(self, member: str, records: Sequence[Mapping[str, Any]]) -> None:
+        """Count failure causes of training rollouts (for the alarm's dominant cause)."""
+        with self._lock:
+            counts = self._causes.setdefault(member, Counter())
+            for r in records:
+                if r.get("mode") != "train":
+                    continue
+                if r["outcome"] == "error":
+                    counts[r.get("error_kind") or "error"] += 1
+                elif r["outcome"] == "unscored":
+                    counts["unscored"] += 1
+
+    def take_causes(self) -> dict[str, Counter[str]]:
+        """Failure causes counted since the last call, per member (and reset them)."""
+        with self._lock:
+            causes, self._causes = self._causes, {}
+        return causes
+
+
+def rollout_record(
+    episode: Any,
+    *,
+    member: str,
+    training_reward: float | None,
+    step: int | None,
+    rank: int,
+    mode: str,
+    group: int | None,
+    secrets: Iterable[str] = (),
+) -> dict[str, Any]:
+    """One rollout as a JSON-ready record (no arguments, prompts, completions or secrets).
+
+    Example:
+        >>> rollout_record(ep, member="seta", training_reward=1.0, step=3, rank=0, mode="train", group=0)  # doctest: +SKIP
+    """
+    outcome = episode.outcome
+    secrets = tuple(secrets)
+    calls = []
+    for call in getattr(episode, "calls", []):
+        calls.append(
+            {
+                "tool": call.tool,
+                "latency_ms": round(float(call.latency_ms), 3),
+                "error": call.error,
+                "reward": call.reward,
+                "finished": bool(call.finished),
+                "output_chars": int(call.output_chars),
+                "detail": _clip(redact_text(call.detail, secrets) if call.detail else call.detail),
+            }
+        )
+    open_ms = getattr(episode, "open_ms", None)
+    return {
+        "v": RECORD_VERSION,
+        "time": round(time.time(), 3),
+        "step": step,
+        "rank": rank,
+        "mode": mode,
+        "member": member,
+        "task_index": getattr(episode, "task_index", None),
+        "group": group,
+        "outcome": outcome.kind,
+        "error_kind": outcome.error_kind,
+        "error": _clip(redact_text(outcome.error, secrets) if outcome.error else outcome.error),
+        "env_reward": outcome.reward,
+        "reward": training_reward,
+        "rewards": list(getattr(episode, "rewards", [])),
+        "finished": bool(getattr(episode, "finished", False)),
+        "open_ms": None if open_ms is None else round(float(open_ms), 3),
+        "calls": calls,
+    }
+
+
+def _clip(text: str | None) -> str | None:
+    if text is None or len(text) <= _DETAIL_LIMIT:
+        return text
+    return text[: _DETAIL_LIMIT - 3] + "..."
+
+
+def _trainer_mode(log_metric: Any) -> str:
+    # TRL passes its bound `_log_metric`: the trainer's model says whether this batch trains or evaluates.
+    model = getattr(getattr(log_metric, "__self__", None), "model", None)
+    training = getattr(model, "training", True)
+    return "train" if training or not isinstance(training, bool) else "eval"
+
+
+def _prompt_key(prompt: Any) -> str:
+    try:
+        return json.dumps(prompt, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(prompt)
+
+
+class TelemetryObserver:
+    """Logs one member's metrics for every scored batch and, with a `TelemetryRun`, records its rollouts.
+
+    An observer of the member's `RewardFunction` (attached by `OpenRewardSpec` / `MixtureSpec`). Without a
+    run (no trainer callback), metrics are still logged, GRPO groups being read from equal prompts; a
+    `TelemetryCallback` sets `run` at train begin (rank, group size, run directory, secrets to redact) and
+    clears it at train end. It pickles without its run (a worker process logs metrics, not records).
+
+    Example:
+        >>> TelemetryObserver("seta").run is None
+        True
+    """
+
+    def __init__(self, member: str) -> None:
+        self.member = member
+        self.run: TelemetryRun | None = None
+        #: The values logged for the last batch (metric → values), for callers that want them.
+        self.last_values: dict[str, list[float]] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"member": self.member, "run": None, "last_values": {}}
+
+    def __call__(self, batch: ScoredBatch) -> None:
+        run = self.run
+        mode = _trainer_mode(batch.log_metric)
+        n = len(batch.environments)
+        rank = run.rank if run is not None else 0
+        prompts = batch.prompts
+        keys = [_prompt_key(p) for p in prompts] if prompts is not None and len(prompts) == n else None
+        groups = group_ids(
+            n, rank=rank, num_generations=run.group_size(mode) if run is not None else None, keys=keys
+        )
+        global_step = getattr(batch.trainer_state, "global_step", None)
+        step = None if global_step is None else int(global_step) + (1 if mode == "train" else 0)
+        secrets = run.secrets if run is not None else ()
+        records = [
+            rollout_record(
+                episode,
+                member=self.member,
+                training_reward=batch.rewards[i],
+                step=step,
+                rank=rank,
+                mode=mode,
+                group=groups[i],
+                secrets=secrets,
+            )
+            for i, episode in batch.mine
+        ]
+        values = member_values(records, self.member, n)
+        if batch.log_metric is not None:
+            for metric, metric_values in values.items():
+                for value in metric_values:
+                    batch.log_metric(metric_key(self.member, metric), value)
+        if run is not None:
+            run.note(self.member, records)
+            run.write(records)
+        self.last_values = values
+
+
+# ──────────────────────────────────────────────────────────────────────────────────────────────────────────
+# Reading records back
+
+
+def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every rollout record of a run directory, all ranks merged, ordered by (step, rank, seq).
+
+    A torn last line (a crash mid-write) is skipped.
+
+    Example:
+        >>> read_records("runs/demo")   # doctest: +SKIP
+    """
+    folder = Path(run_dir) / "rollouts"
+    records: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("rank-*.jsonl")):
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError:
+                    logger.warning("ormix: skipping a torn line in %s", path)
+    records.sort(
+        key=lambda r: (r.get("mode") != "train", r.get("step") or 0, r.get("rank") or 0, r.get("seq") or 0)
+    )
+    return records

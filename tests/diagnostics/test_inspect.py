@@ -1,0 +1,58 @@
+"""`ormix inspect`: what a mixture will do, shown without training, and without keys it does not need."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ormix.cli import app
+from ormix.diagnostics.inspect import inspect_mixture
+from ormix.mixture import load_mixture
+
+ROOT = Path(__file__).resolve().parents[2]
+runner = CliRunner()
+
+
+def test_catalog_mixture_inspects_without_an_api_key(monkeypatch):
+    # The plan needs no server: composition from the config, task counts from num_tasks; what needs the
+    # catalog (tasks behind a where= filter, tools) is named as not shown, with the variable to set.
+    monkeypatch.delenv("OPENREWARD_API_KEY", raising=False)
+    result = runner.invoke(
+        app, ["inspect", str(ROOT / "mixtures/seta-endless-curriculum.yaml")], terminal_width=200
+    )
+    assert result.exit_code == 0, result.output
+    assert "not shown: no API key for catalog target 'Eigent/SETA'" in result.output
+    assert "export OPENREWARD_API_KEY=" in result.output
+    assert "composition" in result.output and "step 1" in result.output
+    mix = load_mixture(str(ROOT / "mixtures/seta-endless-curriculum.yaml"), defer_missing_secrets=True)
+    info = inspect_mixture(mix)
+    assert [m.tasks for m in info.members] == [512, None]  # seta's where= matches are the server's to say
+    # The first step of the schedule: 80/20 of 32 prompts.
+    assert info.composition[0] == ("step 1", {"seta": 6, "terminals": 26})
+    assert info.rows == 16000
+
+
+def test_a_missing_secret_variable_still_fails_when_the_secret_is_used(monkeypatch):
+    import pytest
+
+    from ormix.errors import UsageError
+
+    monkeypatch.delenv("OPENREWARD_API_KEY", raising=False)
+    mix = load_mixture(str(ROOT / "mixtures/seta-endless-curriculum.yaml"), defer_missing_secrets=True)
+    with pytest.raises(UsageError, match="OPENREWARD_API_KEY is not set"):
+        mix.spec("seta").effective_secrets()
+
+
+def test_namespaced_routing_shows_the_names_the_model_sees(tmp_path):
+    file = tmp_path / "ns.yaml"
+    file.write_text(
+        "members:\n"
+        "  echo: {target: 'local:echo', num_tasks: 2, local_serve: thread}\n"
+        "  terminals: {target: 'local:terminals', num_tasks: 2, local_serve: thread}\n"
+        "routing: namespaced\nprompts_per_step: 2\nnum_samples: 4\n"
+    )
+    info = inspect_mixture(load_mixture(str(file)))
+    echo = next(m for m in info.members if m.name == "echo")
+    assert echo.tasks == 2 and echo.unknown is None
+    assert "echo__echo" in echo.tools and "echo__submit" in echo.tools
