@@ -8,7 +8,7 @@ import random
 from collections import Counter
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ormix.mixture import sampling
@@ -34,6 +34,11 @@ weight_maps = st.integers(2, 6).flatmap(
         lambda ws: dict(zip(NAMES[: len(ws)], ws, strict=False))
     )
 )
+
+
+# Every Hypothesis test here is derandomized: the same examples on every run, so CI never fails (or passes) by
+# luck; max_examples sets how many cases each explores.
+DETERMINISTIC = settings(derandomize=True, deadline=None, database=None)
 
 
 def _norm(ws: dict[str, float]) -> dict[str, float]:
@@ -75,6 +80,7 @@ def test_temperature_limits() -> None:
     assert mid["a"] == pytest.approx(math.sqrt(10) / (math.sqrt(10) + math.sqrt(90) + math.sqrt(900)))
 
 
+@settings(DETERMINISTIC)
 @given(st.dictionaries(st.sampled_from(NAMES), st.integers(1, 10_000), min_size=1), st.floats(0.05, 50.0))
 def test_temperature_is_a_distribution_and_monotone(counts: dict[str, int], t: float) -> None:
     p = member_probabilities(counts, strategy="temperature", temperature=t)
@@ -117,6 +123,7 @@ def test_zero_task_member_with_zero_weight_is_fine() -> None:
 # ---------------------------------------------------------------------------------------------- quotas
 
 
+@settings(DETERMINISTIC)
 @given(weight_maps, st.integers(1, 64), st.integers(0, 2**32))
 def test_step_quotas_exact(ws: dict[str, float], k: int, seed: int) -> None:
     probs = _norm(ws)
@@ -134,13 +141,39 @@ def test_step_quotas_ties_are_seeded() -> None:
     assert again[0] == again[1]
 
 
-@settings(max_examples=300, deadline=None)
+def _assert_quota_guarantee(
+    per_step: list[dict[str, float]], k: int, seq: list[dict[str, int]], resets: list[int] | tuple = ()
+) -> None:
+    """quota_sequence's documented guarantee, checked exactly (integers) for the probabilities as the module
+    reads them: every step sums to k, each quota is floor/ceil of p*k, and each member's count since the
+    last reset is floor/ceil of its summed target."""
+    assert len(seq) == len(per_step)
+    starts = sorted({0, *(r for r in resets if 0 < r < len(per_step))})
+    for a, b in zip(starts, [*starts[1:], len(per_step)], strict=True):
+        quant, scale = sampling._segment_weights(per_step[a:b])
+        cum, target = Counter(), Counter()
+        for s in range(a, b):
+            q, w = seq[s], quant[s - a]
+            assert sorted(q) == sorted(w) and sum(q.values()) == k, (s, q)
+            for m in w:
+                x = w[m] * k  # p*k in units of 1/scale
+                assert x // scale <= q[m] <= -(-x // scale), (s, m, q[m], x / scale)
+                cum[m] += q[m]
+                target[m] += x
+                lo, hi = target[m] // scale, -(-target[m] // scale)
+                assert lo <= cum[m] <= hi, (s, m, cum[m], target[m] / scale)
+
+
+@settings(DETERMINISTIC, max_examples=1000)
 @given(weight_maps, st.integers(1, 16), st.integers(0, 1000))
+# Found by this test against the former hand-tuned heuristic: gamma fell 1.04 rows behind at step 16.
+@example(ws={"alpha": 4.0, "beta": 4.0, "gamma": 4.0, "delta": 0.5, "eps": 0.5, "zeta": 0.5}, k=1, seed=0)
 def test_quota_sequence_per_step_and_cumulative_bounds(ws: dict[str, float], k: int, seed: int) -> None:
     probs = _norm(ws)
     steps = 80
     seq = quota_sequence([probs] * steps, k, seed=seed)
-    cum = Counter()
+    _assert_quota_guarantee([probs] * steps, k, seq)
+    cum = Counter()  # and against the floats themselves, within float precision
     for s, q in enumerate(seq):
         assert sum(q.values()) == k
         for m, p in probs.items():
@@ -150,7 +183,83 @@ def test_quota_sequence_per_step_and_cumulative_bounds(ws: dict[str, float], k: 
             assert abs(cum[m] - target) < 1 + 1e-6, (s, m, cum[m], target)
 
 
-@settings(max_examples=300, deadline=None)
+def test_quota_sequence_former_failure_is_exact() -> None:
+    # ws = 4, 4, 4, 0.5, 0.5, 0.5 at k=1: shares 8/27 and 1/27, so every 27 steps each member is exactly on
+    # target.
+    probs = _norm({"alpha": 4.0, "beta": 4.0, "gamma": 4.0, "delta": 0.5, "eps": 0.5, "zeta": 0.5})
+    for seed in range(20):
+        seq = quota_sequence([probs] * 81, 1, seed=seed)
+        _assert_quota_guarantee([probs] * 81, 1, seq)
+        for end in (27, 54, 81):
+            counts = Counter(m for q in seq[:end] for m, n in q.items() for _ in range(n))
+            assert counts == {m: (8 if p > 0.1 else 1) * end // 27 for m, p in probs.items()}
+
+
+@settings(DETERMINISTIC, max_examples=500)
+@given(
+    st.lists(st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 7.0]), min_size=4, max_size=4),
+    st.lists(st.sampled_from([0.0, 0.05, 0.1, 0.3, 0.5, 1.0, 2.5, 7.0]), min_size=4, max_size=4),
+    st.integers(1, 60),
+    st.integers(1, 16),
+    st.integers(0, 1000),
+)
+def test_quota_sequence_bounds_with_interpolated_probabilities(
+    start: list[float], end: list[float], length: int, k: int, seed: int
+) -> None:
+    # Linearly changing probabilities exactly as an interpolated phase produces them (members may enter or
+    # leave: weight 0 at one end), then the next phase's constant ones; with and without a reset between.
+    names = NAMES[:4]
+    start, end = [start[0] or 1.0, *start[1:]], [end[0], *end[1:-1], end[-1] or 1.0]
+    sched = [
+        Phase(length, dict(zip(names, start, strict=True)), True),
+        Phase(None, dict(zip(names, end, strict=True))),
+    ]
+    per_step = [weights_at_step(sched, s) for s in range(length + 5)]
+    for resets in ([length], []):
+        seq = quota_sequence(per_step, k, seed=seed, reset_at=resets)
+        _assert_quota_guarantee(per_step, k, seq, resets)
+        for s, q in enumerate(seq):
+            assert all(q[m] == 0 for m in names if per_step[s][m] == 0), (s, q)
+
+
+@settings(DETERMINISTIC, max_examples=500)
+@given(
+    st.integers(2, 6).flatmap(
+        lambda n: st.lists(
+            st.lists(st.integers(0, 5), min_size=n, max_size=n).filter(any), min_size=1, max_size=40
+        )
+    ),
+    st.integers(1, 9),
+    st.integers(0, 1000),
+    st.lists(st.integers(1, 39), max_size=3),
+)
+def test_quota_sequence_bounds_with_arbitrary_probabilities(
+    weights: list[list[int]], k: int, seed: int, resets: list[int]
+) -> None:
+    # The guarantee needs no structure at all: new probabilities every step, members dropping to 0 and back.
+    per_step = [{f"m{i}": w / sum(ws) for i, w in enumerate(ws)} for ws in weights]
+    seq = quota_sequence(per_step, k, seed=seed, reset_at=resets)
+    _assert_quota_guarantee(per_step, k, seq, resets)
+
+
+def test_quota_sequence_reroutes_when_the_greedy_choice_is_stuck(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Step 0 (k=2, all 1/4): earliest deadline gives a and b the two extras, since c and d owe nothing later.
+    # Step 1 (a 3/4, b 1/4, c and d 0): its one extra can only go to a or b, which got their share at step 0;
+    # so one of step 0's extras must move to c or d. The augmenting path does that.
+    calls = []
+    real = sampling._reroute
+    monkeypatch.setattr(sampling, "_reroute", lambda *a: calls.append(a[-2:]) or real(*a))
+    per_step = [dict.fromkeys("abcd", 0.25), {"a": 0.75, "b": 0.25, "c": 0.0, "d": 0.0}]
+    for seed in range(10):
+        seq = quota_sequence(per_step, 2, seed=seed)
+        _assert_quota_guarantee(per_step, 2, seq)
+        assert (
+            seq[0]["c"] + seq[0]["d"] == 1 and sum(q["a"] for q in seq) == 2 and sum(q["b"] for q in seq) == 1
+        )
+    assert calls  # the repair path really ran
+
+
+@settings(DETERMINISTIC, max_examples=300)
 @given(
     st.lists(
         st.tuples(
@@ -209,7 +318,7 @@ def test_small_probability_member_is_not_starved() -> None:
         assert sum(tiny[start : start + 5]) == 2  # evenly spread, not bunched
 
 
-@settings(max_examples=30, deadline=None)
+@settings(DETERMINISTIC, max_examples=30)
 @given(weight_maps, st.integers(1, 16), st.integers(0, 10_000))
 def test_plan_no_starvation(ws: dict[str, float], k: int, seed: int) -> None:
     tasks = {m: list(range(5)) for m in ws}
@@ -317,7 +426,7 @@ def test_plan_sizes_and_defaults() -> None:
         plan_rows(tasks, prompts_per_step=0)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(DETERMINISTIC, max_examples=30)
 @given(weight_maps, st.integers(0, 2**40), st.sampled_from([None, 1, 3, 8]))
 def test_plan_determinism(ws: dict[str, float], seed: int, k: int | None) -> None:
     tasks = {m: list(range(3 + i)) for i, m in enumerate(ws)}
@@ -367,6 +476,7 @@ def test_within_step_positions_are_shuffled_but_composition_exact() -> None:
     assert len(firsts) > 1  # not always the same layout (e.g. all a's first)
 
 
+@settings(DETERMINISTIC)
 @given(st.lists(st.integers(0, 10_000), min_size=1, max_size=30, unique=True), st.integers(0, 10**6))
 def test_tasks_without_replacement_per_cycle(task_ids: list[int], seed: int) -> None:
     c = TaskCycler(task_ids, seed=seed, member="m")
@@ -386,7 +496,7 @@ def test_plan_rows_draw_tasks_without_replacement() -> None:
     )  # re-permuted (may coincide)
 
 
-@settings(max_examples=20, deadline=None)
+@settings(DETERMINISTIC, max_examples=20)
 @given(st.integers(0, 10**6))
 def test_member_task_order_independent_of_other_members(seed: int) -> None:
     ta = list(range(20))

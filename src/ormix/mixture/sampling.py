@@ -20,9 +20,11 @@ Exact per-step composition ("no environment starves"): with ``prompts_per_step=k
 apportioned by :func:`quota_sequence`: member i gets ``floor(p_i*k)`` or ``ceil(p_i*k)`` rows, the quotas sum
 to ``k``, and the leftover fractions are *carried* across steps so that, for every member and every step s
 since the start of the current phase, the cumulative count ``C_i(s)`` satisfies
-``floor(T_i(s)) <= C_i(s) <= ceil(T_i(s))`` where ``T_i(s) = sum over steps t<=s of p_i(t)*k`` — i.e. within 1
-of target, always. A member with p=0.1 at k=4 therefore appears in exactly 2 of every 5 steps, instead of never
-(plain per-step largest remainder) or at random (i.i.d. draws: starved in (0.9)^4 ≈ 66% of steps).
+``floor(T_i(s)) <= C_i(s) <= ceil(T_i(s))`` where ``T_i(s) = sum over steps t<=s of p_i(t)*k`` — i.e. less
+than one row off target, and exactly on it whenever ``T_i(s)`` is whole. All three hold for any per-step
+probabilities (constant, interpolated, or otherwise; proof in :func:`quota_sequence`). A member with p=0.1 at
+k=4 therefore appears in exactly 2 of every 5 steps (steps 0-4, 5-9, ...), instead of never (plain per-step
+largest remainder) or at random (i.i.d. draws: starved in (0.9)^4 ≈ 66% of steps).
 Probabilities are read as the simplest fractions within float precision (0.1 → 1/10) over a common
 denominator (falling back to 2**32 if that would be huge), so the bookkeeping is exact integer arithmetic.
 """
@@ -523,22 +525,30 @@ def quota_sequence(
 ) -> list[dict[str, int]]:
     """Per-step quotas for a whole run, carrying remainders across steps (the no-starvation guarantee).
 
-    Step s gives member i ``floor(p_i(s)*k)`` rows plus at most one extra; the ``F(s) = k - sum floors`` extras
-    go to members whose carried credit ``T_i(s) - C_i(s-1)`` is positive: first those that would otherwise
-    fall a full row behind now (deadlines come from the known future probabilities), then members without an
-    extra this step, those due next step, then the largest credit; remaining ties by a generator seeded from
-    ``seed``. Result, for every member:
+    Write ``x_i(s) = p_i(s)*k`` for member i's target at step s, ``T_i(s)`` for the sum of its targets and
+    ``C_i(s)`` for its rows over the steps since the last reset, through s. For *any* per-step probabilities
+    (constant, interpolated or arbitrary), every member i and every step s:
 
-    - every step's quotas sum to ``k``; a member with probability 0 at a step gets 0 rows at that step;
-    - ``floor(T_i(s)) <= C_i(s) <= ceil(T_i(s))`` at every step, where ``C_i`` counts rows and ``T_i`` sums
-      ``p_i*k`` since the last reset (so a member with ``p*k >= 1`` appears in every step, and one with
-      ``p*k < 1`` appears in ``p*k`` of the steps, evenly spread);
-    - each step's quota is ``floor(p_i*k)`` or ``ceil(p_i*k)``.
+    - the step's quotas sum to ``k``, and a member with ``p_i(s) = 0`` gets 0 rows at that step;
+    - the quota is ``floor(x_i(s))`` or ``ceil(x_i(s))``;
+    - ``floor(T_i(s)) <= C_i(s) <= ceil(T_i(s))``: less than one row off target, and exactly on it whenever
+      ``T_i(s)`` is a whole number (so a member with ``p*k >= 1`` appears in every step, and one with
+      ``p*k = 0.4`` in exactly 2 of the steps 0-4 after a reset, 2 of the steps 5-9, and so on).
 
-    These hold for what :func:`plan_rows` produces: between resets the probabilities are constant or change
-    linearly (an interpolated phase), so a member's probability never falls to 0 and back while it holds
-    credit. For arbitrary per-step probabilities the sums stay exact and a fallback keeps going, but a bound
-    may be missed by one row; pass the phase starts as ``reset_at``.
+    The bounds are exact for the probabilities as read: the simplest fractions within float precision, or,
+    when a segment's common denominator would be huge, integers over about ``2**32`` (off by ~``2**-32``).
+
+    Why they always hold: step s gives every member ``floor(x_i(s))`` rows plus one extra row to each of
+    ``F(s) = k - sum of floors`` members with fractional ``x_i(s)``. Choosing the extras is an integral flow
+    problem with integer bounds (step s hands out ``F(s)`` extras, at most one per member with fractional
+    ``x_i(s)``; member i's running count of extras stays between floor and ceil of its running fractional
+    target). The fractional parts of the ``x_i(s)`` are a feasible fractional flow, so an integral one exists
+    (Hoffman's circulation theorem) for the steps through any s. Steps are filled in order, earliest deadline
+    first (the deadline: the first step at which the member, without an extra, would drop below floor; ties:
+    a member whose following extra is already owed at its deadline, then a generator seeded from ``seed``).
+    When that greedy choice breaks a bound at the current step (more members due than extras, or fewer
+    members with credit than extras; rare), extras of earlier steps are moved along an augmenting path, which
+    exists by the same theorem and breaks no other bound. So the guarantee never rests on the greedy.
 
     ``reset_at`` lists steps where the carried credit starts over (``plan_rows`` passes phase starts, so each
     phase of a schedule is exact on its own).
@@ -547,6 +557,8 @@ def quota_sequence(
         >>> seq = quota_sequence([{"a": 0.9, "b": 0.1}] * 5, 4, seed=0)
         >>> sum(q["b"] for q in seq)     # 0.1 * 4 * 5 = 2 rows, not 0
         2
+        >>> all(sum(q.values()) == 4 and q["a"] in (3, 4) for q in seq)  # 0.9 * 4 = 3.6 rows per step
+        True
     """
     k = _check_k(prompts_per_step)
     n_steps = len(probs_per_step)
@@ -571,55 +583,131 @@ def quota_sequence(
 def _quota_segment(
     quant: Sequence[Mapping[str, int]], k: int, members: list[str], rng: random.Random, scale: int
 ) -> list[dict[str, int]]:
-    # Every step's integer weights sum to `scale`, so credits are exact integers in units of 1/scale rows.
-    n = len(quant)
-    frac = [{m: q[m] * k % scale for m in members} for q in quant]
-    # Prefix sums of each member's per-step fractional target, for deadline look-ups by bisection.
-    cum: dict[str, list[int]] = {}
-    for m in members:
-        acc = [0]
-        for s in range(n):
-            acc.append(acc[-1] + frac[s][m])
-        cum[m] = acc
-    credit = dict.fromkeys(members, 0)
-    out: list[dict[str, int]] = []
-    for s in range(n):
-        q = quant[s]
-        base = {m: q[m] * k // scale for m in members}
-        for m in members:
-            credit[m] += frac[s][m]
-        extras = k - sum(base.values())
-        got = dict.fromkeys(members, 0)
+    # Exact integers: member i's target at step t is p_i(t)*k = base + frac/scale rows (base its floor,
+    # 0 <= frac < scale). The step's `k - sum(base)` extra rows go one each to members with frac > 0, so the
+    # per-step floor/ceil bound holds by construction; what is left is to keep every member's extras through
+    # step t, ext[i][t], within floor/ceil of its fractional targets through t, phi[i][t] / scale.
+    n, n_steps = len(members), len(quant)
+    base = [[q[m] * k // scale for m in members] for q in quant]
+    frac = [[q[m] * k % scale for m in members] for q in quant]
+    phi: list[list[int]] = []
+    for i in range(n):
+        acc, run = [], 0
+        for t in range(n_steps):
+            run += frac[t][i]
+            acc.append(run)
+        phi.append(acc)
+    got = [[0] * n for _ in range(n_steps)]  # got[t][i]: 1 when member i has an extra row at step t
+    ext = [[0] * n_steps for _ in range(n)]
+    for s in range(n_steps):
+        seats = k - sum(base[s])
+        prev = [ext[i][s - 1] if s else 0 for i in range(n)]
+        # Earliest deadline first among members with credit (an extra keeps them <= ceil): the deadline is the
+        # first step at which, without an extra, the member would fall below floor. Ties: a member whose
+        # following extra is already owed at that deadline first, then the seeded generator.
+        ranked: list[tuple[int, int, float, int]] = []
+        spare: list[tuple[int, float, int]] = []
+        for i in range(n):
+            if frac[s][i] == 0:
+                continue
+            need = (prev[i] + 1) * scale
+            if prev[i] * scale < phi[i][s]:
+                d = bisect.bisect_left(phi[i], need, s)
+                ranked.append((d, -int(d < n_steps and phi[i][d] > need), rng.random(), i))
+            else:
+                spare.append((prev[i] * scale - phi[i][s], rng.random(), i))
+        ranked.sort()
+        spare.sort()
+        chosen = [i for *_, i in ranked[:seats]] + [i for *_, i in spare[: max(0, seats - len(ranked))]]
+        for i in chosen:
+            got[s][i] = 1
+        for i in range(n):
+            ext[i][s] = prev[i] + got[s][i]
+        # The greedy choice can leave a member due now without an extra (more due than extras: it is one
+        # below floor) or give one to a member without credit (fewer with credit than extras: one above
+        # ceil). Each such member is fixed by one move along an augmenting path through the earlier steps,
+        # from a member with room above floor, or to one with room below ceil (see quota_sequence for why
+        # one always exists); a move changes no other member's total at step s.
+        for i in range(n):
+            if ext[i][s] < phi[i][s] // scale:
+                slack = [j for j in range(n) if ext[j][s] > phi[j][s] // scale]
+                _reroute(got, ext, phi, frac, scale, s, slack, [i])
+            elif ext[i][s] > -(-phi[i][s] // scale):
+                room = [j for j in range(n) if ext[j][s] < -(-phi[j][s] // scale)]
+                _reroute(got, ext, phi, frac, scale, s, [i], room)
+    return [{m: base[t][i] + got[t][i] for i, m in enumerate(members)} for t in range(n_steps)]
 
-        for _ in range(extras):
-            live = [m for m in members if q[m] > 0]
-            cands = [m for m in live if credit[m] - got[m] * scale > 0] or live
-            best: tuple[int, int, int, int, float] | None = None
-            pick = cands[0]
-            for m in cands:
-                # Deadline: first step at which, without this extra, the member would be a full row behind.
-                need = (got[m] + 1) * scale - credit[m]
-                if need <= 0:
-                    d = s
-                else:
-                    t = bisect.bisect_left(cum[m], cum[m][s + 1] + need)
-                    d = t - 1 if t < len(cum[m]) else _NEVER
-                # Urgent extras (due now) first; then members without an extra this step (keeps each quota
-                # floor/ceil), those due next step, then the largest carried credit (so nobody runs ahead and
-                # concentrates credit elsewhere). Found by property testing against the exact bounds.
-                owed = credit[m] - got[m] * scale
-                if d <= s:
-                    key = (0, 0, d, 0, rng.random())
-                else:
-                    key = (1, 1 if got[m] else 0, d if d == s + 1 else _NEVER, -owed, rng.random())
-                if best is None or key < best:
-                    best, pick = key, m
-            got[pick] += 1
-        for m in members:
-            credit[m] -= got[m] * scale
-            base[m] += got[m]
-        out.append(base)
-    return out
+
+def _reroute(
+    got: list[list[int]],
+    ext: list[list[int]],
+    phi: list[list[int]],
+    frac: list[list[int]],
+    scale: int,
+    s: int,
+    sources: Sequence[int],
+    targets: Sequence[int],
+) -> None:
+    """Move one extra (of the totals through step ``s``) from a member in ``sources`` to one in ``targets``.
+
+    Breadth-first search for an augmenting path in the residual graph of the quota flow: node ``(i, t)`` is
+    member i at step t, node ``(n, t)`` is step t's pool of extras. Residual moves: ``(i, t) -> (i, t+1)``
+    raises ``ext[i][t]`` (needs room below ceil), ``(i, t) -> (i, t-1)`` lowers ``ext[i][t-1]`` (needs room
+    above floor), ``(i, t) -> pool t`` takes member i's extra at t back, ``pool t -> (j, t)`` gives it to a
+    member j with ``frac > 0`` and no extra at t. Pushing one unit along the path keeps every step's extras
+    count and every bound at steps < s; at step s only the source loses one and the target gains one.
+    """
+    n = len(ext)
+    width = n + 1
+    parent: dict[int, int] = {}
+    queue: list[int] = []
+    for j in sources:
+        parent[s * width + j] = -1
+        queue.append(s * width + j)
+    goal = {s * width + i for i in targets}
+    head, found = 0, -1
+    while head < len(queue):
+        node = queue[head]
+        head += 1
+        if node in goal:
+            found = node
+            break
+        t, i = divmod(node, width)
+        if i == n:
+            nxt = [t * width + j for j in range(n) if not got[t][j] and frac[t][j] > 0]
+        else:
+            nxt = []
+            if t < s and ext[i][t] < -(-phi[i][t] // scale):
+                nxt.append(node + width)
+            if t > 0 and ext[i][t - 1] > phi[i][t - 1] // scale:
+                nxt.append(node - width)
+            if got[t][i]:
+                nxt.append(t * width + n)
+        for v in nxt:
+            if v not in parent:
+                parent[v] = node
+                queue.append(v)
+    if found < 0:
+        raise RuntimeError(
+            "quota_sequence found no augmenting path; this is a bug in ormix, please report it"
+        )
+    path = [found]
+    while parent[path[-1]] >= 0:
+        path.append(parent[path[-1]])
+    path.reverse()
+    ext[path[0] % width][s] -= 1
+    for u, v in zip(path, path[1:], strict=False):
+        tu, iu = divmod(u, width)
+        tv, iv = divmod(v, width)
+        if iu == n:
+            got[tv][iv] = 1
+        elif iv == n:
+            got[tu][iu] = 0
+        elif tv == tu + 1:
+            ext[iu][tu] += 1
+        else:
+            ext[iu][tv] -= 1
+    ext[found % width][s] += 1
 
 
 # --------------------------------------------------------------------------------------------------------------
