@@ -65,7 +65,6 @@ STRATEGIES: tuple[str, ...] = ("weights", "temperature", "round_robin", "schedul
 _SCALE = 1 << 32
 _MAX_DENOM = 10**9
 _MAX_COMMON = 1 << 96
-_NEVER = 1 << 62
 
 
 class SamplingError(ValueError):
