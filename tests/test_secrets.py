@@ -158,7 +158,13 @@ def test_reprs_and_errors_never_show_a_secret(tmp_path, monkeypatch):
     for failing_spec in (literal, sdk):  # ormix's client, then the openreward SDK's
         failing = failing_spec.environment_factory()
         shown.append(failing.reset(task_index=2))
-        shown += [repr(failing), str(failing.outcome), str(failing.outcome.error), repr(failing_spec.connection), repr(failing_spec.config)]
+        shown += [
+            repr(failing),
+            str(failing.outcome),
+            str(failing.outcome.error),
+            repr(failing_spec.connection),
+            repr(failing_spec.config),
+        ]
         assert failing.outcome.error_kind == "session_open", failing.outcome  # the failure really happened
     mix.close_sessions()
     literal.close()

@@ -108,6 +108,9 @@ class Connection:
         self._config = config
         self._client: ORSClient | None = None
         self._sdk: Any = None
+        # (url, env_name) of the local server this connection started: a pickled copy in another process
+        # (TRL's AsyncGRPOTrainer worker) talks to the same server instead of starting its own.
+        self._served: tuple[str, str] | None = None
         self._tasks: dict[tuple[Any, ...], list[tuple[int, dict[str, Any]]]] = {}
         self._tools: dict[tuple[Any, ...], list[ToolSpec]] = {}
         # One lock per request key, so concurrent members fetch different things at once but never twice.
@@ -115,6 +118,14 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"Connection({self.target!r}, env_name={self.env_name!r})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self._config, "served": self._served, "tasks": self._tasks, "tools": self._tools}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])  # type: ignore[misc]
+        self._served = state["served"]
+        self._tasks, self._tools = dict(state["tasks"]), dict(state["tools"])
 
     # ── the client ────────────────────────────────────────────────────
 
@@ -124,13 +135,16 @@ class Connection:
             _register_exit_hook()
             _open.add(self)
             target = self._config.parsed_target
-            if target.kind in ("local", "module"):
+            if self._served is not None:
+                url, env_name = self._served
+            elif target.kind in ("local", "module"):
                 from ormix.local.server.shared import server_for
 
                 server = await anyio.to_thread.run_sync(
                     lambda: server_for(self.target, mode=self._config.local_serve)
                 )
                 url, env_name = server.url, self.env_name or server.env_names[0]
+                self._served = (url, env_name)
             else:
                 url, env_name = self.target, self.env_name
             # The client keeps at most this much of one tool output in memory (bounded under a 50 MB

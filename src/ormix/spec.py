@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -47,6 +47,30 @@ from ormix.tools.binding import BindingReport
 __all__ = ["OpenRewardSpec", "matches_where"]
 
 logger = logging.getLogger(__name__)
+
+
+class EpisodeFactory:
+    """What `OpenRewardSpec.environment_factory` is: a picklable zero-argument callable making `Episode`s.
+
+    Example:
+        >>> factory = OpenRewardSpec("local:echo").environment_factory
+        >>> factory.__name__
+        'echo_environment'
+    """
+
+    def __init__(self, spec: OpenRewardSpec) -> None:
+        self.spec = spec
+        self.__name__ = f"{spec.name}_environment"
+
+    def __call__(self) -> Episode:
+        return self.spec.episode_class()
+
+    def episode_config_for(self, row: Mapping[str, Any]) -> EpisodeConfig:
+        """The `EpisodeConfig` whose episode will reset with `row` (for opening its session ahead)."""
+        return self.spec.episode_config
+
+    def __repr__(self) -> str:
+        return f"EpisodeFactory({self.spec!r})"
 
 
 def _default_name(target: str, env_name: str | None) -> str:
@@ -97,6 +121,8 @@ class OpenRewardSpec:
             client; task and tool listing still use ormix's client).
         api_key_env: the environment variable holding the API key (default `OPENREWARD_API_KEY` for catalog
             targets), read when the key is needed.
+        max_concurrent_sessions: most of this spec's sessions being opened or running a tool call at once (a
+            deployment's quota); more wait their turn. `None`: no bound.
         connection: share another spec's `Connection` (its client and what its server answered).
 
     Every option is also a read-only attribute (`spec.split`, `spec.call_timeout_s`, ...); `spec.config` is
@@ -129,6 +155,7 @@ class OpenRewardSpec:
     local_serve = _Option()
     open_retries = _Option()
     transport = _Option()
+    max_concurrent_sessions = _Option()
     api_key_env = _Option()
 
     def __init__(
@@ -155,6 +182,7 @@ class OpenRewardSpec:
         open_retries: int = 0,
         transport: str = "ormix",
         api_key_env: str | None = None,
+        max_concurrent_sessions: int | None = None,
         connection: Connection | None = None,
     ) -> None:
         options: dict[str, Any] = {
@@ -180,6 +208,7 @@ class OpenRewardSpec:
             "open_retries": open_retries,
             "transport": transport,
             "api_key_env": api_key_env,
+            "max_concurrent_sessions": max_concurrent_sessions,
         }
         try:
             self.config = SpecConfig.model_validate(options)
@@ -233,6 +262,15 @@ class OpenRewardSpec:
     def __repr__(self) -> str:
         return f"OpenRewardSpec({self.target!r}, split={self.split!r}, name={self.name!r})"
 
+    def __getstate__(self) -> dict[str, Any]:
+        # What another process needs to rebuild this spec: its options, name, token, connection (which
+        # points a worker at the server this process already serves) and the answers fetched so far.
+        keep = ("config", "name", "token", "connection", "_secrets_given", "task_specs", "tool_specs")
+        return {k: v for k, v in self.__dict__.items() if k in keep}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     # ── public surface ────────────────────────────────────────────────
 
     @cached_property
@@ -281,6 +319,7 @@ class OpenRewardSpec:
             open_session=self._open_session,
             max_output_chars=self.max_output_chars,
             open_retries=self.open_retries,
+            max_concurrent_sessions=self.max_concurrent_sessions,
         )
 
     @cached_property
@@ -298,15 +337,12 @@ class OpenRewardSpec:
         return self.episode_class.binding
 
     @cached_property
-    def environment_factory(self) -> Callable[[], Episode]:
-        """Zero-argument callable returning a fresh `Episode` (one per rollout; TRL pools and resets them)."""
-        cls = self.episode_class
+    def environment_factory(self) -> EpisodeFactory:
+        """Zero-argument callable returning a fresh `Episode` (one per rollout; TRL pools and resets them).
 
-        def factory() -> Episode:
-            return cls()
-
-        factory.__name__ = f"{self.name}_environment"
-        return factory
+        It pickles (with its spec), so TRL's AsyncGRPOTrainer can send it to a worker process.
+        """
+        return EpisodeFactory(self)
 
     @cached_property
     def telemetry(self) -> TelemetryObserver:

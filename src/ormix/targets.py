@@ -46,8 +46,6 @@ _LOCAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _URL_SCHEME = re.compile(r"(?i)https?:")
 
 
-
-
 @dataclass(frozen=True)
 class Target:
     """A parsed target.

@@ -94,7 +94,9 @@ MODEL_OUTPUT_CHARS = 16_384
 
 _MIXTURE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
-_MODEL_CONFIG = ConfigDict(extra="forbid", hide_input_in_errors=True, allow_inf_nan=False, frozen=True, strict=True)
+_MODEL_CONFIG = ConfigDict(
+    extra="forbid", hide_input_in_errors=True, allow_inf_nan=False, frozen=True, strict=True
+)
 
 Scalar = str | int | float | bool
 
@@ -140,7 +142,9 @@ class SpecConfig(BaseModel):
     (``OPENREWARD_API_KEY`` for catalog targets), ``transport`` (``ormix``'s client or the ``sdk``).
     Driving: ``call_timeout_s`` (deadline of one call), ``ping_interval_s`` (keepalive; ``null`` disables),
     ``max_output_chars`` (most characters of a tool result the model sees), ``open_retries``,
-    ``close_after_scoring``, ``local_serve`` (``process`` or ``thread`` for ``local:``/``module:`` targets).
+    ``close_after_scoring``, ``local_serve`` (``process`` or ``thread`` for ``local:``/``module:`` targets),
+    ``max_concurrent_sessions`` (this environment's sessions being opened or running a call at once, for a
+    deployment with a quota; more wait their turn).
     Scoring: ``unscored_reward`` (reward of a rollout that got no score; ``None`` leaves it out of GRPO).
 
     Example:
@@ -170,6 +174,7 @@ class SpecConfig(BaseModel):
     open_retries: int = Field(0, ge=0)
     close_after_scoring: bool = True
     local_serve: Literal["process", "thread"] | None = None
+    max_concurrent_sessions: int | None = Field(None, ge=1)
 
     _indices = field_validator("indices")(classmethod(lambda cls, v: _non_negative_indices(v)))
 
@@ -640,4 +645,6 @@ def load_mixture_config(
         raise MixtureFileError(
             [Problem((), f"cannot read the file ({e.__class__.__name__}: {e})")], str(p)
         ) from None
-    return MixtureConfig.from_yaml_text(text, str(p), environ=environ, defer_missing_secrets=defer_missing_secrets)
+    return MixtureConfig.from_yaml_text(
+        text, str(p), environ=environ, defer_missing_secrets=defer_missing_secrets
+    )

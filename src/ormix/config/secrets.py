@@ -43,7 +43,9 @@ class Secret:
         self.env_vars = env_vars
 
     @classmethod
-    def expand(cls, source: str, environ: Mapping[str, str] | None = None, *, defer_missing: bool = False) -> Secret:
+    def expand(
+        cls, source: str, environ: Mapping[str, str] | None = None, *, defer_missing: bool = False
+    ) -> Secret:
         """Expand ``${NAME}`` references in ``source`` from ``environ`` (default: ``os.environ``).
 
         Raises ``ValueError`` naming the missing variables (never the value). With ``defer_missing`` a missing
@@ -153,7 +155,9 @@ class Secret:
             )
         context = info.context if isinstance(info.context, Mapping) else {}
         try:
-            return cls.expand(value, context.get("environ"), defer_missing=bool(context.get("defer_missing_secrets")))
+            return cls.expand(
+                value, context.get("environ"), defer_missing=bool(context.get("defer_missing_secrets"))
+            )
         except ValueError as e:
             raise problem_error(str(e)) from None
 

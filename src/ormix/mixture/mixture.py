@@ -82,6 +82,40 @@ class Member:
         )
 
 
+class RoutingFactory:
+    """The namespaced `environment_factory`: a picklable callable making one `RoutingEnvironment` per rollout.
+
+    Example:
+        >>> factory = RoutingFactory({"echo": OpenRewardSpec("local:echo")})
+        >>> factory.__name__
+        'routing_environment'
+    """
+
+    __name__ = "routing_environment"
+
+    def __init__(self, specs: Mapping[str, OpenRewardSpec]) -> None:
+        self.specs = dict(specs)
+
+    @cached_property
+    def routing_class(self) -> type[RoutingEnvironment]:
+        """The `RoutingEnvironment` subclass with every member's namespaced tools."""
+        return make_routing_class({n: s.episode_class for n, s in self.specs.items()})
+
+    def __call__(self) -> RoutingEnvironment:
+        return self.routing_class()
+
+    def episode_config_for(self, row: Mapping[str, Any]) -> Any:
+        """The `EpisodeConfig` of the member a row belongs to (its `environment` column), or ``None``."""
+        spec = self.specs.get(row.get("environment"))  # type: ignore[arg-type]
+        return None if spec is None else spec.episode_config
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"specs": self.specs}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.specs = state["specs"]
+
+
 def _member(name: str, value: Any) -> Member:
     if isinstance(value, Member):
         return value
@@ -343,7 +377,11 @@ class MixtureSpec:
     @cached_property
     def routing_class(self) -> type[RoutingEnvironment]:
         """The `RoutingEnvironment` subclass (namespaced routing)."""
-        return make_routing_class({n: self.spec(n).episode_class for n in self._specs})
+        return self._routing_factory.routing_class
+
+    @cached_property
+    def _routing_factory(self) -> RoutingFactory:
+        return RoutingFactory(self._specs)
 
     @cached_property
     def environment_factory(self) -> Callable[[], Any] | dict[str, Callable[[], Any]]:
@@ -352,13 +390,7 @@ class MixtureSpec:
             return self.spec(next(iter(self._specs))).environment_factory
         if self.routing == "per_env":
             return {n: self.spec(n).environment_factory for n in self._specs}
-        cls = self.routing_class
-
-        def factory() -> RoutingEnvironment:
-            return cls()
-
-        factory.__name__ = "routing_environment"
-        return factory
+        return self._routing_factory
 
     @cached_property
     def reward_funcs(self) -> list[RewardFunction]:

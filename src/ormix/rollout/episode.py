@@ -16,12 +16,16 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import anyio
+
 from ormix.ors import errors as ors_errors
 from ormix.ors.bridge import run_sync
+from ormix.rollout.batch import SPLIT_COLUMN, call_key, row_key
 from ormix.rollout.outcome import Outcome, classify_outcome
 from ormix.tools.binding import BindingReport, bind_tools
 
@@ -51,9 +55,6 @@ EPISODE_STATE = (
     "outcome",
     "session_id",
 )
-
-#: Dataset column naming the split of a row's task when it is not the spec's own (eval rows).
-SPLIT_COLUMN = "ors_split"
 
 
 @dataclass
@@ -94,8 +95,41 @@ class EpisodeConfig:
     open_session: Callable[..., Any]
     max_output_chars: int
     open_retries: int = 0
+    #: Sessions of this spec being opened or running a tool call at once (None: no bound).
+    max_concurrent_sessions: int | None = None
     live: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _parked: dict[tuple[Any, ...], deque[_Opened]] = field(default_factory=dict, repr=False)
+    _limiter: Any = field(default=None, repr=False)
+
+    def limiter(self) -> Any:
+        """The bound on this spec's opens and calls in flight (an anyio limiter; call on the portal's loop)."""
+        if self._limiter is None:
+            total = self.max_concurrent_sessions
+            self._limiter = anyio.CapacityLimiter(total) if total else _Unbounded()
+        return self._limiter
+
+    async def open_ahead(self, row: Mapping[str, Any]) -> None:
+        """Open the session `row` asks for and park it until an episode's `reset(**row)` takes it."""
+        opened = await _open(self, row)
+        with self.lock:
+            self._parked.setdefault(row_key(row), deque()).append(opened)
+
+    def take_parked(self, row: Mapping[str, Any]) -> _Opened | None:
+        """The session parked for this row, if any (first parked, first taken)."""
+        with self.lock:
+            queue = self._parked.get(row_key(row))
+            return queue.popleft() if queue else None
+
+    def discard_parked(self) -> int:
+        """Close the parked sessions nobody took; returns how many."""
+        with self.lock:
+            opened = [o for queue in self._parked.values() for o in queue]
+            self._parked.clear()
+        sessions = [o.session for o in opened if o.session is not None]
+        if sessions:
+            run_sync(_close_sessions, sessions)
+        return len(opened)
 
     def live_count(self) -> int:
         """How many episodes of this spec exist (open session or not)."""
@@ -156,6 +190,7 @@ class Episode:
 
     def __init__(self) -> None:
         self._session: Any = None
+        self._round: Any = None  # a ToolRound while a trainer runs a batch's tool rounds together
         self._clear()
         with self._config.lock:
             self._config.live.add(self)
@@ -171,36 +206,29 @@ class Episode:
         self._clear()
         self.member = self._config.member
         self.task_index = row.get("task_index")
-        task_spec = row.get("task_spec") if isinstance(row.get("task_spec"), dict) else None
-        # Eval rows of another split say so (SPLIT_COLUMN); training rows use the spec's split.
-        split = row.get(SPLIT_COLUMN) if isinstance(row.get(SPLIT_COLUMN), str) else None
-        t0 = time.perf_counter()
-        try:
-            self._session, prompt, self.open_retries = run_sync(
-                _open_and_prompt,
-                self._config.open_session,
-                self.task_index,
-                task_spec,
-                split,
-                self._config.open_retries,
-            )
-        except _OpenFailed as failed:
-            e = failed.error
-            self.open_retries = failed.retries
-            self.open_ms = (time.perf_counter() - t0) * 1000
-            kind = infra_error_kind(e) or "session_open"
+        # A session a trainer opened ahead for this row (ormix.rollout.batch), else one opened now.
+        opened = self._config.take_parked(row) or run_sync(_open, self._config, row)
+        self.open_ms, self.open_retries = opened.open_ms, opened.retries
+        if opened.error is not None:
+            kind = infra_error_kind(opened.error) or "session_open"
             # Anything that stops the session from starting is a failed open, whatever the transport said.
-            self._record_infra("session_open" if kind != "deadline" else "deadline", e)
+            self._record_infra("session_open" if kind != "deadline" else "deadline", opened.error)
             return f"[ormix] The environment {self.member!r} could not start this task. Tool calls will fail."
-        self.open_ms = (time.perf_counter() - t0) * 1000
-        return prompt
+        self._session = opened.session
+        return opened.prompt
 
     def _call_tool(self, wire_name: str, arguments: dict[str, Any]) -> str:
         """Call one ORS tool by its wire name and update the episode state; returns text for the model.
 
         The dispatch target of every bound tool method (`ormix.tools.binding`); runs `_acall_tool` on the
-        ORS portal.
+        ORS portal, unless a `ToolRound` already ran it with the rest of its round.
         """
+        if self._round is not None:
+            return self._round.intercept(
+                self,
+                call_key("call", wire_name, arguments),
+                lambda: run_sync(self._acall_tool, wire_name, arguments),
+            )
         return run_sync(self._acall_tool, wire_name, arguments)
 
     async def _acall_tool(self, wire_name: str, arguments: dict[str, Any]) -> str:
@@ -215,7 +243,8 @@ class Episode:
             self.last_output = f"Error: {reason}"
             return self.last_output
         try:
-            result = await self._session.call(wire_name, arguments)
+            async with self._config.limiter():
+                result = await self._session.call(wire_name, arguments)
         except ors_errors.ToolRejected as e:
             return self._tool_error(wire_name, t0, f"rejected:{e.reason or 'unknown'}", e)
         except ors_errors.ToolFailed as e:
@@ -340,9 +369,23 @@ async def aclose_episode(episode: Episode) -> None:
     await episode._aclose()
 
 
-class _OpenFailed(Exception):
-    def __init__(self, error: ors_errors.ORSError, retries: int) -> None:
-        self.error, self.retries = error, retries
+@dataclass
+class _Opened:
+    """A session opened for a row (or why it could not be), with what it took."""
+
+    session: Any = None
+    prompt: str = ""
+    error: ors_errors.ORSError | None = None
+    retries: int = 0
+    open_ms: float = 0.0
+
+
+class _Unbounded:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
 
 
 #: Failures worth another open: the environment or the link failed, not the deadline.
@@ -354,30 +397,43 @@ _RETRYABLE_OPEN = (
 )
 
 
-async def _open_and_prompt(
-    open_session: Callable[..., Any],
-    task_index: Any,
-    task_spec: dict | None,
-    split: str | None = None,
-    retries: int = 0,
-):
-    """Open a session and read its prompt, retrying a failed open up to `retries` times."""
+async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
+    """Open the session of a row's task and read its prompt, retrying a failed open `open_retries` times."""
+    task_index = row.get("task_index")
+    task_spec = row.get("task_spec") if isinstance(row.get("task_spec"), dict) else None
+    # Eval rows of another split say so (SPLIT_COLUMN); training rows use the spec's split.
+    split = row.get(SPLIT_COLUMN) if isinstance(row.get(SPLIT_COLUMN), str) else None
+    t0 = time.perf_counter()
     attempt = 0
-    while True:
-        session = None
-        try:
-            session = await open_session(task_index, task_spec, split)
-            return session, await session.prompt_text(), attempt
-        except ors_errors.ORSError as e:
-            if session is not None:
-                await session.close()
-            if attempt >= retries or not isinstance(e, _RETRYABLE_OPEN):
-                raise _OpenFailed(e, attempt) from e
-            attempt += 1
-        except BaseException:
-            if session is not None:
-                await session.close()
-            raise
+    async with config.limiter():
+        while True:
+            session = None
+            try:
+                session = await config.open_session(task_index, task_spec, split)
+                prompt = await session.prompt_text()
+                return _Opened(session, prompt, retries=attempt, open_ms=(time.perf_counter() - t0) * 1000)
+            except ors_errors.ORSError as e:
+                if session is not None:
+                    await session.close()
+                if attempt >= config.open_retries or not isinstance(e, _RETRYABLE_OPEN):
+                    return _Opened(error=e, retries=attempt, open_ms=(time.perf_counter() - t0) * 1000)
+                attempt += 1
+            except BaseException:
+                if session is not None:
+                    with anyio.CancelScope(shield=True):
+                        await session.close()
+                raise
+
+
+async def _close_sessions(sessions: Sequence[Any]) -> None:
+    async with anyio.create_task_group() as tg:
+        for session in sessions:
+            tg.start_soon(session.close)
+
+
+def set_tool_round(environment: Any, tool_round: Any) -> None:
+    """Install (or, with ``None``, remove) a `ToolRound` on an `Episode` or `RoutingEnvironment`."""
+    environment._round = tool_round
 
 
 _MODEL_MESSAGES = {

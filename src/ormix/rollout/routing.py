@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ormix.errors import UsageError
+from ormix.rollout.batch import call_key
 from ormix.rollout.episode import CallRecord, Episode, call_tool, close_episode
 from ormix.tools.binding import BindingConflictError, bind_tools
 
@@ -35,6 +36,7 @@ class RoutingEnvironment:
     def __init__(self) -> None:
         self._episodes: dict[str, Episode] = {}
         self.episode: Episode | None = None
+        self._round: Any = None  # a ToolRound while a trainer runs a batch's tool rounds together
 
     def reset(self, **row: Any) -> str:
         """Open the session of the row's member (named by its `environment` column) and return its prompt."""
@@ -53,6 +55,12 @@ class RoutingEnvironment:
         return episode.reset(**{k: v for k, v in row.items() if k != "environment"})
 
     def _route(self, member: str, wire_name: str, arguments: dict[str, Any]) -> str:
+        if self._round is not None:
+            key = call_key(f"route:{member}", wire_name, arguments)
+            return self._round.intercept(self, key, lambda: self._route_now(member, wire_name, arguments))
+        return self._route_now(member, wire_name, arguments)
+
+    def _route_now(self, member: str, wire_name: str, arguments: dict[str, Any]) -> str:
         episode = self.episode
         if episode is None:
             return "Error: no task is active; reset() was not called"

@@ -154,6 +154,7 @@ def rollout_record(
                 "reward": call.reward,
                 "finished": bool(call.finished),
                 "output_chars": int(call.output_chars),
+                "truncated": bool(getattr(call, "truncated", False)),
                 "detail": _clip(redact_text(call.detail, secrets) if call.detail else call.detail),
             }
         )

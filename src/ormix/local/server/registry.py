@@ -18,6 +18,7 @@ LOCAL_ENVIRONMENTS: dict[str, str] = {
     "terminals": "ormix.local.envs.terminals:Terminals",
     "seta": "ormix.local.envs.seta:Seta",
     "faulty": "ormix.local.envs.faulty:Faulty",
+    "latency": "ormix.local.envs.latency:Latency",
 }
 
 

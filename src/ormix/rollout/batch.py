@@ -1,0 +1,244 @@
+"""A batch's environment work in flight at once: sessions opened together, tool rounds run together.
+
+TRL's `GRPOTrainer` resets the environments of a batch one after another and, in every tool round, calls each
+rollout's tools one after another; only generation is batched. With session opens of seconds (sandboxes) and
+tool calls of seconds to minutes, a step then waits about R·open + rounds·R·call for its environments. The
+two pieces here let a trainer wait about one open and one call per round instead, without changing what any
+rollout sees:
+
+- `open_sessions`: given the batch's rows (before TRL resets anything), open all their sessions
+  concurrently and park each one with its spec (`EpisodeConfig.park`); `Episode.reset(**row)` then takes the
+  one parked for its row instead of opening its own. Parked sessions nobody took are closed and counted.
+- `ToolRound`: installed on a batch's environments for the duration of TRL's tool loop. At the first tool
+  call TRL makes in a round, it finds every rollout of the batch whose newest assistant message asks for
+  tools, and runs all of them at once, each rollout's calls in their order, through the very same tool
+  methods (same argument binding, routing, error handling). The calls TRL then makes, rollout after rollout,
+  are answered with those results, in the order TRL would have made them. A call that was not run ahead
+  (a mismatch, which would mean TRL changed) runs normally, and is counted.
+
+Bounds: each spec's `max_concurrent_sessions` (opens and calls of that member in flight) and the runner's
+`max_in_flight` (all members) apply; work beyond them waits its turn (backpressure, never failure).
+
+Example:
+    >>> row_key({"task_index": 3, "prompt": [], "environment": "seta"})
+    (3, None, None)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import inspect
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from ormix.ors.bridge import run_sync
+
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "OpenRequest", "RoundStats", "ToolRound", "open_sessions", "row_key"]
+
+logger = logging.getLogger(__name__)
+
+#: Rollouts whose sessions open, or whose tool calls run, at the same time by default (all members).
+DEFAULT_MAX_IN_FLIGHT = 256
+
+#: Dataset column naming the split of a row's task when it is not the spec's own (eval rows).
+SPLIT_COLUMN = "ors_split"
+
+
+def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What identifies the task a row opens a session for: task index, task spec, split override.
+
+    GRPO repeats each prompt `num_generations` times, so several rows share a key; each takes its own session.
+
+    Example:
+        >>> row_key({"task_spec": {"b": 1, "a": 2}, "ors_split": "test"})
+        (None, '{"a": 2, "b": 1}', 'test')
+    """
+    spec = row.get("task_spec")
+    split = row.get(SPLIT_COLUMN)
+    return (
+        row.get("task_index"),
+        json.dumps(spec, sort_keys=True, default=str) if isinstance(spec, dict) else None,
+        split if isinstance(split, str) else None,
+    )
+
+
+@dataclass
+class OpenRequest:
+    """One session to open ahead: the spec's `EpisodeConfig` (its `open_ahead` coroutine) and the row."""
+
+    config: Any
+    row: Mapping[str, Any]
+
+
+async def _open_all(requests: Sequence[OpenRequest], max_in_flight: int) -> None:
+    limiter = anyio.CapacityLimiter(max(1, max_in_flight))
+
+    async def one(request: OpenRequest) -> None:
+        async with limiter:
+            await request.config.open_ahead(request.row)
+
+    async with anyio.create_task_group() as tg:
+        for request in requests:
+            tg.start_soon(one, request)
+
+
+def open_sessions(requests: Sequence[OpenRequest], *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT) -> float:
+    """Open the sessions of `requests` concurrently and park them with their specs; returns the wall time (s).
+
+    A failed open is parked too (as the failure): the episode that takes it records it exactly as if it had
+    opened the session itself.
+    """
+    if not requests:
+        return 0.0
+    t0 = time.perf_counter()
+    run_sync(_open_all, list(requests), max_in_flight)
+    return time.perf_counter() - t0
+
+
+@dataclass
+class RoundStats:
+    """What the tool rounds of one batch did: rounds run ahead, calls answered from them, calls that ran
+    normally (not found ahead), and the wall time spent waiting for the environments."""
+
+    rounds: int = 0
+    answered: int = 0
+    fallbacks: int = 0
+    wait_s: float = 0.0
+
+
+_executing = threading.local()
+
+
+def _tool_methods(environment: Any) -> set[str]:
+    # The tools TRL sees: public functions of the class, minus `reset` (and `get_reward`).
+    return {
+        name
+        for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction)
+        if not name.startswith("_") and name not in ("reset", "get_reward")
+    }
+
+
+@dataclass
+class _Outcome:
+    key: tuple[Any, ...]
+    value: Any = None
+    error: BaseException | None = None
+
+
+@dataclass
+class ToolRound:
+    """Runs every rollout's tool calls of a round at once; answers TRL's one-after-another calls from them.
+
+    Args:
+        completions: TRL's per-rollout message lists (the tool loop appends to them in place).
+        environments: the batch's environments, in rollout order.
+        is_ours: which environments take part (ormix's episodes); others are left to TRL.
+        max_in_flight: rollouts run at once.
+
+    Installed by setting it on the environments (`ormix.rollout.episode.set_tool_round`); their tool methods
+    then ask `intercept` before doing anything.
+    """
+
+    completions: Sequence[list[dict[str, Any]]]
+    environments: Sequence[Any]
+    is_ours: Callable[[Any], bool]
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    stats: RoundStats = field(default_factory=RoundStats)
+    _results: dict[int, deque[_Outcome]] = field(default_factory=dict)
+    _dispatched: dict[int, Any] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def intercept(self, environment: Any, key: tuple[Any, ...], run: Callable[[], Any]) -> Any:
+        """The result of the call `key` on `environment`: run now (inside a round's worker), or the result of
+        the same call run ahead, or (not found ahead) run now."""
+        recording = getattr(_executing, "round", None)
+        if recording is self:
+            outcome = _Outcome(key)
+            try:
+                outcome.value = run()
+            except BaseException as e:  # noqa: BLE001 - handed to TRL's thread, raised there
+                outcome.error = e
+            with self._lock:
+                self._results.setdefault(id(environment), deque()).append(outcome)
+            if outcome.error is not None:
+                raise outcome.error
+            return outcome.value
+        queue = self._results.get(id(environment))
+        if not queue:
+            self._run_pending()
+            queue = self._results.get(id(environment))
+        if queue and queue[0].key == key:
+            outcome = queue.popleft()
+            self.stats.answered += 1
+            if outcome.error is not None:
+                raise outcome.error
+            return outcome.value
+        self.stats.fallbacks += 1
+        logger.warning(
+            "ormix: a tool call was not run ahead with its round (%s); running it now. If this repeats, the "
+            "installed TRL's tool loop differs from the one ormix was tested with.",
+            key[:2],
+        )
+        return run()
+
+    def _pending(self) -> list[tuple[Any, list[dict[str, Any]]]]:
+        """(environment, tool calls) of every rollout whose newest assistant message asks for tools and was
+        not run yet. A message TRL rolled back (its result would overflow the completion) was run already."""
+        out = []
+        for messages, environment in zip(self.completions, self.environments, strict=False):
+            if not messages or not self.is_ours(environment):
+                continue
+            last = messages[-1]
+            if last.get("role") != "assistant" or not last.get("tool_calls") or id(last) in self._dispatched:
+                continue
+            self._dispatched[id(last)] = last  # kept alive, so its id is never reused
+            out.append((environment, list(last["tool_calls"])))
+        return out
+
+    def _run_pending(self) -> None:
+        pending = self._pending()
+        if not pending:
+            return
+        t0 = time.perf_counter()
+        workers = min(len(pending), max(1, self.max_in_flight))
+        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ormix-round") as pool:
+            list(pool.map(lambda item: self._run_rollout(*item), pending))
+        self.stats.rounds += 1
+        self.stats.wait_s += time.perf_counter() - t0
+
+    def _run_rollout(self, environment: Any, tool_calls: Iterable[dict[str, Any]]) -> None:
+        # The calls TRL will make, made the way TRL makes them: the same method, the same arguments.
+        methods = _tool_methods(environment)
+        _executing.round = self
+        try:
+            for call in tool_calls:
+                if call.get("type") != "function":
+                    continue
+                function = call.get("function") or {}
+                name = function.get("name")
+                if name not in methods:
+                    continue
+                try:
+                    getattr(environment, name)(**(function.get("arguments") or {}))
+                except Exception:  # noqa: BLE001, S110 - recorded by intercept (or raised again by TRL's call)
+                    pass
+        finally:
+            _executing.round = None
+
+
+def call_key(kind: str, name: str, arguments: Any) -> tuple[Any, ...]:
+    """How a tool call is recognised between the round's run and TRL's call (kind, wire name, arguments).
+
+    Example:
+        >>> call_key("call", "bash", {"b": 1, "a": [2]})
+        ('call', 'bash', '{"a": [2], "b": 1}')
+    """
+    return (kind, name, json.dumps(arguments, sort_keys=True, default=repr))
