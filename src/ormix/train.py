@@ -3,17 +3,21 @@
 `train_command` is what the console script runs; `train` is the same for Python callers (examples, ablations):
 
 1. load the mixture (validated before any server is contacted; `local:`/`module:` members are served on
-   loopback in child processes),
+   loopback in child processes); check the run directory: a fresh one, or — with ``resume`` — the run it
+   holds, whose mixture must not have changed (`ormix.runs`),
 2. build the model: ormix's offline tiny model by default, else a hub id or a local path,
 3. build `GRPOConfig` from the file's ``train:`` section, then the caller's overrides, then settings that must
    agree with the mixture (data order, kept columns, batch geometry; see `build_grpo_config`),
 4. optionally warm the model up with a few steps of supervised fine-tuning on reference solutions
    (`ormix.demo.warmup`, local environments only),
-5. write ``manifest.json`` (`MixtureSpec.manifest`) and ``train_args.json`` into the run directory, train,
-   printing one line per logging step with the per-member reward (and coverage, once telemetry logs it),
+5. write ``manifest.json`` (`MixtureSpec.manifest`) and ``train_args.json`` into the run directory, train
+   (`ConcurrentGRPOTrainer`: a batch's sessions and tool rounds in flight at once), printing one line per
+   logging step with the per-member reward and coverage and where the step's time went,
 6. save the model under ``<run dir>/model`` and print the report.
 
-Sessions are closed on every exit path (end, Ctrl-C, error): TRL never closes its environments.
+Sessions are closed and local servers stopped on every exit path (end, SIGTERM, Ctrl-C, error): TRL never
+closes its environments. SIGTERM saves a checkpoint at the end of the current step (within a bound) and
+stops; Ctrl-C stops at once and saves the last completed step; both print the command that resumes.
 
 Example:
     >>> from ormix.train import train
@@ -24,11 +28,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import math
 import os
+import shlex
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -37,9 +41,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ormix.errors import TrainConfigError
+from ormix.errors import OrmixError, TrainConfigError, UsageError, exit_status
+from ormix.runs import RunDirectory
 
 __all__ = [
+    "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
     "TrainConfigError",
     "TrainResult",
     "default_run_dir",
@@ -48,10 +55,14 @@ __all__ = [
     "train_command",
 ]
 
+#: Exit status after Ctrl-C (SIGINT), and after SIGTERM (128 + the signal number, as shells report them).
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
 
 @dataclass
 class TrainResult:
-    """What a finished (or interrupted) run left behind.
+    """What a finished (or stopped) run left behind.
 
     Attributes:
         run_dir: The run directory (manifest, train args, log history, completions, rollouts, report, model).
@@ -59,6 +70,10 @@ class TrainResult:
         summary: Per member: mean over logged steps of ``reward`` and, where logged, ``coverage``.
         wall_s: Seconds from loading the mixture to the end of training.
         interrupted: True when training stopped on Ctrl-C.
+        terminated: True when training stopped on SIGTERM.
+        checkpoint: The checkpoint saved when the run stopped early (``None`` if none was).
+        stopped_by_alarm: The coverage alarm's message, when it stopped the run (``telemetry.stop``).
+        resumed_from: The checkpoint this run continued from.
     """
 
     run_dir: Path
@@ -66,15 +81,22 @@ class TrainResult:
     summary: dict[str, dict[str, float | None]] = field(default_factory=dict)
     wall_s: float = 0.0
     interrupted: bool = False
+    terminated: bool = False
+    checkpoint: Path | None = None
+    stopped_by_alarm: str | None = None
+    resumed_from: Path | None = None
+
+    @property
+    def exit_status(self) -> int:
+        """0 finished, 1 stopped by the alarm, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)."""
+        if self.terminated:
+            return EXIT_TERMINATED
+        if self.interrupted:
+            return EXIT_INTERRUPTED
+        return 1 if self.stopped_by_alarm else 0
 
 
 # ── settings ──────────────────────────────────────────────────────────
-
-
-def _grpo_fields() -> dict[str, dataclasses.Field]:
-    from trl import GRPOConfig
-
-    return {f.name: f for f in dataclasses.fields(GRPOConfig) if f.init}
 
 
 def _parse_scalar(text: str) -> Any:
@@ -165,6 +187,9 @@ def _progress_callback(members: Sequence[str], console: Any, run_dir: Path):
             calls = logs.get(f"{prefix}tools/call_frequency")
             if calls is not None:
                 parts.append(f"tools/rollout {calls:.2f}")
+            waits = [logs.get(f"{prefix}ormix/env/{k}_s") for k in ("open", "tools", "generate")]
+            if all(isinstance(w, (int, float)) for w in waits):
+                parts.append("env open {:.1f}s tools {:.1f}s gen {:.1f}s".format(*waits))
             parts.append(f"{time.monotonic() - self.started:.0f}s")
             console.print(" │ ".join(parts), highlight=False, soft_wrap=True)
             return control
@@ -236,6 +261,34 @@ def _load(path: str | Path, settings: Mapping[str, Any], max_steps: int | None):
     return config, MixtureSpec.from_config(config)
 
 
+def _prepare_run_dir(
+    run: RunDirectory, mix: Any, *, resume: str | Path | None, overwrite: bool, allow_changed: bool
+) -> tuple[Path | None, list[str]]:
+    """Check the run directory before anything starts: the checkpoint to resume and the config changes."""
+    if resume is None:
+        if run.holds_a_run():
+            if not overwrite:
+                raise UsageError(
+                    f"{run.path} already holds a run; continue it with --resume, start it over with "
+                    "--overwrite, or pick another --output-dir"
+                )
+            run.clear()
+        return None, []
+    if not run.holds_a_run():
+        raise UsageError(
+            f"{run.path} holds no run to resume (no manifest.json); drop --resume to start one there"
+        )
+    checkpoint = run.resolve_checkpoint(resume)
+    changes = run.changes_since(mix.config.manifest_dict())
+    if changes and not allow_changed:
+        raise UsageError(
+            f"the mixture changed since {run.path} was trained, so resuming would not continue the same run:\n  "
+            + "\n  ".join(changes)
+            + "\nrestore the mixture, or pass --allow-changed-mixture to resume anyway (recorded in the manifest)"
+        )
+    return checkpoint, changes
+
+
 def train(
     mixture: Any,
     *,
@@ -247,11 +300,19 @@ def train(
     console: Any | None = None,
     report: bool = True,
     callbacks: Sequence[Any] = (),
+    concurrent: bool = True,
+    resume: str | Path | None = None,
+    overwrite: bool = False,
+    allow_changed_mixture: bool = False,
+    on_sigterm: str = "checkpoint",
+    sigterm_grace_s: float = 120.0,
+    save_on_interrupt: bool = True,
+    resume_command: str | None = None,
 ) -> TrainResult:
     """Train on a mixture (a `MixtureSpec`, or a path to a mixture file) with GRPO; return what it left.
 
     Args:
-        mixture: a `MixtureSpec` (its ``config.train`` section applies when it came from a file) or a path.
+        mixture: a `MixtureSpec` (its ``config.train`` section applies) or a path to a mixture file.
         model: hub id or local path; ``None`` (or ``"ormix:tiny"``) = the offline tiny model.
         max_steps: overrides ``train.max_steps``.
         output_dir: run directory; default ``runs/<mixture name>-<timestamp>``.
@@ -260,9 +321,19 @@ def train(
         console: a `rich.console.Console` for progress (default: a new one).
         report: print the report at the end.
         callbacks: extra `TrainerCallback`s.
+        concurrent: open each batch's sessions and run each tool round together (`ConcurrentGRPOTrainer`);
+            ``False`` keeps TRL's sequential loop.
+        resume: continue the run in ``output_dir`` from ``"latest"`` or a checkpoint directory.
+        overwrite: start over in an ``output_dir`` that holds a run (its files are removed).
+        allow_changed_mixture: resume although the mixture changed (the changes go into the manifest).
+        on_sigterm: ``"checkpoint"`` (save when the current step ends, within ``sigterm_grace_s``, then stop)
+            or ``"abandon"`` (stop at once; the last periodic checkpoint remains).
+        save_on_interrupt: on Ctrl-C, save the last completed step as a checkpoint.
+        resume_command: the command printed to resume a stopped run (default: built from the arguments).
 
     Raises:
-        TrainConfigError, MixtureError, MixtureFileError: bad settings, found before training starts.
+        UsageError (TrainConfigError, MixtureError, ...): bad settings or run directory, found before
+        training starts (and before any server is contacted for the run-directory checks).
 
     Example:
         >>> from ormix import load_mixture
@@ -270,7 +341,6 @@ def train(
     """
     from rich.console import Console
 
-    from ormix.demo.tiny import TINY_MODEL, resolve_model
     from ormix.mixture import MixtureSpec
 
     console = console or Console()
@@ -278,34 +348,39 @@ def train(
     settings = dict(settings or {})
     if isinstance(mixture, MixtureSpec):
         mix = mixture
-        config = mix.config
     else:
-        config, mix = _load(mixture, settings, max_steps)
+        _, mix = _load(mixture, settings, max_steps)
     from ormix.integrations.trl.args import build_grpo_config, check_settings
 
-    file_settings = dict(config.train)
+    file_settings = dict(mix.config.train)
     check_settings(file_settings, "train.")  # name a bad key as the file spells it, before merging
     merged = {**file_settings, **settings}
     if max_steps is not None:
         merged["max_steps"] = max_steps
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if output_dir is None and world_size > 1:
+    rank = int(os.environ.get("RANK", "0"))
+    if output_dir is None and (world_size > 1 or resume is not None):
+        why = f"{world_size} processes" if world_size > 1 else "--resume"
         # Each rank would stamp its own time: every process must write into one run directory.
-        raise TrainConfigError(
-            f"{world_size} processes: pass --output-dir so every rank writes the same run directory"
-        )
+        raise TrainConfigError(f"{why}: pass --output-dir (the run directory)")
     run_dir = Path(output_dir) if output_dir is not None else default_run_dir(mix.name)
-    tiny = model is None or model == TINY_MODEL
+    run = RunDirectory(run_dir)
+    tiny = model is None or model == _tiny_id()
     args, notes = build_grpo_config(
         mix, merged, output_dir=run_dir, model=None if tiny else model, world_size=world_size
     )
-
+    # Checked before any server is contacted or any file is written.
+    checkpoint, changes = (
+        _prepare_run_dir(run, mix, resume=resume, overwrite=overwrite, allow_changed=allow_changed_mixture)
+        if rank == 0 or resume is not None
+        else (None, [])
+    )
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    run_dir.mkdir(parents=True, exist_ok=True)
     members = list(mix.members)
-    result = TrainResult(run_dir=run_dir)
+    result = TrainResult(run_dir=run_dir, resumed_from=checkpoint)
+    created = not run_dir.exists()
     try:
-        model_path = resolve_model(model)
+        model_path = _resolve_model(model)
         console.print(
             f"[bold]ormix train[/bold] {mix.name}: members {', '.join(members)} "
             f"({mix.routing} routing), model {'ormix:tiny' if tiny else model}"
@@ -315,18 +390,25 @@ def train(
             console.print(f"  set {note}")
         # Contacts the servers: task lists, tool surfaces; the manifest pins exactly what this run trains on.
         manifest = mix.manifest()
-        (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-        (run_dir / "train_args.json").write_text(args.to_json_string())
+        if checkpoint is not None:
+            manifest = _resumed_manifest(run, manifest, checkpoint, changes, allow_changed_mixture)
+            step = RunDirectory.step_of(checkpoint)
+            if rank == 0:
+                run.cut_back(step)
+            console.print(f"  resuming from {checkpoint} (step {step})")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if rank == 0:
+            (run_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+            (run_dir / "train_args.json").write_text(args.to_json_string())
         steps = args.max_steps if args.max_steps > 0 else "epochs"
         console.print(
             f"  {len(mix.train_dataset)} training rows, {mix.prompts_per_step or '?'} prompts/step × "
             f"{args.num_generations} generations, max_steps {steps}, device "
             f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if args.use_vllm else ''}"
         )
-
         trainer_model: Any = model_path
         processing_class = None
-        if warmup_sft > 0:
+        if warmup_sft > 0 and checkpoint is None:
             from ormix.demo.warmup import warmup_sft as run_warmup
 
             trainer_model, processing_class = run_warmup(
@@ -338,9 +420,25 @@ def train(
                 use_cpu=bool(args.use_cpu),
                 max_completion_length=args.max_completion_length,
             )
-        result.log_history = _run_trainer(
-            mix, args, trainer_model, processing_class, members, console, run_dir, list(callbacks), result
+        _run_trainer(
+            mix,
+            args,
+            trainer_model,
+            processing_class,
+            console,
+            run,
+            list(callbacks),
+            result,
+            concurrent=concurrent,
+            checkpoint=checkpoint,
+            on_sigterm=on_sigterm,
+            sigterm_grace_s=sigterm_grace_s,
+            save_on_interrupt=save_on_interrupt,
         )
+    except BaseException:
+        if created and not any(run_dir.glob("*")):
+            run_dir.rmdir()  # a run that failed before writing anything leaves no empty directory
+        raise
     finally:
         # Closing the connections also closes sessions no episode tracks any more (keepalive pings would
         # otherwise hold them open on a remote server until its reaper runs).
@@ -349,48 +447,149 @@ def train(
     result.summary = _summarise(result.log_history, members)
     if report:
         _print_report(run_dir, result, console)
-    state = "interrupted" if result.interrupted else "finished"
-    console.print(f"{state} in {result.wall_s:.0f}s; run directory: [bold]{run_dir}[/bold]")
+    if result.stopped_by_alarm:
+        console.print(f"[red]stopped by the coverage alarm:[/red] {result.stopped_by_alarm}", highlight=False)
+    if result.interrupted or result.terminated:
+        why = "terminated (SIGTERM)" if result.terminated else "interrupted"
+        saved = f"; checkpoint {result.checkpoint}" if result.checkpoint else "; no checkpoint was saved"
+        console.print(f"[yellow]{why}[/yellow] after {result.wall_s:.0f}s{saved}")
+        if result.checkpoint is not None or run.latest_checkpoint() is not None:
+            command = resume_command or _resume_command(mixture, run_dir)
+            console.print(f"resume with: [bold]{command}[/bold]", highlight=False, soft_wrap=True)
+    else:
+        console.print(f"finished in {result.wall_s:.0f}s; run directory: [bold]{run_dir}[/bold]")
     return result
 
 
-def _run_trainer(mix, args, model, processing_class, members, console, run_dir, callbacks, result):
+def _tiny_id() -> str:
+    from ormix.demo.tiny import TINY_MODEL
+
+    return TINY_MODEL
+
+
+def _resolve_model(model: str | None) -> str:
+    from ormix.demo.tiny import resolve_model
+
+    return resolve_model(model)
+
+
+def _resume_command(mixture: Any, run_dir: Path) -> str:
+    target = mixture if isinstance(mixture, (str, Path)) else "FILE"
+    return f"ormix train {shlex.quote(str(target))} --output-dir {shlex.quote(str(run_dir))} --resume"
+
+
+def _resumed_manifest(
+    run: RunDirectory, manifest: dict[str, Any], checkpoint: Path, changes: list[str], allowed: bool
+) -> dict[str, Any]:
+    stored = run.read_manifest() or {}
+    if not allowed and stored.get("resolved_hash") not in (None, manifest["resolved_hash"]):
+        raise UsageError(
+            f"the servers answered differently than when {run.path} was trained (task lists, tools or the plan "
+            "changed), so resuming would not continue the same run; pass --allow-changed-mixture to resume anyway"
+        )
+    resumes = list(stored.get("resumes", []))
+    resumes.append(
+        {
+            "from": str(checkpoint),
+            "step": RunDirectory.step_of(checkpoint),
+            "time": datetime.now().isoformat(timespec="seconds"),
+            "changed": changes,
+            "allowed_changes": bool(allowed and changes),
+        }
+    )
+    return {**manifest, "resumes": resumes}
+
+
+def _run_trainer(
+    mix: Any,
+    args: Any,
+    model: Any,
+    processing_class: Any,
+    console: Any,
+    run: RunDirectory,
+    callbacks: list[Any],
+    result: TrainResult,
+    *,
+    concurrent: bool,
+    checkpoint: Path | None,
+    on_sigterm: str,
+    sigterm_grace_s: float,
+    save_on_interrupt: bool,
+) -> None:
     from transformers import PrinterCallback, ProgressCallback
-    from trl import GRPOTrainer
+
+    from ormix.integrations.trl.callbacks import TelemetryCallback
+    from ormix.integrations.trl.lifecycle import RunLifecycle, handle_termination
+    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
 
     eval_dataset = None
     if args.eval_strategy != "no" and mix.eval_dataset:  # look at eval tasks only when evaluating
         eval_dataset = mix.eval_dataset
-    trainer = GRPOTrainer(
-        model=model,
-        args=args,
-        processing_class=processing_class,
-        train_dataset=mix.train_dataset,
-        eval_dataset=eval_dataset,
-        environment_factory=mix.environment_factory,
-        reward_funcs=mix.reward_funcs,
-        callbacks=[*mix.callbacks, _progress_callback(members, console, run_dir), *callbacks],
-    )
-    # Our one line per step replaces transformers' printed log dicts.
-    trainer.remove_callback(PrinterCallback)
-    if args.disable_tqdm:
-        trainer.remove_callback(ProgressCallback)
-    try:
-        with _quiet_trainer():
-            trainer.train()
-    except KeyboardInterrupt:
-        result.interrupted = True
-        console.print(
-            "[yellow]interrupted[/yellow]: closing sessions; the run directory keeps what was logged"
+    with handle_termination(on_sigterm, sigterm_grace_s) as stop:  # type: ignore[arg-type]
+        trainer = ConcurrentGRPOTrainer(
+            concurrent=concurrent,
+            model=model,
+            args=args,
+            processing_class=processing_class,
+            train_dataset=mix.train_dataset,
+            eval_dataset=eval_dataset,
+            environment_factory=mix.environment_factory,
+            reward_funcs=mix.reward_funcs,
+            callbacks=[
+                *mix.callbacks,
+                RunLifecycle(run.path, stop),
+                _progress_callback(list(mix.members), console, run.path),
+                *callbacks,
+            ],
         )
-        return list(trainer.state.log_history)
-    finally:
-        # Now, while the trainer still holds its environments: the episodes are tracked weakly, so once the
-        # trainer is dropped their open sessions can no longer be found (and keepalive pings hold them open).
-        mix.close_sessions()
-    with _quiet_trainer():
-        trainer.save_model(str(run_dir / "model"))
-    return list(trainer.state.log_history)
+        # Our one line per step replaces transformers' printed log dicts.
+        trainer.remove_callback(PrinterCallback)
+        if args.disable_tqdm:
+            trainer.remove_callback(ProgressCallback)
+        try:
+            with _quiet_trainer():
+                trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+        except KeyboardInterrupt:
+            if stop.requested:
+                result.terminated = True  # a second SIGTERM, the grace bound, or the abandon policy
+            else:
+                result.interrupted = True
+                if save_on_interrupt and trainer.state.global_step > 0:
+                    result.checkpoint = _save_checkpoint(trainer, run)
+            console.print(
+                "[yellow]stopping[/yellow]: closing sessions; the run directory keeps what was logged"
+            )
+        finally:
+            # Now, while the trainer still holds its environments: the episodes are tracked weakly, so once the
+            # trainer is dropped their open sessions can no longer be found (and keepalive pings hold them open).
+            mix.close_sessions()
+        result.log_history = list(trainer.state.log_history)
+        if stop.requested and not result.terminated:
+            result.terminated = True
+            saved = run.path / f"checkpoint-{trainer.state.global_step}"
+            result.checkpoint = saved if saved.is_dir() else None
+        alarm = next(
+            (c.stopped_by for c in trainer.callback_handler.callbacks if isinstance(c, TelemetryCallback)),
+            None,
+        )
+        result.stopped_by_alarm = alarm.message if alarm is not None else None
+        if not (result.interrupted or result.terminated):
+            with _quiet_trainer():
+                trainer.save_model(str(run.path / "model"))
+
+
+def _save_checkpoint(trainer: Any, run: RunDirectory) -> Path | None:
+    """Save the last completed step as a resumable checkpoint after Ctrl-C (model, optimizer, trainer state)."""
+    path = run.path / f"checkpoint-{trainer.state.global_step}"
+    if (path / "trainer_state.json").exists():
+        return path
+    try:
+        # transformers' own checkpoint writer (the one its save_steps use), so --resume reads it back.
+        trainer._save_checkpoint(trainer.model, trial=None)
+    except Exception as e:  # noqa: BLE001 - an interrupted run must still close everything
+        logging.getLogger(__name__).warning("ormix: could not save a checkpoint after the interrupt: %s", e)
+        return None
+    return path if path.is_dir() else None
 
 
 class _DropUnscoredNotice(logging.Filter):
@@ -430,11 +629,14 @@ def train_command(
     overrides: list[str],
     console: Any,
     callbacks: Sequence[Any] = (),
+    **options: Any,
 ) -> int:
-    """`ormix train FILE`: returns the exit status (0 done, 1 training failed, 2 bad input, 130 interrupted).
+    """`ormix train FILE`: returns the exit status (0 done, 1 failed or stopped by the coverage alarm, 2 bad
+    input, 130 interrupted, 143 terminated by SIGTERM).
 
-    `path` is a mixture file or a `MixtureSpec` (as for `train`); `callbacks` are extra `TrainerCallback`s.
-    Sessions are closed and the run directory keeps what was logged on every exit path.
+    `path` is a mixture file or a `MixtureSpec` (as for `train`); `callbacks` are extra `TrainerCallback`s;
+    `options` are `train`'s (``resume``, ``overwrite``, ``concurrent``, ...). Sessions are closed and the run
+    directory keeps what was logged on every exit path.
 
     Example:
         >>> from rich.console import Console
@@ -442,8 +644,6 @@ def train_command(
         ...               warmup_sft=0, overrides=[], console=Console())   # doctest: +SKIP
         0
     """
-    from ormix.errors import OrmixError, exit_status
-
     try:
         from ormix.integrations.trl.args import check_settings
 
@@ -458,15 +658,17 @@ def train_command(
             settings=settings,
             console=console,
             callbacks=callbacks,
+            **options,
         )
     except OrmixError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return exit_status(e)
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/yellow]")
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
-        console.print_exception(max_frames=8)
+        if options.get("debug") or os.environ.get("ORMIX_DEBUG"):
+            console.print_exception(max_frames=8)
         console.print(f"[red]training failed:[/red] {type(e).__name__}: {e}", highlight=False)
         return 1
-    return 130 if result.interrupted else 0
+    return result.exit_status

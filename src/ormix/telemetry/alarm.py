@@ -90,6 +90,25 @@ class AlarmTracker:
         self.streak: dict[str, int] = dict.fromkeys(self.members, 0)
         self.causes: dict[str, Counter[str]] = {m: Counter() for m in self.members}
 
+    def state(self) -> dict[str, Any]:
+        """The counters, as JSON data (saved with checkpoints, so a resumed run's alarm continues).
+
+        Example:
+            >>> t = AlarmTracker(TelemetryConfig(), ["a"])
+            >>> t.load_state({"streak": {"a": 2}, "causes": {"a": {"transport": 3}}}); t.state()["streak"]
+            {'a': 2}
+        """
+        return {"streak": dict(self.streak), "causes": {m: dict(c) for m, c in self.causes.items()}}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from `state` (members no longer in the mixture are ignored)."""
+        for member, streak in dict(state.get("streak", {})).items():
+            if member in self.streak:
+                self.streak[member] = int(streak)
+        for member, causes in dict(state.get("causes", {})).items():
+            if member in self.causes:
+                self.causes[member] = Counter({str(k): int(v) for k, v in dict(causes).items()})
+
     def update(
         self, step: int, logs: Mapping[str, Any], causes: Mapping[str, Mapping[str, int]] | None = None
     ) -> list[Alarm]:

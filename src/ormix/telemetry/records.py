@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -67,6 +68,7 @@ class TelemetryRun:
         num_generations: int | None = None,
         num_generations_eval: int | None = None,
         secrets: Iterable[str] = (),
+        resume_step: int | None = None,
     ) -> None:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.rank = int(rank)
@@ -79,6 +81,14 @@ class TelemetryRun:
         self._causes: dict[str, Counter[str]] = {}
         self._seq = 0
         self._write_failed = False
+        if resume_step is not None and self.records_path is not None:
+            # A resumed run redoes the steps after its checkpoint: their records (from the interrupted
+            # process) go, so no step is counted twice.
+            from ormix.runs import truncate_jsonl
+
+            truncate_jsonl(self.records_path, resume_step)
+            with contextlib.suppress(OSError):
+                self._seq = sum(1 for _ in self.records_path.open(encoding="utf-8"))
 
     def group_size(self, mode: str) -> int | None:
         """GRPO group size for `train` or `eval` batches."""

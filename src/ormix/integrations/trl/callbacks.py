@@ -36,6 +36,9 @@ __all__ = [
 
 logger = logging.getLogger("ormix.telemetry")
 
+#: ormix's telemetry state saved in each checkpoint directory.
+STATE_FILE = "ormix_telemetry.json"
+
 
 class SessionCleanupCallback(TrainerCallback):
     """Closes every ORS session still open when training ends (TRL never closes its environments).
@@ -177,6 +180,8 @@ class TelemetryCallback(TrainerCallback):
         self._tracker = AlarmTracker(self.settings, self.observers)
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        # Resuming (state.global_step > 0): records after the checkpoint's step are dropped and the alarm's
+        # counters restored from the checkpoint, so the continued run counts every step once.
         import os
 
         output_dir = getattr(args, "output_dir", None)
@@ -184,14 +189,20 @@ class TelemetryCallback(TrainerCallback):
         secrets = list(self.secrets)
         if os.environ.get("OPENREWARD_API_KEY"):
             secrets.append(os.environ["OPENREWARD_API_KEY"])
+        resumed = state.global_step if state.global_step > 0 else None
         self.run = TelemetryRun(
             output_dir if (self.settings.records and output_dir) else None,
             rank=getattr(args, "process_index", 0) or 0,
             num_generations=num_generations,
             num_generations_eval=getattr(args, "num_generations_eval", None) or num_generations,
             secrets=secrets,
+            resume_step=resumed,
         )
         self._tracker = AlarmTracker(self.settings, self.observers)
+        if resumed is not None and output_dir:
+            saved = Path(output_dir) / f"checkpoint-{resumed}" / STATE_FILE
+            if saved.exists():
+                self._tracker.load_state(json.loads(saved.read_text()).get("alarm", {}))
         for observer in self.observers.values():
             observer.run = self.run
         return control
@@ -221,6 +232,14 @@ class TelemetryCallback(TrainerCallback):
                 fh.write(json.dumps(alarm.as_dict(), default=str) + "\n")
         except OSError as e:
             logger.warning("ormix: cannot write %s (%s)", run_dir / "alarms.jsonl", e)
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """Save the alarm's counters beside the trainer's checkpoint (restored when training resumes)."""
+        output_dir = getattr(args, "output_dir", None)
+        folder = Path(output_dir) / f"checkpoint-{state.global_step}" if output_dir else None
+        if folder is not None and folder.is_dir() and state.is_world_process_zero:
+            (folder / STATE_FILE).write_text(json.dumps({"alarm": self._tracker.state()}, indent=1) + "\n")
+        return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         for observer in self.observers.values():

@@ -1,0 +1,210 @@
+"""Run directories: what a run leaves behind, and how a later process continues it exactly.
+
+A run directory holds ``manifest.json`` (what the run trains on), ``train_args.json``, ``log_history.jsonl``,
+``rollouts/rank-<k>.jsonl``, ``alarms.jsonl``, ``progress.json`` (the last completed step), trainer
+checkpoints ``checkpoint-<step>/`` (with ormix's own state beside the trainer's) and, at the end,
+``report/`` and ``model/``.
+
+Continuing a run (`ormix train --resume`) means: the latest checkpoint (or a chosen one), the same mixture
+(a changed one is refused before any server is contacted, naming every change, unless allowed), and every
+append-only file cut back to the checkpoint's step, so the steps that follow are written once.
+
+Example:
+    >>> config_changes({"seed": 0, "weights": {"a": 1}}, {"seed": 1, "weights": {"a": 1}})
+    ['seed: 0 → 1']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ormix.errors import UsageError
+
+__all__ = [
+    "APPEND_ONLY",
+    "RunDirectory",
+    "config_changes",
+    "truncate_jsonl",
+]
+
+#: Files a run appends to, one JSON object a line, each carrying its training step as ``step``.
+APPEND_ONLY = ("log_history.jsonl", "alarms.jsonl")
+#: Config keys a resumed run may change (how to train, not what to train on).
+RESUMABLE_KEYS = ("train", "telemetry", "name")
+
+_CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)$")
+
+
+def config_changes(old: Any, new: Any, path: str = "") -> list[str]:
+    """Every difference between two configs (`MixtureConfig.manifest_dict`), as ``key.path: old → new``.
+
+    Example:
+        >>> config_changes({"members": {"a": {"weight": 1}}}, {"members": {"a": {"weight": 2}, "b": {}}})
+        ['members.a.weight: 1 → 2', 'members.b: added']
+    """
+    if isinstance(old, Mapping) and isinstance(new, Mapping):
+        out: list[str] = []
+        for key in list(old) + [k for k in new if k not in old]:
+            where = f"{path}.{key}" if path else str(key)
+            if key not in new:
+                out.append(f"{where}: removed")
+            elif key not in old:
+                out.append(f"{where}: added")
+            else:
+                out += config_changes(old[key], new[key], where)
+        return out
+    if old != new:
+        return [f"{path}: {json.dumps(old, default=str)} → {json.dumps(new, default=str)}"]
+    return []
+
+
+def truncate_jsonl(path: Path, after_step: int) -> int:
+    """Drop the lines of a JSONL file whose ``step`` is after ``after_step`` (and a torn last line).
+
+    Returns how many lines were dropped. The file is rewritten atomically.
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "x.jsonl"
+        >>> _ = p.write_text('{"step": 1}\\n{"step": 2}\\n{"step": 3')
+        >>> truncate_jsonl(p, 1), p.read_text()
+        (2, '{"step": 1}\\n')
+    """
+    if not path.exists():
+        return 0
+    kept: list[str] = []
+    dropped = 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            step = json.loads(line).get("step")
+        except (json.JSONDecodeError, AttributeError):
+            dropped += 1
+            continue
+        if isinstance(step, int) and step > after_step:
+            dropped += 1
+        else:
+            kept.append(line)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
+    os.replace(tmp, path)
+    return dropped
+
+
+class RunDirectory:
+    """One run's directory (see the module docstring).
+
+    Example:
+        >>> import tempfile
+        >>> run = RunDirectory(tempfile.mkdtemp())
+        >>> run.holds_a_run(), run.latest_checkpoint()
+        (False, None)
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDirectory({str(self.path)!r})"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / "manifest.json"
+
+    def holds_a_run(self) -> bool:
+        """Whether an earlier run wrote here (a manifest, records, logs or checkpoints)."""
+        if not self.path.is_dir():
+            return False
+        return (
+            self.manifest_path.exists()
+            or any(self.path.glob("checkpoint-*"))
+            or any((self.path / "rollouts").glob("rank-*.jsonl"))
+            or (self.path / "log_history.jsonl").exists()
+        )
+
+    def checkpoints(self) -> list[tuple[int, Path]]:
+        """Complete checkpoints (a trainer state inside), by step."""
+        found = []
+        for child in self.path.glob("checkpoint-*"):
+            match = _CHECKPOINT_RE.search(child.name)
+            if match and (child / "trainer_state.json").exists():
+                found.append((int(match.group(1)), child))
+        return sorted(found)
+
+    def latest_checkpoint(self) -> Path | None:
+        """The newest complete checkpoint, or ``None``."""
+        found = self.checkpoints()
+        return found[-1][1] if found else None
+
+    def resolve_checkpoint(self, which: str | os.PathLike[str] | None) -> Path:
+        """The checkpoint to resume from: ``"latest"``/``None`` (the newest) or a path; `UsageError` if none."""
+        if which in (None, "latest"):
+            latest = self.latest_checkpoint()
+            if latest is None:
+                raise UsageError(
+                    f"{self.path} has no checkpoint to resume from (checkpoint-<step>/ with a trainer_state.json); "
+                    "set save_steps in the mixture's train: section (or --set save_steps=N) so runs leave them"
+                )
+            return latest
+        path = Path(which)  # type: ignore[arg-type]
+        if not (path / "trainer_state.json").exists():
+            raise UsageError(f"{path} is not a checkpoint (no trainer_state.json in it); pass a checkpoint-<step>/ "
+                             f"directory of the run, or --resume alone for the latest")
+        return path
+
+    @staticmethod
+    def step_of(checkpoint: Path) -> int:
+        """The training step a checkpoint was saved at."""
+        state = json.loads((checkpoint / "trainer_state.json").read_text())
+        return int(state.get("global_step", 0))
+
+    def read_manifest(self) -> dict[str, Any] | None:
+        """The manifest an earlier run wrote, if any."""
+        if not self.manifest_path.exists():
+            return None
+        return json.loads(self.manifest_path.read_text())
+
+    def changes_since(self, new_config: Mapping[str, Any]) -> list[str]:
+        """What differs between the stored run's config and ``new_config`` (``MixtureConfig.manifest_dict``),
+        ignoring how to train (`RESUMABLE_KEYS`)."""
+        stored = (self.read_manifest() or {}).get("config")
+        if stored is None:
+            return ["the run directory has no manifest with a config (it was not written by ormix train)"]
+        strip = lambda c: {k: v for k, v in c.items() if k not in RESUMABLE_KEYS}  # noqa: E731
+        return config_changes(strip(stored), strip(dict(new_config)))
+
+    def cut_back(self, step: int) -> dict[str, int]:
+        """Cut the run's own append-only files (logs, alarms) back to ``step`` and mark it the last completed
+        one; returns the lines dropped per file. Each rank's rollout records are cut by its own telemetry
+        (`ormix.telemetry.records.TelemetryRun`) when training resumes."""
+        dropped = {name: truncate_jsonl(self.path / name, step) for name in APPEND_ONLY}
+        self.write_progress(step)
+        return dropped
+
+    def clear(self) -> None:
+        """Remove an earlier run's files (`--overwrite`): manifest, logs, records, checkpoints, report, model."""
+        for name in ("manifest.json", "train_args.json", "progress.json", *APPEND_ONLY):
+            (self.path / name).unlink(missing_ok=True)
+        for name in ("rollouts", "report", "model", "completions"):
+            shutil.rmtree(self.path / name, ignore_errors=True)
+        for child in self.path.glob("checkpoint-*"):
+            shutil.rmtree(child, ignore_errors=True)
+
+    def write_progress(self, step: int) -> None:
+        """Record that every step up to ``step`` completed (reports ignore rollouts of later steps)."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        tmp = self.path / "progress.json.tmp"
+        tmp.write_text(json.dumps({"completed_step": int(step)}) + "\n")
+        os.replace(tmp, self.path / "progress.json")
+
+    def completed_step(self) -> int | None:
+        """The last completed step recorded by `write_progress` (``None`` when unknown)."""
+        try:
+            return int(json.loads((self.path / "progress.json").read_text())["completed_step"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
