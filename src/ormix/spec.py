@@ -28,7 +28,7 @@ from ormix.ors.models import ToolSpec
 from ormix.rollout.episode import Episode, EpisodeConfig, make_episode_class
 from ormix.rollout.outcome import training_reward
 from ormix.targets import parse_target
-from ormix.tools.binding import BindingReport, merge_tool_specs
+from ormix.tools import BindingReport, merge_tool_specs
 
 logger = logging.getLogger(__name__)
 

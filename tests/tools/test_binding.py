@@ -20,19 +20,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers.utils import get_json_schema
 
-import ormix.tools.binding as binding_module
-import ormix.tools.names as naming_module
-from ormix.tools.binding import (
+import ormix.tools
+from ormix.tools import (
     BindingConflictError,
+    NameMap,
+    NameMapError,
     ServerDefault,
     ToolSpecError,
     bind_tools,
+    is_safe_identifier,
     make_method,
     merge_tool_specs,
     plan_tool,
+    safe_identifier,
     schema_hash,
 )
-from ormix.tools.names import NameMap, NameMapError, is_safe_identifier, safe_identifier
+from ormix.tools.docstrings import split_choices
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -401,24 +404,29 @@ def test_server_text_is_data_not_docstring_structure() -> None:
         ["a"],
     )
     cls = fresh_class()
-    bind_tools(cls, [spec("evil", schema, evil_tool)])
-    fn = gjs(cls, "evil")
+    report = bind_tools(cls, [spec("evil", schema, evil_tool)])
+    fn = get_json_schema(cls().evil)["function"]
     props = fn["parameters"]["properties"]
     assert set(props) == {"a", "b", "numReturns_", "extraArgs"}
-    assert "evil" not in props
-    assert "os.system" in fn["description"] and "Args :" in fn["description"]
+    assert "evil" not in props  # the server's Args section documents no real parameter: it adds none
+    assert any("documents 'evil'" in n for n in report.bindings[0].notes)
+    # Its sections are read, not left as mangled text: the description is the code-looking text, as data
+    assert fn["description"] == 'Do it. """; import os; os.system("rm -rf /") #'
+    assert fn["return"]["description"] == "nothing"
     assert props["a"]["description"].startswith("first evil: fake arg b: also fake")
-    assert props["b"]["description"].endswith("(choices: not json).")
-    assert "enum" not in props["b"]
+    assert props["b"]["description"] == "ends like a choices list (choices : not json)"
+    assert "enum" not in props["a"] and "enum" not in props["b"]  # a broken clause is text, never json-parsed
     assert props["numReturns_"]["description"] == "Returns : the count Raises : never"
     assert props["extraArgs"]["description"] == "'''\"\"\"\\"
     assert cls.evil.__doc__.count("\nArgs:\n") == 1
 
 
-def test_binding_module_never_executes_text() -> None:
+def test_tool_modules_never_execute_text() -> None:
     forbidden = {"exec", "eval", "compile", "__import__", "exec_module", "run_code"}
-    for module in (binding_module, naming_module):
-        tree = ast.parse(Path(module.__file__).read_text())
+    paths = sorted(Path(ormix.tools.__file__).parent.glob("*.py"))
+    assert len(paths) >= 10  # the walk did see the package
+    for path in paths:
+        tree = ast.parse(path.read_text())
         names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
         attributes = {
             node.attr
@@ -426,14 +434,14 @@ def test_binding_module_never_executes_text() -> None:
             if isinstance(node, ast.Attribute)
             and not (node.attr == "compile" and getattr(node.value, "id", "") == "re")
         }
-        assert not (names | attributes) & forbidden, module.__name__  # re.compile of our own patterns is fine
+        assert not (names | attributes) & forbidden, path.name  # re.compile of our own patterns is fine
         imported = {
             alias.name
             for node in ast.walk(tree)
             if isinstance(node, (ast.Import, ast.ImportFrom))
             for alias in node.names
         }
-        assert not imported & {"builtins", "importlib", "runpy", "code", "types"}, module.__name__
+        assert not imported & {"builtins", "importlib", "runpy", "code", "types"}, path.name
 
 
 def test_duplicate_and_nameless_specs_are_skipped_not_raised() -> None:
@@ -697,7 +705,13 @@ def test_random_schemas_bind_and_render(name: str, schema: Any, description: str
     assert list(fn["parameters"]["properties"]) == [p.py_name for p in b.params]
     assert fn["parameters"].get("required", []) == [p.py_name for p in b.params if p.required]
     for p in b.params:
-        assert fn["parameters"]["properties"][p.py_name]["description"] == p.description
+        shown = fn["parameters"]["properties"][p.py_name]
+        text, choices = split_choices(p.description)  # a valid trailing clause is shown as an enum, like TRL
+        assert shown["description"] == text
+        if choices is not None:
+            assert shown["enum"] == [
+                v.strip() if isinstance(v, str) else v for v in json.loads(choices[9:-1])
+            ]
     assert inspect.signature(method).parameters.keys() == {"self", *(p.py_name for p in b.params)}
     env = cls()
     args = {p.py_name: f"v-{p.py_name}" for p in b.params if p.required}
@@ -720,10 +734,11 @@ def test_shared_schemas_are_planned_once_but_noted_per_tool() -> None:
     assert a.schema_hash == b.schema_hash and a.spec_hash != b.spec_hash
 
 
-def test_importing_binding_stays_light() -> None:
+def test_importing_the_tool_modules_stays_light() -> None:
     import subprocess
     import sys
 
-    code = "import sys, ormix.rollout.binding; print(any(m in sys.modules for m in ('torch', 'transformers', 'trl')))"
+    modules = ", ".join(f"ormix.tools.{p.stem}" for p in Path(ormix.tools.__file__).parent.glob("[!_]*.py"))
+    code = f"import sys, {modules}; print(any(m in sys.modules for m in ('torch', 'transformers', 'trl')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from ormix.rollout.episode import CallRecord, Episode
-from ormix.tools.binding import BindingConflictError, bind_tools
+from ormix.tools import BindingConflictError, bind_tools
 
 SEPARATOR = "__"
 
