@@ -44,7 +44,7 @@ _SECTIONS = {
     "Return": "returns",
     "Raises": "raises",
 }
-_HEADER_RE = re.compile(r"([ \t]*)(" + "|".join(_SECTIONS) + r")[ \t]*:(?:[ \t]+(.*))?\Z")
+_HEADER_RE = re.compile(r"([ \t]*)(" + "|".join(_SECTIONS) + r"):(?:[ \t]+(.*))?\Z")
 _ENTRY_RE = re.compile(r"\*{0,2}([A-Za-z_][\w.\-]*)[ \t]*(?:\([^()]*\))?[ \t]*:(?:[ \t]+(.*))?\Z")
 _MARKER_RE = re.compile(r"(Args|Returns|Raises):")  # what get_json_schema splits on, anywhere in the text
 _CHOICES_MARK_RE = re.compile(r"\(\s*choices\s*:", re.IGNORECASE)

@@ -88,7 +88,7 @@ def _structure(walker: SchemaWalker, node: Node, notes: list[str]) -> Any:
             parts = [_hint(walker, p, notes) for p in prefix]
             if len(parts) == 1:
                 notes.append("a one-element tuple is shown as a list of that element")
-                return list[parts[0]]
+                return list if parts[0] is Any else list[parts[0]]
             if rest is not None and node.schema.get("maxItems") != len(parts):
                 notes.append(f"only the first {len(parts)} items have fixed types; more are allowed")
             return tuple[tuple(parts)]

@@ -65,6 +65,10 @@ _JSON_TYPE_OF = {bool: "boolean", int: "integer", float: "number", str: "string"
 _NO_TYPE = "no type is given; any value is accepted"
 
 
+def _unique(issues: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(issues))
+
+
 def _inherited(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The keywords of a schema its union members take over (its assertions, not its alternatives or texts)."""
     return {k: v for k, v in schema.items() if k not in _NOT_INHERITED}
@@ -127,7 +131,9 @@ class Node:
             >>> SchemaWalker({"$defs": {"A": {}}, "$ref": "#/$defs/A"}).node().label
             'A'
         """
-        return None if self.ref is None else (self.ref.rsplit("/", 1)[-1] or "root")
+        if self.ref is None:
+            return None
+        return self.ref.rsplit("/", 1)[-1].replace("~1", "/").replace("~0", "~") or "root"
 
     @property
     def is_null(self) -> bool:
@@ -210,16 +216,16 @@ class SchemaWalker:
         """Guards, then ``$ref`` and ``allOf``; what is left is classified by :meth:`_classify`."""
         if depth > self.max_depth:
             issues.append(f"parts nested deeper than {self.max_depth} levels are shown as any value")
-            return Node({}, "deep", depth, refs, ref, issues=tuple(issues))
+            return Node({}, "deep", depth, refs, ref, issues=_unique(issues))
         if schema is True or schema is None:
-            return Node({}, "any", depth, refs, ref, issues=tuple(issues))
+            return Node({}, "any", depth, refs, ref, issues=_unique(issues))
         if not isinstance(schema, Mapping):
             issues.append(
                 "the schema accepts no value (`false`)"
                 if schema is False
                 else f"a sub-schema is not an object ({type(schema).__name__}); shown as any value"
             )
-            return Node({}, "never" if schema is False else "any", depth, refs, ref, issues=tuple(issues))
+            return Node({}, "never" if schema is False else "any", depth, refs, ref, issues=_unique(issues))
 
         while "$ref" in schema:
             key = schema["$ref"] if isinstance(schema["$ref"], str) else repr(schema["$ref"])
@@ -227,7 +233,7 @@ class SchemaWalker:
             target = self.resolve(schema["$ref"])
             if key in refs:
                 target = target if isinstance(target, Mapping) else siblings
-                return Node(target, "cycle", depth, refs, key, issues=tuple(issues))
+                return Node(target, "cycle", depth, refs, key, issues=_unique(issues))
             if not isinstance(target, Mapping):
                 if target is not True:
                     issues.append(f"reference {snippet(schema['$ref'], 80)} cannot be resolved")
@@ -305,7 +311,7 @@ class SchemaWalker:
             values=values,
             nullable=nullable,
             members=tuple(members),
-            issues=tuple(dict.fromkeys(issues)),
+            issues=_unique(issues),
         )
 
     @staticmethod
