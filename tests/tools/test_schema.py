@@ -151,7 +151,6 @@ def test_every_node_of_a_hostile_schema_is_well_formed(schema: Any) -> None:
         assert node.kind in KINDS and node.depth <= walker.max_depth + 1
         assert (node.kind == "union") == bool(node.members)
         assert not any(m.is_null for m in node.members)  # null members become `nullable`
-        assert isinstance(node.schema, dict) or hasattr(node.schema, "keys")
         assert "$ref" not in node.schema or node.kind == "cycle"
         # merged (an empty one is inert); a cycle's schema is its target as written
         assert not node.schema.get("allOf") or node.kind in ("any", "deep", "cycle")

@@ -14,6 +14,12 @@ Example:
     >>> walker = SchemaWalker({"type": "integer", "title": "Count", "minimum": 1, "default": 3})
     >>> param_text(walker, walker.node(), "n").render()
     'Count. Constraints: minimum=1. Default: 3.'
+
+Shapes are spelled out :data:`SHAPE_DEPTH` levels deep and cut at :data:`SHAPE_LIMIT` characters; the keywords
+of :data:`CONSTRAINT_KEYS` are listed as constraints, those of :data:`UNCARRIED_KEYS` verbatim:
+
+    >>> SHAPE_DEPTH, SHAPE_LIMIT, CONSTRAINT_KEYS[:2], UNCARRIED_KEYS[:2]
+    (6, 1500, ('format', 'pattern'), ('not', 'if'))
 """
 
 from __future__ import annotations

@@ -8,6 +8,11 @@ Example:
     ...                    "properties": {"path": {"type": "string"}, "mode": {"enum": ["r", "w"]},
     ...                                   "depth": {"type": "integer", "default": 2}}})
     {'path': 'test', 'mode': 'r'}
+
+Values are built :data:`EXAMPLE_DEPTH` levels deep; below that (and in recursive parts) they are ``None``:
+
+    >>> EXAMPLE_DEPTH
+    12
 """
 
 from __future__ import annotations

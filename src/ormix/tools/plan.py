@@ -12,6 +12,11 @@ Example:
     ...     "input_schema": {"properties": {"text": {"type": "string", "title": "Text"}}, "required": ["text"]}})
     >>> b.description, [(p.py_name, p.description) for p in b.params]
     ('Echo it.', [('text', 'The string to echo back.')])
+
+A parameter whose schema gives no default has :data:`NO_DEFAULT`:
+
+    >>> b.params[0].default is NO_DEFAULT
+    True
 """
 
 from __future__ import annotations

@@ -24,6 +24,11 @@ Example:
     >>> node = walker.node()
     >>> node.kind, node.nullable, node.label
     ('integer', True, 'N')
+
+:data:`JSON_TYPES` are the kinds a ``type`` can name; :data:`MAX_DEPTH` is the default nesting limit:
+
+    >>> sorted(JSON_TYPES), MAX_DEPTH
+    (['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'], 24)
 """
 
 from __future__ import annotations
@@ -190,14 +195,14 @@ class SchemaWalker:
 
     # ── nodes ────────────────────────────────────────────────────────────────────────────────────
 
-    def node(self, schema: Any = ..., *, depth: int = 0) -> Node:
-        """The :class:`Node` of ``schema`` (default: the root), at nesting ``depth``.
+    def node(self, schema: Any = ...) -> Node:
+        """The :class:`Node` of ``schema`` (default: the root), at depth 0 with no ``$ref`` followed yet.
 
         Example:
             >>> SchemaWalker({"properties": {"a": {}}}).node().kind   # no type: inferred from the keywords
             'object'
         """
-        return self._build(self.root if schema is ... else schema, depth, (), None, [])
+        return self._build(self.root if schema is ... else schema, 0, (), None, [])
 
     def child(self, parent: Node, schema: Any) -> Node:
         """The :class:`Node` of ``schema`` found inside ``parent`` (one level deeper, same cycle guard).

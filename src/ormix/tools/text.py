@@ -5,6 +5,8 @@ Example:
     'two lines'
     >>> snippet({"a": [1, 2]})
     '{"a": [1, 2]}'
+    >>> len(snippet("x" * 1000)) == SNIPPET_LIMIT
+    True
 """
 
 from __future__ import annotations
