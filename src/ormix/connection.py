@@ -31,7 +31,7 @@ from ormix.config import SpecConfig
 from ormix.errors import SpecError
 from ormix.ors import ORSClient, ToolSpec, errors
 from ormix.ors.bridge import run_sync
-from ormix.tools.binding import merge_tool_specs
+from ormix.tools import merge_tool_specs
 
 __all__ = ["Connection", "close_all_connections", "matches_where"]
 

@@ -153,8 +153,10 @@ class RunDirectory:
             return latest
         path = Path(which)  # type: ignore[arg-type]
         if not (path / "trainer_state.json").exists():
-            raise UsageError(f"{path} is not a checkpoint (no trainer_state.json in it); pass a checkpoint-<step>/ "
-                             f"directory of the run, or --resume alone for the latest")
+            raise UsageError(
+                f"{path} is not a checkpoint (no trainer_state.json in it); pass a checkpoint-<step>/ "
+                f"directory of the run, or --resume alone for the latest"
+            )
         return path
 
     @staticmethod

@@ -42,7 +42,7 @@ from ormix.ors.models import ToolSpec
 from ormix.rollout.episode import Episode, EpisodeConfig, make_episode_class
 from ormix.rollout.rewards import RewardFunction, SessionCloser
 from ormix.telemetry.records import TelemetryObserver
-from ormix.tools.binding import BindingReport
+from ormix.tools import BindingReport
 
 __all__ = ["OpenRewardSpec", "matches_where"]
 

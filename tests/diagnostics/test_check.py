@@ -1,19 +1,17 @@
-"""`ormix check`: real servers (echo, faulty) plus a member on a closed port; and the schema→arguments generator."""
+"""`ormix check`: real servers (echo, faulty) plus a member on a closed port; the order tools are called in.
+
+The schema→arguments generator it uses is tested in `tests/tools/test_examples.py`.
+"""
 
 from __future__ import annotations
 
 import io
 import socket
-from enum import Enum
-from typing import Annotated, Literal
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from pydantic import BaseModel, ConfigDict, Field, create_model
 from rich.console import Console
 
-from ormix.diagnostics.check import check_command, example_arguments, example_value, looks_final, order_tools
+from ormix.diagnostics.check import check_command, looks_final, order_tools
 
 
 @pytest.fixture
@@ -82,43 +80,7 @@ def test_check_refuses_a_bad_file(tmp_path):
     assert "min_coverag" in buf.getvalue()
 
 
-# ── pure: schema → arguments ────────────────────────────────────────────────────────────────────────────────
-
-
-def test_example_arguments_on_real_tool_surfaces():
-    import json
-    from pathlib import Path
-
-    surface = json.loads(
-        (Path(__file__).resolve().parents[1] / "data" / "tool-surfaces" / "seta.json").read_text()
-    )
-    bash = {
-        "type": "object",
-        "required": ["command"],
-        "properties": {
-            "command": {"type": "string"},
-            "timeout": {"anyOf": [{"type": "number"}, {"type": "null"}], "default": None},
-        },
-    }
-    assert example_arguments(bash) == {"command": "test"}
-    assert example_arguments({"type": "object", "properties": {}}) == {}
-    assert example_arguments(None) == {}
-    ref = {
-        "$defs": {"Mode": {"enum": ["fast", "slow"], "type": "string"}},
-        "type": "object",
-        "required": ["mode", "n"],
-        "properties": {
-            "mode": {"$ref": "#/$defs/Mode"},
-            "n": {"type": "integer", "exclusiveMinimum": 3, "maximum": 9},
-        },
-    }
-    assert example_arguments(ref) == {"mode": "fast", "n": 4}
-    assert example_value({"type": "string", "minLength": 8}) == "testtttt"
-    assert example_value({"type": "string", "format": "email"}) == "test@example.com"
-    assert example_value({"type": ["null", "boolean"]}) is False
-    assert surface["tools"]
-    for tool in surface["tools"]:
-        assert isinstance(example_arguments(tool["input_schema"]), dict)
+# ── pure: which tools go last ────────────────────────────────────────────────────────────────────────────────
 
 
 def test_submit_like_tools_go_last():
@@ -132,48 +94,3 @@ def test_submit_like_tools_go_last():
         )
     ]
     assert names == ["bash", "write", "submit_solution"]
-
-
-class Color(str, Enum):
-    red = "red"
-    blue = "blue"
-
-
-class Inner(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str
-    size: Annotated[int, Field(ge=3, le=7)]
-
-
-FIELD_TYPES = {
-    "s": (str, ...),
-    "i": (int, ...),
-    "f": (float, ...),
-    "b": (bool, ...),
-    "lit": (Literal["a", "b"], ...),
-    "ints": (list[int], ...),
-    "opt": (str | None, None),
-    "bounded": (Annotated[int, Field(gt=10, lt=20)], ...),
-    "longstr": (Annotated[str, Field(min_length=9)], ...),
-    "fl": (Annotated[float, Field(ge=2.5, le=3.0)], ...),
-    "color": (Color, ...),
-    "inner": (Inner, ...),
-    "inners": (Annotated[list[Inner], Field(min_length=2)], ...),
-    "mapping": (dict[str, int], ...),
-    "defaulted": (int, 7),
-    "maybe_inner": (Inner | None, ...),
-    "mult": (Annotated[int, Field(multiple_of=5, ge=6)], ...),
-}
-
-
-@settings(max_examples=80, deadline=None)
-@given(st.lists(st.sampled_from(sorted(FIELD_TYPES)), min_size=0, max_size=8, unique=True))
-def test_generated_arguments_validate_against_the_pydantic_model_that_made_the_schema(names):
-    """Real validator: the ORS SDK builds tool schemas from pydantic models (extra='forbid'), and so do we here."""
-    model = create_model(
-        "Params", __config__=ConfigDict(extra="forbid"), **{n: FIELD_TYPES[n] for n in names}
-    )
-    args = example_arguments(model.model_json_schema())
-    model.model_validate(args)  # raises if a generated value breaks the schema
-    required = {n for n in names if FIELD_TYPES[n][1] is ...}
-    assert set(args) == required  # optional fields are left to the tool's defaults

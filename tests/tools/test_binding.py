@@ -1,4 +1,7 @@
-"""Tool binding without exec: names, schema translation, hostile specs, dispatch, merging, speed.
+"""Tool binding without exec: plans, descriptions, hostile specs, dispatch, merging, speed.
+
+Names are tested in `test_names.py`, type hints in `test_hints.py`, the walker in `test_schema.py`, docstrings in
+`test_docstrings.py`, and the whole against TRL in `test_trl_fidelity.py`.
 
 Pure logic, so most checks are hypothesis properties. The dispatch contract is real: a tiny class whose
 `_call_tool(name, arguments)` records what a bound method sends.
@@ -10,31 +13,29 @@ import ast
 import asyncio
 import inspect
 import json
-import keyword
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers.utils import get_json_schema
 
-import ormix.tools.binding as binding_module
-import ormix.tools.names as naming_module
-from ormix.tools.binding import (
+import ormix.tools
+from ormix.tools import (
     BindingConflictError,
     ServerDefault,
     ToolSpecError,
     bind_tools,
+    is_safe_identifier,
     make_method,
     merge_tool_specs,
     plan_tool,
     schema_hash,
 )
-from ormix.tools.names import NameMap, NameMapError, is_safe_identifier, safe_identifier
-
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+from ormix.tools.docstrings import split_choices
+from support.schema_strategies import root_schemas, text_values
 
 
 class Recorder:
@@ -70,147 +71,7 @@ def gjs(cls: type, method_name: str) -> dict[str, Any]:
     return get_json_schema(getattr(cls(), method_name))["function"]
 
 
-# ── safe_identifier / NameMap ───────────────────────────────────────────────────────────────────
-
-
-@pytest.mark.parametrize(
-    ("name", "expected"),
-    [
-        ("bash", "bash"),
-        ("class", "class_"),
-        ("run-tests", "run_tests"),
-        ("fs.read", "fs_read"),
-        ("_private", "private"),
-        ("__init__", "init__"),
-        ("", "tool"),
-        ("___", "tool"),
-        ("3d", "tool_3d"),
-        ("naïve", "naive"),
-        ("None", "None_"),
-        ("match", "match"),  # soft keywords are valid names
-    ],
-)
-def test_safe_identifier_examples(name: str, expected: str) -> None:
-    assert safe_identifier(name, set()) == expected
-
-
-def test_safe_identifier_long_and_clashing_names() -> None:
-    long = "x" * 300
-    short = safe_identifier(long, set())
-    assert len(short) == 64 and short.startswith("x" * 40) and short != safe_identifier("x" * 299, set())
-    assert safe_identifier("reset", {"reset"}) == "reset_"
-    third = safe_identifier("reset", {"reset", "reset_"})
-    assert third.startswith("reset_") and len(third) == len("reset_") + 8
-    assert safe_identifier("bash", set(), prefix="seta__") == "seta__bash"
-    with pytest.raises(ValueError, match="prefix"):
-        safe_identifier("bash", set(), prefix="_hidden")
-    with pytest.raises(ValueError, match="room"):
-        safe_identifier("bash", set(), prefix="p" * 60)
-
-
-names_text = st.text(max_size=80) | st.sampled_from(
-    ["class", "from", "self", "lambda", "_", "__", "run-tests", "fs.read", "None", "x" * 300, "ǅ", "١٢٣"]
-)
-
-
-@FAST
-@given(name=names_text, taken=st.sets(names_text | st.sampled_from(["tool", "tool_", "class_", "run_tests"])))
-def test_safe_identifier_properties(name: str, taken: set[str]) -> None:
-    out = safe_identifier(name, taken)
-    assert out.isidentifier() and out.isascii()
-    assert not keyword.iskeyword(out)
-    assert not out.startswith("_")
-    assert out not in taken
-    assert len(out) <= 64
-    assert out == safe_identifier(name, set(taken))  # deterministic
-    prefixed = safe_identifier(name, taken, prefix="env__", max_len=40)
-    assert prefixed.startswith("env__") and len(prefixed) <= 40 and is_safe_identifier(prefixed)
-
-
-@FAST
-@given(wires=st.lists(names_text, unique=True, max_size=30), prefix=st.sampled_from(["", "seta__", "a"]))
-def test_name_map_is_reversible(wires: list[str], prefix: str) -> None:
-    names = NameMap()
-    pys = [names.assign(w, prefix=prefix, taken={"reset"}) for w in wires]
-    assert len(set(pys)) == len(wires)
-    assert "reset" not in pys
-    for w, py in zip(wires, pys, strict=True):
-        assert names.to_wire(py) == w and names.to_python(w) == py
-        assert names.assign(w, prefix=prefix) == py  # stable
-    assert dict(names.items()) == {py: w for py, w in zip(pys, wires, strict=True)}
-    assert names.renamed == {py: w for py, w in zip(pys, wires, strict=True) if py != w}
-
-
-def test_name_map_errors_are_clear() -> None:
-    names = NameMap({"fs_read": "fs.read"})
-    with pytest.raises(NameMapError, match="no tool method named 'nope'"):
-        names.to_wire("nope")
-    with pytest.raises(NameMapError, match="already maps"):
-        names.add("fs_read", "other")
-    with pytest.raises(NameMapError, match="not a safe identifier"):
-        names.add("_x", "x")
-
-
-# ── schema → annotations ────────────────────────────────────────────────────────────────────────
-
-
-@pytest.mark.parametrize(
-    ("prop", "annotation", "rendered"),
-    [
-        ({"type": "string"}, str, {"type": "string"}),
-        ({"type": "integer"}, int, {"type": "integer"}),
-        ({"type": "number"}, float, {"type": "number"}),
-        ({"type": "boolean"}, bool, {"type": "boolean"}),
-        ({"enum": ["a", "b"]}, Literal["a", "b"], {"type": "string", "enum": ["a", "b"]}),
-        ({"type": "integer", "enum": [1, 2]}, Literal[1, 2], {"type": "integer", "enum": [1, 2]}),
-        ({"const": "x"}, Literal["x"], {"type": "string", "enum": ["x"]}),
-        ({"enum": ["a", None]}, Literal["a"] | None, {"type": "string", "enum": ["a"], "nullable": True}),
-        (
-            {"type": "array", "items": {"type": "integer"}},
-            list[int],
-            {"type": "array", "items": {"type": "integer"}},
-        ),
-        (
-            {"type": "array", "items": {"type": "array", "items": {"enum": ["x"]}}},
-            list[list[Literal["x"]]],
-            {"type": "array", "items": {"type": "array", "items": {"type": "string", "enum": ["x"]}}},
-        ),
-        (
-            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
-            tuple[int, str],
-            {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}]},
-        ),
-        ({"type": ["string", "null"]}, str | None, {"type": "string", "nullable": True}),
-        (
-            {"anyOf": [{"type": "integer"}, {"type": "null"}]},
-            int | None,
-            {"type": "integer", "nullable": True},
-        ),
-        ({"type": "string", "nullable": True}, str | None, {"type": "string", "nullable": True}),
-        (
-            {"anyOf": [{"type": "string"}, {"type": "integer"}]},
-            str | int,
-            {"type": ["integer", "string"]},
-        ),
-        ({"type": "object", "properties": {"a": {"type": "string"}}}, dict, {"type": "object"}),
-        (
-            {"type": "object", "additionalProperties": {"type": "number"}},
-            dict[str, float],
-            {"type": "object", "additionalProperties": {"type": "number"}},
-        ),
-        ({"description": "untyped"}, Any, {}),
-    ],
-)
-def test_schema_feature_becomes_type_hint(
-    prop: dict[str, Any], annotation: Any, rendered: dict[str, Any]
-) -> None:
-    b = plan_tool(spec("t", obj({"p": prop}, ["p"])))
-    assert b.params[0].annotation == annotation
-    cls = fresh_class()
-    bind_tools(cls, [spec("t", obj({"p": prop}, ["p"]))])
-    out = dict(gjs(cls, "t")["parameters"]["properties"]["p"])
-    out.pop("description")
-    assert out == rendered
+# ── schema → descriptions ───────────────────────────────────────────────────────────────────────
 
 
 def test_descriptions_defaults_constraints_and_shapes_reach_the_model() -> None:
@@ -401,24 +262,29 @@ def test_server_text_is_data_not_docstring_structure() -> None:
         ["a"],
     )
     cls = fresh_class()
-    bind_tools(cls, [spec("evil", schema, evil_tool)])
-    fn = gjs(cls, "evil")
+    report = bind_tools(cls, [spec("evil", schema, evil_tool)])
+    fn = get_json_schema(cls().evil)["function"]
     props = fn["parameters"]["properties"]
     assert set(props) == {"a", "b", "numReturns_", "extraArgs"}
-    assert "evil" not in props
-    assert "os.system" in fn["description"] and "Args :" in fn["description"]
+    assert "evil" not in props  # the server's Args section documents no real parameter: it adds none
+    assert any("documents 'evil'" in n for n in report.bindings[0].notes)
+    # Its sections are read, not left as mangled text: the description is the code-looking text, as data
+    assert fn["description"] == 'Do it. """; import os; os.system("rm -rf /") #'
+    assert fn["return"]["description"] == "nothing"
     assert props["a"]["description"].startswith("first evil: fake arg b: also fake")
-    assert props["b"]["description"].endswith("(choices: not json).")
-    assert "enum" not in props["b"]
+    assert props["b"]["description"] == "ends like a choices list (choices : not json)"
+    assert "enum" not in props["a"] and "enum" not in props["b"]  # a broken clause is text, never json-parsed
     assert props["numReturns_"]["description"] == "Returns : the count Raises : never"
     assert props["extraArgs"]["description"] == "'''\"\"\"\\"
     assert cls.evil.__doc__.count("\nArgs:\n") == 1
 
 
-def test_binding_module_never_executes_text() -> None:
+def test_tool_modules_never_execute_text() -> None:
     forbidden = {"exec", "eval", "compile", "__import__", "exec_module", "run_code"}
-    for module in (binding_module, naming_module):
-        tree = ast.parse(Path(module.__file__).read_text())
+    paths = sorted(Path(ormix.tools.__file__).parent.glob("*.py"))
+    assert len(paths) >= 10  # the walk did see the package
+    for path in paths:
+        tree = ast.parse(path.read_text())
         names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
         attributes = {
             node.attr
@@ -426,14 +292,14 @@ def test_binding_module_never_executes_text() -> None:
             if isinstance(node, ast.Attribute)
             and not (node.attr == "compile" and getattr(node.value, "id", "") == "re")
         }
-        assert not (names | attributes) & forbidden, module.__name__  # re.compile of our own patterns is fine
+        assert not (names | attributes) & forbidden, path.name  # re.compile of our own patterns is fine
         imported = {
             alias.name
             for node in ast.walk(tree)
             if isinstance(node, (ast.Import, ast.ImportFrom))
             for alias in node.names
         }
-        assert not imported & {"builtins", "importlib", "runpy", "code", "types"}, module.__name__
+        assert not imported & {"builtins", "importlib", "runpy", "code", "types"}, path.name
 
 
 def test_duplicate_and_nameless_specs_are_skipped_not_raised() -> None:
@@ -613,77 +479,6 @@ def test_merge_reports_description_drift_and_binds() -> None:
 
 # ── random schemas never break binding or get_json_schema ──────────────────────────────────────
 
-json_scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(-5, 5)
-    | st.floats(allow_nan=False, width=16)
-    | st.text(max_size=6)
-)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
-    max_leaves=6,
-)
-type_names = st.sampled_from(["string", "integer", "number", "boolean", "null", "array", "object", "file"])
-prop_names = st.text(max_size=10) | st.sampled_from(
-    ["from", "self", "lambda", "numReturns", "Args", "_x", "a-b"]
-)
-refs = st.sampled_from(
-    ["#", "#/$defs/A", "#/$defs/B", "#/definitions/C", "#/$defs/Missing", "http://x/s.json"]
-)
-text_values = st.text(max_size=30) | st.sampled_from(
-    ["Args:\n  x: y", "Returns: z", "(choices: [1, 2])", '"""']
-)
-
-leaf_schemas = st.booleans() | st.fixed_dictionaries(
-    {},
-    optional={
-        "type": type_names | st.lists(type_names, max_size=3) | st.integers(),
-        "description": text_values,
-        "title": text_values,
-        "default": json_values,
-        "enum": st.lists(json_values, max_size=4),
-        "const": json_values,
-        "$ref": refs,
-        "pattern": st.text(max_size=5),
-        "minimum": st.integers(),
-        "nullable": st.booleans(),
-    },
-)
-
-
-def extend_schemas(inner: st.SearchStrategy) -> st.SearchStrategy:
-    return st.fixed_dictionaries(
-        {},
-        optional={
-            "type": type_names | st.lists(type_names, max_size=3),
-            "description": text_values,
-            "items": inner | st.lists(inner, max_size=3),
-            "prefixItems": st.lists(inner, max_size=3),
-            "properties": st.dictionaries(prop_names, inner, max_size=4),
-            "required": st.lists(prop_names | st.integers(), max_size=3),
-            "anyOf": st.lists(inner, max_size=3),
-            "oneOf": st.lists(inner, max_size=3),
-            "allOf": st.lists(inner, max_size=2),
-            "additionalProperties": inner,
-            "not": inner,
-            "default": json_values,
-        },
-    )
-
-
-schemas = st.recursive(leaf_schemas, extend_schemas, max_leaves=12)
-root_schemas = st.builds(
-    lambda body, a, b, c: (
-        {**body, "$defs": {"A": a, "B": b}, "definitions": {"C": c}} if isinstance(body, dict) else body
-    ),
-    schemas,
-    schemas,
-    schemas,
-    schemas,
-)
-
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(name=st.text(min_size=1, max_size=20), schema=root_schemas, description=text_values)
@@ -697,7 +492,13 @@ def test_random_schemas_bind_and_render(name: str, schema: Any, description: str
     assert list(fn["parameters"]["properties"]) == [p.py_name for p in b.params]
     assert fn["parameters"].get("required", []) == [p.py_name for p in b.params if p.required]
     for p in b.params:
-        assert fn["parameters"]["properties"][p.py_name]["description"] == p.description
+        shown = fn["parameters"]["properties"][p.py_name]
+        text, choices = split_choices(p.description)  # a valid trailing clause is shown as an enum, like TRL
+        assert shown["description"] == text
+        if choices is not None:
+            assert shown["enum"] == [
+                v.strip() if isinstance(v, str) else v for v in json.loads(choices[9:-1])
+            ]
     assert inspect.signature(method).parameters.keys() == {"self", *(p.py_name for p in b.params)}
     env = cls()
     args = {p.py_name: f"v-{p.py_name}" for p in b.params if p.required}
@@ -720,10 +521,11 @@ def test_shared_schemas_are_planned_once_but_noted_per_tool() -> None:
     assert a.schema_hash == b.schema_hash and a.spec_hash != b.spec_hash
 
 
-def test_importing_binding_stays_light() -> None:
+def test_importing_the_tool_modules_stays_light() -> None:
     import subprocess
     import sys
 
-    code = "import sys, ormix.tools.binding; print(any(m in sys.modules for m in ('torch', 'transformers', 'trl')))"
+    modules = ", ".join(f"ormix.tools.{p.stem}" for p in Path(ormix.tools.__file__).parent.glob("[!_]*.py"))
+    code = f"import sys, {modules}; print(any(m in sys.modules for m in ('torch', 'transformers', 'trl')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -16,7 +16,7 @@ import httpx
 import pytest
 from transformers.utils import get_json_schema
 
-from ormix.tools.binding import NO_DEFAULT, ServerDefault, bind_tools
+from ormix.tools import NO_DEFAULT, ServerDefault, bind_tools
 
 SURFACES = Path(__file__).resolve().parents[1] / "data" / "tool-surfaces"
 SURFACE_FILES = sorted(SURFACES.glob("*.json"))

@@ -20,7 +20,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -28,174 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ormix.tools import example_arguments
+
 __all__ = [
     "MemberCheck",
     "ToolCheck",
     "check_command",
     "check_mixture",
-    "example_arguments",
-    "example_value",
     "looks_final",
     "order_tools",
 ]
-
-_FORMATS = {
-    "date-time": "2024-01-01T00:00:00Z",
-    "date": "2024-01-01",
-    "time": "00:00:00",
-    "email": "test@example.com",
-    "uri": "https://example.com",
-    "url": "https://example.com",
-    "uuid": "00000000-0000-4000-8000-000000000000",
-    "ipv4": "127.0.0.1",
-    "hostname": "localhost",
-}
-_MAX_DEPTH = 12
-
-
-# ──────────────────────────────────────────────────────────────────────────────────────────────────────────
-# Schema → arguments (pure)
-
-
-def example_arguments(schema: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Arguments for a tool whose input is `schema`: every required field, with a type-appropriate value.
-
-    Optional fields are left out (the tool's defaults apply). Values: the field's `default`, else `const`,
-    the first `enum` value, the first of `examples`, else a small value of its type within its bounds.
-
-    Example:
-        >>> example_arguments({"type": "object", "properties": {"n": {"type": "integer", "minimum": 5}},
-        ...                    "required": ["n"]})
-        {'n': 5}
-    """
-    if not isinstance(schema, Mapping):
-        return {}
-    value = example_value(schema)
-    return value if isinstance(value, dict) else {}
-
-
-def example_value(schema: Any, *, root: Mapping[str, Any] | None = None, depth: int = 0) -> Any:
-    """One value that satisfies `schema` (JSON Schema as pydantic and the ORS SDK write it).
-
-    Example:
-        >>> example_value({"anyOf": [{"type": "null"}, {"type": "array", "items": {"type": "number"},
-        ...                                             "minItems": 2}]})
-        [1.0, 1.0]
-    """
-    if not isinstance(schema, Mapping) or depth > _MAX_DEPTH:
-        return None
-    root = schema if root is None else root
-    ref = schema.get("$ref")
-    if isinstance(ref, str):
-        target = _resolve(ref, root)
-        merged = {**target, **{k: v for k, v in schema.items() if k != "$ref"}}
-        return example_value(merged, root=root, depth=depth + 1)
-    if "default" in schema:
-        return copy.deepcopy(schema["default"])
-    if "const" in schema:
-        return copy.deepcopy(schema["const"])
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return copy.deepcopy(schema["enum"][0])
-    if isinstance(schema.get("examples"), list) and schema["examples"]:
-        return copy.deepcopy(schema["examples"][0])
-    for key in ("anyOf", "oneOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            concrete = [o for o in options if not (isinstance(o, Mapping) and o.get("type") == "null")]
-            return example_value((concrete or options)[0], root=root, depth=depth + 1)
-    if isinstance(schema.get("allOf"), list):
-        merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
-        for part in schema["allOf"]:
-            if isinstance(part, Mapping):
-                part = _resolve(part["$ref"], root) if isinstance(part.get("$ref"), str) else part
-                for k, v in part.items():
-                    if k in ("properties",) and isinstance(v, Mapping):
-                        merged["properties"] = {**merged.get("properties", {}), **v}
-                    elif k == "required" and isinstance(v, list):
-                        merged["required"] = [*merged.get("required", []), *v]
-                    else:
-                        merged.setdefault(k, v)
-        return example_value(merged, root=root, depth=depth + 1)
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        kind = kinds[0] if kinds else "null"
-    if kind is None:
-        kind = "object" if "properties" in schema else "array" if "items" in schema else "string"
-    if kind == "string":
-        return _string(schema)
-    if kind in ("integer", "number"):
-        return _number(schema, integer=kind == "integer")
-    if kind == "boolean":
-        return False
-    if kind == "null":
-        return None
-    if kind == "array":
-        count = int(schema.get("minItems") or 0)
-        items = schema.get("items")
-        prefix = schema.get("prefixItems")
-        if isinstance(prefix, list):
-            values = [example_value(p, root=root, depth=depth + 1) for p in prefix]
-            return values + [example_value(items, root=root, depth=depth + 1)] * max(count - len(values), 0)
-        return [
-            example_value(items, root=root, depth=depth + 1) if isinstance(items, Mapping) else "test"
-            for _ in range(count)
-        ]
-    if kind == "object":
-        props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
-        out: dict[str, Any] = {}
-        for name in schema.get("required") or []:
-            out[name] = example_value(props[name], root=root, depth=depth + 1) if name in props else "test"
-        return out
-    return None
-
-
-def _resolve(ref: str, root: Mapping[str, Any]) -> Mapping[str, Any]:
-    node: Any = root
-    if not ref.startswith("#"):
-        return {}
-    for part in ref.lstrip("#").strip("/").split("/"):
-        if not part:
-            continue
-        part = part.replace("~1", "/").replace("~0", "~")
-        node = node.get(part) if isinstance(node, Mapping) else None
-    return node if isinstance(node, Mapping) else {}
-
-
-def _string(schema: Mapping[str, Any]) -> str:
-    value = _FORMATS.get(str(schema.get("format")), "test")
-    lo = int(schema.get("minLength") or 0)
-    hi = schema.get("maxLength")
-    if len(value) < lo:
-        value = value + "t" * (lo - len(value))
-    if isinstance(hi, int) and len(value) > hi:
-        value = value[:hi]
-    return value
-
-
-def _number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
-    lo = schema.get("minimum")
-    hi = schema.get("maximum")
-    step = 1 if integer else 1e-3
-    xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-    if isinstance(xlo, (int, float)) and not isinstance(xlo, bool):
-        lo = xlo + step if lo is None else max(lo, xlo + step)
-    if isinstance(xhi, (int, float)) and not isinstance(xhi, bool):
-        hi = xhi - step if hi is None else min(hi, xhi - step)
-    value: float = 1
-    if lo is not None:
-        value = max(value, lo)
-    if hi is not None:
-        value = min(value, hi)
-    multiple = schema.get("multipleOf")
-    if isinstance(multiple, (int, float)) and multiple > 0:
-        value = -(-value // multiple) * multiple
-    if integer:
-        import math
-
-        return int(math.ceil(value))
-    return float(value)
-
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────
 # Which tools to call last

@@ -27,7 +27,7 @@ from ormix.ors import errors as ors_errors
 from ormix.ors.bridge import run_sync
 from ormix.rollout.batch import SPLIT_COLUMN, call_key, row_key
 from ormix.rollout.outcome import Outcome, classify_outcome
-from ormix.tools.binding import BindingReport, bind_tools
+from ormix.tools import BindingReport, bind_tools
 
 logger = logging.getLogger(__name__)
 

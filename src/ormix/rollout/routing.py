@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 from ormix.errors import UsageError
 from ormix.rollout.batch import call_key
 from ormix.rollout.episode import CallRecord, Episode, call_tool, close_episode
-from ormix.tools.binding import BindingConflictError, bind_tools
+from ormix.tools import BindingConflictError, bind_tools
 
 SEPARATOR = "__"
 

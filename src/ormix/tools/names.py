@@ -16,6 +16,8 @@ Example:
     'fs_read'
     >>> names.to_wire("fs_read")
     'fs.read'
+    >>> len(safe_identifier("x" * 300)) == DEFAULT_MAX_LEN
+    True
 """
 
 from __future__ import annotations
@@ -177,7 +179,15 @@ def safe_identifier(
 
 
 class NameMapError(KeyError):
-    """A name was looked up in a :class:`NameMap` that does not hold it, or would break its one-to-one mapping."""
+    """A name was looked up in a :class:`NameMap` that does not hold it, or would break its one-to-one mapping.
+
+    Example:
+        >>> try:
+        ...     NameMap().to_wire("bash")
+        ... except NameMapError as exc:
+        ...     print(exc)
+        no tool method named 'bash'; known: []
+    """
 
     def __str__(self) -> str:  # KeyError quotes its message; keep it readable
         return str(self.args[0]) if self.args else ""
@@ -205,7 +215,14 @@ class NameMap:
             self.add(py, wire)
 
     def add(self, py: str, wire: str) -> None:
-        """Record ``py`` ↔ ``wire``; raises :class:`NameMapError` if either side is already mapped elsewhere."""
+        """Record ``py`` ↔ ``wire``; raises :class:`NameMapError` if either side is already mapped elsewhere.
+
+        Example:
+            >>> m = NameMap()
+            >>> m.add("fs_read", "fs.read"); m.add("fs_read", "fs.read")  # the same pair again is fine
+            >>> m.to_dict()
+            {'fs_read': 'fs.read'}
+        """
         if not is_safe_identifier(py):
             raise NameMapError(
                 f"python name {py!r} is not a safe identifier; use safe_identifier() to build one"
@@ -226,7 +243,13 @@ class NameMap:
         prefix: str = "",
         max_len: int = DEFAULT_MAX_LEN,
     ) -> str:
-        """Return the Python name of ``wire``, creating a fresh unique one (see :func:`safe_identifier`) if needed."""
+        """Return the Python name of ``wire``, creating a fresh unique one (see :func:`safe_identifier`) if needed.
+
+        Example:
+            >>> m = NameMap()
+            >>> m.assign("reset", taken={"reset"}), m.assign("reset")
+            ('reset_', 'reset_')
+        """
         if wire in self._wire_to_py:
             return self._wire_to_py[wire]
         blocked = _Union(self._py_to_wire, taken)
@@ -235,7 +258,12 @@ class NameMap:
         return py
 
     def to_wire(self, py: str) -> str:
-        """The wire name of Python name ``py``; raises :class:`NameMapError` if unknown."""
+        """The wire name of Python name ``py``; raises :class:`NameMapError` if unknown.
+
+        Example:
+            >>> NameMap({"run_tests": "run-tests"}).to_wire("run_tests")
+            'run-tests'
+        """
         try:
             return self._py_to_wire[py]
         except KeyError:
@@ -244,7 +272,12 @@ class NameMap:
             ) from None
 
     def to_python(self, wire: str) -> str:
-        """The Python name of wire name ``wire``; raises :class:`NameMapError` if unknown."""
+        """The Python name of wire name ``wire``; raises :class:`NameMapError` if unknown.
+
+        Example:
+            >>> NameMap({"run_tests": "run-tests"}).to_python("run-tests")
+            'run_tests'
+        """
         try:
             return self._wire_to_py[wire]
         except KeyError:
@@ -253,16 +286,31 @@ class NameMap:
             ) from None
 
     def items(self) -> list[tuple[str, str]]:
-        """``(python_name, wire_name)`` pairs in insertion order."""
+        """``(python_name, wire_name)`` pairs in insertion order.
+
+        Example:
+            >>> NameMap({"b": "b", "a_b": "a-b"}).items()
+            [('b', 'b'), ('a_b', 'a-b')]
+        """
         return list(self._py_to_wire.items())
 
     @property
     def renamed(self) -> dict[str, str]:
-        """``{python_name: wire_name}`` for the entries whose names differ (a prefix counts as a difference)."""
+        """``{python_name: wire_name}`` for the entries whose names differ (a prefix counts as a difference).
+
+        Example:
+            >>> NameMap({"ls": "ls", "fs_read": "fs.read"}).renamed
+            {'fs_read': 'fs.read'}
+        """
         return {py: wire for py, wire in self._py_to_wire.items() if py != wire}
 
     def to_dict(self) -> dict[str, str]:
-        """``{python_name: wire_name}``, e.g. for a run manifest."""
+        """``{python_name: wire_name}``, e.g. for a run manifest.
+
+        Example:
+            >>> NameMap({"ls": "ls"}).to_dict()
+            {'ls': 'ls'}
+        """
         return dict(self._py_to_wire)
 
     def __contains__(self, py: object) -> bool:

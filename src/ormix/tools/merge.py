@@ -1,0 +1,140 @@
+"""Merge the tool lists of several probes (e.g. ``/task_tools`` of several tasks) into one surface, by name.
+
+Example:
+    >>> a = {"name": "ls", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+    >>> merged, conflicts = merge_tool_specs([[a], [dict(a)]])
+    >>> [m["name"] for m in merged], conflicts
+    (['ls'], [])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ormix.tools.specs import canonical_json, normalize_spec, schema_hash
+
+__all__ = ["ToolConflict", "merge_tool_specs"]
+
+
+@dataclass(frozen=True)
+class ToolConflict:
+    """Two or more probes disagreed about one tool; ``resolution`` says which shape was kept.
+
+    ``variants`` are the :func:`~ormix.tools.specs.schema_hash` values of the differing schemas (or descriptions).
+
+    Example:
+        >>> _, (conflict,) = merge_tool_specs([[{"name": "x", "description": "v1"}], [{"name": "x"}]])
+        >>> conflict.name, conflict.kind, conflict.resolution
+        ('x', 'description', 'kept the first description')
+    """
+
+    name: str
+    kind: Literal["schema", "description", "invalid"]
+    resolution: str
+    variants: tuple[str, ...] = ()
+
+
+def merge_tool_specs(
+    spec_lists: Iterable[Iterable[Any]],
+) -> tuple[list[dict[str, Any]], list[ToolConflict]]:
+    """Merge tool lists from several probes (e.g. ``/task_tools`` of several tasks) into one list, by name.
+
+    Same name and identical input schema → one spec. Different descriptions → the first is kept (conflict
+    ``"description"``). Different schemas → if they are compatible (object schemas whose shared properties and
+    ``$defs`` are identical), the union of their properties, where a parameter is required only if every variant
+    requires it (conflict ``"schema"``, resolution says "union"); otherwise the first variant in probe order is
+    kept (conflict ``"schema"``, resolution names the differing property). Specs without a usable name are dropped
+    (conflict ``"invalid"``). Output order: first appearance. Deterministic for a given input order.
+
+    Example:
+        >>> a = {"name": "ls", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+        >>> b = {"name": "ls", "input_schema": {"type": "object", "properties": {"all": {"type": "boolean"}}}}
+        >>> merged, conflicts = merge_tool_specs([[a], [b]])
+        >>> sorted(merged[0]["input_schema"]["properties"]), conflicts[0].kind
+        (['all', 'path'], 'schema')
+    """
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    conflicts: list[ToolConflict] = []
+    for specs in spec_lists or ():
+        for spec in specs or ():
+            try:
+                norm = normalize_spec(spec)
+            except Exception as exc:  # noqa: BLE001 - hostile probe data never stops a merge
+                conflicts.append(ToolConflict("", "invalid", f"dropped: {exc}"))
+                continue
+            grouped.setdefault(norm["name"], []).append(norm)
+
+    merged: list[dict[str, Any]] = []
+    for name, variants in grouped.items():
+        first = variants[0]
+        by_schema: dict[str, dict[str, Any]] = {}
+        for v in variants:
+            by_schema.setdefault(schema_hash(v["input_schema"]), v)
+        descriptions = list(dict.fromkeys(v["description"] for v in variants))
+        if len(descriptions) > 1:
+            conflicts.append(
+                ToolConflict(
+                    name,
+                    "description",
+                    "kept the first description",
+                    tuple(schema_hash(d) for d in descriptions),
+                )
+            )
+        if len(by_schema) == 1:
+            merged.append(dict(first))
+            continue
+        schemas = [v["input_schema"] for v in by_schema.values()]
+        union, why = _union_schemas(schemas)
+        hashes = tuple(by_schema)
+        if union is not None:
+            merged.append({**first, "input_schema": union})
+            conflicts.append(
+                ToolConflict(name, "schema", f"union of properties of {len(schemas)} variants", hashes)
+            )
+        else:
+            merged.append(dict(first))
+            conflicts.append(ToolConflict(name, "schema", f"kept the first variant: {why}", hashes))
+    return merged, conflicts
+
+
+def _union_schemas(schemas: list[Any]) -> tuple[dict[str, Any] | None, str]:
+    if not all(isinstance(s, dict) for s in schemas):
+        return None, "a variant is not an object schema"
+    for s in schemas:
+        declared = s.get("type", "object")
+        if declared != "object" or (
+            s.get("properties") is not None and not isinstance(s.get("properties"), dict)
+        ):
+            return None, "a variant is not an object schema with properties"
+    props: dict[str, Any] = {}
+    defs: dict[str, dict[str, Any]] = {}
+    required_all: set[str] | None = None
+    for s in schemas:
+        for name, sub in (s.get("properties") or {}).items():
+            if name in props and canonical_json(props[name])[0] != canonical_json(sub)[0]:
+                return None, f"property {name!r} differs between variants"
+            props.setdefault(name, sub)
+        for key in ("$defs", "definitions"):
+            for def_name, sub in (s.get(key) or {}).items() if isinstance(s.get(key), dict) else ():
+                bucket = defs.setdefault(key, {})
+                if def_name in bucket and canonical_json(bucket[def_name])[0] != canonical_json(sub)[0]:
+                    return None, f"definition {def_name!r} differs between variants"
+                bucket.setdefault(def_name, sub)
+        req = (
+            {r for r in (s.get("required") or []) if isinstance(r, str)}
+            if isinstance(s.get("required"), list)
+            else set()
+        )
+        required_all = req if required_all is None else required_all & req
+    union: dict[str, Any] = {
+        k: v for k, v in schemas[0].items() if k not in ("properties", "required", "$defs", "definitions")
+    }
+    union["type"] = "object"
+    union["properties"] = props
+    required = [n for n in props if n in (required_all or set())]
+    if required:
+        union["required"] = required
+    union.update(defs)
+    return union, ""
