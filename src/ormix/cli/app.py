@@ -138,24 +138,74 @@ def check(path: Annotated[Path, typer.Argument(help="mixture file whose environm
 
 @app.command()
 def train(
-    path: Annotated[Path, typer.Argument(help="mixture file, e.g. mixtures/local-demo.yaml")],
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="mixture file, e.g. mixtures/local-demo.yaml")],
     model: Annotated[
-        str | None, typer.Option(help="hub id or path (default: ormix's offline tiny model)")
+        str | None, typer.Option(metavar="ID", help="hub id or path (default: ormix's offline tiny model)")
     ] = None,
-    max_steps: Annotated[int | None, typer.Option("--max-steps", help="override train.max_steps")] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", metavar="N", help="override train.max_steps")
+    ] = None,
     output_dir: Annotated[
-        Path | None, typer.Option("--output-dir", help="run directory (default runs/<name>-<ts>)")
+        Path | None,
+        typer.Option("--output-dir", metavar="DIR", help="run directory (default runs/<name>-<ts>)"),
     ] = None,
     warmup_sft: Annotated[
-        int, typer.Option("--warmup-sft", help="steps of SFT on reference solutions first (local envs)")
+        int, typer.Option("--warmup-sft", metavar="N", help="steps of SFT on reference solutions first")
     ] = 0,
     set_: Annotated[
-        list[str] | None, typer.Option("--set", help="GRPOConfig override key=value (repeatable)")
+        list[str] | None,
+        typer.Option("--set", metavar="KEY=VALUE", help="GRPOConfig override (repeatable)"),
     ] = None,
+    resume: Annotated[
+        str | None,
+        typer.Option(
+            "--resume",
+            metavar="[CHECKPOINT]",
+            help="continue the run in --output-dir from its latest checkpoint (or the checkpoint directory given)",
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="start over in an --output-dir that holds a run (deletes it)")
+    ] = False,
+    allow_changed_mixture: Annotated[
+        bool,
+        typer.Option(
+            "--allow-changed-mixture", help="resume although the mixture changed (recorded in the manifest)"
+        ),
+    ] = False,
+    on_sigterm: Annotated[
+        str,
+        typer.Option(
+            "--on-sigterm",
+            metavar="checkpoint|abandon",
+            help="on SIGTERM: save a checkpoint when the current step ends, or stop at once",
+        ),
+    ] = "checkpoint",
+    sigterm_grace: Annotated[
+        float,
+        typer.Option(
+            "--sigterm-grace", metavar="SECONDS", help="longest wait for the current step after SIGTERM"
+        ),
+    ] = 120.0,
+    save_on_interrupt: Annotated[
+        bool, typer.Option("--save-on-interrupt/--no-save-on-interrupt", help="on Ctrl-C, save the last step")
+    ] = True,
+    sequential_envs: Annotated[
+        bool,
+        typer.Option(
+            "--sequential-envs", help="TRL's own loop: sessions and tool calls one rollout at a time"
+        ),
+    ] = False,
 ) -> None:
-    """GRPO on a mixture file: per-member progress, run directory with manifest, rollouts, report and model."""
+    """GRPO on a mixture file: per-member progress, run directory with manifest, rollouts, report and model.
+
+    Exit status: 0 done, 1 failed or stopped by the coverage alarm, 2 bad input, 130 Ctrl-C, 143 SIGTERM.
+    """
     from ormix.train import train_command
 
+    if on_sigterm not in ("checkpoint", "abandon"):
+        err.print(f"[red]error:[/red] --on-sigterm is 'checkpoint' or 'abandon', not {on_sigterm!r}")
+        raise typer.Exit(2)
     raise typer.Exit(
         train_command(
             path,
@@ -165,6 +215,13 @@ def train(
             warmup_sft=warmup_sft,
             overrides=list(set_ or []),
             console=console,
+            resume=resume,
+            overwrite=overwrite,
+            allow_changed_mixture=allow_changed_mixture,
+            on_sigterm=on_sigterm,
+            sigterm_grace_s=sigterm_grace,
+            save_on_interrupt=save_on_interrupt,
+            concurrent=not sequential_envs,
         )
     )
 
@@ -188,6 +245,26 @@ def _load(path: Path, *, defer_missing_secrets: bool = False):
         raise typer.Exit(2) from None
 
 
+def expand_resume(argv: list[str]) -> list[str]:
+    """``--resume`` alone means the latest checkpoint: give it the value ``latest`` unless a checkpoint
+    directory follows (the mixture file, a file, never does).
+
+    Example:
+        >>> expand_resume(["train", "m.yaml", "--output-dir", "runs/x", "--resume"])
+        ['train', 'm.yaml', '--output-dir', 'runs/x', '--resume', 'latest']
+    """
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--resume":
+            following = out[i + 1] if i + 1 < len(out) else None
+            if following is None or following.startswith("-") or not Path(following).is_dir():
+                out.insert(i + 1, "latest")
+            break
+    return out
+
+
 def main() -> None:
     """Entry point of the `ormix` console script."""
-    app()
+    import sys
+
+    app(args=expand_resume(sys.argv[1:]))

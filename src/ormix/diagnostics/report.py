@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ormix.runs import RunDirectory
 from ormix.telemetry.metrics import batch_metrics, is_informative
 from ormix.telemetry.records import read_records
 
@@ -351,6 +352,13 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
     """
     run_dir = Path(run_dir)
     records = list(read_records(run_dir) if records is None else records)
+    # Rollouts of a step that never completed (the run stopped in it) are not part of the run.
+    completed = RunDirectory(run_dir).completed_step()
+    unfinished = 0
+    if completed is not None:
+        kept = [r for r in records if not isinstance(r.get("step"), int) or r["step"] <= completed]
+        unfinished = len(records) - len(kept)
+        records = kept
     if not records:
         raise FileNotFoundError(f"no rollout records under {run_dir / 'rollouts'} (rank-*.jsonl)")
     train = [r for r in records if r.get("mode", "train") == "train"]
@@ -368,6 +376,7 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
             "steps": {str(k): v for k, v in series.items()},
             "alarms": alarms,
             "records": len(records),
+            "unfinished_step_records": unfinished,
         }
     )
     plots: list[Path] = []

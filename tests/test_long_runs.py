@@ -1,0 +1,180 @@
+"""Long runs: resumed after SIGTERM or SIGKILL, a run continues exactly; nothing is lost or counted twice.
+
+Each run is a real `ormix train` (`train_command`, tiny model) in its own process (tests/support/resume_train.py)
+on a mixture of `local:terminals` (served by the trainer in a child process, sandboxes under ORMIX_SANDBOX_DIR)
+and a `latency` environment served by this test process over HTTP (a "remote" server whose open sessions the
+test can see). The uninterrupted 6-step run is the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+
+from ormix.local import serve_in_thread
+from ormix.telemetry.records import read_records
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+DRIVER = Path(__file__).resolve().parent / "support" / "resume_train.py"
+
+
+def mixture(url: str, weight: float = 0.5) -> str:
+    return f"""\
+name: resume-test
+members:
+  terminals: {{target: "local:terminals", num_tasks: 4}}
+  remote: {{target: "{url}", env_name: latency, num_tasks: 6}}
+weights: {{terminals: {1 - weight}, remote: {weight}}}
+prompts_per_step: 2
+num_samples: 12
+seed: 3
+train:
+  max_steps: 6
+  num_generations: 2
+  max_completion_length: 16
+  learning_rate: 1.0e-3
+  save_steps: 2
+"""
+
+
+@pytest.fixture(scope="module")
+def remote():
+    os.environ["ORMIX_LATENCY_OPEN_S"] = "0.01"
+    os.environ["ORMIX_LATENCY_TOOL_S"] = "0.01"
+    with serve_in_thread(["local:latency"]) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, tiny_model, remote):
+    base = tmp_path_factory.mktemp("long")
+    sandboxes = base / "sandboxes"
+    sandboxes.mkdir()
+    (base / "mix.yaml").write_text(mixture(remote.url))
+    reference = drive(base, "reference", tiny_model, sandboxes)
+    assert reference.returncode == 0, reference.stderr[-3000:]
+    return base, sandboxes, tiny_model
+
+
+def drive(base: Path, run: str, model: str, sandboxes: Path, kill: str = "none", mix: str = "mix.yaml",
+          **options) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ORMIX_SANDBOX_DIR": str(sandboxes), "TRL_EXPERIMENTAL_SILENCE": "1"}
+    env.pop("ORMIX_LOCAL_SERVE", None)  # the trainer serves local:terminals in a child process, as users get
+    return subprocess.run(
+        [sys.executable, str(DRIVER), str(base / mix), str(base / run), model, kill, json.dumps(options)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def steps_of(run_dir: Path) -> dict[int, list[tuple[str, int]]]:
+    """The rows each training step trained on (member, task), from the rollout records."""
+    out: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    for r in read_records(run_dir):
+        if r["mode"] == "train":
+            out[r["step"]].append((r["member"], r["task_index"]))
+    return {s: sorted(rows) for s, rows in sorted(out.items())}
+
+
+def metric_keys(run_dir: Path) -> dict[int, set[str]]:
+    keys = {}
+    for line in (run_dir / "log_history.jsonl").read_text().splitlines():
+        entry = json.loads(line)
+        if "loss" in entry:
+            keys[entry["step"]] = {k for k in entry if k.startswith(("ormix/", "rewards/"))}
+    return keys
+
+
+def leftovers(sandboxes: Path) -> tuple[list[int], list[str]]:
+    """Local-server processes of these runs still alive, and sandbox directories still on disk."""
+    deadline = time.monotonic() + 15
+    while True:
+        pids = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit():
+                continue
+            try:
+                cmd = (proc / "cmdline").read_bytes().split(b"\0")
+                environ = (proc / "environ").read_bytes()
+            except OSError:
+                continue
+            if b"ormix.local" in cmd and str(sandboxes).encode() in environ:
+                pids.append(int(proc.name))
+        dirs = sorted(p.name for p in sandboxes.iterdir())
+        if (not pids and not dirs) or time.monotonic() > deadline:
+            return pids, dirs
+        time.sleep(0.2)  # a server child notices its parent is gone and tears its sessions down
+
+
+def test_sigterm_checkpoints_the_step_and_resume_continues_exactly(setup, remote):
+    base, sandboxes, model = setup
+    first = drive(base, "term", model, sandboxes, kill="sigterm@3")
+    assert first.returncode == 143, first.stderr[-3000:]
+    out = first.stdout
+    assert "terminated (SIGTERM)" in out and "checkpoint-4" in out
+    assert "resume with: ormix train" in out and "--resume" in out
+    # Between the two processes: no session open on the remote server, no server process, no sandbox.
+    assert remote.active_sessions() == []
+    assert leftovers(sandboxes) == ([], [])
+
+    second = drive(base, "term", model, sandboxes, resume="latest")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "resuming from" in second.stdout and "(step 4)" in second.stdout
+    reference, resumed = steps_of(base / "reference"), steps_of(base / "term")
+    assert resumed == reference and sorted(resumed) == [1, 2, 3, 4, 5, 6]  # every step once, the same rows
+    assert Counter(len(v) for v in resumed.values()) == {4: 6}
+    assert metric_keys(base / "term") == metric_keys(base / "reference")
+    manifest = json.loads((base / "term" / "manifest.json").read_text())
+    assert [r["step"] for r in manifest["resumes"]] == [4] and manifest["resumes"][0]["changed"] == []
+    assert remote.active_sessions() == [] and leftovers(sandboxes) == ([], [])
+
+
+def test_sigkill_resumes_from_the_last_periodic_checkpoint_without_duplicates(setup, remote):
+    base, sandboxes, model = setup
+    first = drive(base, "kill", model, sandboxes, kill="sigkill@3")
+    assert first.returncode == -9
+    killed = steps_of(base / "kill")
+    assert 4 in killed and len(killed[4]) < 4  # a partial step 4 was on disk when the process died
+    assert leftovers(sandboxes) == ([], [])  # the server children saw their parent die and cleaned up
+
+    second = drive(base, "kill", model, sandboxes, resume="latest")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "(step 2)" in second.stdout  # checkpoints every 2 steps: step 2 was the last one
+    assert steps_of(base / "kill") == steps_of(base / "reference")
+    assert metric_keys(base / "kill") == metric_keys(base / "reference")
+    report = json.loads((base / "kill" / "report" / "summary.json").read_text())
+    assert sum(m["rollouts"] for m in report["members"].values()) == 24  # 6 steps × 4, nothing twice
+
+
+def test_a_changed_mixture_is_refused_before_any_server_unless_allowed(setup, remote):
+    base, sandboxes, model = setup
+    first = drive(base, "changed", model, sandboxes, max_steps=2)
+    assert first.returncode == 0, first.stderr[-3000:]
+    (base / "heavier.yaml").write_text(mixture(remote.url, weight=0.8))
+    refused = drive(base, "changed", model, sandboxes, mix="heavier.yaml", resume="latest")
+    assert refused.returncode == 2
+    assert "weights.terminals: 0.5 → 0.19999999999999996" in refused.stdout or "weights.terminals" in refused.stdout
+    assert "--allow-changed-mixture" in refused.stdout and "ormix train" not in refused.stderr
+    allowed = drive(
+        base, "changed", model, sandboxes, mix="heavier.yaml", resume="latest", allow_changed_mixture=True, max_steps=4
+    )
+    assert allowed.returncode == 0, allowed.stderr[-3000:]
+    resumes = json.loads((base / "changed" / "manifest.json").read_text())["resumes"]
+    assert resumes[-1]["allowed_changes"] is True and any("weights.remote" in c for c in resumes[-1]["changed"])
+
+
+def test_a_run_directory_is_never_appended_to_silently(setup, remote):
+    base, sandboxes, model = setup
+    again = drive(base, "reference", model, sandboxes)
+    assert again.returncode == 2 and "already holds a run" in again.stdout and "--resume" in again.stdout
+    assert steps_of(base / "reference") == steps_of(base / "reference")  # untouched
+    assert sorted(steps_of(base / "reference")) == [1, 2, 3, 4, 5, 6]
