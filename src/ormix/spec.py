@@ -371,7 +371,7 @@ class OpenRewardSpec:
                 api_key=api_key,
                 timeout_s=self.call_timeout_s,
                 ping_interval_s=self.ping_interval_s,
-                max_output_chars=max(8 * self.max_output_chars, 65_536),
+                max_kept_chars=max(8 * self.max_output_chars, 65_536),
             )
         return self._client
 
