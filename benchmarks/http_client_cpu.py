@@ -89,7 +89,9 @@ class HttpxLib(Lib):
 
     async def call(self, sid: str) -> None:
         body = b""
-        async with self.c.stream("POST", self.url + "/echo/call", json=CALL, headers={"X-Session-ID": sid}) as r:
+        async with self.c.stream(
+            "POST", self.url + "/echo/call", json=CALL, headers={"X-Session-ID": sid}
+        ) as r:
             async for piece in r.aiter_bytes():
                 body += piece
         assert b"event: end" in body
@@ -127,9 +129,7 @@ class HttpcoreLib(Lib):
         await self.p.aclose()
 
 
-LIBS = [
-    (mod, cls) for mod, cls in (("aiohttp", AiohttpLib), ("httpx", HttpxLib), ("httpcore", HttpcoreLib))
-]
+LIBS = [("aiohttp", AiohttpLib), ("httpx", HttpxLib), ("httpcore", HttpcoreLib)]
 
 
 async def _open_session(url: str) -> str:

@@ -45,7 +45,16 @@ import anyio
 import anyio.abc
 from anyio.from_thread import BlockingPortal
 
-__all__ = ["on_portal_thread", "portal", "run_in_new_loop", "run_sync", "service_task_group", "shutdown"]
+__all__ = [
+    "at_portal_stop",
+    "on_portal_thread",
+    "portal",
+    "portal_loop",
+    "run_in_new_loop",
+    "run_sync",
+    "service_task_group",
+    "shutdown",
+]
 
 T = TypeVar("T")
 
@@ -257,12 +266,55 @@ def _cancel(box: list[Any]) -> None:
         task.cancel()
 
 
+_STOP_HOOKS: list[Callable[[], Awaitable[None]]] = []
+
+
+def at_portal_stop(hook: Callable[[], Awaitable[None]]) -> None:
+    """Run `await hook()` on the portal's loop when the portal stops (`shutdown()`, interpreter exit),
+    before its tasks are cancelled: for closing connections that live on that loop. Each hook once.
+
+    Example:
+        >>> async def tidy():
+        ...     pass
+        >>> at_portal_stop(tidy)
+    """
+    if hook not in _STOP_HOOKS:
+        _STOP_HOOKS.append(hook)
+
+
+async def _run_stop_hooks() -> None:
+    for hook in list(_STOP_HOOKS):
+        try:
+            with anyio.fail_after(5):
+                await hook()
+        except Exception:  # noqa: BLE001 - best effort: the portal stops anyway
+            pass
+
+
+def portal_loop() -> asyncio.AbstractEventLoop | None:
+    """The portal's event loop when this process has a portal running, else None (never starts one).
+
+    Example:
+        >>> portal_loop() is None or portal_loop().is_running()
+        True
+    """
+    loop = _state["loop"]
+    return loop if _state["portal"] is not None and _state["pid"] == os.getpid() else None
+
+
 def shutdown() -> None:
-    """Stop the portal of this process (also registered at exit). A later `portal()` starts a new one."""
+    """Stop the portal of this process (also registered at exit). A later `portal()` starts a new one.
+
+    The `at_portal_stop` hooks run first, on the portal's loop.
+    """
     with _lock:
         p, thread, pid = _state["portal"], _state["thread"], _state["pid"]
         _state.update(pid=None, portal=None, thread=None, service=None)
     if p is not None and pid == os.getpid():
+        try:
+            p.call(_run_stop_hooks)
+        except Exception:  # noqa: BLE001 - best effort at exit
+            pass
         try:
             p.call(p.stop, True)
         except Exception:  # noqa: BLE001 - best effort at exit

@@ -49,7 +49,9 @@ request; no private attribute of aiohttp is touched.
 
 aiohttp's sessions belong to the event loop that created them. An `HTTPClient` opens its aiohttp session
 on first use in a loop; used from another loop, or in a child after `fork`, it opens a new one and leaves
-the old one alone (its sockets belong to a loop that cannot drive them here).
+the old one to be closed on its own loop (or, in a child after fork, alone: its sockets are the parent's).
+Connections are closed by `aclose()`; those of a client dropped without it are closed anyway, on their
+loop, when the client is garbage-collected, and those on the portal's loop when the portal stops at exit.
 
 TLS uses the default CA store (`ssl.create_default_context()`, which honours `SSL_CERT_FILE` and
 `SSL_CERT_DIR`), built once per process and per value of those variables; where the system has no CA
@@ -68,15 +70,18 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import contextlib
 import json as _json
 import os
 import ssl
 import threading
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
 
+from ormix.ors import bridge
 from ormix.ors.bridge import run_in_new_loop
 
 __all__ = [
@@ -299,9 +304,77 @@ async def _on_reuse(_session: Any, ctx: Any, _params: Any) -> None:
         attempt.reused = True
 
 
-# Abandoned aiohttp sessions of another loop or a parent process: kept referenced so that their
-# finalizers never run here (they would try to reach a loop that is gone, and log "Unclosed ...").
+# aiohttp sessions of a parent process (after fork): kept referenced so that their finalizers never run
+# here (they would reach the parent's loop and sockets).
 _ABANDONED: list[Any] = []
+
+
+class _Pools:
+    """The aiohttp sessions of one `HTTPClient` and the loop they belong to (shared with its finalizer)."""
+
+    __slots__ = ("loop", "pid", "pooled", "fresh", "__weakref__")
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.pid: int | None = None
+        self.pooled: aiohttp.ClientSession | None = None
+        self.fresh: aiohttp.ClientSession | None = None
+
+    def take(self) -> list[aiohttp.ClientSession]:
+        sessions = [s for s in (self.pooled, self.fresh) if s is not None]
+        self.pooled = self.fresh = None
+        return sessions
+
+
+_LIVE: weakref.WeakSet[_Pools] = weakref.WeakSet()
+
+
+def _close_now(sessions: list[aiohttp.ClientSession]) -> None:
+    """Close aiohttp sessions without awaiting: on their loop's thread, or once their loop has closed.
+
+    For a finalizer, which cannot await. Closing a connector shuts its connections at once; what is left
+    to wait for (the transports' last callbacks) needs no waiting here. The awaitable `close()` returns
+    is stepped once, so that it does not report itself as never awaited.
+    """
+    for session in sessions:
+        connector = session.connector
+        session.detach()
+        if connector is not None:
+            waiter = connector.close()
+            with contextlib.suppress(StopIteration):
+                waiter.__await__().send(None)
+
+
+def _dispose(sessions: list[aiohttp.ClientSession], loop: asyncio.AbstractEventLoop | None, pid: int | None):
+    """Get rid of aiohttp sessions that cannot be awaited closed here (another loop, a finalizer)."""
+    if not sessions:
+        return
+    if pid != os.getpid():
+        _ABANDONED.extend(sessions)  # a parent's: its sockets are the parent's business
+        return
+    if loop is not None and not loop.is_closed():
+        try:
+            loop.call_soon_threadsafe(_close_now, sessions)
+            return
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+    _close_now(sessions)
+
+
+def _finalize(pools: _Pools) -> None:
+    _dispose(pools.take(), pools.loop, pools.pid)
+
+
+async def _close_portal_clients() -> None:
+    """`at_portal_stop` hook: close the connections of every live client bound to the portal's loop."""
+    loop = asyncio.get_running_loop()
+    for pools in list(_LIVE):
+        if pools.loop is loop and pools.pid == os.getpid():
+            for s in pools.take():
+                await s.close()
+
+
+bridge.at_portal_stop(_close_portal_clients)
 
 _WIRE_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
@@ -357,10 +430,10 @@ class HTTPClient:
     def __init__(self, *, connect_timeout_s: float = 10.0, keepalive_s: float = DEFAULT_KEEPALIVE_S) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._pid: int | None = None
-        self._pooled: aiohttp.ClientSession | None = None
-        self._fresh: aiohttp.ClientSession | None = None
+        self._p = _Pools()
+        _LIVE.add(self._p)
+        # Dropped without aclose(): its connections are closed anyway (see the module docstring).
+        weakref.finalize(self, _finalize, self._p).atexit = False
         self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
 
     def __repr__(self) -> str:
@@ -381,36 +454,31 @@ class HTTPClient:
         return t
 
     def _session(self, fresh: bool) -> aiohttp.ClientSession:
+        p = self._p
         loop = asyncio.get_running_loop()
-        if loop is not self._loop or self._pid != os.getpid():
-            self._abandon()
-            self._loop = loop
-            self._pid = os.getpid()
+        if loop is not p.loop or p.pid != os.getpid():
+            _dispose(p.take(), p.loop, p.pid)
+            p.loop = loop
+            p.pid = os.getpid()
         if fresh:
-            if self._fresh is None:
+            if p.fresh is None:
                 # force_close: every request of this session opens a connection of its own.
-                self._fresh = aiohttp.ClientSession(
+                p.fresh = aiohttp.ClientSession(
                     connector=aiohttp.TCPConnector(limit=0, force_close=True),
                     timeout=self._timeout(None),
                     json_serialize=encode_json,
                 )
-            return self._fresh
-        if self._pooled is None:
+            return p.fresh
+        if p.pooled is None:
             trace = aiohttp.TraceConfig()
             trace.on_connection_reuseconn.append(_on_reuse)
-            self._pooled = aiohttp.ClientSession(
+            p.pooled = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=self.keepalive_s),
                 timeout=self._timeout(None),
                 trace_configs=[trace],
                 json_serialize=encode_json,
             )
-        return self._pooled
-
-    def _abandon(self) -> None:
-        for s in (self._pooled, self._fresh):
-            if s is not None:
-                _ABANDONED.append(s)
-        self._pooled = self._fresh = None
+        return p.pooled
 
     async def _open(
         self,
@@ -508,18 +576,14 @@ class HTTPClient:
         return Response(resp.status, resp.headers, b"", attempt.reused)
 
     async def aclose(self) -> None:
-        """Close the connections of this loop's session. Idempotent; the client can be used again."""
-        sessions = [s for s in (self._pooled, self._fresh) if s is not None]
-        self._pooled = self._fresh = None
-        try:
-            here = asyncio.get_running_loop() is self._loop and self._pid == os.getpid()
-        except RuntimeError:
-            here = False
-        for s in sessions:
-            if here:
+        """Close this client's connections. Idempotent; the client can be used again afterwards."""
+        p = self._p
+        sessions = p.take()
+        if asyncio.get_running_loop() is p.loop and p.pid == os.getpid():
+            for s in sessions:
                 await s.close()
-            else:
-                _ABANDONED.append(s)
+        else:
+            _dispose(sessions, p.loop, p.pid)
 
 
 def blocking_request(
