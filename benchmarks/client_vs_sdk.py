@@ -32,10 +32,10 @@ os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
 
 import anyio  # noqa: E402
-import httpx  # noqa: E402
 
 from ormix.local import serve_in_process  # noqa: E402
 from ormix.ors import ORSClient, run_sync  # noqa: E402
+from ormix.ors.http import HTTPClient  # noqa: E402
 
 WORDS = [
     "apple",
@@ -202,12 +202,15 @@ def bench_raw(url: str, n: int, calls: int, episodes: int) -> float:
 
 
 def _server_stall_ms(url: str) -> float:
-    with httpx.Client() as h:
-        h.get(f"{url}/health")
-        t = time.perf_counter()
-        for _ in range(10):
-            h.get(f"{url}/health")
-        return (time.perf_counter() - t) * 100
+    async def measure() -> float:
+        async with HTTPClient() as h:
+            await h.request("GET", f"{url}/health")
+            t = time.perf_counter()
+            for _ in range(10):
+                await h.request("GET", f"{url}/health")
+            return (time.perf_counter() - t) * 100
+
+    return anyio.run(measure)
 
 
 def main() -> None:

@@ -129,7 +129,38 @@ class HttpcoreLib(Lib):
         await self.p.aclose()
 
 
-LIBS = [("aiohttp", AiohttpLib), ("httpx", HttpxLib), ("httpcore", HttpcoreLib)]
+class OrmixHTTPLib(Lib):
+    """ormix's own HTTP layer (`ormix.ors.http.HTTPClient`, aiohttp with reuse tracing), for its overhead."""
+
+    name = "ormix.ors.http"
+
+    async def open(self, url: str) -> None:
+        from ormix.ors.http import HTTPClient
+
+        self.url = url
+        self.h = HTTPClient()
+
+    async def stateless(self) -> None:
+        r = await self.h.request("POST", self.url + STATELESS[0], json=STATELESS[1])
+        assert r.json()["num_tasks"] == 16
+
+    async def call(self, sid: str) -> None:
+        pieces: list[str] = []
+        await self.h.stream(
+            "POST", self.url + "/echo/call", on_text=pieces.append, json=CALL, headers={"X-Session-ID": sid}
+        )
+        assert "event: end" in "".join(pieces)
+
+    async def close(self) -> None:
+        await self.h.aclose()
+
+
+LIBS = [
+    ("aiohttp", AiohttpLib),
+    ("httpx", HttpxLib),
+    ("httpcore", HttpcoreLib),
+    ("aiohttp", OrmixHTTPLib),
+]
 
 
 async def _open_session(url: str) -> str:

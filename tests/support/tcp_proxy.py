@@ -46,6 +46,7 @@ class TCPProxy:
         self.connections = 0
         self.requests: list[str] = []
         self.cut_log: list[dict] = []
+        self._open = 0
         self._closed = False
         self._socks: list[socket.socket] = []
         threading.Thread(target=self._accept_loop, daemon=True, name="tcp-proxy-accept").start()
@@ -55,6 +56,11 @@ class TCPProxy:
         assert mode in MODES
         with self._lock:
             self._armed.append((match, mode))
+
+    def open_connections(self) -> int:
+        """Client connections the client has not closed yet (and the proxy has not cut)."""
+        with self._lock:
+            return self._open
 
     def _take(self, data: bytes) -> str | None:
         with self._lock:
@@ -83,6 +89,7 @@ class TCPProxy:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
             self._socks += [client, upstream]
+            self._open += 1
         state = {"cut_mode": None, "resp": b"", "dead": False, "requests": 0}
         cond = threading.Lock()
 
@@ -123,6 +130,8 @@ class TCPProxy:
             except OSError:
                 pass
             finally:
+                with self._lock:
+                    self._open -= 1
                 if not state["dead"]:
                     try:
                         upstream.shutdown(socket.SHUT_WR)

@@ -176,8 +176,11 @@ class ORSClient:
             self._closed = True
             await self._http.aclose()
             portal_http, self._portal_http = self._portal_http, None
-            if portal_http is not None:
-                bridge.portal().start_task_soon(portal_http.aclose)
+            if portal_http is not None:  # it lives on the portal's loop: closed there
+                if bridge.on_portal_thread():
+                    await portal_http.aclose()
+                else:
+                    bridge.portal().start_task_soon(portal_http.aclose)
 
     def forget(self, session: Session) -> None:
         """Drop a closed session from the ones `aclose()` closes (sessions call it when they close)."""

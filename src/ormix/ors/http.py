@@ -203,6 +203,7 @@ class NoResponse(HTTPFailure):
 
     @property
     def idle_race(self) -> bool:
+        """True on a reused connection: the server's idle timer closed it, unread."""
         return self.reused
 
 
