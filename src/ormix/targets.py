@@ -3,8 +3,7 @@
 A target is one of four forms:
 
 - a catalog name ``owner/name`` (``"Eigent/SETA"``), served by the OpenReward platform;
-- a URL ``http(s)://host[:port][/path]`` (``"http://localhost:8080"``) of a self-hosted ORS server; the
-  scheme in any case (``HTTPS://`` is TLS), written lower-case in the parsed target;
+- a URL ``http(s)://host[:port][/path]`` (``"http://localhost:8080"``) of a self-hosted ORS server;
 - ``local:NAME`` (``"local:terminals"``), an environment that ships with ormix, served on loopback;
 - ``module:Class`` (``"my_pkg.envs:MyEnv"``), the user's own ``openreward.environments.Environment``
   subclass, served on loopback the same way.
@@ -129,10 +128,7 @@ def _parse_url(s: str) -> Target:
         raise _fail(s, "the URL has no host")
     if any(c.isspace() for c in s):
         raise _fail(s, "the URL contains whitespace")
-    # Schemes are case-insensitive (RFC 3986): `HTTPS://host` is TLS. The canonical form writes it in
-    # lower case, so `str(target)` is what every HTTP layer compares.
-    colon = s.index(":")
-    return Target("url", s[:colon].lower() + s[colon:])
+    return Target("url", s)
 
 
 def _parse_module(s: str) -> Target:
