@@ -8,6 +8,8 @@ import base64
 import json
 import multiprocessing
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -654,3 +656,13 @@ def test_the_memory_bound_has_a_name_of_its_own():
     assert ORSClient("http://127.0.0.1:1", env_name="echo", max_kept_chars=10).max_kept_chars == 10
     with pytest.raises(TypeError):
         ORSClient("http://127.0.0.1:1", env_name="echo", max_output_chars=10)  # type: ignore[call-arg]
+
+
+def test_the_package_imports_nothing_of_ormix_outside_it_nor_trl_or_datasets():
+    code = (
+        "import sys, ormix.ors, ormix.ors.sdk; "
+        "print(sorted(m for m in sys.modules if (m.startswith('ormix.') and not m.startswith('ormix.ors')) "
+        "or m.split('.')[0] in ('trl', 'datasets', 'torch', 'transformers', 'httpx')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
