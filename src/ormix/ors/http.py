@@ -5,9 +5,10 @@ targets, endpoint discovery and the readiness probe of ormix's local servers all
 ormix parses HTTP itself; SSE *events* are parsed from the text this module hands out (`ormix.ors.sse`).
 
 Why aiohttp: measured by `benchmarks/http_client_cpu.py` (client CPU per sequential request against a
-local ORS server in a child process, medians of repetitions, on this project's 2-core machine):
-aiohttp ~0.30 ms per JSON request and ~0.5 ms per SSE tool call, httpx 0.28 ~1.15 / ~1.7 ms, httpcore
-~1.07 / ~1.5 ms. aiohttp is also what the openreward SDK installs, so it costs ormix no new dependency.
+local ORS server in a child process, medians of repetitions; three runs on this project's 2-core machine,
+shared with other work): aiohttp 0.30-0.40 ms per JSON request and 0.5-0.8 ms per SSE tool call; httpx 0.28
+1.15-1.5 / 1.7-2.1 ms; httpcore 1.05-1.1 / 1.5-1.8 ms. This module on aiohttp (reuse tracing included)
+stays within 10% of bare aiohttp. aiohttp is also what the openreward SDK installs.
 
 The interface is small on purpose: `HTTPClient.request(method, url, json=, headers=) -> Response` reads
 the whole answer; `HTTPClient.stream(...)` hands the text of a 200 answer to a callback as it arrives (the
