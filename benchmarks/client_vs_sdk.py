@@ -14,7 +14,10 @@ time, session open and close included).
 - `raw-http`: the same episodes over raw sockets with no client library at all (one thread and one
   keep-alive connection per worker, a few lines of HTTP): what the server itself allows, for context.
 
-Run: `python benchmarks/client_vs_sdk.py [--reps 3] [--calls 20] [--episodes 4]`. Last three lines:
+Repetitions interleave the clients (a change of load on the shared machine weighs on all alike); each
+line also gives the client process's CPU per call (the server's is not in it).
+
+Run: `python benchmarks/client_vs_sdk.py [--reps 5] [--calls 20] [--episodes 4]`. Last three lines:
 `ratio calls_per_s n=1: X`, `n=8`, `n=32` (ormix-threads / sdk).
 """
 
@@ -32,10 +35,10 @@ os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
 
 import anyio  # noqa: E402
-import httpx  # noqa: E402
 
 from ormix.local import serve_in_process  # noqa: E402
 from ormix.ors import ORSClient, run_sync  # noqa: E402
+from ormix.ors.http import HTTPClient  # noqa: E402
 
 WORDS = [
     "apple",
@@ -202,17 +205,20 @@ def bench_raw(url: str, n: int, calls: int, episodes: int) -> float:
 
 
 def _server_stall_ms(url: str) -> float:
-    with httpx.Client() as h:
-        h.get(f"{url}/health")
-        t = time.perf_counter()
-        for _ in range(10):
-            h.get(f"{url}/health")
-        return (time.perf_counter() - t) * 100
+    async def measure() -> float:
+        async with HTTPClient() as h:
+            await h.request("GET", f"{url}/health")
+            t = time.perf_counter()
+            for _ in range(10):
+                await h.request("GET", f"{url}/health")
+            return (time.perf_counter() - t) * 100
+
+    return anyio.run(measure)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--episodes", type=int, default=4, help="episodes per worker, in a row")
     args = ap.parse_args()
@@ -233,12 +239,22 @@ def main() -> None:
         }
         medians: dict[tuple[str, int], float] = {}
         for n in CONCURRENCY:
-            for name, fn in clients.items():
-                runs = [fn(srv.url, n, args.calls, args.episodes) for _ in range(args.reps)]
-                medians[name, n] = statistics.median(runs)
+            # Repetitions interleave the clients, so that a change of machine load (the server and the
+            # clients share 2 cores with whatever else runs) weighs on every client alike.
+            runs: dict[str, list[float]] = {name: [] for name in clients}
+            cpu: dict[str, list[float]] = {name: [] for name in clients}
+            for _ in range(args.reps):
+                for name, fn in clients.items():
+                    c0 = time.process_time()
+                    runs[name].append(fn(srv.url, n, args.calls, args.episodes))
+                    # The server runs in its own process: this is the client's CPU (its warm-up included).
+                    cpu[name].append((time.process_time() - c0) * 1000 / (n * args.episodes * args.calls))
+            for name in clients:
+                medians[name, n] = statistics.median(runs[name])
                 print(
                     f"{name:14s} n={n:<3d} calls/s median {medians[name, n]:8.1f}  "
-                    f"runs {' '.join(f'{r:.0f}' for r in runs)}",
+                    f"runs {' '.join(f'{r:.0f}' for r in runs[name])}  "
+                    f"client cpu/call {statistics.median(cpu[name]):.2f} ms",
                     flush=True,
                 )
     for n in CONCURRENCY:

@@ -104,7 +104,9 @@ def run(rows_for: Rows, observe: Callable[[int, dict], None] | None, seed: int) 
     return MAX_STEPS + 1
 
 
-def static(weights: Mapping[str, float] | None = None, schedule: list[Phase] | None = None) -> Callable[[int], int]:
+def static(
+    weights: Mapping[str, float] | None = None, schedule: list[Phase] | None = None
+) -> Callable[[int], int]:
     def one(seed: int) -> int:
         plan = plan_rows(
             {m: list(range(TASKS)) for m in MEMBERS},
@@ -168,15 +170,19 @@ def main() -> None:
     results["schedule (hand-made)"] = median_steps(static(schedule=schedule))
     for signal in ("informative", "progress", "thompson"):
         results[f"adaptive: {signal}"] = median_steps(adaptive(signal))
-    print(f"simulated learners: {len(MEMBERS)} members, target mean success {TARGET}, {len(SEEDS)} seeds, "
-          f"medians of steps to target (lower is better; {MAX_STEPS + 1} = never)")
+    print(
+        f"simulated learners: {len(MEMBERS)} members, target mean success {TARGET}, {len(SEEDS)} seeds, "
+        f"medians of steps to target (lower is better; {MAX_STEPS + 1} = never)"
+    )
     for name, steps in results.items():
         print(f"  {name:24s} {steps:6.1f}")
     print("  best static weights:", {k: v for k, v in (best_w or {}).items() if v})
     adaptive_best = min(v for k, v in results.items() if k.startswith("adaptive"))
     for name, steps in results.items():
         if name.startswith("adaptive") and steps > best:
-            print(f"  adaptive loses here: {name} needs {steps:.1f} steps, the best static weights {best:.1f}")
+            print(
+                f"  adaptive loses here: {name} needs {steps:.1f} steps, the best static weights {best:.1f}"
+            )
     print(f"ratio steps_to_target uniform/adaptive: {results['uniform'] / adaptive_best:.2f}")
     print(f"(ran in {time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     print(f"ratio steps_to_target best_static/adaptive: {best / adaptive_best:.2f}")

@@ -87,7 +87,7 @@ def timed(build) -> float:
 def main() -> None:
     import tempfile
 
-    import httpx
+    from ormix.ors.http import HTTPFailure, blocking_request
 
     port_file = tempfile.mktemp()
     child = subprocess.Popen(
@@ -109,7 +109,12 @@ def main() -> None:
                 raise SystemExit("benchmark server did not start")
             time.sleep(0.05)
         url = f"http://127.0.0.1:{open(port_file).read()}"
-        while httpx.get(f"{url}/health").status_code != 200:
+        while True:
+            try:
+                if blocking_request("GET", f"{url}/health", timeout_s=5).status_code == 200:
+                    break
+            except HTTPFailure:
+                pass
             time.sleep(0.05)
         os.environ["OPENREWARD_SESSION_URL"] = url  # the SDK would otherwise send sessions to sessions.<host>
 

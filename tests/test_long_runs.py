@@ -63,8 +63,9 @@ def setup(tmp_path_factory, tiny_model, remote):
     return base, sandboxes, tiny_model
 
 
-def drive(base: Path, run: str, model: str, sandboxes: Path, kill: str = "none", mix: str = "mix.yaml",
-          **options) -> subprocess.CompletedProcess:
+def drive(
+    base: Path, run: str, model: str, sandboxes: Path, kill: str = "none", mix: str = "mix.yaml", **options
+) -> subprocess.CompletedProcess:
     env = {**os.environ, "ORMIX_SANDBOX_DIR": str(sandboxes), "TRL_EXPERIMENTAL_SILENCE": "1"}
     env.pop("ORMIX_LOCAL_SERVE", None)  # the trainer serves local:terminals in a child process, as users get
     return subprocess.run(
@@ -162,14 +163,26 @@ def test_a_changed_mixture_is_refused_before_any_server_unless_allowed(setup, re
     (base / "heavier.yaml").write_text(mixture(remote.url, weight=0.8))
     refused = drive(base, "changed", model, sandboxes, mix="heavier.yaml", resume="latest")
     assert refused.returncode == 2
-    assert "weights.terminals: 0.5 → 0.19999999999999996" in refused.stdout or "weights.terminals" in refused.stdout
+    assert (
+        "weights.terminals: 0.5 → 0.19999999999999996" in refused.stdout
+        or "weights.terminals" in refused.stdout
+    )
     assert "--allow-changed-mixture" in refused.stdout and "ormix train" not in refused.stderr
     allowed = drive(
-        base, "changed", model, sandboxes, mix="heavier.yaml", resume="latest", allow_changed_mixture=True, max_steps=4
+        base,
+        "changed",
+        model,
+        sandboxes,
+        mix="heavier.yaml",
+        resume="latest",
+        allow_changed_mixture=True,
+        max_steps=4,
     )
     assert allowed.returncode == 0, allowed.stderr[-3000:]
     resumes = json.loads((base / "changed" / "manifest.json").read_text())["resumes"]
-    assert resumes[-1]["allowed_changes"] is True and any("weights.remote" in c for c in resumes[-1]["changed"])
+    assert resumes[-1]["allowed_changes"] is True and any(
+        "weights.remote" in c for c in resumes[-1]["changed"]
+    )
 
 
 def test_a_run_directory_is_never_appended_to_silently(setup, remote):

@@ -156,7 +156,7 @@ class Connection:
                 api_key=self._config.resolve_api_key(),
                 timeout_s=self._config.call_timeout_s,
                 ping_interval_s=self._config.ping_interval_s,
-                max_output_chars=kept,
+                max_kept_chars=kept,
             )
         return self._client
 

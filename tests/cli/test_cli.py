@@ -6,12 +6,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
 from ormix.cli import app
 from ormix.config import load_mixture_config
+from ormix.ors.http import blocking_request
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -77,7 +77,7 @@ def test_serve_command_serves_local_environments():
     try:
         line = proc.stdout.readline()
         port = int(line.split("port=")[1].split()[0])
-        assert httpx.get(f"http://127.0.0.1:{port}/list_environments").json() == ["echo"]
+        assert blocking_request("GET", f"http://127.0.0.1:{port}/list_environments").json() == ["echo"]
     finally:
         proc.terminate()
         proc.wait(timeout=10)

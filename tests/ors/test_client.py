@@ -1,5 +1,6 @@
-"""ormix.ors against real ORS servers on loopback: every endpoint, sessions, big outputs, typed errors,
-the sync bridge (threads and fork), and property tests of the SSE parser and the secrets encoding."""
+"""ormix.ors against real ORS servers on loopback: every endpoint, sessions, connections, keepalive task
+groups, big outputs, typed errors, the sync bridge (threads and fork), and property tests of the SSE parser
+and the secrets encoding."""
 
 from __future__ import annotations
 
@@ -7,10 +8,12 @@ import base64
 import json
 import multiprocessing
 import socket
+import subprocess
+import sys
 import threading
+import time
 
 import anyio
-import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -36,9 +39,11 @@ from ormix.ors import (
     run_sync,
     text_of,
 )
-from ormix.ors.h1 import IDLE_REUSE_S
+from ormix.ors.client import DEFAULT_MAX_KEPT_CHARS
+from ormix.ors.http import HTTPClient
 from ormix.ors.secrets import WELL_KNOWN_SECRETS, augment_with_api_key
 from ormix.ors.sse import CallStream, SSEParser, encode_event
+from support.tcp_proxy import TCPProxy
 
 
 @pytest.fixture(scope="module")
@@ -114,85 +119,111 @@ def test_env_name_in_path_selects_the_environment(multi_server):
 
 def test_one_round_trip_per_call(echo_server):
     # Naming the env in the path avoids the server's 308 to the default env (two round trips).
-    seen: list[int] = []
-
     async def main():
-        async with ORSClient(echo_server.url, env_name="echo") as c:
-            for http in [c._pool.get(i) for i in range(c._pool.size)]:
-                http.event_hooks["response"].append(record)
-            await c.num_tasks("train")
-            async with c.session(split="train", index=1) as s:
-                # Session requests go over the session's own connection (ormix.ors.h1), which follows no
-                # redirect: a 308 would fail the call. One request per call on that connection.
-                conn = s._http.conn
-                before = conn.requests
-                await s.call("echo", {"text": "x"})
-                await s.call("echo", {"text": "y"})
-                assert s._http.conn is conn and conn.requests == before + 2
+        with TCPProxy(echo_server.port) as proxy:
+            async with ORSClient(proxy.url, env_name="echo", ping_interval_s=None) as c:
+                await c.num_tasks("train")
+                async with c.session(split="train", index=1) as s:
+                    await s.call("echo", {"text": "x"})
+                    await s.call("echo", {"text": "y"})
+            return proxy.requests
 
-    async def record(response: httpx.Response) -> None:
-        seen.append(response.status_code)
-
-    run(main)
-    assert seen and 308 not in seen
+    assert run(main) == [
+        "POST /echo/num_tasks",
+        "POST /create",
+        "POST /echo/call",
+        "POST /echo/call",
+        "POST /delete",
+    ]
 
 
 # ----------------------------------------------------------------------------- connections
 
 
-def test_session_keeps_one_connection_and_the_next_session_reuses_it(echo_server):
+def test_sequential_sessions_share_one_keep_alive_connection(echo_server):
     async def main():
-        async with ORSClient(echo_server.url, env_name="echo") as c:
-            s1 = await c.open_session(split="train", index=0)
-            conn = s1._http.conn
-            sock = conn._transport.get_extra_info("socket")
-            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
-            for _ in range(3):
-                assert (await s1.call("echo", {"text": "apple"})).reward == 1.0
-            assert s1._http.conn is conn and conn.requests == 4  # /create + 3 calls
-            await s1.close()  # /delete, then the connection goes back to the client's pool
-            s2 = await c.open_session(split="train", index=1)
-            assert s2._http.conn is conn and conn.requests == 6
-            assert (await s2.call("echo", {"text": "river"})).reward == 1.0
-            await s2.close()
-        assert conn.closed  # the client's aclose closes idle connections
+        with TCPProxy(echo_server.port) as proxy:
+            async with ORSClient(proxy.url, env_name="echo", ping_interval_s=None) as c:
+                for i in range(2):
+                    async with c.session(split="train", index=i) as s:
+                        for _ in range(3):
+                            r = await s.call("echo", {"text": "apple"})
+                            assert r.text == "apple"
+                assert await c.num_tasks("train") == 16
+            return proxy.connections, len(proxy.requests)
 
-    run(main)
-
-
-def test_connection_idle_past_the_reuse_limit_is_replaced(echo_server):
-    # A server closes idle keep-alive connections (uvicorn: 5 s by default); a request written as it
-    # does so gets no answer. Past IDLE_REUSE_S the client opens a fresh connection instead.
-    async def main():
-        async with ORSClient(echo_server.url, env_name="echo") as c, c.session(split="train", index=2) as s:
-            old = s._http.conn
-            old.last_used -= IDLE_REUSE_S + 1
-            assert (await s.call("echo", {"text": "stone"})).reward == 1.0
-            assert s._http.conn is not old and old.closed and s._http.conn.requests == 1
-
-    run(main)
+    assert run(main) == (1, 2 * (1 + 3 + 1) + 1)  # one connection carried every request
 
 
 def test_pings_during_a_long_call_use_another_connection(faulty_server):
-    # A connection carries one request at a time: keepalive pings borrow a pooled connection.
+    # A connection carries one request at a time: keepalive pings take another pooled connection.
     async def main():
-        async with ORSClient(faulty_server.url, env_name="faulty", ping_interval_s=0.1) as c:
-            async with c.session(split="test", index=0) as s:
-                conn = s._http.conn
-                r = await s.call("slow", {"seconds": 0.8})
-                assert r.metadata == {"slept_s": 0.8}
-                assert s.timings.pings >= 3 and s.timings.ping_failures == 0
-                assert s._http.conn is conn and conn.requests == 2  # /create and the call only
-                assert len(c._h1._idle) == 1  # the borrowed connection, back in the pool
+        with TCPProxy(faulty_server.port) as proxy:
+            async with ORSClient(proxy.url, env_name="faulty", ping_interval_s=0.1) as c:
+                async with c.session(split="test", index=0) as s:
+                    r = await s.call("slow", {"seconds": 0.8})
+                    assert r.metadata == {"slept_s": 0.8}
+                    assert s.timings.pings >= 3 and s.timings.ping_failures == 0
+            assert proxy.requests.count("POST /ping") == s.timings.pings
+            return proxy.connections
+
+    assert run(main) == 2
+
+
+def test_keepalive_runs_in_the_clients_task_group_and_stops_at_close(echo_server):
+    async def main():
+        async with ORSClient(echo_server.url, env_name="echo", ping_interval_s=0.05) as c:
+            s = await c.open_session(split="train", index=0)
+            assert s.pinging and s.ping_future is None  # a task of the client's own task group
+            with anyio.fail_after(5):
+                while s.timings.pings < 2:
+                    await anyio.sleep(0.01)
+            await s.close()
+            with anyio.fail_after(5):
+                while s.pinging:
+                    await anyio.sleep(0.01)
+            pings = s.timings.pings
+            await anyio.sleep(0.2)  # four ping periods: a loop still running would ping
+            assert s.timings.pings == pings
+            s2 = await c.open_session(split="train", index=1)
+            assert s2.pinging
+        assert s2.closed and not s2.pinging  # leaving the client closed its session and its ping loop
 
     run(main)
 
 
-def test_https_and_platform_targets_stay_on_httpx(monkeypatch):
-    monkeypatch.setenv("OPENREWARD_API_KEY", "k")
-    assert ORSClient("http://127.0.0.1:9", env_name="echo")._h1 is not None
-    assert ORSClient("https://127.0.0.1:9", env_name="echo")._h1 is None
-    assert ORSClient("Eigent/SETA")._h1 is None
+def test_keepalive_of_a_bare_client_on_another_loop_is_hosted_by_the_portal(echo_server):
+    # No `async with`, not on the portal: the portal hosts the ping loop (its own HTTP client there).
+    async def main():
+        c = ORSClient(echo_server.url, env_name="echo", ping_interval_s=0.05)
+        s = await c.open_session(split="train", index=0)
+        assert s.ping_future is not None
+        with anyio.fail_after(5):
+            while s.timings.pings < 2:
+                await anyio.sleep(0.01)
+        await c.aclose()
+        assert s.closed and not s.pinging
+
+    run(main)
+
+
+def test_keepalive_through_run_sync_uses_the_service_task_group(echo_server):
+    async def make():
+        return ORSClient(echo_server.url, env_name="echo", ping_interval_s=0.05)
+
+    c = run_sync(make)
+    s = run_sync(c.open_session, split="train", index=0)
+    try:
+        assert s.pinging and s.ping_future is None
+        for _ in range(500):  # up to 5 s, polling from this plain thread
+            if s.timings.pings >= 2:
+                break
+            time.sleep(0.01)
+        assert s.timings.pings >= 2 and s.timings.ping_failures == 0
+        assert run_sync(s.call, "echo", {"text": "apple"}).reward == 1.0
+    finally:
+        run_sync(c.aclose)
+    assert s.closed
 
 
 def test_megabytes_in_and_out(echo_server):
@@ -232,8 +263,8 @@ def test_echo_episode_and_close(echo_server):
             with pytest.raises(ORSError, match="closed"):
                 await s.call("echo", {"text": "apple"})
             # The server forgot it.
-            async with httpx.AsyncClient() as h:
-                r = await h.post(f"{echo_server.url}/ping", headers={"X-Session-ID": s.id})
+            async with HTTPClient() as h:
+                r = await h.request("POST", f"{echo_server.url}/ping", headers={"X-Session-ID": s.id})
                 assert r.status_code == 404
 
     run(main)
@@ -247,8 +278,8 @@ def test_session_context_manager_always_closes(echo_server):
                     await s.call("echo", {"text": "x"})
                     raise RuntimeError("user code failed")
             assert s.closed
-            async with httpx.AsyncClient() as h:
-                r = await h.post(f"{echo_server.url}/ping", headers={"X-Session-ID": s.id})
+            async with HTTPClient() as h:
+                r = await h.request("POST", f"{echo_server.url}/ping", headers={"X-Session-ID": s.id})
                 assert r.status_code == 404
 
     run(main)
@@ -260,9 +291,9 @@ def test_aclose_closes_open_sessions(echo_server):
         sessions = [await c.open_session(split="train", index=i) for i in range(3)]
         await c.aclose()
         assert all(s.closed for s in sessions)
-        async with httpx.AsyncClient() as h:
+        async with HTTPClient() as h:
             for s in sessions:
-                r = await h.post(f"{echo_server.url}/ping", headers={"X-Session-ID": s.id})
+                r = await h.request("POST", f"{echo_server.url}/ping", headers={"X-Session-ID": s.id})
                 assert r.status_code == 404
         with pytest.raises(ORSError, match="closed"):
             await c.health()
@@ -616,3 +647,22 @@ def test_secret_values_never_in_type_errors():
     with pytest.raises(TypeError) as ei:
         encode_secrets({"k": 12345})  # type: ignore[dict-item]
     assert "12345" not in str(ei.value) and "'k'" in str(ei.value)
+
+
+def test_the_memory_bound_has_a_name_of_its_own():
+    # `max_output_chars` elsewhere in ormix is what the model sees (16 384); the client's bound is another.
+    c = ORSClient("http://127.0.0.1:1", env_name="echo")
+    assert c.max_kept_chars == DEFAULT_MAX_KEPT_CHARS == 4_000_000
+    assert ORSClient("http://127.0.0.1:1", env_name="echo", max_kept_chars=10).max_kept_chars == 10
+    with pytest.raises(TypeError):
+        ORSClient("http://127.0.0.1:1", env_name="echo", max_output_chars=10)  # type: ignore[call-arg]
+
+
+def test_the_package_imports_nothing_of_ormix_outside_it_nor_trl_or_datasets():
+    code = (
+        "import sys, ormix.ors, ormix.ors.sdk; "
+        "print(sorted(m for m in sys.modules if (m.startswith('ormix.') and not m.startswith('ormix.ors')) "
+        "or m.split('.')[0] in ('trl', 'datasets', 'torch', 'transformers', 'httpx')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -6,7 +6,7 @@
 | SSE `end` event that is not JSON, of the wrong shape, or with a NaN reward | validates before building the `ToolResult` | `ProtocolError` naming the tool; the session stays usable. In an `Episode`: outcome `error` (kind `transport`), reward `None`, the model reads "Error: the environment sent an answer that could not be read." |
 | SSE stream that ends (cleanly or by a reset) without `end` | retries with the server's `task_id` (a replay, never a second run), then stops | `TransportError` within a second; in an `Episode`: outcome `error` (`transport`) |
 | stream that sends only `: ping` comments, or nothing, past the deadline | the per-call deadline cancels the read and closes that connection | `DeadlineExceeded` at the deadline; the session stays usable; in an `Episode`: outcome `error` (`deadline`) |
-| 50 MB tool output (chunked, or one unchunked SSE line) | keeps at most `max_output_chars` (client default 4 M; a spec uses 8x its own) of string content, counts the rest; the SSE parser hands out huge lines in pieces | peak client memory of a few MB; `ToolResult.truncated`, `.full_chars`; the model sees the head and `[ormix: output truncated, K of N characters shown]`; `CallRecord.output_chars` = N, `.truncated` |
+| 50 MB tool output (chunked, or one unchunked SSE line) | keeps at most `max_kept_chars` (client default 4 M; a spec passes 8x its `max_output_chars`) of string content, counts the rest; the SSE parser hands out huge lines in pieces | peak client memory of a few MB; `ToolResult.truncated`, `.full_chars`; the model sees the head and `[ormix: output truncated, K of N characters shown]`; `CallRecord.output_chars` = N, `.truncated` |
 | 3000 tools, `$ref` loops, non-object schemas, code in names and descriptions | binds them as data (no exec/eval anywhere in `src/ormix`), renames and notes | a working `Episode` class in about a second; `spec.binding.notes` say what was approximated |
 | a server that echoes request headers (X-Secrets, X-API-Key) into its errors | scrubs every secret value, the encoded header and the API key from each error (and its chain) | `[redacted]` in messages, details, reprs, tracebacks, call records and logs |
 
@@ -222,7 +222,7 @@ def test_fifty_megabytes_from_the_real_server_cost_a_few_megabytes(faulty_proc):
     async def main():
         async with (
             ORSClient(
-                faulty_proc.url, env_name="faulty", ping_interval_s=None, max_output_chars=1_000_000
+                faulty_proc.url, env_name="faulty", ping_interval_s=None, max_kept_chars=1_000_000
             ) as c,
             c.session(split="test", index=0) as s,
         ):
@@ -244,7 +244,7 @@ def test_one_unchunked_twenty_megabyte_line_costs_a_few_megabytes(hostile):
 
     async def main():
         async with (
-            ORSClient(hostile.url, env_name="ok", ping_interval_s=None, max_output_chars=1_000_000) as c,
+            ORSClient(hostile.url, env_name="ok", ping_interval_s=None, max_kept_chars=1_000_000) as c,
             c.session(split="train", index=0) as s,
         ):
             return await s.call("bigline", {"n": n})

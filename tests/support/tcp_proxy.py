@@ -4,8 +4,16 @@ Not a fake: bytes go through real sockets between the client and a real ORS serv
 `cut_next(match, mode)`:
 - `mode="after_task_id"`: forward the request, forward the response until it holds a complete
   `event: task_id` SSE event, then close both sides (the server keeps running the tool);
-- `mode="before_request"`: close the client's connection without forwarding the request.
+- `mode="before_request"`: close the client's connection without forwarding the request (what a server
+  closing an idle keep-alive connection just as the request arrives looks like to the client);
+- `mode="after_request"`: forward the request, and when the server's first response bytes come back,
+  close both sides without passing any of them on (the server read the request and runs the tool; the
+  client gets no response byte: a server that died mid-request, or a middlebox that dropped it).
 `drop_all()` closes every open connection at once (a server closing idle keep-alive connections).
+
+`requests` lists the request lines seen (`"POST /echo/call"`), `connections` counts accepted client
+connections, and `cut_log` records each cut with how many requests its connection had carried before
+(`0`: a fresh connection).
 
 Example:
     >>> with TCPProxy(upstream_port=8080) as proxy:        # doctest: +SKIP
@@ -20,9 +28,13 @@ import socket
 import threading
 
 _TASK_ID_EVENT = re.compile(rb"event: task_id\r?\ndata: [^\r\n]+\r?\n\r?\n")
+_REQUEST_LINE = re.compile(rb"(GET|POST|PUT|DELETE|HEAD|PATCH) (/\S*) HTTP/1\.[01]\r\n")
+MODES = ("after_task_id", "before_request", "after_request")
 
 
 class TCPProxy:
+    """A loopback TCP proxy to `upstream_port` that can cut connections on purpose (see the module)."""
+
     def __init__(self, upstream_port: int, host: str = "127.0.0.1") -> None:
         self.upstream = (host, upstream_port)
         self._listener = socket.create_server((host, 0))
@@ -32,15 +44,23 @@ class TCPProxy:
         self._armed: list[tuple[bytes, str]] = []
         self.cuts = 0
         self.connections = 0
+        self.requests: list[str] = []
+        self.cut_log: list[dict] = []
+        self._open = 0
         self._closed = False
         self._socks: list[socket.socket] = []
         threading.Thread(target=self._accept_loop, daemon=True, name="tcp-proxy-accept").start()
 
     def cut_next(self, match: bytes, mode: str = "after_task_id") -> None:
         """Cut the next request whose bytes contain `match` (one cut per call)."""
-        assert mode in ("after_task_id", "before_request")
+        assert mode in MODES
         with self._lock:
             self._armed.append((match, mode))
+
+    def open_connections(self) -> int:
+        """Client connections the client has not closed yet (and the proxy has not cut)."""
+        with self._lock:
+            return self._open
 
     def _take(self, data: bytes) -> str | None:
         with self._lock:
@@ -69,7 +89,8 @@ class TCPProxy:
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._lock:
             self._socks += [client, upstream]
-        state = {"cut_mode": None, "resp": b"", "dead": False}
+            self._open += 1
+        state = {"cut_mode": None, "resp": b"", "dead": False, "requests": 0}
         cond = threading.Lock()
 
         def kill() -> None:
@@ -91,7 +112,14 @@ class TCPProxy:
                     data = client.recv(65536)
                     if not data:
                         break
+                    lines = [f"{m.decode()} {p.decode()}" for m, p in _REQUEST_LINE.findall(data)]
                     mode = self._take(data)
+                    if mode is not None:
+                        with self._lock:
+                            self.cut_log.append({"mode": mode, "requests_before": state["requests"]})
+                    state["requests"] += len(lines)
+                    with self._lock:
+                        self.requests += lines
                     if mode == "before_request":
                         kill()
                         return
@@ -102,6 +130,8 @@ class TCPProxy:
             except OSError:
                 pass
             finally:
+                with self._lock:
+                    self._open -= 1
                 if not state["dead"]:
                     try:
                         upstream.shutdown(socket.SHUT_WR)
@@ -114,6 +144,9 @@ class TCPProxy:
                     data = upstream.recv(65536)
                     if not data:
                         break
+                    if state["cut_mode"] == "after_request":
+                        kill()
+                        return
                     client.sendall(data)
                     if state["cut_mode"] == "after_task_id":
                         state["resp"] += data

@@ -12,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from transformers.utils import get_json_schema
 
+from ormix.ors.http import blocking_request
 from ormix.tools import NO_DEFAULT, ServerDefault, bind_tools
 
 SURFACES = Path(__file__).resolve().parents[1] / "data" / "tool-surfaces"
@@ -209,7 +209,7 @@ def test_bad_calls_raise_type_errors_naming_the_tool() -> None:
 def test_tools_listed_by_a_live_echo_server_bind_and_render(echo_server) -> None:
     """The tool list as a real ORS server sends it over HTTP binds into a schema the model can use."""
     env_name = echo_server.env_names[0]
-    listing = httpx.get(f"{echo_server.url}/{env_name}/tools", timeout=10).json()
+    listing = blocking_request("GET", f"{echo_server.url}/{env_name}/tools", timeout_s=10).json()
     cls = type("EchoEnv", (Recorder,), {})
     report = bind_tools(cls, listing["tools"])
     assert set(report.method_names) >= {"echo", "submit"}

@@ -1,6 +1,7 @@
 """The ORS protocol client: endpoints, sessions, typed errors, and a sync bridge for plain threads.
 
-Imports neither TRL nor datasets.
+Every HTTP request goes through `ormix.ors.http` (aiohttp). Imports nothing of ormix outside
+`ormix.ors`, and neither TRL nor datasets.
 
 Example:
     >>> from ormix.ors import ORSClient, run_sync
@@ -13,8 +14,8 @@ Example:
 from __future__ import annotations
 
 from ormix.ors.bridge import portal, run_sync
-from ormix.ors.client import ORSClient
-from ormix.ors.endpoint import Endpoint, resolve_endpoint
+from ormix.ors.client import DEFAULT_MAX_KEPT_CHARS, ORSClient
+from ormix.ors.endpoint import Endpoint, is_url, resolve_endpoint
 from ormix.ors.errors import (
     BadTargetError,
     DeadlineExceeded,
@@ -27,21 +28,27 @@ from ormix.ors.errors import (
     ToolRejected,
     TransportError,
 )
+from ormix.ors.http import HTTPClient, HTTPFailure, Response
 from ormix.ors.models import Split, ToolResult, ToolSpec, text_of
 from ormix.ors.secrets import encode_secrets
-from ormix.ors.session import Session
+from ormix.ors.session import Session, SessionTimings
 
 __all__ = [
+    "DEFAULT_MAX_KEPT_CHARS",
     "BadTargetError",
     "DeadlineExceeded",
     "Endpoint",
+    "HTTPClient",
+    "HTTPFailure",
     "ORSClient",
     "ORSError",
     "ProtocolError",
+    "Response",
     "ServerError",
     "Session",
     "SessionDeadError",
     "SessionOpenError",
+    "SessionTimings",
     "Split",
     "ToolFailed",
     "ToolRejected",
@@ -49,6 +56,7 @@ __all__ = [
     "ToolSpec",
     "TransportError",
     "encode_secrets",
+    "is_url",
     "portal",
     "resolve_endpoint",
     "run_sync",

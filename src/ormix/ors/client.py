@@ -1,11 +1,16 @@
 """`ORSClient`: the async ORS client ormix uses to drive many sessions at once.
 
 What it adds over the openreward SDK: per-call deadlines, retries that never run a tool twice
-(`task_id` replay), keepalive pings also during long calls, one round trip per call (env name in the
-path), typed errors, bounded concurrency for bulk task fetches, and no connection-pool contention: on a
-plain-HTTP server each session drives a keep-alive connection of its own (`ormix.ors.h1`, a lean
-HTTP/1.1 client that parses the call's SSE stream as bytes arrive), recycled across sessions; TLS and
-platform endpoints, and stateless calls, use a small pool of httpx clients.
+(`task_id` replay, and the keep-alive rules of `ormix.ors.http`), keepalive pings also during long calls,
+one round trip per call (env name in the path), typed errors, bounded concurrency for bulk task fetches,
+and bounded memory for huge tool outputs. Every request, stateless or of a session, plain or TLS, goes
+through one `ormix.ors.http.HTTPClient` per client (aiohttp, one keep-alive connection pool).
+
+Background tasks: used as `async with ORSClient(...)`, the client owns an anyio task group that runs the
+keepalive loops of its sessions; otherwise they run in the portal's service task group
+(`ormix.ors.bridge`), the case of every client driven through `run_sync`. A session opened on another
+loop without `async with` has its pings hosted by the portal too, over an HTTP client of the portal's
+loop. Each ping loop is cancelled when its session closes.
 
 Example:
     >>> import anyio
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 import time
 import uuid
 import weakref
@@ -28,43 +34,45 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
+import anyio.abc
 
-from ormix.ors.endpoint import Endpoint, resolve_endpoint
+from ormix.ors import bridge
+from ormix.ors.endpoint import Endpoint, is_url, normalize_url, resolve_endpoint
 from ormix.ors.errors import ORSError, ProtocolError, SessionDeadError, SessionOpenError, TransportError
-from ormix.ors.h1 import H1Pool, H1Session
+from ormix.ors.http import HTTPClient, Response
 from ormix.ors.models import Split, ToolSpec
 from ormix.ors.secrets import augment_with_api_key, encode_secrets
-from ormix.ors.session import Session, _excerpt, _kind, tool_specs_of
+from ormix.ors.session import Session, tool_specs_of
 from ormix.ors.sse import CallStream, SSEParser
-from ormix.ors.transport import HTTPPool, Transport
+from ormix.ors.transport import Transport, json_of, kind_of
 
-__all__ = ["DEFAULT_MAX_OUTPUT_CHARS", "ORSClient"]
+__all__ = ["DEFAULT_MAX_KEPT_CHARS", "ORSClient"]
 
-#: Default cap on the characters of one tool result a client keeps in memory.
-DEFAULT_MAX_OUTPUT_CHARS = 4_000_000
+#: Default cap on the characters of one tool result a client keeps in memory (not what a model is shown:
+#: that is `OpenRewardSpec(max_output_chars=...)`, far smaller).
+DEFAULT_MAX_KEPT_CHARS = 4_000_000
 
 
 class ORSClient:
     """Async client for one ORS environment (a URL, or a catalog `owner/name`).
 
     Args:
-        target: `http(s)://host:port` or `owner/name`, or a resolved `Endpoint`.
+        target: `http(s)://host:port` (scheme in any case) or `owner/name`, or a resolved `Endpoint`.
         env_name: environment name on a multi-env server (URL targets: discovered when None).
         api_key: platform key (catalog targets; default `OPENREWARD_API_KEY`). Never logged.
         timeout_s: default deadline of each call (None: no deadline).
-        connect_timeout_s: TCP connect timeout.
+        connect_timeout_s: TCP (and TLS) connect timeout.
         retries: retries of a failed request (transport errors, 429/502/503/504).
         ping_interval_s: keepalive period of open sessions (None: no pings).
         max_concurrency: parallel requests of bulk helpers such as `get_tasks`.
-        http_clients: size of the httpx client pool (stateless calls; sessions on TLS/platform targets).
-        max_output_chars: most characters of one tool result kept in memory (None: no limit). A larger
+        max_kept_chars: most characters of one tool result kept in memory (None: no limit). A larger
             result keeps the head of each long string (`ToolResult.truncated`, `.full_chars`), so a
             server that sends 50 MB costs a few MB here.
 
     Example:
-        >>> client = ORSClient("http://127.0.0.1:8080", env_name="echo")   # doctest: +SKIP
-        >>> client.endpoint.env_name                                        # doctest: +SKIP
-        'echo'
+        >>> client = ORSClient("http://127.0.0.1:8080", env_name="echo")
+        >>> client.endpoint.env_name, client.endpoint.session_url
+        ('echo', 'http://127.0.0.1:8080')
     """
 
     def __init__(
@@ -78,8 +86,7 @@ class ORSClient:
         retries: int = 3,
         ping_interval_s: float | None = 10.0,
         max_concurrency: int = 16,
-        http_clients: int = 16,
-        max_output_chars: int | None = DEFAULT_MAX_OUTPUT_CHARS,
+        max_kept_chars: int | None = DEFAULT_MAX_KEPT_CHARS,
     ) -> None:
         self._target = target
         self._env_name = env_name
@@ -89,18 +96,20 @@ class ORSClient:
         self.retries = max(0, int(retries))
         self.ping_interval_s = ping_interval_s
         self.max_concurrency = max(1, int(max_concurrency))
-        self.max_output_chars = None if max_output_chars is None else max(1, int(max_output_chars))
-        self._pool = HTTPPool(http_clients, connect_timeout_s)
-        self._h1: H1Pool | None = None
+        self.max_kept_chars = None if max_kept_chars is None else max(1, int(max_kept_chars))
+        self._http = HTTPClient(connect_timeout_s=connect_timeout_s)
+        # An HTTP client of the portal's loop, for pings the portal hosts for sessions of another loop.
+        self._portal_http: HTTPClient | None = None
         self._endpoint: Endpoint | None = None
         self._transport: Transport | None = None
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._closed = False
+        self._tg_cm: anyio.abc.TaskGroup | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._tg_thread: int | None = None
         if isinstance(target, Endpoint):
             self._set_endpoint(target)
-        elif not (
-            isinstance(target, str) and target.startswith(("http://", "https://")) and env_name is None
-        ):
+        elif not (is_url(target) and env_name is None):
             # Resolving does not touch the network here; a URL without env_name resolves on first use.
             self._set_endpoint(resolve_endpoint(target, env_name=env_name, api_key=api_key))
 
@@ -110,16 +119,8 @@ class ORSClient:
         )
 
     def _set_endpoint(self, ep: Endpoint) -> None:
-        self._pool.tls = ep.session_url.startswith("https:") or ep.api_url.startswith("https:")
         self._endpoint = ep
-        self._transport = Transport(ep, self._pool, self.retries)
-        # Sessions on a plain-HTTP self-hosted server get a connection of their own (ormix.ors.h1);
-        # TLS and the hosted platform stay on httpx.
-        self._h1 = (
-            H1Pool(ep.session_url, self.connect_timeout_s)
-            if ep.session_url.startswith("http://") and not ep.is_platform
-            else None
-        )
+        self._transport = Transport(ep, self._http, self.retries)
 
     @property
     def endpoint(self) -> Endpoint:
@@ -133,10 +134,10 @@ class ORSClient:
         if self._closed:
             raise ORSError("this ORSClient is closed; create a new one")
         if self._transport is None:
-            url = str(self._target).rstrip("/")
-            probe = Transport(Endpoint(url, url, None, None, api_key=self._api_key), self._pool, self.retries)
+            url = normalize_url(str(self._target))
+            probe = Transport(Endpoint(url, url, None, None, api_key=self._api_key), self._http, self.retries)
             resp = await probe.request("GET", "/list_environments")
-            names = _json_of(resp, "GET /list_environments", url, None)
+            names = json_of(resp, "GET /list_environments", url, None)
             if not isinstance(names, list) or not names:
                 raise ORSError(f"the ORS server at {url} lists no environments; pass env_name=")
             self._set_endpoint(Endpoint(url, url, str(names[0]).lower(), None, api_key=self._api_key))
@@ -146,10 +147,21 @@ class ORSClient:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> ORSClient:
+        tg = anyio.create_task_group()
+        self._tg = await tg.__aenter__()
+        self._tg_cm = tg
+        self._tg_thread = threading.get_ident()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()
+    async def __aexit__(self, *exc: Any) -> None:
+        tg, self._tg_cm, self._tg = self._tg_cm, None, None
+        try:
+            await self.aclose()  # closing the sessions stops their ping loops, the task group's only tasks
+        finally:
+            if tg is not None:
+                # Not handed the body's exception: a task group would wrap it in an ExceptionGroup. It
+                # only waits for ping loops here, which never raise.
+                await tg.__aexit__(None, None, None)
 
     async def aclose(self) -> None:
         """Close every session this client opened, then its HTTP connections. Idempotent."""
@@ -162,22 +174,33 @@ class ORSClient:
                     for s in sessions:
                         tg.start_soon(s.close)
             self._closed = True
-            if self._h1 is not None:
-                self._h1.close()
-            await self._pool.aclose()
+            await self._http.aclose()
+            portal_http, self._portal_http = self._portal_http, None
+            if portal_http is not None:  # it lives on the portal's loop: closed there
+                if bridge.on_portal_thread():
+                    await portal_http.aclose()
+                else:
+                    bridge.portal().start_task_soon(portal_http.aclose)
 
-    def _drop_http(self, http: Any, slot: int | None) -> None:
-        if slot is not None:
-            self._pool.release(slot)
-        if isinstance(http, H1Session):
-            http.release()
-
-    def _forget(self, session: Session) -> None:
+    def forget(self, session: Session) -> None:
+        """Drop a closed session from the ones `aclose()` closes (sessions call it when they close)."""
         self._sessions.discard(session)
-        slot = getattr(session, "_slot", None)
-        if slot is not None:
-            session._slot = None
-            self._pool.release(slot)
+
+    async def _start_keepalive(self, session: Session) -> None:
+        if not (self.ping_interval_s and self.ping_interval_s > 0):
+            return
+        name = f"ormix-ping-{session.id}"
+        if self._tg is not None and self._tg_thread == threading.get_ident():
+            await self._tg.start(session.keepalive, None, name=name)
+        elif bridge.on_portal_thread():
+            await bridge.service_task_group().start(session.keepalive, None, name=name)
+        else:
+            # A session of another loop, outside `async with`: the portal hosts its ping loop, over an
+            # HTTP client of the portal's own loop (aiohttp connections belong to one loop).
+            if self._portal_http is None:
+                self._portal_http = HTTPClient(connect_timeout_s=self.connect_timeout_s)
+            tr = session.transport.with_http(self._portal_http)
+            session.ping_future = bridge.portal().start_task_soon(session.keepalive, tr, name=name)
 
     # ------------------------------------------------------------------ stateless calls
 
@@ -201,7 +224,7 @@ class ORSClient:
             async with self._throwaway_sid(tr) as sid:
                 resp = await tr.request(method, path, json_body=body, sid=sid)
         try:
-            return _json_of(
+            return json_of(
                 resp, f"{method} {path}", tr.endpoint.target, tr.endpoint.env_name or tr.endpoint.deployment
             )
         except ProtocolError as e:
@@ -215,7 +238,11 @@ class ORSClient:
         value = answer.get(key) if isinstance(answer, dict) else None
         if not isinstance(value, kinds) or isinstance(value, bool):
             ep = self.endpoint
-            got = f"an object whose {key!r} is {_kind(value)}" if isinstance(answer, dict) else _kind(answer)
+            got = (
+                f"an object whose {key!r} is {kind_of(value)}"
+                if isinstance(answer, dict)
+                else kind_of(answer)
+            )
             raise ProtocolError(
                 f"{method} {ep.path(suffix)} to {ep.target} answered {got}; expected an object "
                 f"with {expected} {key!r}. The server does not speak ORS as ormix expects: check "
@@ -245,7 +272,7 @@ class ORSClient:
         answer = await self._stateless("GET", "/splits")
         try:
             if not isinstance(answer, list):
-                raise TypeError(f"expected a list, got {_kind(answer)}")
+                raise TypeError(f"expected a list, got {kind_of(answer)}")
             return [
                 Split(**s) if isinstance(s, dict) else Split(name=str(s), type="validation") for s in answer
             ]
@@ -293,7 +320,7 @@ class ORSClient:
         if not isinstance(info, dict):
             ep = self.endpoint
             raise ProtocolError(
-                f"GET {ep.path('/tools')} to {ep.target} answered {_kind(info)}, not an object. "
+                f"GET {ep.path('/tools')} to {ep.target} answered {kind_of(info)}, not an object. "
                 f"Check the server's version (GET /version).",
                 env=ep.env_name or ep.deployment,
             )
@@ -373,9 +400,6 @@ class ORSClient:
         label = ep.env_name or ep.deployment
         start = time.perf_counter()
         redact = _sensitive(None, None, ep.api_key)
-        h1 = self._h1
-        slot = None if h1 is not None else self._pool.acquire()
-        http: Any = H1Session(h1) if h1 is not None else self._pool.get(slot)
         try:
             with self._deadline(timeout_s):
                 sid = session_id or (await self._platform_sid(tr) if ep.is_platform else str(uuid.uuid4()))
@@ -394,39 +418,29 @@ class ORSClient:
                 else:
                     body["split"] = split
                     body["index"] = int(index)  # type: ignore[arg-type]
-                await self._create(
-                    tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None, http=http
-                )
+                await self._create(tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None)
         except TimeoutError as e:
-            self._drop_http(http, slot)
             raise SessionOpenError(
                 f"opening a session did not finish within the deadline "
                 f"({self.timeout_s if timeout_s is None else timeout_s}s)",
                 env=label,
             ) from e
         except ORSError as e:
-            self._drop_http(http, slot)
             e.redact(redact)
-            raise
-        except BaseException:
-            self._drop_http(http, slot)
             raise
         session = Session(
             transport=tr,
-            http=http,
             sid=sid,
             env_name=ep.env_name,
             timeout_s=self.timeout_s,
-            connect_timeout_s=self.connect_timeout_s,
             ping_interval_s=self.ping_interval_s,
             owner=self,
-            max_output_chars=self.max_output_chars,
+            max_kept_chars=self.max_kept_chars,
             redact=redact,
         )
-        session._slot = slot
         session.timings.open_ms = (time.perf_counter() - start) * 1000.0
         self._sessions.add(session)
-        session._start_keepalive()
+        await self._start_keepalive(session)
         return session
 
     async def _create(
@@ -438,7 +452,6 @@ class ORSClient:
         label: str | None,
         *,
         own_sid: bool,
-        http=None,
     ) -> None:
         what = f"task {body['split']}[{body['index']}]" if "split" in body else "the given task_spec"
         try:
@@ -447,7 +460,6 @@ class ORSClient:
                 "/create",
                 json_body=body,
                 headers=headers,
-                client=http,
                 ok_statuses=frozenset({200, 400}),
             )
         except TransportError:
@@ -512,27 +524,13 @@ class ORSClient:
                 await s.close()
 
 
-def _detail(resp) -> str:
+def _detail(resp: Response) -> str:
     try:
         body = resp.json()
         d = body.get("detail", body) if isinstance(body, dict) else body
         return d if isinstance(d, str) else json.dumps(d)
     except ValueError:
         return resp.text
-
-
-def _json_of(resp: Any, what: str, target: str, env: str | None) -> Any:
-    """The JSON body of a stateless answer; `ProtocolError` (never a raw JSONDecodeError) otherwise."""
-    try:
-        return resp.json()
-    except (ValueError, UnicodeDecodeError, RecursionError) as e:
-        raise ProtocolError(
-            f"{what} to {target} answered {resp.status_code} with a body that is not JSON "
-            f"({_excerpt(resp)}). The server does not speak ORS as ormix expects: check the "
-            f"URL, env_name and the server's version (GET /version).",
-            status_code=resp.status_code,
-            env=env,
-        ) from e
 
 
 def _sensitive(secrets: dict[str, Any] | None, header: str | None, api_key: str | None) -> tuple[str, ...]:

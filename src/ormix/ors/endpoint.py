@@ -2,7 +2,8 @@
 
 Accepted targets:
 - a URL `http(s)://host[:port]` of a self-hosted ORS server (`env_name` optional: when None it is
-  discovered once with `GET /list_environments`, taking the first);
+  discovered once with `GET /list_environments`, taking the first). The scheme is case-insensitive
+  (`HTTPS://host` is TLS) and is written lower-case in the resolved URLs;
 - a catalog name `owner/name` on the OpenReward platform: sessions go to `OPENREWARD_SESSION_URL`
   (default `https://sessions.openreward.ai`, derived from `OPENREWARD_URL`) with the name in the
   `X-Deployment` header, the platform API is `OPENREWARD_API_URL` (default `https://api.openreward.ai`),
@@ -22,11 +23,11 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from urllib.parse import urlparse, urlunparse
+from urllib.parse import urlparse, urlsplit, urlunparse
 
 from ormix.ors.errors import BadTargetError, ORSError, TransportError
 
-__all__ = ["DEFAULT_BASE_URL", "Endpoint", "resolve_endpoint"]
+__all__ = ["DEFAULT_BASE_URL", "Endpoint", "discover_env_name", "is_url", "normalize_url", "resolve_endpoint"]
 
 DEFAULT_BASE_URL = "https://openreward.ai"
 _CATALOG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
@@ -89,33 +90,57 @@ def _prepend_subdomain(url: str, sub: str) -> str:
     return urlunparse(p._replace(netloc=f"{sub}.{p.netloc}"))
 
 
-def _is_url(target: str) -> bool:
-    p = urlparse(target)
-    return p.scheme in ("http", "https") and bool(p.netloc)
+def is_url(target: object) -> bool:
+    """True for an `http://` or `https://` URL with a host, whatever the case of its scheme.
+
+    Example:
+        >>> is_url("HTTPS://example.test"), is_url("http://127.0.0.1:8080/"), is_url("Eigent/SETA")
+        (True, True, False)
+    """
+    if not isinstance(target, str):
+        return False
+    p = urlparse(target.strip())
+    return p.scheme in ("http", "https") and bool(p.netloc)  # urlparse lower-cases the scheme
+
+
+def normalize_url(url: str) -> str:
+    """`url` with a lower-case scheme and no trailing `/` (the form every resolved endpoint uses).
+
+    Example:
+        >>> normalize_url("HTTPS://Example.test:8443/")
+        'https://Example.test:8443'
+    """
+    url = url.strip().rstrip("/")
+    scheme, sep, rest = url.partition("://")
+    return f"{urlsplit(url).scheme}{sep}{rest}" if sep else url
 
 
 def discover_env_name(url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> str:
-    """The first environment a server lists (`GET /list_environments`).
+    """The first environment a server lists (`GET /list_environments`), in a blocking call.
 
     Example:
         >>> discover_env_name("http://127.0.0.1:8080")   # doctest: +SKIP
         'echo'
     """
-    import httpx
+    from ormix.ors.http import HTTPFailure, blocking_request
 
+    url = normalize_url(url)
     headers = {"User-Agent": _user_agent()}
     if api_key:
         headers["X-API-Key"] = api_key
     try:
-        resp = httpx.get(f"{url}/list_environments", headers=headers, timeout=timeout_s)
-    except httpx.HTTPError as e:
+        resp = blocking_request("GET", f"{url}/list_environments", headers=headers, timeout_s=timeout_s)
+    except (HTTPFailure, TimeoutError) as e:
         raise TransportError(
             f"cannot reach the ORS server at {url} to discover its environments "
             f"({type(e).__name__}: {e}). Check the server is running, or pass env_name=."
         ) from e
     if resp.status_code != 200:
         raise ORSError(f"GET {url}/list_environments answered {resp.status_code}; pass env_name= explicitly")
-    names = resp.json()
+    try:
+        names = resp.json()
+    except (ValueError, UnicodeDecodeError):
+        names = None
     if not isinstance(names, list) or not names:
         raise ORSError(f"the ORS server at {url} lists no environments; pass env_name= explicitly")
     return str(names[0])
@@ -133,15 +158,15 @@ def resolve_endpoint(target: str, *, env_name: str | None = None, api_key: str |
     if not isinstance(target, str) or not target.strip():
         raise BadTargetError(f"empty or non-string ORS target {target!r}; use {_ACCEPTED}")
     target = target.strip()
-    if _is_url(target):
-        url = target.rstrip("/")
+    if is_url(target):
+        url = normalize_url(target)
         name = env_name or discover_env_name(url, api_key=api_key)
         return Endpoint(api_url=url, session_url=url, env_name=name.lower(), deployment=None, api_key=api_key)
     if _CATALOG.match(target):
         base = os.getenv("OPENREWARD_URL", DEFAULT_BASE_URL)
-        api_url = (os.getenv("OPENREWARD_API_URL") or _prepend_subdomain(base, "api")).rstrip("/")
-        session_url = (os.getenv("OPENREWARD_SESSION_URL") or _prepend_subdomain(base, "sessions")).rstrip(
-            "/"
+        api_url = normalize_url(os.getenv("OPENREWARD_API_URL") or _prepend_subdomain(base, "api"))
+        session_url = normalize_url(
+            os.getenv("OPENREWARD_SESSION_URL") or _prepend_subdomain(base, "sessions")
         )
         key = api_key or os.getenv("OPENREWARD_API_KEY") or None
         return Endpoint(

@@ -71,7 +71,7 @@ class ToolResult(BaseModel):
     """The output of one tool call.
 
     `truncated` is True when the client kept only the head of an output larger than its
-    `max_output_chars` (memory stays bounded however much the server sends); `full_chars` is then the
+    `max_kept_chars` (memory stays bounded however much the server sends); `full_chars` is then the
     length `text` would have had in full. When not truncated, `full_chars` is `len(text)` (or None when
     whoever built the result did not count).
 

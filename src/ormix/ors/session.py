@@ -2,6 +2,27 @@
 
 Open sessions through `ORSClient.open_session()` / `ORSClient.session()`.
 
+## Tool calls never run twice
+
+`POST /{env}/call` answers an SSE stream: the server's `task_id` first, then the result. A call that fails
+is sent again only when that cannot run the tool a second time:
+
+| failure | retried? |
+|---|---|
+| the connection could not be opened (`ConnectFailed`) | yes: the request never left |
+| closed or reset before any response byte, on a **reused** keep-alive connection | yes, at once, on a fresh connection: the idle-close race, the server never read it (`ormix.ors.http`) |
+| the same on a **fresh** connection | no: `TransportError` saying the tool may have run |
+| cut after the `task_id` event (a reset, a stream without `end`, a stalled stream) | yes, with that `task_id`: the server replays the one run's result |
+| cut after the response head but before `task_id` | no: `TransportError`, the tool may have run |
+| 429/502/503/504 (before the stream starts) | yes: the server has not started the tool |
+
+## Keepalive pings
+
+An open session pings every `ping_interval_s` (`POST /ping`) in a background task: in the task group of the
+`ORSClient` when it is used as `async with ORSClient(...)`, else in the portal's service task group
+(`ormix.ors.bridge`). Each session's ping loop has its own cancel scope, cancelled at `close()`. Pings go
+over another pooled connection than a running call, so they keep the session alive during long tool calls.
+
 Example:
     >>> async def episode(client):                       # doctest: +SKIP
     ...     async with client.session(split="train", index=0) as s:
@@ -12,17 +33,16 @@ Example:
 
 from __future__ import annotations
 
-import asyncio
-import codecs
 import contextlib
 import json
 import logging
 import math
 import time
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import httpx
+import anyio.abc
 
 from ormix.ors.errors import (
     DeadlineExceeded,
@@ -34,17 +54,24 @@ from ormix.ors.errors import (
     ToolRejected,
     TransportError,
 )
-from ormix.ors.h1 import H1Session
+from ormix.ors.http import CertificateError, HTTPFailure, Response, ResponseCut
 from ormix.ors.models import ToolResult, ToolSpec, text_of
 from ormix.ors.sse import CallStream, SSEParser, unclip
-from ormix.ors.transport import RETRY_STATUSES, backoff_s, detail_of, is_unsent, retry_after_s
+from ormix.ors.transport import (
+    RETRY_STATUSES,
+    backoff_s,
+    detail_of,
+    excerpt_of,
+    kind_of,
+    retry_after_s,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.ors.transport import Transport
 
 logger = logging.getLogger("ormix.ors")
 
-__all__ = ["Session", "SessionTimings"]
+__all__ = ["Session", "SessionTimings", "tool_specs_of"]
 
 # The server sends `: ping` on SSE streams every 10 s; a stream silent for longer than this is stalled.
 _STREAM_READ_TIMEOUT_S = 45.0
@@ -70,6 +97,7 @@ class SessionTimings:
         self.ping_failures = 0
 
     def as_dict(self) -> dict[str, Any]:
+        """The counters as a plain dict."""
         return {k: getattr(self, k) for k in self.__slots__}
 
     def __repr__(self) -> str:
@@ -100,7 +128,8 @@ _REJECT_HINT = {
 class Session:
     """An open ORS session. Created by `ORSClient.open_session()`; close it with `close()`.
 
-    Attributes: `id`, `env_name`, `closed`, `timings` (open_ms, calls, ...), `dead_reason`.
+    Attributes: `id`, `env_name`, `closed`, `dead`, `timings` (open_ms, calls, retries, pings, ...),
+    `dead_reason`, `pinging`.
 
     Example:
         >>> async def run(client):                       # doctest: +SKIP
@@ -115,14 +144,12 @@ class Session:
         self,
         *,
         transport: Transport,
-        http: httpx.AsyncClient | H1Session,
         sid: str,
         env_name: str | None,
         timeout_s: float | None,
-        connect_timeout_s: float,
         ping_interval_s: float | None,
         owner: Any = None,
-        max_output_chars: int | None = None,
+        max_kept_chars: int | None = None,
         redact: tuple[str, ...] = (),
     ) -> None:
         self.id = sid
@@ -130,22 +157,20 @@ class Session:
         self.timings = SessionTimings()
         self.dead_reason: str | None = None
         self._t = transport
-        self._http = http
-        self._h1 = isinstance(http, H1Session)
         self._timeout_s = timeout_s
         self._headers = transport.headers(sid)
         self._closed = False
         self._ping_interval_s = ping_interval_s
-        self._ping_task: asyncio.Task | None = None
+        # The ping loop's cancel scope; `ping_future` when the portal hosts the loop for a session of
+        # another loop. Cancelled at close.
+        self._ping_scope: anyio.CancelScope | None = None
+        #: The future of this session's keepalive loop when the portal hosts it (set by `ORSClient`).
+        self.ping_future: Future | None = None
         self._owner = owner
-        self._max_output_chars = max_output_chars
+        self._max_kept_chars = max_kept_chars
         # Secret values and keys this session sent: scrubbed from every error it raises, in case the
         # server echoes request headers back. Never shown.
         self._redact = redact
-        self._slot: int | None = None  # the client pool slot this session holds (released at close)
-        self._stream_timeout = httpx.Timeout(
-            connect=connect_timeout_s, read=_STREAM_READ_TIMEOUT_S, write=60.0, pool=None
-        )
         ep = transport.endpoint
         self._call_url = transport.url(ep.path("/call"))
         self._label = env_name or ep.deployment
@@ -153,6 +178,11 @@ class Session:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("dead" if self.dead_reason else "open")
         return f"Session(id={self.id!r}, env={self._label!r}, {state})"
+
+    @property
+    def transport(self) -> Transport:
+        """The `Transport` (endpoint, HTTP client, retries) this session's requests go through."""
+        return self._t
 
     @property
     def closed(self) -> bool:
@@ -166,26 +196,52 @@ class Session:
 
     # ------------------------------------------------------------------ keepalive
 
-    def _start_keepalive(self) -> None:
-        if self._ping_interval_s and self._ping_interval_s > 0 and self._ping_task is None:
-            self._ping_task = asyncio.get_running_loop().create_task(
-                self._keepalive(), name=f"ormix-ping-{self.id}"
-            )
+    @property
+    def pinging(self) -> bool:
+        """True while this session's keepalive loop is running."""
+        return self._ping_scope is not None or (self.ping_future is not None and not self.ping_future.done())
 
-    async def _keepalive(self) -> None:
+    async def keepalive(
+        self,
+        transport: Transport | None = None,
+        *,
+        task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """The keepalive loop: `POST /ping` every `ping_interval_s` until the session closes or dies.
+
+        `ORSClient` runs it in a task group (its own, or the portal's service task group) when it opens
+        the session; `transport` is the one of the loop it runs on (default: the session's). It never
+        raises: a failed ping is counted (`timings.ping_failures`) and tried again at the next tick; a 404
+        marks the session dead. Its cancel scope is cancelled by `close()`.
+        """
         interval = float(self._ping_interval_s or 10.0)
-        while not self._closed and self.dead_reason is None:
-            await asyncio.sleep(interval)
-            if self._closed:
-                return
+        tr = transport or self._t
+        with anyio.CancelScope() as scope:
+            self._ping_scope = scope
+            task_status.started()
             try:
-                with anyio.fail_after(max(5.0, interval * 3)):
-                    await self.ping()
-            except SessionDeadError:
-                return
-            except Exception as e:  # noqa: BLE001 - a failed ping is retried at the next tick
-                self.timings.ping_failures += 1
-                logger.debug("ormix.ors: ping failed for session %s: %s", self.id, type(e).__name__)
+                while not self._closed and self.dead_reason is None:
+                    await anyio.sleep(interval)
+                    if self._closed:
+                        return
+                    try:
+                        with anyio.fail_after(max(5.0, interval * 3)):
+                            await self._ping(tr)
+                    except SessionDeadError:
+                        return
+                    except Exception as e:  # noqa: BLE001 - a failed ping is retried at the next tick
+                        self.timings.ping_failures += 1
+                        logger.debug("ormix.ors: ping failed for session %s: %s", self.id, type(e).__name__)
+            finally:
+                self._ping_scope = None
+
+    def _stop_keepalive(self) -> None:
+        future, self.ping_future = self.ping_future, None
+        if future is not None:
+            future.cancel()  # thread-safe: the portal cancels the task's scope on its own loop
+        scope = self._ping_scope
+        if scope is not None and future is None:
+            scope.cancel()
 
     def _mark_dead(self, why: str) -> None:
         if self.dead_reason is None:
@@ -214,16 +270,19 @@ class Session:
 
     async def ping(self) -> None:
         """Tell the server the session is alive (`POST /ping`). Raises SessionDeadError if it is gone."""
+        await self._ping(self._t)
+
+    async def _ping(self, tr: Transport) -> None:
         try:
-            await self._ping()
+            await self._ping_once(tr)
         except ORSError as e:
             e.redact(self._redact)
             raise
 
-    async def _ping(self) -> None:
+    async def _ping_once(self, tr: Transport) -> None:
         self._check_usable()
         try:
-            await self._t.request("POST", "/ping", sid=self.id, headers=self._headers, client=self._http)
+            await tr.request("POST", "/ping", sid=self.id, headers=self._headers)
         except SessionDeadError as e:
             raise self._dead_from(
                 SessionDeadError(
@@ -253,7 +312,7 @@ class Session:
         try:
             with self._deadline(timeout_s):
                 resp = await self._t.request(
-                    "GET", path, sid=self.id, headers=self._headers, client=self._http, ride_out_starting=True
+                    "GET", path, sid=self.id, headers=self._headers, ride_out_starting=True
                 )
         except TimeoutError as e:
             raise DeadlineExceeded(
@@ -277,7 +336,7 @@ class Session:
             return resp.json()
         except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise ProtocolError(
-                f"GET {path} answered {resp.status_code} with a body that is not JSON ({_excerpt(resp)}). "
+                f"GET {path} answered {resp.status_code} with a body that is not JSON ({excerpt_of(resp)}). "
                 f"The server does not speak ORS as ormix expects: check the URL, env_name and the server's "
                 f"version (GET /version).",
                 status_code=resp.status_code,
@@ -295,7 +354,7 @@ class Session:
         blocks = await self._get_ready("/prompt", timeout_s)
         if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
             raise ProtocolError(
-                f"GET /prompt answered {_kind(blocks)}, not a list of blocks. The server does not "
+                f"GET /prompt answered {kind_of(blocks)}, not a list of blocks. The server does not "
                 f"speak ORS as ormix expects; check its version (GET /version).",
                 **self._ctx(),
             ).redact(self._redact)
@@ -325,7 +384,7 @@ class Session:
 
         `input` is normally a dict of arguments; another JSON value (a tool whose input schema is not
         an object) is sent as is and the server validates it. An output longer than the client's
-        `max_output_chars` is kept as its head: `truncated` is then True and `full_chars` its full length.
+        `max_kept_chars` is kept as its head: `truncated` is then True and `full_chars` its full length.
 
         Example:
             >>> r = await session.call("echo", {"text": "apple"})   # doctest: +SKIP
@@ -343,7 +402,7 @@ class Session:
         if input is None:
             input = {}
         start = time.perf_counter()
-        stream = CallStream(self._max_output_chars)
+        stream = CallStream(self._max_kept_chars)
         try:
             with self._deadline(timeout_s):
                 await self._call_stream(name, input, stream)
@@ -392,12 +451,12 @@ class Session:
         except (ValueError, RecursionError) as e:
             raise self._bad_result(name, f"an `end` event that is not JSON ({text[:80]!r})", stream) from e
         if not isinstance(res, dict):
-            raise self._bad_result(name, f"an `end` event holding {_kind(res)}, not an object", stream)
+            raise self._bad_result(name, f"an `end` event holding {kind_of(res)}, not an object", stream)
         if res.get("ok"):
             out = res.get("output")
             out = {} if out is None else out
             if not isinstance(out, dict):
-                raise self._bad_result(name, f"an `output` that is {_kind(out)}, not an object", stream)
+                raise self._bad_result(name, f"an `output` that is {kind_of(out)}, not an object", stream)
             blocks = out.get("blocks")
             blocks = [] if blocks is None else blocks
             if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
@@ -411,7 +470,7 @@ class Session:
                 )
             metadata = out.get("metadata")
             if metadata is not None and not isinstance(metadata, dict):
-                raise self._bad_result(name, f"`metadata` that is {_kind(metadata)}, not an object", stream)
+                raise self._bad_result(name, f"`metadata` that is {kind_of(metadata)}, not an object", stream)
             truncated = clip is not None and clip.clipped > 0
             dropped = 0
             if truncated:
@@ -445,44 +504,39 @@ class Session:
             **self._ctx(name),
         )
 
-    async def _attempt(self, body: dict[str, Any], stream: CallStream) -> Any:
+    async def _attempt(self, body: dict[str, Any], stream: CallStream, fresh: bool) -> Response | None:
         """One `POST /call`: feeds the SSE events to `stream` as they arrive. Returns the response when
-        the status is not 200 (body read), else None. Connection failures raise `httpx.TransportError`."""
-        http = self._http
-        parser = SSEParser()
+        the status is not 200 (body read), else None. Connection failures raise `HTTPFailure`."""
+        feed = SSEParser().feed
         on_event = stream.on_event
-        if self._h1:
-            decode = codecs.getincrementaldecoder("utf-8")("replace").decode
 
-            # Runs inside the connection's data callback: events are parsed as bytes arrive, and the
-            # calling task wakes once, when the answer is complete.
-            def sink(piece: bytes) -> None:
-                for event, data in parser.feed(decode(piece)):
-                    on_event(event, data)
+        def sink(text: str) -> None:
+            for event, data in feed(text):
+                on_event(event, data)
 
-            return await http.sse(self._call_url, body, self._headers, _STREAM_READ_TIMEOUT_S, sink)
-        async with http.stream(
-            "POST", self._call_url, json=body, headers=self._headers, timeout=self._stream_timeout
-        ) as resp:
-            if resp.status_code != 200:
-                await resp.aread()
-                return resp
-            async for text in resp.aiter_text():
-                for event, data in parser.feed(text):
-                    on_event(event, data)
-        return None
+        resp = await self._t.http.stream(
+            "POST",
+            self._call_url,
+            on_text=sink,
+            json=body,
+            headers=self._headers,
+            read_timeout_s=_STREAM_READ_TIMEOUT_S,
+            fresh=fresh,
+        )
+        return None if resp.status_code == 200 else resp
 
-    async def _call_stream(self, name: str, input: dict, stream: CallStream) -> None:
+    async def _call_stream(self, name: str, input: Any, stream: CallStream) -> None:
         body: dict[str, Any] = {"name": name, "input": input}
         attempt = 0
+        fresh = False
         while True:
             if stream.task_id:
                 body["task_id"] = stream.task_id
             stream.reset_partial()
             try:
-                resp = await self._attempt(body, stream)
-            except httpx.TransportError as e:
-                failure: BaseException = e
+                resp = await self._attempt(body, stream, fresh)
+            except HTTPFailure as e:
+                failure: HTTPFailure = e
             else:
                 if resp is not None:
                     code = resp.status_code
@@ -491,8 +545,9 @@ class Session:
                         attempt < self._t.retries or resp.headers.get("X-Backend-State") == "starting"
                     ):
                         wait = retry_after_s(resp)
-                        await asyncio.sleep(min(wait, 10.0) if wait is not None else backoff_s(attempt, 0.2))
+                        await anyio.sleep(min(wait, 10.0) if wait is not None else backoff_s(attempt, 0.2))
                         attempt += 1
+                        fresh = False
                         self.timings.retries += 1
                         continue
                     err = self._t.status_error(resp, "POST", "/call", sid=self.id, tool=name)
@@ -517,25 +572,41 @@ class Session:
                             **self._ctx(name),
                         )
                     return
-                failure = httpx.RemoteProtocolError("stream ended before the `end` event")
-            # The connection failed. Retry only when that cannot run the tool twice: with the server's
-            # task_id (it replays or resumes the one run), or when the request never left this machine.
-            if not (stream.task_id or is_unsent(failure)):
+                failure = ResponseCut("the stream ended before the `end` event", answered=True)
+            if isinstance(failure, CertificateError):
                 raise TransportError(
-                    f"the connection failed during tool call {name!r} before the server acknowledged it "
-                    f"({type(failure).__name__}: {failure}); not retried because the tool may have run. "
-                    f"Call it again only if running it twice is harmless.",
-                    **self._ctx(name),
+                    f"tool call {name!r} could not reach the server: {failure}", **self._ctx(name)
                 ) from failure
-            if attempt >= self._t.retries:
-                raise TransportError(
-                    f"tool call {name!r} failed after {attempt + 1} attempts ({type(failure).__name__}: "
-                    f"{failure}). Check the server is reachable.",
-                    **self._ctx(name),
-                ) from failure
-            await asyncio.sleep(backoff_s(attempt))
-            attempt += 1
-            self.timings.retries += 1
+            # Retry only when that cannot run the tool twice: with the server's task_id (it replays the
+            # one run), when the request never left, or when a reused connection was closed before any
+            # answer (the server's idle timer: it never read the request), once, on a fresh connection.
+            if stream.task_id or failure.unsent:
+                if attempt >= self._t.retries:
+                    raise TransportError(
+                        f"tool call {name!r} failed after {attempt + 1} attempts ({type(failure).__name__}: "
+                        f"{failure}). Check the server is reachable.",
+                        **self._ctx(name),
+                    ) from failure
+                await anyio.sleep(backoff_s(attempt))
+                attempt += 1
+                fresh = failure.idle_race
+                self.timings.retries += 1
+                continue
+            if failure.idle_race and not fresh:
+                fresh = True
+                self.timings.retries += 1
+                continue
+            where = (
+                "on a fresh connection, so the request may have reached the server (or a proxy in between)"
+                if not failure.answered
+                else "after the server answered but before it acknowledged the call"
+            )
+            raise TransportError(
+                f"the connection failed during tool call {name!r} {where} ({type(failure).__name__}: "
+                f"{failure}); not retried because the tool may have run. Call it again only if running "
+                f"it twice is harmless.",
+                **self._ctx(name),
+            ) from failure
 
     # ------------------------------------------------------------------ close
 
@@ -547,11 +618,7 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        task, self._ping_task = self._ping_task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(BaseException):
-                await task
+        self._stop_keepalive()
         try:
             with anyio.fail_after(30.0):
                 await self._t.request(
@@ -559,7 +626,6 @@ class Session:
                     "/delete",
                     sid=self.id,
                     headers=self._headers,
-                    client=self._http,
                     ok_statuses=frozenset({200, 404, 410}),
                 )
                 if self._t.endpoint.is_platform:
@@ -568,16 +634,13 @@ class Session:
                         "/delete_session",
                         sid=self.id,
                         headers=self._headers,
-                        client=self._http,
                         ok_statuses=frozenset({200, 404, 410}),
                     )
         except Exception as e:  # noqa: BLE001 - closing must not mask the caller's own error
             logger.debug("ormix.ors: closing session %s failed: %s", self.id, type(e).__name__)
         finally:
-            if self._h1:
-                self._http.release()
             if self._owner is not None:
-                self._owner._forget(self)
+                self._owner.forget(self)
 
     async def __aenter__(self) -> Session:
         return self
@@ -585,29 +648,6 @@ class Session:
     async def __aexit__(self, *exc: object) -> None:
         with anyio.CancelScope(shield=True):
             await self.close()
-
-
-def _kind(value: Any) -> str:
-    """A short name of a JSON value's type, for messages (never the value: it may be large or secret)."""
-    if value is None:
-        return "null"
-    return {
-        dict: "an object",
-        list: "a list",
-        str: "a string",
-        bool: "a boolean",
-        int: "a number",
-        float: "a number",
-    }.get(type(value), type(value).__name__)
-
-
-def _excerpt(resp: Any, limit: int = 80) -> str:
-    """The first bytes of a response body, for a message about a malformed answer."""
-    try:
-        body = resp.content
-    except Exception:  # noqa: BLE001 - a body that cannot be read has no excerpt
-        return "body not read"
-    return f"{len(body)} bytes: {body[:limit]!r}"
 
 
 def tool_specs_of(body: Any, what: str, ctx: dict[str, str | None]) -> list[ToolSpec]:
@@ -620,7 +660,7 @@ def tool_specs_of(body: Any, what: str, ctx: dict[str, str | None]) -> list[Tool
     tools = body.get("tools", []) if isinstance(body, dict) else None
     if not isinstance(tools, list):
         raise ProtocolError(
-            f"{what} answered {_kind(body if tools is None else tools)} where an object with a "
+            f"{what} answered {kind_of(body if tools is None else tools)} where an object with a "
             f"`tools` list belongs. The server does not speak ORS as ormix expects; check its "
             f"version (GET /version).",
             **ctx,

@@ -397,6 +397,7 @@ class CallStream:
                 clip.feed(chunks.pop())
 
     def on_event(self, event: str, data: str) -> None:
+        """Take one parsed SSE event (`task_id`, `chunk`, a `PARTIAL` piece, `end`, `error`)."""
         if event == "chunk" or event == PARTIAL:
             self._add(data)
         elif event == "end":

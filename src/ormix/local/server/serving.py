@@ -12,6 +12,12 @@ then stops the child with SIGTERM; and the child watches a pipe from its parent,
 
 `idle_limit_s` reaps sessions idle for longer than the limit, the way the openreward server's own reaper
 does at 900 s; tests shorten it to prove keepalive pings without waiting a quarter of an hour.
+
+`keep_alive_s` is how long uvicorn keeps an idle keep-alive connection open (60 s unless given; uvicorn's
+own default is 5 s, gunicorn's 2 s); tests shorten it to prove that clients survive servers that close
+idle connections early. `ssl_certfile` / `ssl_keyfile` serve over TLS (`https://` URLs).
+
+The readiness probe (`GET /health`) goes through `ormix.ors.http`, the one HTTP client ormix uses.
 """
 
 from __future__ import annotations
@@ -30,8 +36,6 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import httpx
-
 from ormix.local.server.registry import env_name_of, load_environment_class
 
 # Before openreward is imported: its loggers read the level once, at import. Local servers log warnings
@@ -46,6 +50,12 @@ GRACEFUL_SHUTDOWN_S = 3.0
 CHILD_EXIT_TIMEOUT_S = 20.0
 # Set by `serve_in_process` in the child's environment: stdin is a pipe from the parent; EOF = parent gone.
 _PARENT_PIPE_ENV = "ORMIX_SERVE_PARENT_PIPE"
+#: Seconds uvicorn keeps an idle keep-alive connection open, unless `keep_alive_s` says otherwise.
+DEFAULT_KEEP_ALIVE_S = 60.0
+# Set by `serve_in_process` in the child's environment: uvicorn options `python -m ormix.local` has no flag for.
+_KEEP_ALIVE_ENV = "ORMIX_SERVE_KEEP_ALIVE_S"
+_CERTFILE_ENV = "ORMIX_SERVE_SSL_CERTFILE"
+_KEYFILE_ENV = "ORMIX_SERVE_SSL_KEYFILE"
 
 
 class ServerStartError(RuntimeError):
@@ -178,6 +188,9 @@ async def _serve(
     sock: socket.socket,
     idle_limit_s: float | None,
     uv_holder: list | None = None,
+    keep_alive_s: float | None = None,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
 ) -> None:
     import uvicorn
 
@@ -189,9 +202,11 @@ async def _serve(
         ors_server.app,
         log_level="warning",
         access_log=False,
-        timeout_keep_alive=60,
+        timeout_keep_alive=DEFAULT_KEEP_ALIVE_S if keep_alive_s is None else keep_alive_s,
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        ssl_certfile=ssl_certfile,
+        ssl_keyfile=ssl_keyfile,
     )
     uv = _server_class()(config)
     if uv_holder is not None:
@@ -209,20 +224,32 @@ async def _serve(
 
 
 def _wait_healthy(url: str, timeout_s: float, alive=lambda: True) -> None:
-    deadline = time.monotonic() + timeout_s
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        if not alive():
-            raise ServerStartError(f"local ORS server at {url} exited during start-up")
-        try:
-            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError as e:
-            last = e
-        time.sleep(0.02)
-    raise ServerStartError(
-        f"local ORS server at {url} not healthy after {timeout_s:.0f}s (last error: {last})"
-    )
+    """Poll `GET /health` until it answers 200 (one HTTP client, on a private loop: callable from any
+    thread, also one whose own loop is running)."""
+    import anyio
+
+    from ormix.ors.bridge import run_in_new_loop
+    from ormix.ors.http import HTTPClient, HTTPFailure
+
+    async def probe() -> None:
+        deadline = time.monotonic() + timeout_s
+        last: BaseException | None = None
+        async with HTTPClient(connect_timeout_s=1.0) as http:
+            while time.monotonic() < deadline:
+                if not alive():
+                    raise ServerStartError(f"local ORS server at {url} exited during start-up")
+                try:
+                    with anyio.fail_after(1.0):
+                        if (await http.request("GET", f"{url}/health")).status_code == 200:
+                            return
+                except (HTTPFailure, TimeoutError) as e:
+                    last = e
+                await anyio.sleep(0.02)
+        raise ServerStartError(
+            f"local ORS server at {url} not healthy after {timeout_s:.0f}s (last error: {last!r})"
+        )
+
+    run_in_new_loop(probe)
 
 
 @dataclass
@@ -274,8 +301,14 @@ def serve_in_thread(
     port: int = 0,
     idle_limit_s: float | None = None,
     ready_timeout_s: float = 30.0,
+    keep_alive_s: float | None = None,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
 ) -> LocalServer:
     """Serve environments (classes, `local:NAME` or `module:Class`) from a daemon thread of this process.
+
+    `keep_alive_s`: idle keep-alive connections are closed after this long (default 60 s).
+    `ssl_certfile` + `ssl_keyfile`: serve over TLS; the URL is then `https://`.
 
     Example:
         >>> srv = serve_in_thread(["local:echo"]); srv.close()   # doctest: +SKIP
@@ -283,13 +316,13 @@ def serve_in_thread(
     classes = _classes(envs)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
-    url = f"http://{host}:{bound_port}"
+    url = f"{'https' if ssl_certfile else 'http'}://{host}:{bound_port}"
     holder: list = []
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            asyncio.run(_serve(classes, sock, idle_limit_s, holder))
+            asyncio.run(_serve(classes, sock, idle_limit_s, holder, keep_alive_s, ssl_certfile, ssl_keyfile))
         except BaseException as e:  # surfaced by the readiness wait
             errors.append(e)
 
@@ -324,10 +357,14 @@ def serve_in_process(
     idle_limit_s: float | None = None,
     ready_timeout_s: float = 60.0,
     env: dict[str, str] | None = None,
+    keep_alive_s: float | None = None,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
 ) -> LocalServer:
     """Serve environments named by `local:NAME` / `module:Class` from a child process.
 
     The child is the same code as `ormix serve`; it can be killed and restarted for fault tests.
+    `keep_alive_s`, `ssl_certfile`, `ssl_keyfile`: as for `serve_in_thread`.
 
     Example:
         >>> with serve_in_process(["local:terminals"]) as srv:   # doctest: +SKIP
@@ -339,13 +376,21 @@ def serve_in_process(
         cmd += ["--idle-limit", str(idle_limit_s)]
     # Own session: a Ctrl-C at the terminal reaches only this process, which closes its sessions first and then
     # stops the child (SIGTERM). stdin is a pipe the child watches: EOF means this process is gone.
+    child_env = {**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"}
+    for var, value in (
+        (_KEEP_ALIVE_ENV, keep_alive_s),
+        (_CERTFILE_ENV, ssl_certfile),
+        (_KEYFILE_ENV, ssl_keyfile),
+    ):
+        if value is not None:
+            child_env[var] = str(value)
     proc = subprocess.Popen(
         cmd,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=None,
         text=True,
-        env={**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"},
+        env=child_env,
         start_new_session=True,
     )
     bound: list[int] = []
@@ -385,7 +430,7 @@ def serve_in_process(
             close()
             raise ServerStartError(f"`{' '.join(cmd)}` not ready after {ready_timeout_s:.0f}s")
         time.sleep(0.02)
-    url = f"http://{host}:{bound[0]}"
+    url = f"{'https' if ssl_certfile else 'http'}://{host}:{bound[0]}"
     try:
         _wait_healthy(url, ready_timeout_s, alive=lambda: proc.poll() is None)
     except ServerStartError:
@@ -405,22 +450,34 @@ def serve_in_process(
 
 
 def run_forever(
-    envs: Sequence[str], *, host: str = "127.0.0.1", port: int = 0, idle_limit_s: float | None = None
+    envs: Sequence[str],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    idle_limit_s: float | None = None,
+    keep_alive_s: float | None = None,
+    ssl_certfile: str | None = None,
+    ssl_keyfile: str | None = None,
 ) -> None:
     """Serve in the foreground until SIGTERM/SIGINT (the body of `ormix serve` and `python -m ormix.local`).
 
     Every open session is torn down before it returns; Ctrl-C exits with status 130 without a traceback.
+    Options left None are read from the environment `serve_in_process` gives its child.
     """
     classes = _classes(envs)
     sock = _bind(host, port)
     if os.environ.pop(_PARENT_PIPE_ENV, None) == "1":
         _watch_parent()
+    if keep_alive_s is None and os.environ.get(_KEEP_ALIVE_ENV):
+        keep_alive_s = float(os.environ.pop(_KEEP_ALIVE_ENV))
+    ssl_certfile = ssl_certfile or os.environ.pop(_CERTFILE_ENV, None)
+    ssl_keyfile = ssl_keyfile or os.environ.pop(_KEYFILE_ENV, None)
     print(
         f"{READY_LINE} port={sock.getsockname()[1]} envs={','.join(env_name_of(c) for c in classes)}",
         flush=True,
     )
     try:
-        asyncio.run(_serve(classes, sock, idle_limit_s))
+        asyncio.run(_serve(classes, sock, idle_limit_s, None, keep_alive_s, ssl_certfile, ssl_keyfile))
     except KeyboardInterrupt:
         # uvicorn re-raises the SIGINT it handled, after its graceful shutdown: nothing is left to do.
         raise SystemExit(130) from None
