@@ -452,6 +452,12 @@ class OpenRewardSpec:
             return await client.open_session(task_spec=task_spec, secrets=secrets)
         return await client.open_session(split=split, index=int(task_index or 0), secrets=secrets)
 
+    async def select_tasks(self) -> list[tuple[int, dict[str, Any]]]:
+        """`task_specs`, from async code (on the ORS portal's loop)."""
+        if "task_specs" not in self.__dict__:
+            self.__dict__["task_specs"] = await self._select_tasks()
+        return list(self.__dict__["task_specs"])
+
     async def _select_tasks(self) -> list[tuple[int, dict[str, Any]]]:
         return await self.connection.select_tasks(
             split=self.split,

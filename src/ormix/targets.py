@@ -129,6 +129,10 @@ def _parse_url(s: str) -> Target:
 def _parse_module(s: str) -> Target:
     module, _, attr = s.partition(":")
     if attr.isdigit():
+        scheme = re.match(r"(?i)(https?)//?", module)
+        if scheme:  # `http//host:8080`: the colon after the scheme is missing
+            fixed = f"{scheme.group(1).lower()}://{module[scheme.end() :]}:{attr}"
+            raise _fail(s, f"the ':' after {scheme.group(1)} is missing; write {fixed}")
         raise _fail(s, f"this looks like host:port; write a URL such as http://{s}")
     if not module or not all(_is_identifier(p) for p in module.split(".")):
         raise _fail(s, f"{module!r} is not a dotted Python module path")

@@ -243,8 +243,9 @@ def _print_report(run_dir: Path, result: TrainResult, console: Any) -> None:
 def _load(path: str | Path, settings: Mapping[str, Any], max_steps: int | None):
     from ormix.config import load_mixture_config
     from ormix.mixture import MixtureSpec
+    from ormix.mixture.mixture import trainer_settings_check
 
-    config = load_mixture_config(str(path))
+    config = load_mixture_config(str(path), train_check=trainer_settings_check())
     overrides: dict[str, Any] = {}
     steps = max_steps if max_steps is not None else settings.get("max_steps", config.train.get("max_steps"))
     # Size the dataset to the run when the file does not: `num_steps × prompts_per_step` rows.
@@ -370,6 +371,7 @@ def train(
         mix, merged, output_dir=run_dir, model=None if tiny else model, world_size=world_size
     )
     # Checked before any server is contacted or any file is written.
+    _check_plan_length(mix.config, args.max_steps)
     checkpoint, changes = (
         _prepare_run_dir(run, mix, resume=resume, overwrite=overwrite, allow_changed=allow_changed_mixture)
         if rank == 0 or resume is not None
@@ -459,6 +461,18 @@ def train(
     else:
         console.print(f"finished in {result.wall_s:.0f}s; run directory: [bold]{run_dir}[/bold]")
     return result
+
+
+def _check_plan_length(config: Any, max_steps: int) -> None:
+    k, rows = config.prompts_per_step, config.num_samples
+    if rows is None and config.num_steps is not None and k:
+        rows = config.num_steps * k
+    if k and rows and max_steps > 0 and rows // k < max_steps:
+        raise TrainConfigError(
+            f"the mixture plans {rows} rows = {rows // k} steps of {k} prompts, but max_steps={max_steps}: the run "
+            f"would replay the plan from its first step (a schedule from phase 1); set num_samples >= "
+            f"{max_steps * k} (or num_steps) in the mixture, or lower max_steps"
+        )
 
 
 def _tiny_id() -> str:
@@ -644,6 +658,7 @@ def train_command(
         ...               warmup_sft=0, overrides=[], console=Console())   # doctest: +SKIP
         0
     """
+    debug = bool(options.pop("debug", False))
     try:
         from ormix.integrations.trl.args import check_settings
 
@@ -667,7 +682,7 @@ def train_command(
         console.print("[yellow]interrupted[/yellow]")
         return EXIT_INTERRUPTED
     except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
-        if options.get("debug") or os.environ.get("ORMIX_DEBUG"):
+        if debug or os.environ.get("ORMIX_DEBUG"):
             console.print_exception(max_frames=8)
         console.print(f"[red]training failed:[/red] {type(e).__name__}: {e}", highlight=False)
         return 1

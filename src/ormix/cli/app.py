@@ -1,29 +1,71 @@
-"""The `ormix` command line: serve, inspect, ablate (and train, report, check as they land).
+"""The `ormix` command line: train, check, inspect, report, ablate, serve.
 
-Each command imports what it needs when it runs, so `ormix --help` stays fast.
+Each command imports what it needs when it runs, so `ormix --help` stays fast. Expected failures (bad input,
+an unreachable server, a refused key) end with one ``error:`` line and exit 2 (input) or 1 (runtime), never a
+traceback; ``ormix --debug COMMAND ...`` shows the traceback too. Help shows plain metavars (``FILE``, ``N``).
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 from rich.console import Console
+
+
+class _Command(typer.core.TyperCommand):
+    """Plain help and messages: ``FILE`` (not ``{FILE}`` and its type), "expected an int"."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        for param in self.params:
+            if isinstance(param, typer.core.TyperArgument):
+                name = param.metavar or (param.name or "").upper()
+                param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
+                param._usage_display_name = lambda name=name: name  # type: ignore[method-assign]
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except typer.BadParameter as e:
+            for needle, plain in (
+                ("valid integer", "expected an int"),
+                ("valid number", "expected a number"),
+            ):
+                if needle in str(e.message):
+                    e.message = plain
+            raise
+
 
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
     help="Train one LLM agent on a mixture of ORS environments with TRL.",
 )
-console = Console()
-err = Console(stderr=True)
+_state = {"debug": False}
 
 
-@app.command()
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="show the traceback of a failure")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+# Without a terminal (logs, CI) rich would wrap tables at 80 columns; give them room instead.
+console = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
+
+
+@app.command(cls=_Command)
 def serve(
-    envs: Annotated[list[str], typer.Argument(help="local:NAME or module:Class, one or more")],
-    port: Annotated[int, typer.Option(help="port to listen on (0 = any free port)")] = 8080,
+    envs: Annotated[list[str], typer.Argument(metavar="TARGET...", help="local:NAME or module:Class, one or more")],
+    port: Annotated[int, typer.Option(metavar="PORT", help="port to listen on (0 = any free port)")] = 8080,
     host: Annotated[
         str, typer.Option(help="address to bind; keep loopback unless you mean it")
     ] = "127.0.0.1",
@@ -46,11 +88,13 @@ def serve(
         pass
 
 
-@app.command()
+@app.command(cls=_Command)
 def inspect(
-    path: Annotated[Path, typer.Argument(help="mixture file (mixtures/*.yaml)")],
-    steps: Annotated[int, typer.Option(help="how many first steps to show")] = 4,
-    batch: Annotated[int | None, typer.Option(help="prompts per step for the starvation estimate")] = None,
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="mixture file (mixtures/*.yaml)")],
+    steps: Annotated[int, typer.Option(metavar="N", help="how many first steps to show")] = 4,
+    batch: Annotated[
+        int | None, typer.Option(metavar="N", help="prompts per step for the starvation estimate")
+    ] = None,
 ) -> None:
     """Members, task counts, tool surfaces and name maps, per-step composition and starvation risk."""
     from rich.table import Table
@@ -102,10 +146,10 @@ def inspect(
         console.print(starv)
 
 
-@app.command()
+@app.command(cls=_Command)
 def ablate(
-    path: Annotated[Path, typer.Argument(help="mixture file to derive from")],
-    out: Annotated[Path, typer.Option("--out", help="directory for the derived mixture files")],
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="mixture file to derive from")],
+    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="directory for the derived mixture files")],
     leave_one_out: Annotated[
         bool, typer.Option("--leave-one-out", help="one file per train member left out")
     ] = False,
@@ -118,7 +162,9 @@ def ablate(
     from ormix.mixture.ablation import write_ablations
 
     try:
-        config = load_mixture_config(path)
+        from ormix.mixture.mixture import trainer_settings_check
+
+        config = load_mixture_config(path, train_check=trainer_settings_check())
         written = write_ablations(config, out, source=str(path), leave_one_out=leave_one_out, only=only or [])
     except (MixtureConfigError, ValueError) as e:
         err.print(f"[red]error:[/red] {e}")
@@ -127,16 +173,22 @@ def ablate(
         console.print(f"{file}  {digest[:16]}")
 
 
-@app.command()
-def check(path: Annotated[Path, typer.Argument(help="mixture file whose environments to check")]) -> None:
+@app.command(cls=_Command)
+def check(
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="mixture file whose environments to check")],
+    tolerate_tool_errors: Annotated[
+        bool,
+        typer.Option("--tolerate-tool-errors", help="exit 0 even when a tool fails on every call"),
+    ] = False,
+) -> None:
     """Connect to every environment, open a session, call each tool with schema-valid arguments; report latency
     and errors (exit 1 when an environment is unusable)."""
     from ormix.diagnostics.check import check_command
 
-    raise typer.Exit(check_command(path, console))
+    raise typer.Exit(check_command(path, console, tolerate_tool_errors=tolerate_tool_errors))
 
 
-@app.command()
+@app.command(cls=_Command)
 def train(
     path: Annotated[Path, typer.Argument(metavar="FILE", help="mixture file, e.g. mixtures/local-demo.yaml")],
     model: Annotated[
@@ -222,12 +274,15 @@ def train(
             sigterm_grace_s=sigterm_grace,
             save_on_interrupt=save_on_interrupt,
             concurrent=not sequential_envs,
+            debug=_state["debug"],
         )
     )
 
 
-@app.command()
-def report(run_dir: Annotated[Path, typer.Argument(help="run directory (the trainer's output_dir)")]) -> None:
+@app.command(cls=_Command)
+def report(
+    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory (the trainer's output_dir)")],
+) -> None:
     """Per-environment table and plots (reward, coverage, share, errors, latency) from a run's rollout records."""
     from ormix.diagnostics.report import report_command
 

@@ -216,6 +216,38 @@ def mixture_checks(d: Mapping[str, Any]) -> list[Problem]:
                 "remove `weights:` (and member `weight:`) or remove the schedule",
             )
         )
+    if strategy == "adaptive":
+        if schedule is not None:
+            out.append(
+                Problem(
+                    ("schedule",),
+                    "strategy adaptive moves the weights itself; remove the schedule (or use strategy: weights)",
+                )
+            )
+        if d.get("prompts_per_step") is None:
+            out.append(
+                Problem(
+                    ("prompts_per_step",),
+                    "strategy adaptive decides each step's rows, so ormix needs the number of prompts per step; "
+                    "add `prompts_per_step: N`",
+                )
+            )
+    else:
+        if d.get("adaptive") is not None:
+            out.append(
+                Problem(
+                    ("adaptive",),
+                    f"adaptive: settings need strategy: adaptive (not {strategy}); set it or remove them",
+                )
+            )
+        for name, m in (members or {}).items():
+            if _fields(m).get("filter") is not None:
+                out.append(
+                    Problem(
+                        ("members", str(name), "filter"),
+                        "task filtering is part of adaptive mixing; set strategy: adaptive or remove filter",
+                    )
+                )
     if strategy in ("temperature", "round_robin"):
         if has_weights:
             out.append(

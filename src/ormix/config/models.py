@@ -40,7 +40,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -74,7 +74,10 @@ from ormix.targets import Target, parse_target
 __all__ = [
     "DEFAULT_API_KEY_ENV",
     "MODEL_OUTPUT_CHARS",
+    "AdaptiveConfig",
     "EvalConfig",
+    "PriorConfig",
+    "TaskFilterConfig",
     "MemberConfig",
     "MixtureConfig",
     "MixtureConfigError",
@@ -181,8 +184,15 @@ class SpecConfig(BaseModel):
     @field_validator("target")
     @classmethod
     def _parse_target(cls, v: str) -> str:
+        # Resolved now, not when a server child starts: a typo or a class that is not an environment is
+        # reported with the rest of the file, with "did you mean".
         try:
-            return str(parse_target(v))
+            target = parse_target(v)
+            if target.kind in ("local", "module"):
+                from ormix.local.server.registry import load_environment_class
+
+                load_environment_class(str(target))
+            return str(target)
         except TargetError as e:
             raise problem_error(str(e)) from None
 
@@ -257,6 +267,65 @@ class SpecConfig(BaseModel):
         return {k: s.get_secret_value() for k, s in self.secrets.items()}
 
 
+class TaskFilterConfig(BaseModel):
+    """Task-level difficulty filtering inside a member (``filter:``, with ``strategy: adaptive``).
+
+    A task whose last ``window`` groups were all solved (every reward >= ``solved``) or all failed (every
+    reward <= ``failed``) is set aside for ``cooldown_steps`` steps, then comes back. ``prior`` seeds it from
+    task metadata: ``{field: difficulty, pass_rates: {Easy: 0.95, Hard: 0.05}}`` sets tasks whose prior pass
+    rate is >= 0.9 or <= 0.1 aside from the start.
+
+    Example:
+        >>> TaskFilterConfig(window=2, cooldown_steps=4).solved
+        1.0
+    """
+
+    model_config = _MODEL_CONFIG
+
+    window: int = Field(2, ge=1)
+    cooldown_steps: int = Field(8, ge=1)
+    solved: float = 1.0
+    failed: float = 0.0
+    prior: PriorConfig | None = None
+
+
+class PriorConfig(BaseModel):
+    """A prior pass rate per value of one task-metadata field (e.g. ``difficulty``).
+
+    Example:
+        >>> PriorConfig(field="difficulty", pass_rates={"Easy": 0.95}).pass_rates["Easy"]
+        0.95
+    """
+
+    model_config = _MODEL_CONFIG
+
+    field: str = Field(min_length=1)
+    pass_rates: dict[str, float]
+
+
+class AdaptiveConfig(BaseModel):
+    """How adaptive weights move (``adaptive:``, with ``strategy: adaptive``).
+
+    ``signal``: ``informative`` (default: the fraction of a member's recent GRPO groups with reward spread),
+    ``progress`` (learning progress) or ``thompson`` (a bandit over members). ``warmup_steps`` steps use the
+    static weights (``weights:``, or uniform). Every member keeps at least ``floor`` of the batch; a weight
+    moves at most ``max_change`` per step; ``window`` steps of statistics are considered. The statistics of
+    step *t* decide step *t + 2* (see `ormix.mixture.adaptive`).
+
+    Example:
+        >>> AdaptiveConfig(signal="thompson").floor
+        0.05
+    """
+
+    model_config = _MODEL_CONFIG
+
+    signal: Literal["informative", "progress", "thompson"] = "informative"
+    warmup_steps: int = Field(2, ge=0)
+    floor: float = Field(0.05, ge=0.0, le=1.0)
+    max_change: float = Field(0.25, gt=0.0, le=1.0)
+    window: int = Field(4, ge=1)
+
+
 class MemberConfig(SpecConfig):
     """One environment of a mixture: its `SpecConfig` plus how the mixture weighs, scores and evaluates it.
 
@@ -276,6 +345,7 @@ class MemberConfig(SpecConfig):
     role: Literal["train", "eval", "both"] = "train"
     scale: float = Field(1.0, gt=0)
     eval: EvalConfig | None = None
+    filter: TaskFilterConfig | None = None
 
     @property
     def spec_config(self) -> SpecConfig:
@@ -360,7 +430,8 @@ class MixtureConfig(BaseModel):
     name: str = "mixture"
     members: dict[str, MemberConfig]
     weights: dict[str, float] | None = None
-    strategy: Literal["weights", "temperature", "round_robin"] = "weights"
+    strategy: Literal["weights", "temperature", "round_robin", "adaptive"] = "weights"
+    adaptive: AdaptiveConfig | None = None
     temperature: float = Field(1.0, gt=0)
     schedule: list[PhaseConfig] | None = None
     num_samples: int | None = Field(None, ge=1)
@@ -418,15 +489,22 @@ class MixtureConfig(BaseModel):
         *,
         environ: Mapping[str, str] | None = None,
         defer_missing_secrets: bool = False,
+        train_check: TrainCheck | None = None,
     ) -> MixtureConfig:
         """Parse and validate a mixture file's text; raise `MixtureFileError` listing every problem.
 
-        Without a ``name:`` key the name is the stem of ``source`` when it is a path.
+        Without a ``name:`` key the name is the stem of ``source`` when it is a path. ``train_check`` checks the
+        ``train:`` section (trainer settings: ``ormix.integrations.trl.args.setting_problems`` knows them);
+        its problems are reported with the file's others, with their lines.
 
         Example:
             >>> MixtureConfig.from_yaml_text("members: {a: {target: 'local:echo'}}", "mixtures/x.yaml").name
             'x'
         """
+        if not source.startswith("<"):
+            from ormix.local.server.registry import add_search_dir
+
+            add_search_dir(Path(source).parent)  # `module:Class` modules next to the file are found
         try:
             data, lines, problems = load_yaml(text)
         except yaml.YAMLError as e:
@@ -442,6 +520,10 @@ class MixtureConfig(BaseModel):
         except ValidationError as e:
             problems += problems_from(e, cls)
             cfg = None
+        train = data.get("train")
+        if train_check is not None and isinstance(train, Mapping):
+            problems += [Problem(("train", key), message) for key, message in train_check(dict(train))]
+        problems += _plan_length_problems(data)
         if problems:
             located = [
                 Problem(p.path, p.message, p.line if p.line is not None else line_of(p.path, lines))
@@ -465,11 +547,12 @@ class MixtureConfig(BaseModel):
         return [n for n, m in self.members.items() if m.evaluates]
 
     def static_weights(self) -> dict[str, float] | None:
-        """Per train member weight for ``strategy: weights`` without a schedule; ``None`` otherwise.
+        """Per train member weight for ``strategy: weights`` without a schedule (and the starting weights of
+        ``strategy: adaptive``); ``None`` otherwise.
 
         Taken from ``weights:``, else from member ``weight``, else 1.0 each (equal).
         """
-        if self.strategy != "weights" or self.schedule is not None:
+        if self.strategy not in ("weights", "adaptive") or self.schedule is not None:
             return None
         if self.weights is not None:
             return {n: self.weights[n] for n in self.train_members}
@@ -617,11 +700,35 @@ class MixtureConfig(BaseModel):
             raise MixtureConfigError(problems_from(e, type(self)), data.get("name", self.name)) from None
 
 
+#: A check of a ``train:`` section: ``(key, message)`` for every setting that is wrong.
+TrainCheck = Callable[[dict[str, Any]], list[tuple[str, str]]]
+
+
+def _plan_length_problems(data: Mapping[str, Any]) -> list[Problem]:
+    """A run longer than the plan would replay it from its first step (a schedule from phase 1)."""
+    train = data.get("train") if isinstance(data.get("train"), Mapping) else {}
+    steps, k, rows = train.get("max_steps"), data.get("prompts_per_step"), data.get("num_samples")
+    if data.get("num_steps") is not None and rows is None and isinstance(k, int):
+        rows = data["num_steps"] * k
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (steps, k, rows)):
+        return []
+    if rows // k < steps:
+        return [
+            Problem(
+                ("num_samples",),
+                f"{rows} rows make {rows // k} steps of {k} prompts, but train.max_steps is {steps}: the run would "
+                f"replay the plan from its first step; set num_samples >= {steps * k} (or lower max_steps)",
+            )
+        ]
+    return []
+
+
 def load_mixture_config(
     path: str | os.PathLike[str],
     *,
     environ: Mapping[str, str] | None = None,
     defer_missing_secrets: bool = False,
+    train_check: TrainCheck | None = None,
 ) -> MixtureConfig:
     """Load and validate a mixture file; raise `MixtureFileError` listing every problem.
 
@@ -646,5 +753,5 @@ def load_mixture_config(
             [Problem((), f"cannot read the file ({e.__class__.__name__}: {e})")], str(p)
         ) from None
     return MixtureConfig.from_yaml_text(
-        text, str(p), environ=environ, defer_missing_secrets=defer_missing_secrets
+        text, str(p), environ=environ, defer_missing_secrets=defer_missing_secrets, train_check=train_check
     )

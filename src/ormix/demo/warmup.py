@@ -143,9 +143,11 @@ def build_transcripts(mixture: Any, tokenizer: Any) -> list[Transcript]:
     """
     factory = mixture.environment_factory
     dict_factory = isinstance(factory, dict)
+    # Each training task once (from the members' own rows: an adaptive mixture decides its plan later).
     rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for row in mixture.train_dataset:
-        rows.setdefault((row["environment"], row["task_index"]), row)
+    for member in mixture.train_members:
+        for row in mixture.spec(member).dataset_rows():
+            rows.setdefault((member, row["task_index"]), {"environment": member, **row})
     instances: dict[str, Any] = {}
     template = _training_template(tokenizer)
     out: list[Transcript] = []

@@ -129,7 +129,8 @@ class MemberCheck:
 
     member: str
     target: str
-    num_tasks: int | None = None
+    num_tasks: int | None = None  # the split's size
+    selected: int | None = None  # the tasks this member trains on (num_tasks / indices / where)
     tools: list[str] = field(default_factory=list)
     start_ms: float | None = None
     connect_ms: float | None = None
@@ -143,6 +144,11 @@ class MemberCheck:
         if self.failed_stage is not None:
             return False
         return not (self.calls and all(c.infra for c in self.calls))
+
+    @property
+    def failing_tools(self) -> list[str]:
+        """Tools that raised inside the environment (a finding: every rollout calling them fails)."""
+        return [c.tool for c in self.calls if c.error and c.error.startswith("tool_failed")]
 
     @property
     def cause(self) -> str | None:
@@ -182,6 +188,8 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
             t0 = time.perf_counter()
             result.num_tasks = await client.num_tasks(spec.split)
             result.connect_ms = (time.perf_counter() - t0) * 1000
+            stage = "tasks"
+            result.selected = len(await spec.select_tasks())
             if result.num_tasks <= 0:
                 stage = "tasks"
                 raise errors.ORSError(f"split {spec.split!r} has no tasks; choose another split")
@@ -278,9 +286,9 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
-def check_command(path: Path, console: Any) -> int:
-    """`ormix check FILE`: print a table per member and per tool; exit 1 if a member is unusable, 2 if the
-    file cannot be loaded, else 0.
+def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = False) -> int:
+    """`ormix check FILE`: print a table per member and per tool; exit 1 if a member is unusable or one of its
+    tools raises (unless ``tolerate_tool_errors``), 2 if the file cannot be loaded, else 0.
 
     Example:
         >>> check_command(Path("mixtures/local-demo.yaml"), Console())   # doctest: +SKIP
@@ -315,12 +323,15 @@ def check_command(path: Path, console: Any) -> int:
     for r in results:
         ok = sum(c.ok for c in r.calls)
         status = "[green]ok[/green]" if r.usable else f"[red]UNUSABLE[/red] {r.cause}"
-        if r.usable and ok < len(r.calls):
+        if r.usable and r.failing_tools:
+            status = f"[red]tool(s) raising[/red] {', '.join(r.failing_tools)}"
+        elif r.usable and ok < len(r.calls):
             status = f"[yellow]ok, {len(r.calls) - ok} tool error(s)[/yellow]"
+        selected = "-" if r.selected is None else str(r.selected)
         table.add_row(
             r.member,
             r.target,
-            "-" if r.num_tasks is None else str(r.num_tasks),
+            selected if r.num_tasks is None else f"{selected} of {r.num_tasks}",
             str(len(r.tools)),
             _ms(r.start_ms),
             _ms(r.connect_ms),
@@ -351,7 +362,13 @@ def check_command(path: Path, console: Any) -> int:
     bad = [r for r in results if not r.usable]
     for r in bad:
         console.print(f"[red]error:[/red] environment {r.member!r} ({r.target}) is unusable: {r.cause}")
-    if bad:
+    raising = [r for r in results if r.usable and r.failing_tools]
+    for r in raising:
+        console.print(
+            f"[red]error:[/red] environment {r.member!r}: tool(s) {', '.join(r.failing_tools)} raised inside the "
+            "environment; every rollout calling them fails (fix the environment, or pass --tolerate-tool-errors)"
+        )
+    if bad or (raising and not tolerate_tool_errors):
         return 1
     console.print(f"all {len(results)} environment(s) usable")
     return 0

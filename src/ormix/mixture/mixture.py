@@ -277,9 +277,66 @@ class MixtureSpec:
 
     # ── plan and datasets ─────────────────────────────────────────────
 
+    @property
+    def adaptive(self) -> bool:
+        """Whether the weights follow training (``strategy: adaptive``): then rows are decided as they are fetched."""
+        return self.config.strategy == "adaptive"
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of the training dataset."""
+        cfg = self.config
+        if not self.adaptive:
+            return len(self.plan)
+        assert cfg.prompts_per_step is not None  # the config requires it for adaptive mixing
+        return cfg.num_samples or (cfg.num_steps or 1000) * cfg.prompts_per_step
+
+    @cached_property
+    def adaptive_run(self) -> Any:
+        """The adaptive planner in a trainer (`ormix.mixture.adaptive_run.AdaptiveRun`); adaptive mixtures only."""
+        from ormix.mixture.adaptive import AdaptivePlanner, AdaptiveSettings, TaskFilterSettings
+        from ormix.mixture.adaptive_run import AdaptiveRun
+
+        if not self.adaptive:
+            raise MixtureError(f"mixture {self.name!r} is not adaptive (strategy: {self.config.strategy})")
+        cfg = self.config
+        settings = cfg.adaptive.model_dump() if cfg.adaptive is not None else {}
+        filters = {}
+        for name in self.train_members:
+            rule = cfg.members[name].filter
+            if rule is not None:
+                filters[name] = TaskFilterSettings(
+                    window=rule.window,
+                    cooldown_steps=rule.cooldown_steps,
+                    solved=rule.solved,
+                    failed=rule.failed,
+                    prior_field=rule.prior.field if rule.prior else None,
+                    prior=dict(rule.prior.pass_rates) if rule.prior else {},
+                )
+        specs = {n: self.spec(n) for n in self.train_members}
+        assert cfg.prompts_per_step is not None
+        planner = AdaptivePlanner(
+            {n: s.task_indices for n, s in specs.items()},
+            prompts_per_step=cfg.prompts_per_step,
+            seed=cfg.seed,
+            settings=AdaptiveSettings(**settings),
+            base_weights=cfg.static_weights(),
+            filters=filters,
+            metadata={n: dict(s.task_specs) for n, s in specs.items()},
+        )
+        return AdaptiveRun(
+            planner, {n: {r["task_index"]: r for r in s.dataset_rows()} for n, s in specs.items()}
+        )
+
     @cached_property
     def plan(self) -> list[sampling.PlanRow]:
-        """The ordered rows (member, task_index, step) this mixture trains on."""
+        """The ordered rows (member, task_index, step) this mixture trains on (static strategies only: an
+        adaptive mixture decides its rows during training, see `adaptive_run`)."""
+        if self.adaptive:
+            raise MixtureError(
+                f"mixture {self.name!r} is adaptive: its rows are decided during training from the statistics "
+                "of earlier steps; see MixtureSpec.adaptive_run"
+            )
         tasks = {n: self.spec(n).task_indices for n in self.train_members}
         empty = sorted(n for n, t in tasks.items() if not t)
         if empty:
@@ -304,15 +361,18 @@ class MixtureSpec:
     def order_matters(self) -> bool:
         """Whether the dataset order carries meaning (quotas, schedule, round robin): then shuffling breaks it."""
         cfg = self.config
-        return bool(cfg.prompts_per_step or cfg.schedule or cfg.strategy == "round_robin")
+        return bool(cfg.prompts_per_step or cfg.schedule or cfg.strategy in ("round_robin", "adaptive"))
 
     @cached_property
     def train_dataset(self) -> Any:
         """Interleaved rows: `prompt`, `environment`, `task_index`, then task metadata.
 
         Metadata keys whose types clash across members (say `difficulty` an int in one and a string in
-        another) are stored as JSON text in that column, so the Arrow schema always builds.
+        another) are stored as JSON text in that column, so the Arrow schema always builds. An adaptive
+        mixture's rows are placeholders, filled in when the trainer fetches them.
         """
+        if self.adaptive:
+            return self.adaptive_run.dataset(self.num_rows)
         by_member = {
             n: {row["task_index"]: row for row in self.spec(n).dataset_rows()} for n in self.train_members
         }
@@ -396,10 +456,16 @@ class MixtureSpec:
     def reward_funcs(self) -> list[RewardFunction]:
         """One outcome-only reward function per member, `__name__` = member name (TRL logs
         `rewards/<member>/mean`); other members' rollouts get `None`."""
-        return [
+        funcs = [
             self.spec(n).reward_function(name=n, scale=m.scale, unscored_reward=m.unscored_reward)
             for n, m in self.config.members.items()
         ]
+        if self.adaptive:
+            for func in funcs:
+                if func.member in self.train_members:
+                    # Before the session closer: the observer reads the episodes' tasks.
+                    func.observers.insert(1, self.adaptive_run.observer(func.member))
+        return funcs
 
     @cached_property
     def callbacks(self) -> list[Any]:
@@ -412,13 +478,18 @@ class MixtureSpec:
         )
 
         secrets = sorted({v for spec in self._specs.values() for v in spec.secret_values()})
-        return [
+        callbacks: list[Any] = [
             MixtureConfigCheck(self),
             TelemetryCallback(
                 {n: s.telemetry for n, s in self._specs.items()}, self.telemetry_config, secrets=secrets
             ),
             SessionCleanupCallback(self._specs.values()),
         ]
+        if self.adaptive:
+            from ormix.integrations.trl.callbacks import AdaptiveCallback
+
+            callbacks.insert(1, AdaptiveCallback(self.adaptive_run))
+        return callbacks
 
     def close_sessions(self) -> int:
         """Close every session still open by this mixture's episodes."""
@@ -472,7 +543,8 @@ class MixtureSpec:
         resolved = {
             "members": members,
             "routing": self.routing,
-            "plan": [[r.member, r.task_index] for r in self.plan],
+            # An adaptive plan is decided during training: its rows are in the rollout records.
+            "plan": None if self.adaptive else [[r.member, r.task_index] for r in self.plan],
         }
         config_hash = self.config.config_hash()
         resolved_hash = hashlib.sha256(
@@ -504,6 +576,15 @@ def _versions() -> dict[str, str]:
     return out
 
 
+def trainer_settings_check() -> Any:
+    """The check of a file's ``train:`` section against the installed trainer's settings (``None`` without TRL)."""
+    try:
+        from ormix.integrations.trl.args import setting_problems
+    except ImportError:
+        return None
+    return lambda settings: setting_problems(settings)[1]
+
+
 def load_mixture(path: str, *, defer_missing_secrets: bool = False, **overrides: Any) -> MixtureSpec:
     """Build a `MixtureSpec` from a mixture file (`mixtures/*.yaml`), validated before any server is contacted.
 
@@ -517,7 +598,9 @@ def load_mixture(path: str, *, defer_missing_secrets: bool = False, **overrides:
     """
     from ormix.config import load_mixture_config
 
-    config = load_mixture_config(path, defer_missing_secrets=defer_missing_secrets)
+    config = load_mixture_config(
+        path, defer_missing_secrets=defer_missing_secrets, train_check=trainer_settings_check()
+    )
     if overrides:
         config = config.updated(**overrides)
     return MixtureSpec.from_config(config)

@@ -240,19 +240,19 @@ class Episode:
             )
             self.rewards.append(None)
             self.metadata.append(None)
-            self.last_output = f"Error: {reason}"
-            return self.last_output
+            self.last_output = reason
+            raise ToolCallError(reason)
         try:
             async with self._config.limiter():
                 result = await self._session.call(wire_name, arguments)
         except ors_errors.ToolRejected as e:
-            return self._tool_error(wire_name, t0, f"rejected:{e.reason or 'unknown'}", e)
+            raise self._tool_error(wire_name, t0, f"rejected:{e.reason or 'unknown'}", e) from None
         except ors_errors.ToolFailed as e:
-            return self._tool_error(wire_name, t0, "tool_failed", e)
+            raise self._tool_error(wire_name, t0, "tool_failed", e) from None
         except ors_errors.ORSError as e:
             kind = infra_error_kind(e) or "transport"
             self._record_infra(kind, e)
-            return self._tool_error(wire_name, t0, kind, e)
+            raise self._tool_error(wire_name, t0, kind, e) from None
         latency = (time.perf_counter() - t0) * 1000
         text = result.text or "(no output)"
         # The client may already have kept only the head of a huge output (bounded memory): its full
@@ -314,13 +314,13 @@ class Episode:
             self.error_kind = kind
             self.error = _short(exc)
 
-    def _tool_error(self, wire_name: str, t0: float, kind: str, exc: BaseException) -> str:
+    def _tool_error(self, wire_name: str, t0: float, kind: str, exc: BaseException) -> ToolCallError:
         latency = (time.perf_counter() - t0) * 1000
         self.calls.append(CallRecord(wire_name, latency, error=kind, detail=_short(exc)))
         self.rewards.append(None)
         self.metadata.append(None)
         self.last_output = model_message(kind, exc)
-        return self.last_output
+        return ToolCallError(self.last_output)
 
     # Closing is part of the episode protocol (`close_episode` / `aclose_episode`), not a public method: TRL
     # exposes every public method as a tool to the model.
@@ -367,6 +367,20 @@ def call_tool(episode: Episode, wire_name: str, arguments: dict[str, Any]) -> st
 async def aclose_episode(episode: Episode) -> None:
     """`close_episode` for an `Episode`, from async code (on the ORS portal's loop)."""
     await episode._aclose()
+
+
+class ToolCallError(RuntimeError):
+    """A tool call that failed, raised into the trainer's tool loop: the message is what the model reads.
+
+    TRL turns an exception from a tool into ``{"error": str(e)}`` for the model and counts it in
+    ``tools/failure_frequency``, so raising (rather than returning the text) keeps TRL's own metric truthful.
+    The episode has already recorded the failure (`CallRecord.error`) and, for an infrastructure failure,
+    its outcome.
+
+    Example:
+        >>> str(ToolCallError("the tool did not finish within its time limit."))
+        'the tool did not finish within its time limit.'
+    """
 
 
 @dataclass
@@ -437,10 +451,10 @@ def set_tool_round(environment: Any, tool_round: Any) -> None:
 
 
 _MODEL_MESSAGES = {
-    "deadline": "Error: the tool did not finish within its time limit.",
-    "session_died": "Error: the environment session has ended; no further tool call can succeed.",
-    "transport": "Error: the environment could not be reached.",
-    "session_open": "Error: the environment could not start this task.",
+    "deadline": "the tool did not finish within its time limit.",
+    "session_died": "the environment session has ended; no further tool call can succeed.",
+    "transport": "the environment could not be reached.",
+    "session_open": "the environment could not start this task.",
 }
 
 
@@ -451,11 +465,11 @@ def model_message(kind: str, exc: BaseException) -> str:
     infrastructure failures get a fixed sentence, so operator advice and ids never enter the transcript.
     """
     if isinstance(exc, ors_errors.ProtocolError):
-        return "Error: the environment sent an answer that could not be read."
+        return "the environment sent an answer that could not be read."
     if kind in _MODEL_MESSAGES:
         return _MODEL_MESSAGES[kind]
     detail = getattr(exc, "detail", None) or str(exc)
-    return f"Error: {_short(Exception(detail), 500)}"
+    return _short(Exception(detail), 500)
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:

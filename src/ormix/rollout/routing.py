@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from ormix.errors import UsageError
 from ormix.rollout.batch import call_key
-from ormix.rollout.episode import CallRecord, Episode, call_tool, close_episode
+from ormix.rollout.episode import CallRecord, Episode, ToolCallError, call_tool, close_episode
 from ormix.tools import BindingConflictError, bind_tools
 
 SEPARATOR = "__"
@@ -63,10 +63,10 @@ class RoutingEnvironment:
     def _route_now(self, member: str, wire_name: str, arguments: dict[str, Any]) -> str:
         episode = self.episode
         if episode is None:
-            return "Error: no task is active; reset() was not called"
+            raise ToolCallError("no task is active; reset() was not called")
         if member != episode.member:
             text = (
-                f"Error: tool {member}{SEPARATOR}{wire_name} belongs to environment {member!r}, but this task "
+                f"tool {member}{SEPARATOR}{wire_name} belongs to environment {member!r}, but this task "
                 f"runs in {episode.member!r}. Use the {episode.member}{SEPARATOR}* tools."
             )
             episode.calls.append(
@@ -75,7 +75,7 @@ class RoutingEnvironment:
             episode.rewards.append(None)
             episode.metadata.append(None)
             episode.last_output = text
-            return text
+            raise ToolCallError(text)
         return call_tool(episode, wire_name, arguments)
 
     def _close(self) -> None:

@@ -26,6 +26,7 @@ from ormix.telemetry.alarm import Alarm, AlarmTracker, CoverageAlarmWarning
 from ormix.telemetry.records import TelemetryObserver, TelemetryRun
 
 __all__ = [
+    "AdaptiveCallback",
     "MixtureConfigCheck",
     "SessionCleanupCallback",
     "TelemetryCallback",
@@ -104,10 +105,11 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
     wanted = getattr(mixture, "prompts_per_step", None)
     max_steps = getattr(args, "max_steps", -1) or -1
     if wanted and mixture.order_matters and max_steps > 0:
-        planned_steps = len(mixture.plan) // wanted
+        rows = getattr(mixture, "num_rows", None) or len(mixture.plan)
+        planned_steps = rows // wanted
         if planned_steps < max_steps:
             problems.append(
-                f"the mixture plans {len(mixture.plan)} rows = {planned_steps} steps of {wanted} prompts, but "
+                f"the mixture plans {rows} rows = {planned_steps} steps of {wanted} prompts, but "
                 f"max_steps={max_steps}: the dataset would start over and replay the plan (a schedule from its "
                 f"first phase); set num_samples >= {max_steps * wanted} (or num_steps) in the mixture"
             )
@@ -245,4 +247,64 @@ class TelemetryCallback(TrainerCallback):
         for observer in self.observers.values():
             if observer.run is self.run:
                 observer.run = None
+        return control
+
+
+class AdaptiveCallback(TrainerCallback):
+    """Feeds an adaptive mixture's planner: each step's groups, pooled over all ranks, at the step's end; its
+    state saved with every checkpoint and restored when training resumes.
+
+    Pooling uses `torch.distributed` when it is initialised with several processes (every rank then hands
+    the planner the same statistics, so every rank decides the same rows).
+
+    Example:
+        >>> from ormix.mixture.adaptive import AdaptivePlanner
+        >>> from ormix.mixture.adaptive_run import AdaptiveRun
+        >>> AdaptiveCallback(AdaptiveRun(AdaptivePlanner({"a": [0]}, prompts_per_step=1), {"a": {0: {}}})).run.planner.k
+        1
+    """
+
+    STATE_FILE = "ormix_adaptive.json"
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if getattr(args, "dataloader_num_workers", 0):
+            raise TrainerConfigError(
+                "adaptive mixing decides each step's rows from the statistics of two steps before; loader workers "
+                f"(dataloader_num_workers={args.dataloader_num_workers}) fetch further ahead: set it to 0"
+            )
+        self.run.rank = getattr(args, "process_index", 0) or 0
+        self.run.num_generations = getattr(args, "num_generations", None)
+        output_dir = getattr(args, "output_dir", None)
+        if state.global_step > 0 and output_dir:
+            saved = Path(output_dir) / f"checkpoint-{state.global_step}" / self.STATE_FILE
+            if not saved.exists():
+                raise TrainerConfigError(
+                    f"resuming an adaptive mixture needs its planner's state, and {saved} is missing: resume "
+                    "from a checkpoint this mixture's callbacks wrote"
+                )
+            self.run.planner.load_state_dict(json.loads(saved.read_text()))
+        return control
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        groups = self.run.take_groups()
+        pooled = [groups]
+        try:
+            import torch.distributed as dist
+
+            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+                pooled = [None] * dist.get_world_size()  # type: ignore[list-item]
+                dist.all_gather_object(pooled, groups)
+        except ImportError:  # pragma: no cover - torch comes with transformers
+            pass
+        self.run.end_step(state.global_step, pooled)
+        return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        output_dir = getattr(args, "output_dir", None)
+        folder = Path(output_dir) / f"checkpoint-{state.global_step}" if output_dir else None
+        if folder is not None and folder.is_dir() and state.is_world_process_zero:
+            (folder / self.STATE_FILE).write_text(json.dumps(self.run.planner.state_dict()) + "\n")
         return control

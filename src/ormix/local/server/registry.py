@@ -1,16 +1,46 @@
-"""Names of the environments that ship with ormix, and loading of `module:Class` targets.
+"""Names of the environments that ship with ormix, and finding the classes of `module:Class` targets.
 
-A `local:NAME` target resolves here. Classes are imported lazily so that naming an environment
-never imports the others (or their sandbox code).
+A `local:NAME` target resolves here. Classes are imported lazily so that naming an environment never
+imports the others (or their sandbox code).
+
+A `module:Class` target is looked up the same way in every process (the trainer, `ormix check`, and the
+child process that serves it): first in the directories of the mixture files loaded so far (so a module next
+to its mixture file needs no PYTHONPATH), then in the working directory, then on `sys.path`.
+`search_path()` is that list; `serve_in_process` hands it to the child as its PYTHONPATH.
+
+Example:
+    >>> load_environment_class("local:echo").__name__
+    'Echo'
+    >>> try:
+    ...     load_environment_class("local:terminal")
+    ... except UnknownEnvironmentError as e:
+    ...     print(str(e)[:63])
+    'local:terminal' is not a local environment; did you mean 'loca
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import os
+import sys
+import threading
+from pathlib import Path
 from typing import TYPE_CHECKING
+
+from ormix.errors import TargetError
 
 if TYPE_CHECKING:  # pragma: no cover
     from openreward.environments import Environment
+
+__all__ = [
+    "LOCAL_ENVIRONMENTS",
+    "UnknownEnvironmentError",
+    "add_search_dir",
+    "env_name_of",
+    "load_environment_class",
+    "search_path",
+]
 
 #: `local:NAME` → `module:Class`. The server-side env name is the class name lower-cased, equal to NAME.
 LOCAL_ENVIRONMENTS: dict[str, str] = {
@@ -21,47 +51,112 @@ LOCAL_ENVIRONMENTS: dict[str, str] = {
     "latency": "ormix.local.envs.latency:Latency",
 }
 
+# Process-wide: directories of the mixture files loaded so far, searched first for `module:Class` targets.
+_search_dirs: list[str] = []
+_lock = threading.Lock()
 
-class UnknownEnvironmentError(ValueError):
-    """A `local:` or `module:Class` target that does not name an environment class."""
+
+class UnknownEnvironmentError(TargetError):
+    """A `local:` or `module:Class` target that does not name an environment class; says what it found."""
+
+
+def add_search_dir(directory: str | os.PathLike[str]) -> None:
+    """Search `directory` first for the modules of `module:Class` targets (a mixture file's directory)."""
+    path = str(Path(directory).resolve())
+    with _lock:
+        if path not in _search_dirs:
+            _search_dirs.insert(0, path)
+
+
+def search_path() -> list[str]:
+    """Where `module:Class` modules are looked for, in order: mixture-file directories, the working
+    directory, then `sys.path`.
+
+    Example:
+        >>> os.getcwd() in search_path()
+        True
+    """
+    with _lock:
+        dirs = list(_search_dirs)
+    out: list[str] = []
+    for p in [*dirs, os.getcwd(), *sys.path]:
+        if p and p not in out:
+            out.append(p)
+    return out
+
+
+def _import(module_name: str, ref: str) -> object:
+    with _lock:
+        first = [*_search_dirs, os.getcwd()]
+    for path in reversed(first):
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        if e.name != module_name and not module_name.startswith(f"{e.name}."):
+            raise UnknownEnvironmentError(
+                f"importing module {module_name!r} for target {ref!r} failed: it needs {e.name!r}, which is not "
+                "installed (pip install it)"
+            ) from e
+        raise UnknownEnvironmentError(
+            f"no module {module_name!r} for target {ref!r}: looked in the mixture file's directory, the working "
+            f"directory {os.getcwd()} and sys.path; put {module_name.replace('.', '/')}.py next to the mixture "
+            "file or install it"
+        ) from None
+    except Exception as e:  # noqa: BLE001 - a user module that fails to import: say where
+        raise UnknownEnvironmentError(
+            f"importing module {module_name!r} for target {ref!r} raised {type(e).__name__}: {e}"
+        ) from e
 
 
 def load_environment_class(ref: str) -> type[Environment]:
     """Return the `Environment` subclass named by `local:NAME`, `NAME` or `module:Class`.
 
-    Example:
-        >>> load_environment_class("local:echo").__name__
-        'Echo'
+    Raises `UnknownEnvironmentError` naming what is wrong: an unknown local name (with the closest one), a
+    module that is not found (and where it was looked for), a missing class (with the closest name in the
+    module), or an object that is not an `openreward.environments.Environment` subclass (saying what it is).
     """
     from openreward.environments import Environment
 
     name = ref.removeprefix("local:")
     if name in LOCAL_ENVIRONMENTS:
         path = LOCAL_ENVIRONMENTS[name]
-    elif ":" in name:
+    elif ":" in name and not ref.startswith("local:"):
         path = name
     else:
+        close = difflib.get_close_matches(name, list(LOCAL_ENVIRONMENTS), n=1)
+        hint = f"; did you mean 'local:{close[0]}'?" if close else ""
         known = ", ".join(f"local:{n}" for n in sorted(LOCAL_ENVIRONMENTS))
         raise UnknownEnvironmentError(
-            f"{ref!r} is not a local environment. Use one of {known}, or `module:Class` for your own "
-            f"openreward.environments.Environment subclass."
+            f"{ref!r} is not a local environment{hint} Shipped: {known}; or `module:Class` for your own "
+            "openreward.environments.Environment subclass."
         )
     module_name, _, attr = path.partition(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as e:
-        raise UnknownEnvironmentError(
-            f"cannot import module {module_name!r} for target {ref!r}: {e}. Check the module is on PYTHONPATH."
-        ) from e
+    module = _import(module_name, ref)
     cls = getattr(module, attr, None)
+    if cls is None:
+        classes = [n for n, v in vars(module).items() if isinstance(v, type)]
+        close = difflib.get_close_matches(attr, classes, n=1)
+        hint = f"; did you mean {module_name}:{close[0]}?" if close else ""
+        raise UnknownEnvironmentError(f"module {module_name!r} has no {attr!r} (target {ref!r}){hint}")
     if not (isinstance(cls, type) and issubclass(cls, Environment)):
+        what = (
+            f"a class ({cls.__module__}.{cls.__qualname__})"
+            if isinstance(cls, type)
+            else f"a {type(cls).__name__}"
+        )
         raise UnknownEnvironmentError(
-            f"{path!r} is not an openreward.environments.Environment subclass "
-            f"(found {type(cls).__name__ if cls is not None else 'nothing'}); target {ref!r}."
+            f"{path!r} is {what}, not an openreward.environments.Environment subclass (target {ref!r})"
         )
     return cls
 
 
 def env_name_of(cls: type) -> str:
-    """The name an ORS server uses for an environment class (its class name, lower-cased)."""
+    """The name an ORS server uses for an environment class (its class name, lower-cased).
+
+    Example:
+        >>> env_name_of(load_environment_class("local:seta"))
+        'seta'
+    """
     return cls.__name__.lower()

@@ -8,9 +8,9 @@ connection and one tool surface.
 from __future__ import annotations
 
 import os
-import sys
 import threading
 
+from ormix.local.server.registry import search_path
 from ormix.local.server.serving import LocalServer, serve_in_process, serve_in_thread
 
 _servers: dict[tuple[str, str], LocalServer] = {}
@@ -40,7 +40,7 @@ def server_for(target: str, *, mode: str | None = None) -> LocalServer:
             server = serve_in_thread([target])
         else:
             # The child must import a user's `module:Class` the way this process does.
-            path = os.pathsep.join(p for p in sys.path if p)
+            path = os.pathsep.join(search_path())
             server = serve_in_process([target], env={"PYTHONPATH": path})
         _servers[key] = server
         return server
