@@ -13,8 +13,10 @@ from transformers.utils import get_json_schema
 from ormix import OpenRewardSpec
 from ormix.local import serve_in_thread
 from ormix.local.server.shared import server_for
+from ormix.rollout.episode import close_episode
 from ormix.spec import SpecError, matches_where
 from support.envs import HOSTILE_TOOLS, Hostile, SetaSurface, SweSurface, surface_tools
+from support.tools import tool_text
 
 THREAD = {"local_serve": "thread"}
 
@@ -169,7 +171,7 @@ def test_hostile_tool_surface_binds_safely_and_calls_real_names(surfaces, caplog
     out = getattr(ep, report.names.to_python("fs.read"))(path="/x")
     assert ep.calls[-1].error is None, (out, ep.calls[-1])
     assert Hostile.CALLS[-1] == ("fs.read", {"path": "/x"})
-    ep._close()
+    close_episode(ep)
     assert not marker.exists()
 
 
@@ -263,10 +265,10 @@ def test_sdk_transport_gives_the_same_episode(echo_server):
         ep = spec.environment_factory()
         prompt = ep.reset(task_index=1)
         outputs = [ep.echo(text="nope"), ep.echo(text="river"), ep.submit(text="river")]
-        after = ep.echo(text="again")  # the episode is over: rejected
+        after = tool_text(ep.echo, text="again")  # the episode is over: rejected
         results.append((prompt, outputs, ep.rewards[:3], ep.finished, ep.outcome.kind, ep.calls[-1].error))
         assert "episode" in after.lower() or "finished" in after.lower()
-        ep._close()
+        close_episode(ep)
     assert results[0] == results[1]
     assert results[1][4] == "scored" and results[1][5] == "rejected:episode_finished"
     with pytest.raises(SpecError, match="transport"):

@@ -211,7 +211,7 @@ class OpenRewardSpec:
             "max_concurrent_sessions": max_concurrent_sessions,
         }
         try:
-            self.config = SpecConfig.model_validate(options)
+            self.config = SpecConfig.model_validate(options, context={"resolve_targets": True})
         except ValidationError as e:
             problems = problems_from(e, SpecConfig)
             raise SpecError(

@@ -47,9 +47,11 @@ def test_check_names_the_dead_member_and_still_checks_the_others(tmp_path, threa
     }
     # echo: both tools worked; its tool calls are listed with latencies.
     assert "ok" in lines["echo"] and "2/2" in lines["echo"]
-    # faulty still checked after the dead member: 9 tools, `boom` raises (reported, not fatal).
-    assert "9" in lines["faulty"] and "tool error" in lines["faulty"]
-    assert "tool_failed" in text and "boom" in text
+    # faulty still checked after the dead member: its 1 selected task of the split's 36, 9 tools, and `boom`
+    # raising inside the environment is a finding (every rollout calling it would fail).
+    assert "1 of 36" in lines["faulty"] and "│ 9 " in lines["faulty"]
+    assert "tool(s) raising boom" in lines["faulty"] and "tool_failed" in text
+    assert "environment 'faulty': tool(s) boom raised inside the environment" in text
     # `die` and `submit` (they look like they end the episode) ran after the others; `die` killed its session
     # and `submit` still ran, on a fresh one.
     cells = [
@@ -94,3 +96,12 @@ def test_submit_like_tools_go_last():
         )
     ]
     assert names == ["bash", "write", "submit_solution"]
+
+
+def test_a_tool_that_raises_fails_the_check_unless_tolerated(tmp_path, thread_serving):
+    path = tmp_path / "mix.yaml"
+    path.write_text("members:\n  faulty: {target: 'local:faulty', indices: [0]}\n")
+    assert check_command(path, Console(file=io.StringIO(), width=250)) == 1
+    buf = io.StringIO()
+    assert check_command(path, Console(file=buf, width=250), tolerate_tool_errors=True) == 0
+    assert "boom" in buf.getvalue()

@@ -87,7 +87,9 @@ def test_budget_moves_to_the_member_whose_groups_teach(tiny_model, tmp_path):
     assert len(steps) == 8
     weights = [{m: h[f"ormix/{m}/weight"] for m in ("solved", "failed", "mixed")} for h in steps]
     assert weights[0] == pytest.approx({"solved": 1 / 3, "failed": 1 / 3, "mixed": 1 / 3})  # warm-up: static
-    assert weights[-1]["solved"] == pytest.approx(0.05, abs=1e-6) and weights[-1]["failed"] == pytest.approx(0.05, abs=1e-6)
+    assert weights[-1]["solved"] == pytest.approx(0.05, abs=1e-6) and weights[-1]["failed"] == pytest.approx(
+        0.05, abs=1e-6
+    )
     assert weights[-1]["mixed"] == pytest.approx(0.9, abs=1e-6)
     # The rows trained on follow the weights: the mixed member's share of the last steps is far above 1/3.
     records = [r for r in read_records(tmp_path / "out") if r["mode"] == "train"]

@@ -49,7 +49,9 @@ from ormix.ors import (
     encode_secrets,
 )
 from ormix.ors.sse import PARTIAL, CallStream, SSEParser, encode_event, unclip
+from ormix.rollout.episode import ToolCallError, call_tool, close_episode
 from support.hostile_server import HostileServer, big_text
+from support.tools import tool_text
 
 
 @pytest.fixture(scope="module")
@@ -185,14 +187,18 @@ def test_episode_turns_every_broken_answer_into_an_error_outcome(hostile):
     for tool, kind in expected.items():
         ep = factory()
         assert ep.reset(task_index=0) == "Task for ok."
-        text = getattr(ep, methods[tool])(n=1)  # returns, never raises into the caller
-        assert text.startswith("Error:") and len(text) < 200, text
+        with pytest.raises(
+            ToolCallError
+        ) as failed:  # raised into TRL's loop, which shows it as {"error": ...}
+            getattr(ep, methods[tool])(n=1)
+        text = str(failed.value)
+        assert len(text) < 200, text
         if tool in ("badend", "wrongend", "nanreward"):  # the server answered, but not in ORS
-            assert text == "Error: the environment sent an answer that could not be read."
+            assert text == "the environment sent an answer that could not be read."
         assert ep.outcome.kind == "error" and ep.outcome.error_kind == kind, (tool, ep.outcome)
         assert ep.reward is None and ep.outcome.reward is None
         assert ep.calls[-1].error == kind and tool in ep.calls[-1].detail
-        ep._close()
+        close_episode(ep)
 
 
 # ----------------------------------------------------------------------------- 50 MB outputs
@@ -279,7 +285,7 @@ def test_episode_shows_the_head_and_records_the_full_size(hostile):
     assert ep.outcome.kind == "scored"
     small = ep.ok(n=1)
     assert small == "ok ran" and not ep.calls[-1].truncated and ep.calls[-1].output_chars == 6
-    ep._close()
+    close_episode(ep)
 
 
 # ----------------------------------------------------------------------------- hostile tool surfaces
@@ -408,12 +414,12 @@ def test_errors_never_carry_secrets_even_when_the_server_echoes_them(hostile, ca
     assert ep.outcome.kind == "error" and ep.outcome.error_kind == "session_open"
     for r in ("reject", "raise"):
         ep.reset(task_index=0)
-        ep._call_tool(r, {})
+        tool_text(call_tool, episode=ep, wire_name=r, arguments={})
         assert "[redacted]" in ep.calls[-1].detail
     blob = " ".join([repr(ep.calls), str(ep.error), ep.last_output, caplog.text])
     for value in SENSITIVE:
         assert value not in blob
-    ep._close()
+    close_episode(ep)
 
 
 # ----------------------------------------------------------------------------- pure logic

@@ -51,6 +51,7 @@ from pydantic import (
     Field,
     ModelWrapValidatorHandler,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -183,12 +184,13 @@ class SpecConfig(BaseModel):
 
     @field_validator("target")
     @classmethod
-    def _parse_target(cls, v: str) -> str:
-        # Resolved now, not when a server child starts: a typo or a class that is not an environment is
-        # reported with the rest of the file, with "did you mean".
+    def _parse_target(cls, v: str, info: ValidationInfo) -> str:
+        # Resolved now (files, specs), not when a server child starts: a typo or a class that is not an
+        # environment is reported with the rest of the file, with "did you mean".
+        context = info.context if isinstance(info.context, Mapping) else {}
         try:
             target = parse_target(v)
-            if target.kind in ("local", "module"):
+            if target.kind in ("local", "module") and context.get("resolve_targets"):
                 from ormix.local.server.registry import load_environment_class
 
                 load_environment_class(str(target))
@@ -467,6 +469,7 @@ class MixtureConfig(BaseModel):
         *,
         environ: Mapping[str, str] | None = None,
         defer_missing_secrets: bool = False,
+        resolve_targets: bool = False,
     ) -> MixtureConfig:
         """Validate plain data; raise `MixtureConfigError` listing every problem.
 
@@ -476,7 +479,12 @@ class MixtureConfig(BaseModel):
             raise MixtureConfigError([not_a_mapping(data)], source)
         try:
             return cls.model_validate(
-                dict(data), context={"environ": environ, "defer_missing_secrets": defer_missing_secrets}
+                dict(data),
+                context={
+                    "environ": environ,
+                    "defer_missing_secrets": defer_missing_secrets,
+                    "resolve_targets": resolve_targets,
+                },
             )
         except ValidationError as e:
             raise MixtureConfigError(problems_from(e, cls), source) from None
@@ -490,8 +498,11 @@ class MixtureConfig(BaseModel):
         environ: Mapping[str, str] | None = None,
         defer_missing_secrets: bool = False,
         train_check: TrainCheck | None = None,
+        resolve_targets: bool = True,
     ) -> MixtureConfig:
         """Parse and validate a mixture file's text; raise `MixtureFileError` listing every problem.
+
+        ``resolve_targets``: import `local:`/`module:` targets now (a file's typo is reported with its line).
 
         Without a ``name:`` key the name is the stem of ``source`` when it is a path. ``train_check`` checks the
         ``train:`` section (trainer settings: ``ormix.integrations.trl.args.setting_problems`` knows them);
@@ -515,7 +526,12 @@ class MixtureConfig(BaseModel):
             data = {"name": name_from_stem(Path(source).stem), **data}
         try:
             cfg = cls.model_validate(
-                data, context={"environ": environ, "defer_missing_secrets": defer_missing_secrets}
+                data,
+                context={
+                    "environ": environ,
+                    "defer_missing_secrets": defer_missing_secrets,
+                    "resolve_targets": resolve_targets,
+                },
             )
         except ValidationError as e:
             problems += problems_from(e, cls)
