@@ -297,6 +297,7 @@ def train(
     max_steps: int | None = None,
     output_dir: str | Path | None = None,
     warmup_sft: int = 0,
+    warmup_fraction: float = 1.0,
     settings: Mapping[str, Any] | None = None,
     console: Any | None = None,
     report: bool = True,
@@ -317,7 +318,9 @@ def train(
         model: hub id or local path; ``None`` (or ``"ormix:tiny"``) = the offline tiny model.
         max_steps: overrides ``train.max_steps``.
         output_dir: run directory; default ``runs/<mixture name>-<timestamp>``.
-        warmup_sft: steps of supervised warm start on reference solutions before GRPO (local members only).
+        warmup_sft: steps of supervised warm start on reference solutions before GRPO (local members only;
+            cached, so a second run reuses it).
+        warmup_fraction: warm only this fraction of each member's tasks (GRPO learns the rest).
         settings: GRPOConfig overrides, applied over the file's ``train:`` section.
         console: a `rich.console.Console` for progress (default: a new one).
         report: print the report at the end.
@@ -421,6 +424,7 @@ def train(
                 seed=args.seed,
                 use_cpu=bool(args.use_cpu),
                 max_completion_length=args.max_completion_length,
+                fraction=warmup_fraction,
             )
         _run_trainer(
             mix,

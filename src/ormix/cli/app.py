@@ -202,8 +202,12 @@ def train(
         typer.Option("--output-dir", metavar="DIR", help="run directory (default runs/<name>-<ts>)"),
     ] = None,
     warmup_sft: Annotated[
-        int, typer.Option("--warmup-sft", metavar="N", help="steps of SFT on reference solutions first")
+        int, typer.Option("--warmup-sft", metavar="N", help="steps of SFT on reference solutions first (cached)")
     ] = 0,
+    warmup_fraction: Annotated[
+        float,
+        typer.Option("--warmup-fraction", metavar="F", help="warm only this fraction of each member's tasks"),
+    ] = 1.0,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", metavar="KEY=VALUE", help="GRPOConfig override (repeatable)"),
@@ -265,6 +269,7 @@ def train(
             max_steps=max_steps,
             output_dir=output_dir,
             warmup_sft=warmup_sft,
+            warmup_fraction=warmup_fraction,
             overrides=list(set_ or []),
             console=console,
             resume=resume,

@@ -24,13 +24,17 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
+import os
 import random
 import re
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ormix.demo.scripted import tool_call
@@ -133,16 +137,38 @@ def _resolve_tool(tools: Sequence[str], member: str, name: str) -> str | None:
     return None
 
 
-def build_transcripts(mixture: Any, tokenizer: Any) -> list[Transcript]:
+def warm_tasks(mixture: Any, fraction: float) -> dict[str, set[int]]:
+    """The tasks a partial warm start covers: the first ``fraction`` of each train member's tasks (at least one).
+
+    Example:
+        >>> from ormix.mixture import load_mixture
+        >>> {m: sorted(t) for m, t in warm_tasks(load_mixture("mixtures/local-demo.yaml"), 0.25).items()}["echo"]
+        [0, 1, 2, 3]
+    """
+    out = {}
+    for member in mixture.train_members:
+        indices = mixture.spec(member).task_indices
+        out[member] = set(indices[: max(1, int(len(indices) * fraction + 0.5))])
+    return out
+
+
+def build_transcripts(mixture: Any, tokenizer: Any, *, fraction: float = 1.0) -> list[Transcript]:
     """Play each training task's reference solution in a real session and record it as a `Transcript`.
 
-    Members without reference solutions (anything but ``local:terminals`` / ``local:seta``) are skipped.
+    Members without reference solutions (anything but ``local:echo``, ``local:terminals``, ``local:seta``) are
+    skipped; with ``fraction`` < 1 only the first part of each member's tasks is played (`warm_tasks`), so
+    GRPO still has tasks to learn.
 
     Raises:
         WarmupError: no training member has reference solutions.
     """
     factory = mixture.environment_factory
     dict_factory = isinstance(factory, dict)
+    chosen = warm_tasks(mixture, fraction)
+
+    def selected(member: str, row: dict[str, Any]) -> bool:
+        return row["task_index"] in chosen.get(member, set())
+
     # Each training task once (from the members' own rows: an adaptive mixture decides its plan later).
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     for member in mixture.train_members:
@@ -153,12 +179,9 @@ def build_transcripts(mixture: Any, tokenizer: Any) -> list[Transcript]:
     out: list[Transcript] = []
     try:
         for (member, _), row in rows.items():
-            known = reference_for(mixture.spec(member).target)
-            if known is None:
-                continue
-            solutions, submit = known
-            calls = solutions.get(row.get("task_id"))
-            if calls is None:
+            solve = reference_for(mixture.spec(member).target)
+            calls = solve(row) if solve is not None else None
+            if calls is None or not selected(member, row):
                 continue
             key = member if dict_factory else "_"
             if key not in instances:
@@ -183,7 +206,7 @@ def build_transcripts(mixture: Any, tokenizer: Any) -> list[Transcript]:
             )
             labels = [-100] * len(ids)
             prompt_length = len(ids)
-            for name, arguments in [*calls, (submit, {})]:
+            for name, arguments in calls:
                 wire = _resolve_tool(list(by_name), member, name)
                 if wire is None:
                     raise WarmupError(
@@ -323,8 +346,14 @@ def warmup_sft(
     batch_size: int = 4,
     use_cpu: bool = True,
     max_completion_length: int | None = None,
+    fraction: float = 1.0,
+    cache: bool = True,
 ) -> tuple[Any, Any]:
     """Fine-tune the model at `model_path` for `steps` steps on reference transcripts; return (model, tokenizer).
+
+    ``fraction``: warm only the first part of each member's tasks (`warm_tasks`); GRPO then has tasks left to
+    learn. ``cache``: keep the warmed model under ``~/.cache/ormix/warm-<hash>`` (the hash covers the model, the
+    tasks, the reference transcripts and every setting) and reuse it the next time.
 
     Args:
         mixture: the `MixtureSpec` to be trained (its environments play the references).
@@ -346,10 +375,30 @@ def warmup_sft(
 
     started = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
+    transcripts = build_transcripts(mixture, tokenizer, fraction=fraction)
+    digest = hashlib.sha256(
+        json.dumps(
+            {
+                "model": str(Path(model_path).resolve()),
+                "transcripts": [[t.member, t.input_ids, t.labels] for t in transcripts],
+                "steps": steps,
+                "lr": learning_rate,
+                "batch": batch_size,
+                "seed": seed,
+                "v": 1,
+            }
+        ).encode()
+    ).hexdigest()[:16]
+    cached = _cache_dir() / f"warm-{digest}"
+    if cache and (cached / "ormix-warm.json").exists():
+        say(f"warm start: reusing {cached} ({len(transcripts)} reference episodes, {steps} SFT steps)")
+        model = AutoModelForCausalLM.from_pretrained(str(cached), dtype=torch.float32)
+        if not use_cpu and torch.cuda.is_available():
+            model = model.to("cuda")
+        return model, tokenizer
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     if not use_cpu and torch.cuda.is_available():
         model = model.to("cuda")
-    transcripts = build_transcripts(mixture, tokenizer)
     scored = sum(1 for t in transcripts if t.reward is not None)
     lengths = sorted(t.completion_length for t in transcripts)
     say(
@@ -380,4 +429,17 @@ def warmup_sft(
         f"warm start done in {time.monotonic() - started:.0f}s: final loss {loss_value:.3f}; greedy first turns "
         f"that parse as a tool call: {ok}/{tried}"
     )
+    if cache:
+        tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / "ormix-warm.json").write_text(json.dumps({"loss": loss_value, "steps": steps}) + "\n")
+        shutil.rmtree(cached, ignore_errors=True)
+        os.replace(tmp, cached)
     return model, tokenizer
+
+
+def _cache_dir() -> Path:
+    from ormix.demo.tiny import default_cache_dir
+
+    return default_cache_dir()

@@ -16,6 +16,9 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 
 def B(command: str) -> tuple[str, dict]:
     return ("bash", {"command": command})
@@ -519,6 +522,25 @@ REFERENCES: dict[str, tuple[dict[str, list[tuple[str, dict]]], str]] = {
 }
 
 
-def reference_for(target: str) -> tuple[dict[str, list[tuple[str, dict]]], str] | None:
-    """(reference calls by task_id, submit tool name) for a `local:` target that has them, else ``None``."""
-    return REFERENCES.get(target)
+def reference_for(target: str) -> Callable[[Mapping[str, Any]], list[tuple[str, dict]] | None] | None:
+    """For a `local:` target that has reference solutions: a function from a task's dataset row to the calls
+    that solve it, the final (submit) call included (``None`` for a task without one); else ``None``.
+
+    Example:
+        >>> reference_for("local:echo")({"word": "river"})
+        [('submit', {'text': 'river'})]
+        >>> reference_for("local:terminals")({"task_id": "no-such-task"}) is None
+        True
+    """
+    if target == "local:echo":
+        return lambda row: [("submit", {"text": row["word"]})] if "word" in row else None
+    known = REFERENCES.get(target)
+    if known is None:
+        return None
+    solutions, submit = known
+
+    def calls(row: Mapping[str, Any]) -> list[tuple[str, dict]] | None:
+        found = solutions.get(row.get("task_id"))  # type: ignore[arg-type]
+        return None if found is None else [*found, (submit, {})]
+
+    return calls
