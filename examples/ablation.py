@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
-from pathlib import Path
 
+from example_output import output_dir, where
 from rich.console import Console
 from rich.table import Table
 
@@ -31,60 +30,61 @@ def main() -> None:
     parser.add_argument("--output-dir", default=None)
     parser.add_argument("--smoke", action="store_true", help="one step per run, short completions")
     opts = parser.parse_args()
-    smoke = opts.smoke or os.environ.get("ORMIX_EXAMPLE_SHORT") == "1"
-    steps = 1 if smoke else opts.steps
-    root = Path(opts.output_dir or tempfile.mkdtemp(prefix="ormix-ablation-"))
+    with output_dir(opts.output_dir, "ablation") as out:
+        smoke = opts.smoke or os.environ.get("ORMIX_EXAMPLE_SHORT") == "1"
+        steps = 1 if smoke else opts.steps
+        root = out
 
-    base = MixtureSpec(
-        {
-            "terminals": OpenRewardSpec("local:terminals", num_tasks=8),
-            "seta": OpenRewardSpec("local:seta", num_tasks=8, unscored_reward=0.0),
-        },
-        weights={"terminals": 0.5, "seta": 0.5},
-        prompts_per_step=2,
-        num_steps=steps,
-        seed=0,
-        name="example-ablation",
-    )
-    variants = {"full": base, **{f"without-{m}": base.without(m) for m in base.members}}
-
-    console = Console()
-    results = {}
-    for label, mix in variants.items():
-        console.rule(f"{label}: {', '.join(mix.members)}")
-        results[label] = train(
-            mix,
-            model=opts.model,
-            max_steps=steps,
-            output_dir=root / label,
-            console=console,
-            report=False,
-            settings={
-                "num_generations": 2,
-                "max_completion_length": 48 if smoke else 128,
-                "max_tool_calling_iterations": 4,
-                "learning_rate": 1e-5,
+        base = MixtureSpec(
+            {
+                "terminals": OpenRewardSpec("local:terminals", num_tasks=8),
+                "seta": OpenRewardSpec("local:seta", num_tasks=8, unscored_reward=0.0),
             },
+            weights={"terminals": 0.5, "seta": 0.5},
+            prompts_per_step=2,
+            num_steps=steps,
+            seed=0,
+            name="example-ablation",
         )
+        variants = {"full": base, **{f"without-{m}": base.without(m) for m in base.members}}
 
-    table = Table(title=f"leave-one-out ({steps} step(s) per run): mean reward / coverage per member")
-    table.add_column("run")
-    for m in base.members:
-        table.add_column(m, justify="right")
-    table.add_column("run directory")
-    for label, result in results.items():
-        cells = []
+        console = Console()
+        results = {}
+        for label, mix in variants.items():
+            console.rule(f"{label}: {', '.join(mix.members)}")
+            results[label] = train(
+                mix,
+                model=opts.model,
+                max_steps=steps,
+                output_dir=root / label,
+                console=console,
+                report=False,
+                settings={
+                    "num_generations": 2,
+                    "max_completion_length": 48 if smoke else 128,
+                    "max_tool_calling_iterations": 4,
+                    "learning_rate": 1e-5,
+                },
+            )
+
+        table = Table(title=f"leave-one-out ({steps} step(s) per run): mean reward / coverage per member")
+        table.add_column("run")
         for m in base.members:
-            row = result.summary.get(m)
-            if row is None:
-                cells.append("(left out)")
-                continue
-            reward = "-" if row["reward"] is None else f"{row['reward']:.2f}"
-            coverage = "-" if row["coverage"] is None else f"{row['coverage']:.2f}"
-            cells.append(f"{reward} / {coverage}")
-        table.add_row(label, *cells, str(result.run_dir))
-    console.print(table, soft_wrap=True)
-    print(f"ablation done: {len(results)} runs under {root}")
+            table.add_column(m, justify="right")
+        table.add_column("run directory")
+        for label, result in results.items():
+            cells = []
+            for m in base.members:
+                row = result.summary.get(m)
+                if row is None:
+                    cells.append("(left out)")
+                    continue
+                reward = "-" if row["reward"] is None else f"{row['reward']:.2f}"
+                coverage = "-" if row["coverage"] is None else f"{row['coverage']:.2f}"
+                cells.append(f"{reward} / {coverage}")
+            table.add_row(label, *cells, str(result.run_dir))
+        console.print(table, soft_wrap=True)
+        print(f"ablation done: {len(results)} runs under {where(opts.output_dir, root)}")
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from collections import Counter
+
+from example_output import output_dir, where
 
 from ormix import MixtureSpec, OpenRewardSpec
 from ormix.train import train
@@ -28,45 +29,48 @@ def main() -> None:
     parser.add_argument("--output-dir", default=None)
     parser.add_argument("--smoke", action="store_true", help="two steps, short completions")
     opts = parser.parse_args()
-    smoke = opts.smoke or os.environ.get("ORMIX_EXAMPLE_SHORT") == "1"
-    steps = 2 if smoke else opts.steps
-    per_step = 4
+    with output_dir(opts.output_dir, "curriculum") as out:
+        smoke = opts.smoke or os.environ.get("ORMIX_EXAMPLE_SHORT") == "1"
+        steps = 2 if smoke else opts.steps
+        per_step = 4
 
-    mix = MixtureSpec(
-        {
-            "terminals": OpenRewardSpec("local:terminals", num_tasks=16),
-            "seta": OpenRewardSpec("local:seta", num_tasks=16),
-        },
-        schedule=[
-            {"until_step": steps // 2, "weights": {"terminals": 0.9, "seta": 0.1}, "interpolate": True},
-            {"until_step": None, "weights": {"terminals": 0.25, "seta": 0.75}},  # open-ended last phase
-        ],
-        prompts_per_step=per_step,
-        num_steps=steps,
-        seed=0,
-        name="example-curriculum",
-    )
+        mix = MixtureSpec(
+            {
+                "terminals": OpenRewardSpec("local:terminals", num_tasks=16),
+                "seta": OpenRewardSpec("local:seta", num_tasks=16),
+            },
+            schedule=[
+                {"until_step": steps // 2, "weights": {"terminals": 0.9, "seta": 0.1}, "interpolate": True},
+                {"until_step": None, "weights": {"terminals": 0.25, "seta": 0.75}},  # open-ended last phase
+            ],
+            prompts_per_step=per_step,
+            num_steps=steps,
+            seed=0,
+            name="example-curriculum",
+        )
 
-    envs = mix.train_dataset["environment"]
-    for step in range(steps):
-        counts = Counter(envs[step * per_step : (step + 1) * per_step])
-        print(f"plan step {step}: terminals {counts['terminals']}, seta {counts['seta']}")
+        envs = mix.train_dataset["environment"]
+        for step in range(steps):
+            counts = Counter(envs[step * per_step : (step + 1) * per_step])
+            print(f"plan step {step + 1}: terminals {counts['terminals']}, seta {counts['seta']}")
 
-    # `train` is what `ormix train FILE` runs: GRPOConfig consistent with the mixture (order kept, batch
-    # geometry from prompts_per_step), manifest, per-member progress lines, report, run directory.
-    result = train(
-        mix,
-        model=opts.model,
-        max_steps=steps,
-        output_dir=opts.output_dir or tempfile.mkdtemp(prefix="ormix-curriculum-"),
-        settings={
-            "num_generations": 2,
-            "max_completion_length": 48 if smoke else 128,
-            "max_tool_calling_iterations": 4,
-            "learning_rate": 1e-5,
-        },
-    )
-    print(f"curriculum done: {len(envs)} rows over {steps} steps; run directory {result.run_dir}")
+        # `train` is what `ormix train FILE` runs: GRPOConfig consistent with the mixture (order kept, batch
+        # geometry from prompts_per_step), manifest, per-member progress lines, report, run directory.
+        result = train(
+            mix,
+            model=opts.model,
+            max_steps=steps,
+            output_dir=str(out),
+            settings={
+                "num_generations": 2,
+                "max_completion_length": 48 if smoke else 128,
+                "max_tool_calling_iterations": 4,
+                "learning_rate": 1e-5,
+            },
+        )
+        print(
+            f"curriculum done: {len(envs)} rows over {steps} steps; run directory {where(opts.output_dir, result.run_dir)}"
+        )
 
 
 if __name__ == "__main__":

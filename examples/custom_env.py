@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
+
+from example_output import output_dir, where
 
 from ormix import MixtureSpec, OpenRewardSpec
 from ormix.train import train
@@ -28,31 +29,34 @@ def main() -> None:
     parser.add_argument("--output-dir", default=None)
     parser.add_argument("--smoke", action="store_true", help="one step, short completions")
     opts = parser.parse_args()
-    smoke = opts.smoke or os.environ.get("ORMIX_EXAMPLE_SHORT") == "1"
-    steps = 1 if smoke else opts.steps
+    with output_dir(opts.output_dir, "custom") as out:
+        smoke = opts.smoke or os.environ.get("ORMIX_EXAMPLE_SHORT") == "1"
+        steps = 1 if smoke else opts.steps
 
-    spec = OpenRewardSpec("my_env:Arithmetic", num_tasks=8)
-    print(f"tools the model sees: {[t.name for t in spec.tool_specs]}")
-    print(f"first task: { {k: v for k, v in spec.train_dataset[0].items() if k != 'prompt'} }")
+        spec = OpenRewardSpec("my_env:Arithmetic", num_tasks=8)
+        print(f"tools the model sees: {[t.name for t in spec.tool_specs]}")
+        print(f"first task: { {k: v for k, v in spec.train_dataset[0].items() if k != 'prompt'} }")
 
-    mix = MixtureSpec({"arithmetic": spec}, prompts_per_step=2, num_steps=steps, name="example-custom-env")
-    result = train(
-        mix,
-        model=opts.model,
-        max_steps=steps,
-        output_dir=opts.output_dir or tempfile.mkdtemp(prefix="ormix-custom-"),
-        settings={
-            "num_generations": 2,
-            "max_completion_length": 48 if smoke else 128,
-            "max_tool_calling_iterations": 3,
-            "learning_rate": 1e-5,
-        },
-    )
-    row = result.summary["arithmetic"]
-    print(
-        f"custom_env done: arithmetic reward {row['reward']}, coverage {row['coverage']}; "
-        f"run directory {result.run_dir}"
-    )
+        mix = MixtureSpec(
+            {"arithmetic": spec}, prompts_per_step=2, num_steps=steps, name="example-custom-env"
+        )
+        result = train(
+            mix,
+            model=opts.model,
+            max_steps=steps,
+            output_dir=str(out),
+            settings={
+                "num_generations": 2,
+                "max_completion_length": 48 if smoke else 128,
+                "max_tool_calling_iterations": 3,
+                "learning_rate": 1e-5,
+            },
+        )
+        row = result.summary["arithmetic"]
+        print(
+            f"custom_env done: arithmetic reward {row['reward']}, coverage {row['coverage']}; "
+            f"run directory {where(opts.output_dir, result.run_dir)}"
+        )
 
 
 if __name__ == "__main__":

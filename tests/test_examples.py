@@ -15,16 +15,19 @@ pytestmark = pytest.mark.slow
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
-def run_example(name: str, tmp_path: Path) -> str:
+def run_example(name: str, tmp_path: Path, *, keep: bool = True) -> str:
     env = {
         **os.environ,
         "ORMIX_EXAMPLE_SHORT": "1",
         "TRL_EXPERIMENTAL_SILENCE": "1",
         "HF_HUB_OFFLINE": "1",
         "COLUMNS": "200",
+        "TMPDIR": str(tmp_path / "tmp"),
     }
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    flags = ["--output-dir", str(tmp_path / "out")] if keep else []
     done = subprocess.run(
-        [sys.executable, str(EXAMPLES / name), "--output-dir", str(tmp_path / "out")],
+        [sys.executable, str(EXAMPLES / name), *flags],
         capture_output=True,
         text=True,
         timeout=180,
@@ -40,6 +43,12 @@ def test_single_env(tmp_path):
     assert re.search(r"step 1: rewards/terminals/mean = \S+, coverage = 0\.0", out)
     assert "single_env done: 1 step(s) on local:terminals" in out
     assert list((tmp_path / "out" / "rollouts").glob("*.jsonl"))
+
+
+def test_an_example_without_output_dir_leaves_no_temporary_directory(tmp_path):
+    out = run_example("single_env.py", tmp_path, keep=False)
+    assert "output in a temporary directory (removed at exit" in out
+    assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("ormix-")]
 
 
 def test_mixture(tmp_path):

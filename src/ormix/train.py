@@ -610,20 +610,10 @@ def _save_checkpoint(trainer: Any, run: RunDirectory) -> Path | None:
     return path if path.is_dir() else None
 
 
-class _DropUnscoredNotice(logging.Filter):
-    # TRL warns, with the whole prompt and completion, for every rollout no reward function scored. In ormix
-    # that is the `unscored` outcome, counted per member (coverage), so the dump is only noise.
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "All reward functions returned None" not in record.getMessage()
-
-
 @contextlib.contextmanager
 def _quiet_trainer():
     from transformers.utils import logging as hf_logging
 
-    trl_logger = logging.getLogger("trl.trainer.grpo_trainer")
-    notice = _DropUnscoredNotice()
-    trl_logger.addFilter(notice)
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
     try:
@@ -632,7 +622,6 @@ def _quiet_trainer():
             warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
             yield
     finally:
-        trl_logger.removeFilter(notice)
         if bars:
             hf_logging.enable_progress_bar()
 

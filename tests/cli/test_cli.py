@@ -60,6 +60,25 @@ def test_ablate_writes_loadable_files_with_manifest_hash(tmp_path, monkeypatch):
     assert any(n.endswith("without-seta") for n in names) and any(n.endswith("only-seta") for n in names)
 
 
+def test_an_ablated_file_trains_under_the_hash_written_into_it(tmp_path):
+    """The hash `ormix ablate` stamps into a derived file is the `hash` its run's manifest.json gets."""
+    from ormix import MixtureSpec
+
+    result = runner.invoke(
+        app, ["ablate", str(ROOT / "mixtures/local-demo.yaml"), "--only", "terminals", "--out", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    (derived,) = tmp_path.glob("*.yaml")
+    stamped = next(
+        line.split(":", 1)[1].strip() for line in derived.read_text().splitlines() if "manifest hash:" in line
+    )
+    mix = MixtureSpec.from_config(load_mixture_config(derived))
+    try:
+        assert mix.manifest()["hash"] == stamped
+    finally:
+        mix.close()
+
+
 def test_ablate_unknown_member_is_named(tmp_path):
     result = runner.invoke(
         app, ["ablate", str(ROOT / "mixtures/local-demo.yaml"), "--only", "nope", "--out", str(tmp_path)]

@@ -64,7 +64,9 @@ err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 
 @app.command(cls=_Command)
 def serve(
-    envs: Annotated[list[str], typer.Argument(metavar="TARGET...", help="local:NAME or module:Class, one or more")],
+    envs: Annotated[
+        list[str], typer.Argument(metavar="TARGET...", help="local:NAME or module:Class, one or more")
+    ],
     port: Annotated[int, typer.Option(metavar="PORT", help="port to listen on (0 = any free port)")] = 8080,
     host: Annotated[
         str, typer.Option(help="address to bind; keep loopback unless you mean it")
@@ -149,7 +151,9 @@ def inspect(
 @app.command(cls=_Command)
 def ablate(
     path: Annotated[Path, typer.Argument(metavar="FILE", help="mixture file to derive from")],
-    out: Annotated[Path, typer.Option("--out", metavar="DIR", help="directory for the derived mixture files")],
+    out: Annotated[
+        Path, typer.Option("--out", metavar="DIR", help="directory for the derived mixture files")
+    ],
     leave_one_out: Annotated[
         bool, typer.Option("--leave-one-out", help="one file per train member left out")
     ] = False,
@@ -202,7 +206,8 @@ def train(
         typer.Option("--output-dir", metavar="DIR", help="run directory (default runs/<name>-<ts>)"),
     ] = None,
     warmup_sft: Annotated[
-        int, typer.Option("--warmup-sft", metavar="N", help="steps of SFT on reference solutions first (cached)")
+        int,
+        typer.Option("--warmup-sft", metavar="N", help="steps of SFT on reference solutions first (cached)"),
     ] = 0,
     warmup_fraction: Annotated[
         float,
@@ -286,7 +291,9 @@ def train(
 
 @app.command(cls=_Command)
 def report(
-    run_dir: Annotated[Path, typer.Argument(metavar="RUN_DIR", help="run directory (the trainer's output_dir)")],
+    run_dir: Annotated[
+        Path, typer.Argument(metavar="RUN_DIR", help="run directory (the trainer's output_dir)")
+    ],
 ) -> None:
     """Per-environment table and plots (reward, coverage, share, errors, latency) from a run's rollout records."""
     from ormix.diagnostics.report import report_command

@@ -141,9 +141,10 @@ def warm_tasks(mixture: Any, fraction: float) -> dict[str, set[int]]:
     """The tasks a partial warm start covers: the first ``fraction`` of each train member's tasks (at least one).
 
     Example:
-        >>> from ormix.mixture import load_mixture
-        >>> {m: sorted(t) for m, t in warm_tasks(load_mixture("mixtures/local-demo.yaml"), 0.25).items()}["echo"]
-        [0, 1, 2, 3]
+        >>> from ormix import MixtureSpec, OpenRewardSpec
+        >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", num_tasks=8, local_serve="thread")})
+        >>> sorted(warm_tasks(mix, 0.25)["echo"])
+        [0, 1]
     """
     out = {}
     for member in mixture.train_members:

@@ -460,6 +460,10 @@ class MixtureSpec:
             self.spec(n).reward_function(name=n, scale=m.scale, unscored_reward=m.unscored_reward)
             for n, m in self.config.members.items()
         ]
+        if self.order_matters or self.adaptive:
+            # Without its callbacks a trainer would shuffle this plan away: the first scored batch says so.
+            for n in self._specs:
+                self.spec(n).telemetry.callbacks_required = True
         if self.adaptive:
             for func in funcs:
                 if func.member in self.train_members:

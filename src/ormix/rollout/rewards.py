@@ -30,7 +30,14 @@ from ormix.ors.bridge import run_sync
 from ormix.rollout.episode import aclose_episode
 from ormix.rollout.outcome import training_reward
 
-__all__ = ["RewardFunction", "RolloutObserver", "ScoredBatch", "SessionCloser", "episode_of"]
+__all__ = [
+    "RewardFunction",
+    "RolloutObserver",
+    "ScoredBatch",
+    "SessionCloser",
+    "close_episodes",
+    "episode_of",
+]
 
 
 def episode_of(environment: Any) -> Any:
@@ -81,9 +88,17 @@ class SessionCloser:
     """
 
     def __call__(self, batch: ScoredBatch) -> None:
-        episodes = [episode for _, episode in batch.mine]
-        if episodes:
-            run_sync(_close_all, episodes)
+        close_episodes([episode for _, episode in batch.mine])
+
+
+def close_episodes(episodes: Sequence[Any]) -> None:
+    """Close these episodes' sessions, all at once (errors closing one are the episode's, not raised).
+
+    Example:
+        >>> close_episodes([])
+    """
+    if episodes:
+        run_sync(_close_all, list(episodes))
 
 
 async def _close_all(episodes: Sequence[Any]) -> None:

@@ -25,16 +25,26 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ormix.errors import UsageError
 from ormix.ors.errors import redact_text
-from ormix.rollout.rewards import ScoredBatch
+from ormix.rollout.rewards import ScoredBatch, close_episodes, episode_of
 from ormix.telemetry.metrics import group_ids, member_values, metric_key
 
-__all__ = ["RECORD_VERSION", "TelemetryObserver", "TelemetryRun", "read_records", "rollout_record"]
+__all__ = [
+    "MISSING_CALLBACKS",
+    "RECORD_VERSION",
+    "MissingCallbacksWarning",
+    "TelemetryObserver",
+    "TelemetryRun",
+    "read_records",
+    "rollout_record",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -223,17 +233,28 @@ class TelemetryObserver:
         True
     """
 
-    def __init__(self, member: str) -> None:
+    def __init__(self, member: str, *, callbacks_required: bool = False) -> None:
         self.member = member
+        #: Whether a trainer without ormix's callbacks is an error (a mixture whose plan carries an order or
+        #: adapts) rather than a warned, degraded run (no records, no coverage alarm).
+        self.callbacks_required = callbacks_required
         self.run: TelemetryRun | None = None
         #: The values logged for the last batch (metric → values), for callers that want them.
         self.last_values: dict[str, list[float]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"member": self.member, "run": None, "last_values": {}}
+        return {
+            "member": self.member,
+            "callbacks_required": self.callbacks_required,
+            "run": None,
+            "last_values": {},
+        }
 
     def __call__(self, batch: ScoredBatch) -> None:
         run = self.run
+        if run is None and batch.trainer_state is not None:
+            # Scored inside a trainer, yet no TelemetryCallback began the run: `callbacks=` was left out.
+            self._missing_callbacks(batch)
         mode = _trainer_mode(batch.log_metric)
         n = len(batch.environments)
         rank = run.rank if run is not None else 0
@@ -267,6 +288,33 @@ class TelemetryObserver:
             run.note(self.member, records)
             run.write(records)
         self.last_values = values
+
+    def _missing_callbacks(self, batch: ScoredBatch) -> None:
+        if not self.callbacks_required:
+            warnings.warn(
+                MISSING_CALLBACKS + ": training goes on without rollout records or the coverage "
+                "alarm (per-member metrics are still logged)",
+                MissingCallbacksWarning,
+                stacklevel=3,
+            )
+            return
+        # The error ends training: free the sandboxes of the whole batch (every member's rollouts) first.
+        close_episodes([e for e in map(episode_of, batch.environments) if e is not None])
+        raise UsageError(
+            MISSING_CALLBACKS + ": without them the trainer shuffles away this mixture's plan (its per-step "
+            "quotas, schedule or adaptive curriculum) and writes no rollout records. Pass "
+            "callbacks=mix.callbacks to the trainer (or train with `ormix train`)"
+        )
+
+
+#: The start of what is said when a trainer was built without ormix's callbacks.
+MISSING_CALLBACKS = (
+    "ormix: the trainer was built without ormix's callbacks (GRPOTrainer(..., callbacks=mix.callbacks))"
+)
+
+
+class MissingCallbacksWarning(UserWarning):
+    """A trainer scores ormix rollouts without ormix's callbacks: the run is degraded (no records, no alarm)."""
 
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────

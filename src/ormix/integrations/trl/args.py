@@ -7,6 +7,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
@@ -151,6 +152,25 @@ def derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: in
     return notes
 
 
+def _name_activation_checkpointing(settings: dict[str, Any], config_class: Any) -> None:
+    # transformers 5 renamed gradient_checkpointing* to activation_checkpointing* and warns (FutureWarning) on
+    # every config whose new name is unset, which TRL's own default (gradient_checkpointing=True) always is.
+    # Passing the value under the new name keeps what the file asks for and the run free of the notice.
+    fields = {f.name for f in dataclasses.fields(config_class)}
+    for old, new in (
+        ("gradient_checkpointing", "activation_checkpointing"),
+        ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"),
+    ):
+        if new not in fields or old not in fields:
+            continue
+        value = settings.pop(old, None)
+        if settings.get(new) is None:
+            default = next(f.default for f in dataclasses.fields(config_class) if f.name == old)
+            settings[new] = value if value is not None else default
+        if settings[new] is None or settings[new] is dataclasses.MISSING:
+            settings.pop(new)
+
+
 def build_grpo_config(
     mixture: Any,
     settings: Mapping[str, Any] | None = None,
@@ -220,6 +240,7 @@ def build_grpo_config(
         merged.setdefault("vllm_mode", "colocate")
         notes.append("use_vllm=true, vllm_mode=colocate (vLLM is installed and a GPU is present)")
 
+    _name_activation_checkpointing(merged, GRPOConfig)
     merged["output_dir"] = str(output_dir)
     try:
         args = GRPOConfig(**merged)

@@ -31,6 +31,7 @@ __all__ = [
     "SessionCleanupCallback",
     "TelemetryCallback",
     "TrainerConfigError",
+    "UnscoredNoticeFilter",
     "check_trainer_args",
     "prompts_per_step_of",
 ]
@@ -139,6 +140,35 @@ class MixtureConfigCheck(TrainerCallback):
         return control
 
 
+class UnscoredNoticeFilter(logging.Filter):
+    """Drops TRL's "All reward functions returned None" warning, counting what it dropped.
+
+    TRL logs it, with the whole prompt and completion, for every rollout no reward function scored. With a
+    mixture that is a member's `unscored` or error outcome, which ormix counts per member (coverage) and the
+    alarm watches, so the dump floods the console with what is already measured.
+
+    Example:
+        >>> notice = UnscoredNoticeFilter()
+        >>> record = logging.LogRecord("trl", logging.WARNING, "", 0, "All reward functions returned None.", (), None)
+        >>> notice.filter(record), notice.dropped
+        (False, 1)
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropped = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "All reward functions returned None" in record.getMessage():
+            self.dropped += 1
+            return False
+        return True
+
+
+#: The logger TRL's GRPO trainer warns on.
+TRL_GRPO_LOGGER = "trl.trainer.grpo_trainer"
+
+
 class TelemetryCallback(TrainerCallback):
     """Per-environment telemetry for a trainer: rollout records and the coverage alarm.
 
@@ -146,7 +176,7 @@ class TelemetryCallback(TrainerCallback):
     `args.output_dir`, rank `args.process_index`, GRPO group size) and hands it to each member's
     `TelemetryObserver`, so their reward functions append one JSON line per rollout to
     `<output_dir>/rollouts/rank-<k>.jsonl`. On every log it reads the pooled `ormix/<member>/coverage` and
-    `error_rate` and raises the alarm (a `CoverageAlarmWarning` plus a logger warning, on the main process)
+    `error_rate` and raises the alarm (one `CoverageAlarmWarning`, also logged at INFO, on the main process)
     when a member stays below `min_coverage` / above `max_error_rate` for `consecutive_steps` logging steps;
     with `stop: true` it also sets `control.should_training_stop` (on every process, since the pooled values
     agree) and keeps the alarm in `stopped_by`.
@@ -180,6 +210,7 @@ class TelemetryCallback(TrainerCallback):
         self.alarms: list[Alarm] = []
         self.stopped_by: Alarm | None = None
         self._tracker = AlarmTracker(self.settings, self.observers)
+        self.unscored_notices = UnscoredNoticeFilter()
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         # Resuming (state.global_step > 0): records after the checkpoint's step are dropped and the alarm's
@@ -207,6 +238,7 @@ class TelemetryCallback(TrainerCallback):
                 self._tracker.load_state(json.loads(saved.read_text()).get("alarm", {}))
         for observer in self.observers.values():
             observer.run = self.run
+        logging.getLogger(TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
         return control
 
     def on_log(
@@ -217,8 +249,9 @@ class TelemetryCallback(TrainerCallback):
         for alarm in self._tracker.update(state.global_step, logs or {}, self.run.take_causes()):
             self.alarms.append(alarm)
             if state.is_world_process_zero:
-                logger.warning("%s", alarm.message)
+                # Said once: the warning is what a console shows; the log line is for log files.
                 warnings.warn(alarm.message, CoverageAlarmWarning, stacklevel=2)
+                logger.info("%s", alarm.message)
                 if self.run.run_dir is not None:
                     self._append_alarm(self.run.run_dir, alarm)
             if alarm.stop:
@@ -247,6 +280,13 @@ class TelemetryCallback(TrainerCallback):
         for observer in self.observers.values():
             if observer.run is self.run:
                 observer.run = None
+        logging.getLogger(TRL_GRPO_LOGGER).removeFilter(self.unscored_notices)
+        if self.unscored_notices.dropped:
+            logger.info(
+                "ormix: left out %d of TRL's 'All reward functions returned None' warnings (unscored or failed "
+                "rollouts, counted per member as coverage)",
+                self.unscored_notices.dropped,
+            )
         return control
 
 

@@ -1,0 +1,139 @@
+"""A hand-built `GRPOTrainer` without `callbacks=mix.callbacks` is noticed at the first scored batch.
+
+A mixture whose plan carries an order (here exact per-step quotas) stops with a message naming the missing
+argument; a single environment (the TRL drop-in) warns once and trains on, degraded. Also: TRL's
+"All reward functions returned None" dump is filtered by ormix's callbacks, with a count.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pytest
+
+from ormix import MixtureSpec, OpenRewardSpec
+from ormix.demo.scripted import ScriptedPolicy, tool_call
+from ormix.errors import UsageError
+from ormix.integrations.trl.callbacks import TelemetryCallback
+from ormix.telemetry.records import MissingCallbacksWarning
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _quiet(monkeypatch):
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def _args(out, **extra):
+    from trl import GRPOConfig
+
+    settings = dict(
+        output_dir=str(out),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=1,
+        max_completion_length=256,
+        learning_rate=1e-5,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        shuffle_dataset=False,
+        disable_tqdm=True,
+        max_tool_calling_iterations=2,
+        activation_checkpointing=False,
+    )
+    settings.update(extra)
+    return GRPOConfig(**settings)
+
+
+def _echo_once(ctx):
+    return tool_call("submit", text="x") if ctx.turn == 0 else "done"
+
+
+def test_an_ordered_mixture_without_its_callbacks_stops_naming_the_argument(tiny_model, tmp_path):
+    from trl import GRPOTrainer
+
+    mix = MixtureSpec(
+        {
+            "a": OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread"),
+            "b": OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread"),
+        },
+        prompts_per_step=2,
+        num_samples=2,
+        seed=0,
+    )
+    assert mix.order_matters
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=_args(tmp_path / "out"),
+        train_dataset=mix.train_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+    )
+    ScriptedPolicy(_echo_once).attach(trainer)
+    try:
+        with pytest.raises(UsageError, match=r"callbacks=mix\.callbacks") as caught:
+            trainer.train()
+        assert "plan" in str(caught.value)
+        # The batch's sessions were closed before the error ended training.
+        assert mix.close_sessions() == 0
+        assert not (tmp_path / "out" / "rollouts").exists()
+    finally:
+        mix.close()
+
+
+def test_a_single_environment_without_callbacks_warns_once_and_trains(tiny_model, tmp_path):
+    from trl import GRPOTrainer
+
+    spec = OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread")
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=_args(tmp_path / "out", max_steps=2),
+        train_dataset=spec.train_dataset,
+        environment_factory=spec.environment_factory,
+        reward_funcs=spec.reward_funcs,
+    )
+    ScriptedPolicy(_echo_once).attach(trainer)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")  # each distinct warning once, as a console shows them
+            trainer.train()
+    finally:
+        spec.close()
+    said = [w for w in caught if issubclass(w.category, MissingCallbacksWarning)]
+    assert len(said) == 1 and "callbacks=mix.callbacks" in str(said[0].message)
+    assert trainer.state.global_step == 2
+    assert any("ormix/echo/coverage" in h for h in trainer.state.log_history)
+
+
+def test_trls_all_none_dump_is_filtered_and_counted(tiny_model, tmp_path, caplog):
+    from trl import GRPOTrainer
+
+    # Every rollout is unscored (no submit): TRL would dump each prompt and completion.
+    spec = OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread")
+    trainer = GRPOTrainer(
+        model=tiny_model,
+        args=_args(tmp_path / "out"),
+        train_dataset=spec.train_dataset,
+        environment_factory=spec.environment_factory,
+        reward_funcs=spec.reward_funcs,
+        callbacks=spec.callbacks,
+    )
+    ScriptedPolicy(lambda ctx: "no tool call").attach(trainer)
+    caplog.set_level(logging.INFO)
+    try:
+        trainer.train()
+    finally:
+        spec.close()
+    trl_said = [r for r in caplog.records if r.name.startswith("trl")]
+    assert not [r for r in trl_said if "All reward functions returned None" in r.getMessage()]
+    callback = next(c for c in spec.callbacks if isinstance(c, TelemetryCallback))
+    assert callback.unscored_notices.dropped >= 1
+    assert any(
+        f"left out {callback.unscored_notices.dropped} of TRL's" in r.getMessage() for r in caplog.records
+    )
+    # Filtering ends with training: the filter is no longer on TRL's logger.
+    assert callback.unscored_notices not in logging.getLogger("trl.trainer.grpo_trainer").filters
