@@ -79,6 +79,9 @@ def main() -> None:
                 if row is None:
                     cells.append("(left out)")
                     continue
+                if row["coverage"] == 0:
+                    cells.append("never scored / 0.00")  # not a reward of 0: no rollout got one
+                    continue
                 reward = "-" if row["reward"] is None else f"{row['reward']:.2f}"
                 coverage = "-" if row["coverage"] is None else f"{row['coverage']:.2f}"
                 cells.append(f"{reward} / {coverage}")

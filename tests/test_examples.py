@@ -78,6 +78,8 @@ def test_ablation(tmp_path):
         assert (tmp_path / "out" / label / "manifest.json").is_file()
         assert re.search(rf"{label}\s+│", out), out
     assert "(left out)" in out and "ablation done: 3 runs" in out
+    # A member no rollout was scored for shows that, not a reward of 0 (seta has unscored_reward: 0.0).
+    assert "0.00 / 0.00" not in out
 
 
 def test_custom_env(tmp_path):

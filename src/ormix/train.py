@@ -204,9 +204,13 @@ def _summarise(
         values = [h[key] for h in history if isinstance(h.get(key), (int, float)) and not math.isnan(h[key])]
         return sum(values) / len(values) if values else None
 
-    return {
-        m: {"reward": mean(f"rewards/{m}/mean"), "coverage": mean(f"ormix/{m}/coverage")} for m in members
-    }
+    out: dict[str, dict[str, float | None]] = {}
+    for m in members:
+        coverage = mean(f"ormix/{m}/coverage")
+        # Coverage 0: no rollout was scored, so any logged reward is only `unscored_reward` filling in.
+        reward = None if coverage == 0 else mean(f"rewards/{m}/mean")
+        out[m] = {"reward": reward, "coverage": coverage}
+    return out
 
 
 def _print_report(run_dir: Path, result: TrainResult, console: Any) -> None:

@@ -32,6 +32,39 @@ def test_inspect_shows_members_tools_composition_and_starvation():
     assert "0.130" in out and "0.000" in out
 
 
+def test_inspect_tools_shows_the_namespaced_names_and_parameters_the_model_sees(tmp_path):
+    path = tmp_path / "ns.yaml"
+    path.write_text(
+        "members:\n  echo: {target: 'local:echo', num_tasks: 2}\n  terminals: {target: 'local:terminals', "
+        "num_tasks: 2}\nrouting: namespaced\n"
+    )
+    result = runner.invoke(app, ["inspect", str(path), "--tools"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "echo__submit(text: str) — Submit the final answer" in result.output
+    assert "terminals__bash(command: str, timeout: float | None = None)" in result.output
+    plain = runner.invoke(app, ["inspect", str(path)], terminal_width=200)
+    assert "terminals__bash(" not in plain.output and "ormix inspect --tools" in plain.output
+
+
+def test_inspect_explains_an_adaptive_mixture_and_shows_its_fixed_steps(tmp_path):
+    path = tmp_path / "adaptive.yaml"
+    path.write_text(
+        "members:\n  echo: {target: 'local:echo', num_tasks: 4, filter: {window: 3, cooldown_steps: 5}}\n"
+        "  terminals: {target: 'local:terminals', num_tasks: 4}\nweights: {echo: 3, terminals: 1}\n"
+        "strategy: adaptive\nadaptive: {signal: progress, warmup_steps: 3, floor: 0.1}\nprompts_per_step: 4\n"
+        "num_steps: 10\n"
+    )
+    result = runner.invoke(app, ["inspect", str(path), "--steps", "6"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "steps 1-3 use the starting weights (the file's weights); from step 4 on" in out
+    assert "learning progress" in out and "at least 10% of a step" in out
+    assert "echo: a task whose last 3 group(s) were all solved" in out and "set aside for 5 steps" in out
+    steps = [line for line in out.splitlines() if line.startswith("│ step ")]
+    assert len(steps) == 3  # only the steps decided before any statistics
+    assert all(line.split("│")[2].strip() == "3" for line in steps)  # echo's quota from weights 3:1
+
+
 def test_inspect_reports_a_bad_file_with_key_path_and_fix(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(

@@ -159,3 +159,73 @@ def test_percentile_is_monotone_and_bounded(values, q1, q2):
     lo, hi = sorted((q1, q2))
     assert min(values) <= percentile(values, lo) <= percentile(values, hi) <= max(values)
     assert percentile(values, 0) == min(values) and percentile(values, 100) == max(values)
+
+
+def _record(member, outcome, reward, step):
+    return {
+        "member": member,
+        "outcome": outcome,
+        "reward": reward,
+        "env_reward": reward,
+        "step": step,
+        "mode": "train",
+        "group": 0,
+        "error_kind": None,
+        "open_ms": 5.0,
+        "calls": [{"tool": "submit", "latency_ms": 4.0, "error": None}],
+    }
+
+
+def test_plots_use_whole_steps_distinct_markers_and_say_why_a_panel_is_empty():
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    from ormix.diagnostics.report import figures
+
+    # 'a' is scored, 'b' never is: b has no reward line; a run where nobody scores leaves the panel empty.
+    records = [_record("a", "scored", 1.0, s) for s in (1, 2, 3)] + [_record("b", "unscored", None, 2)]
+    figs = figures(step_series(records), ["a", "b"])
+    try:
+        reward, coverage = figs["reward_coverage.png"].axes
+        assert all(isinstance(ax.xaxis.get_major_locator(), MaxNLocator) for ax in (reward, coverage))
+        assert all(float(t).is_integer() for t in coverage.get_xticks())
+        lines = coverage.get_lines()
+        assert len(lines) == 2 and lines[0].get_marker() != lines[1].get_marker()
+        assert lines[0].get_linestyle() != lines[1].get_linestyle()
+        assert not reward.texts  # something was drawn
+        nobody = figures(step_series([_record("b", "unscored", None, 1)]), ["b"])
+        (empty, _) = nobody["reward_coverage.png"].axes
+        assert "no rollout was scored" in empty.texts[0].get_text()
+    finally:
+        plt.close("all")
+
+
+def test_report_plots_adaptive_weights_and_where_rollout_time_went(tmp_path):
+    from ormix.diagnostics.report import write_report
+
+    (tmp_path / "rollouts").mkdir()
+    records = [_record(m, "scored", 1.0, s) for s in (1, 2, 3) for m in ("a", "b")]
+    (tmp_path / "rollouts" / "rank-0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    history = [
+        {
+            "step": s,
+            "ormix/a/weight": w,
+            "ormix/b/weight": 1 - w,
+            "ormix/a/tasks_set_aside": s - 1,
+            "ormix/env/open_s": 0.1 * s,
+            "ormix/env/tools_s": 1.0,
+            "ormix/env/generate_s": 2.0 + s,
+        }
+        for s, w in ((1, 0.5), (2, 0.6), (3, 0.7))
+    ]
+    (tmp_path / "log_history.jsonl").write_text(
+        "".join(json.dumps(h) + "\n" for h in history) + '{"step": 4, "ormix/a/we'
+    )
+    result = write_report(tmp_path)
+    names = {p.name for p in result.files}
+    assert {"weights.png", "env_time.png"} <= names
+    assert (tmp_path / "report" / "weights.png").read_bytes()[:8] == PNG_MAGIC
+    assert result.summary["env_time_s"] == pytest.approx({"open_s": 0.2, "tools_s": 1.0, "generate_s": 4.0})
+    console, buf = _console()
+    assert report_command(tmp_path, console) == 0
+    assert "rollout time per step (median): open 0.20 s, tools 1.00 s, generate 4.00 s" in buf.getvalue()

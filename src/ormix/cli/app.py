@@ -97,6 +97,9 @@ def inspect(
     batch: Annotated[
         int | None, typer.Option(metavar="N", help="prompts per step for the starvation estimate")
     ] = None,
+    tools: Annotated[
+        bool, typer.Option("--tools", help="each tool's parameters and description, as the model sees them")
+    ] = False,
 ) -> None:
     """Members, task counts, tool surfaces and name maps, per-step composition and starvation risk."""
     from rich.table import Table
@@ -124,6 +127,14 @@ def inspect(
             ", ".join(m.tools) if m.tools else "?",
         )
     console.print(table)
+    if tools:
+        for m in info.members:
+            if m.signatures:
+                console.print(f"[bold]{m.name}[/bold] tools:")
+                for line in m.signatures:
+                    console.print(f"  {line}", highlight=False, markup=False)
+    elif any(m.signatures for m in info.members):
+        console.print("  (ormix inspect --tools: each tool's parameters and description)")
     for m in info.members:
         if m.unknown:
             console.print(f"  {m.name}: not shown: {m.unknown}")
@@ -139,7 +150,7 @@ def inspect(
         for label, counts in info.composition:
             comp.add_row(label, *[str(counts.get(n, 0)) for n in train_names])
         console.print(comp)
-    if info.starvation:
+    if info.starvation and info.strategy != "adaptive":  # adaptive quotas move: its floor is explained above
         starv = Table(
             "member", "P(no prompt in a step), random draws", "with ormix quotas", title="starvation"
         )

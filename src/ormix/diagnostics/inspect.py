@@ -8,22 +8,37 @@ for what is not. Nothing here opens a training session.
 
 Example:
     >>> from ormix.mixture import load_mixture
-    >>> info = inspect_mixture(load_mixture("mixtures/seta-endless-curriculum.yaml"), contact_servers=False)
+    >>> mix = load_mixture("mixtures/seta-endless-curriculum.yaml", defer_missing_secrets=True)
+    >>> info = inspect_mixture(mix, contact_servers=False)
     >>> [m.tasks for m in info.members], info.composition[0][0]
     ([512, None], 'step 1')
 """
 
 from __future__ import annotations
 
+import types
+import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ormix.config import AdaptiveConfig
 from ormix.errors import OrmixError
 from ormix.mixture import sampling
+from ormix.mixture.adaptive import LAG, AdaptivePlanner, AdaptiveSettings
 from ormix.mixture.mixture import MixtureSpec
 from ormix.ors.errors import ORSError
+from ormix.tools.plan import NO_DEFAULT, ToolBinding
 
-__all__ = ["Inspection", "MemberSummary", "inspect_mixture", "member_probabilities_at"]
+__all__ = [
+    "Inspection",
+    "MemberSummary",
+    "adaptive_explanation",
+    "fixed_steps",
+    "inspect_mixture",
+    "member_probabilities_at",
+    "tool_signature",
+]
 
 
 @dataclass
@@ -39,6 +54,9 @@ class MemberSummary:
     role: str
     tasks: int | None
     tools: list[str] = field(default_factory=list)
+    #: One line per tool, as the model's tool list describes it: ``name(param: type, opt: type = default)``
+    #: followed by the tool's first description line.
+    signatures: list[str] = field(default_factory=list)
     renamed: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     unknown: str | None = None
@@ -91,9 +109,48 @@ def _summary(mix: MixtureSpec, member: str, contact: bool) -> MemberSummary:
         return summary
     prefix = f"{member}__" if mix.routing == "namespaced" else ""
     summary.tools = [prefix + b.method_name for b in report.bindings]
+    summary.signatures = [tool_signature(b, prefix) for b in report.bindings]
     summary.renamed = {r.wire_name: prefix + r.method_name for r in report.renamed}
     summary.notes = [*report.notes, *(f"skipped {s.name!r}: {s.reason}" for s in report.skipped)]
     return summary
+
+
+def _type_text(annotation: Any) -> str:
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        return " | ".join(_type_text(a) for a in args)
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(map(repr, args))}]"
+    if origin is not None and args:
+        name = getattr(origin, "__name__", str(origin))
+        return f"{name}[{', '.join(_type_text(a) for a in args)}]"
+    if annotation is type(None):
+        return "None"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def tool_signature(binding: ToolBinding, prefix: str = "") -> str:
+    """A bound tool as one line: the name the model calls, its parameters with types and defaults (required
+    ones first, as the method takes them), and the first line of its description.
+
+    Example:
+        >>> from ormix.tools.plan import plan_tool
+        >>> b = plan_tool({"name": "ls", "description": "List a directory.\\nMore.", "input_schema": {
+        ...     "properties": {"path": {"type": "string"}, "all": {"type": "boolean", "default": False}},
+        ...     "required": ["path"]}})
+        >>> tool_signature(b, "seta__")
+        'seta__ls(path: str, all: bool = False) — List a directory.'
+    """
+    params = []
+    for p in binding.params:
+        text = f"{p.py_name}: {_type_text(p.annotation)}"
+        if not p.required:
+            text += f" = {p.default!r}" if p.default is not NO_DEFAULT else " (optional)"
+        params.append(text)
+    first = binding.description.strip().splitlines()[0] if binding.description.strip() else ""
+    return f"{prefix}{binding.method_name}({', '.join(params)})" + (f" — {first}" if first else "")
 
 
 def member_probabilities_at(
@@ -104,9 +161,11 @@ def member_probabilities_at(
     ``counts`` (task counts per train member) are needed only for the ``temperature`` strategy.
 
     Example:
-        >>> from ormix.mixture import load_mixture
-        >>> member_probabilities_at(load_mixture("mixtures/local-demo.yaml"), 1)
-        {'seta': 0.5, 'terminals': 0.5}
+        >>> from ormix.config import MixtureConfig
+        >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
+        ...                     weights={"a": 3, "b": 1})
+        >>> member_probabilities_at(MixtureSpec.from_config(cfg), 1)
+        {'a': 0.75, 'b': 0.25}
     """
     cfg = mix.config
     if mix.schedule:
@@ -117,6 +176,10 @@ def member_probabilities_at(
         if counts is None:
             raise ValueError("the temperature strategy needs task counts")
         return sampling.member_probabilities(counts, strategy="temperature", temperature=cfg.temperature)
+    if cfg.strategy == "adaptive":  # the starting point; training moves it (see `adaptive_explanation`)
+        weights = cfg.static_weights() or dict.fromkeys(cfg.train_members, 1.0)
+        total = sum(weights.values())
+        return {m: weights[m] / total for m in sorted(weights)}
     if cfg.strategy == "round_robin":
         return {m: 1.0 / len(cfg.train_members) for m in sorted(cfg.train_members)}
     weights = cfg.static_weights() or {}
@@ -131,6 +194,8 @@ def _composition(
     k = cfg.prompts_per_step
     if not k:
         return []
+    if cfg.strategy == "adaptive":
+        return _adaptive_composition(mix, counts, first_steps)
     seq = sampling.plan_members(
         counts,
         strategy=cfg.strategy,
@@ -153,6 +218,96 @@ def _composition(
             break
         start = phase.until_step
     return out
+
+
+def _adaptive_planner(mix: MixtureSpec, counts: Mapping[str, int]) -> AdaptivePlanner:
+    # The same planner training builds, on task positions instead of the server's indices: the composition
+    # of the steps decided before any statistics depends only on the counts.
+    cfg = mix.config
+    assert cfg.prompts_per_step is not None  # the config requires it for adaptive mixing
+    return AdaptivePlanner(
+        {m: list(range(max(1, counts[m]))) for m in cfg.train_members},
+        prompts_per_step=cfg.prompts_per_step,
+        seed=cfg.seed,
+        settings=AdaptiveSettings(**(cfg.adaptive.model_dump() if cfg.adaptive is not None else {})),
+        base_weights=cfg.static_weights(),
+    )
+
+
+def fixed_steps(mix: MixtureSpec) -> int:
+    """How many first steps of an adaptive mixture are decided before any statistics can count: the warm-up,
+    and at least the planner's lag (the statistics of step *t* decide step *t + lag*).
+
+    Example:
+        >>> from ormix.config import MixtureConfig
+        >>> from ormix.mixture import MixtureSpec
+        >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
+        ...                     strategy="adaptive", prompts_per_step=2, adaptive={"warmup_steps": 3})
+        >>> fixed_steps(MixtureSpec.from_config(cfg))
+        3
+    """
+    cfg = mix.config
+    warmup = cfg.adaptive.warmup_steps if cfg.adaptive is not None else AdaptiveConfig().warmup_steps
+    return max(warmup, LAG)
+
+
+def _adaptive_composition(
+    mix: MixtureSpec, counts: Mapping[str, int], first_steps: int
+) -> list[tuple[str, dict[str, int]]]:
+    planner = _adaptive_planner(mix, counts)
+    shown = min(first_steps, fixed_steps(mix))
+    out = []
+    for step in range(1, shown + 1):
+        members = [m for m, _ in planner.rows(step)]
+        out.append((f"step {step}", {m: members.count(m) for m in mix.config.train_members}))
+    return out
+
+
+def adaptive_explanation(mix: MixtureSpec) -> list[str]:
+    """How an adaptive mixture's weights will move, in words (empty for other strategies).
+
+    Example:
+        >>> from ormix.config import MixtureConfig
+        >>> from ormix.mixture import MixtureSpec
+        >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
+        ...                     strategy="adaptive", prompts_per_step=2)
+        >>> adaptive_explanation(MixtureSpec.from_config(cfg))[0][:44]
+        'adaptive: steps 1-2 use the starting weights'
+    """
+    cfg = mix.config
+    if cfg.strategy != "adaptive":
+        return []
+    a = cfg.adaptive or AdaptiveConfig()
+    fixed = fixed_steps(mix)
+    signal = {
+        "informative": "the share of its recent GRPO groups whose rewards differ (groups that teach something)",
+        "progress": "its learning progress (how fast its informative share and mean reward change)",
+        "thompson": "a Thompson-sampling bandit on its informative groups",
+    }[a.signal]
+    start = "the file's weights" if cfg.weights else "uniform"
+    lines = [
+        f"adaptive: steps 1-{fixed} use the starting weights ({start}); from step {fixed + 1} on, each member's "
+        f"weight follows {signal}, over the last {a.window} step(s) of statistics pooled over all processes",
+        f"  the statistics of step t decide step t+{LAG}; every member keeps at least {a.floor:.0%} of a step; a "
+        f"weight moves at most {a.max_change:.0%} per step; the composition table shows steps 1-{fixed} only",
+    ]
+    for name in cfg.train_members:
+        rule = cfg.members[name].filter
+        if rule is None:
+            continue
+        prior = (
+            f"; tasks whose prior {rule.prior.field} pass rate is >= 0.9 or <= 0.1 start set aside"
+            if rule.prior
+            else ""
+        )
+        lines.append(
+            f"  {name}: a task whose last {rule.window} group(s) were all solved (reward >= {rule.solved:g}) or "
+            f"all failed (<= {rule.failed:g}) is set aside for {rule.cooldown_steps} steps{prior}"
+        )
+    lines.append(
+        "  training logs ormix/<member>/weight and tasks_set_aside each step; `ormix report` plots them"
+    )
+    return lines
 
 
 def inspect_mixture(
@@ -196,6 +351,7 @@ def inspect_mixture(
             "iid": sampling.starvation_probability(probabilities, k, mode="iid"),
             "quotas": sampling.starvation_probability(probabilities, k, mode="quotas"),
         }
+    notes += adaptive_explanation(mix)
     return Inspection(
         name=mix.name,
         routing=mix.routing,

@@ -2,7 +2,9 @@
 
 Reads `<run_dir>/rollouts/rank-*.jsonl` (all ranks merged, see `ormix.telemetry`) and writes
 `<run_dir>/report/`: `summary.json` (per member, and per member and step), `report.md` (the table) and
-PNG plots over training steps: `reward_coverage.png`, `share.png`, `errors.png`, `latency.png`.
+PNG plots over training steps: `reward_coverage.png`, `share.png`, `errors.png`, `latency.png`, and for an
+adaptive mixture `weights.png` (the weights it chose), and `env_time.png` (time opening sessions, waiting for
+tools and generating per step); these two read the trainer's `log_history.jsonl`, which `ormix train` writes.
 matplotlib (the `plot` extra) is imported only here, with the Agg backend; without it the tables and
 JSON are still written.
 
@@ -263,24 +265,89 @@ def _read_alarms(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _plots(series: Mapping[int, Mapping[str, float]], members: Sequence[str], folder: Path) -> list[Path]:
+#: Marker and line style per member (by position), so members stay apart where their lines overlap.
+_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+_STYLES = ("-", "--", "-.", ":")
+
+
+def logged_series(run_dir: Path, metrics: Sequence[str]) -> dict[int, dict[str, float]]:
+    """Per training step, the ``ormix/<member>/<metric>`` values the trainer logged (``log_history.jsonl``,
+    written by `ormix train`), for these metrics: what only the trainer knows, such as an adaptive
+    mixture's weights and tasks set aside.
+
+    Example:
+        >>> import tempfile; d = Path(tempfile.mkdtemp())
+        >>> _ = (d / "log_history.jsonl").write_text('{"step": 2, "ormix/a/weight": 0.7, "loss": 1}\\n')
+        >>> logged_series(d, ["weight"])
+        {2: {'ormix/a/weight': 0.7}}
+    """
+    path = Path(run_dir) / "log_history.jsonl"
+    out: dict[int, dict[str, float]] = {}
+    if not path.is_file():
+        return out
+    completed = RunDirectory(run_dir).completed_step()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut short by a crash
+        step = entry.get("step")
+        if not isinstance(step, int) or (completed is not None and step > completed):
+            continue
+        values = {
+            k: float(v)
+            for k, v in entry.items()
+            if k.startswith("ormix/") and k.rsplit("/", 1)[-1] in metrics and isinstance(v, (int, float))
+        }
+        if values:
+            out.setdefault(step, {}).update(values)
+    return out
+
+
+def figures(
+    series: Mapping[int, Mapping[str, float]],
+    members: Sequence[str],
+    logged: Mapping[int, Mapping[str, float]] | None = None,
+) -> dict[str, Any]:
+    """The report's matplotlib figures by file name, from `step_series` (and `logged_series` for the
+    adaptive weights); the caller saves and closes them. Needs matplotlib.
+
+    Example:
+        >>> figs = figures({1: {"ormix/a/coverage": 0.0, "ormix/a/share": 1.0}}, ["a"])
+        >>> sorted(figs)
+        ['errors.png', 'latency.png', 'reward_coverage.png', 'share.png']
+        >>> figs["reward_coverage.png"].axes[0].texts[0].get_text()[:25]
+        'no rollout was scored: no'
+        >>> import matplotlib.pyplot as plt; plt.close("all")
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     steps = sorted(series)
     palette = plt.rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"]
     colours = {m: palette[i % len(palette)] for i, m in enumerate(members)}
+    markers = {m: _MARKERS[i % len(_MARKERS)] for i, m in enumerate(members)}
+    styles = {m: _STYLES[i % len(_STYLES)] for i, m in enumerate(members)}
 
-    def line(ax, member: str, metric: str, **kw) -> None:
-        # One colour per environment in every plot; p95 is dashed next to its p50.
-        xs = [s for s in steps if f"ormix/{member}/{metric}" in series[s]]
-        ys = [series[s][f"ormix/{member}/{metric}"] for s in xs]
+    def line(ax, member: str, metric: str, source: Mapping[int, Mapping[str, float]] = series, **kw) -> None:
+        # One colour, marker and line style per environment in every plot.
+        xs = [s for s in sorted(source) if f"ormix/{member}/{metric}" in source[s]]
+        ys = [source[s][f"ormix/{member}/{metric}"] for s in xs]
         if xs:
-            ax.plot(xs, ys, marker="o", markersize=3, color=colours[member], **kw)
+            kw.setdefault("linestyle", styles[member])
+            ax.plot(xs, ys, marker=markers[member], markersize=4, color=colours[member], **kw)
 
-    written = []
+    def finish(ax, empty: str, legend: str = "best") -> None:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # training steps are whole numbers
+        ax.grid(alpha=0.3)
+        if not ax.lines and not ax.collections:
+            ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, color="0.4")
+        _legend(ax, legend)
+
+    written: dict[str, Any] = {}
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
     for m in members:
@@ -291,10 +358,9 @@ def _plots(series: Mapping[int, Mapping[str, float]], members: Sequence[str], fo
     bottom.set_ylabel("coverage (scored fraction)")
     bottom.set_ylim(-0.05, 1.05)
     bottom.set_xlabel("training step")
-    for ax in (top, bottom):
-        ax.grid(alpha=0.3)
-        _legend(ax, "best")
-    written.append(_save(fig, folder / "reward_coverage.png"))
+    finish(top, "no rollout was scored: no reward to plot (see coverage and errors.png)")
+    finish(bottom, "no rollouts recorded")
+    written["reward_coverage.png"] = fig
 
     fig, ax = plt.subplots(figsize=(8, 4))
     shares = [[series[s].get(f"ormix/{m}/share", 0.0) for s in steps] for m in members]
@@ -303,8 +369,8 @@ def _plots(series: Mapping[int, Mapping[str, float]], members: Sequence[str], fo
     ax.set_xlabel("training step")
     ax.set_ylabel("share of the batch")
     ax.set_title("Actual batch share per environment")
-    _legend(ax, "upper right")
-    written.append(_save(fig, folder / "share.png"))
+    finish(ax, "no rollouts recorded", "upper right")
+    written["share.png"] = fig
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
     for m in members:
@@ -316,24 +382,68 @@ def _plots(series: Mapping[int, Mapping[str, float]], members: Sequence[str], fo
     bottom.set_xlabel("training step")
     for ax in (top, bottom):
         ax.set_ylim(-0.05, 1.05)
-        ax.grid(alpha=0.3)
-        _legend(ax, "best")
-    written.append(_save(fig, folder / "errors.png"))
+        finish(ax, "no rollouts recorded")
+    written["errors.png"] = fig
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
     for m in members:
-        line(top, m, "tool_ms_p50", label=f"{m} p50")
+        line(top, m, "tool_ms_p50", label=f"{m} p50", linestyle="-")
         line(top, m, "tool_ms_p95", label=f"{m} p95", linestyle="--")
         line(bottom, m, "session_open_ms", label=m)
     top.set_ylabel("tool call latency (ms)")
     top.set_title("Latency per environment")
     bottom.set_ylabel("session open (ms, mean)")
     bottom.set_xlabel("training step")
-    for ax in (top, bottom):
-        ax.grid(alpha=0.3)
-        _legend(ax, "best")
-    written.append(_save(fig, folder / "latency.png"))
+    finish(top, "no tool was called")
+    finish(bottom, "no session opened")
+    written["latency.png"] = fig
+
+    if logged and any(k.endswith("/weight") for v in logged.values() for k in v):
+        # An adaptive mixture: the weights the planner chose next to the share each member actually got.
+        fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+        for m in members:
+            line(top, m, "weight", source=logged, label=f"{m} weight")
+            line(top, m, "share", label=f"{m} actual share", linestyle=":", alpha=0.6)
+            line(bottom, m, "tasks_set_aside", source=logged, label=m)
+        top.set_ylim(-0.05, 1.05)
+        top.set_ylabel("weight / share of the batch")
+        top.set_title("Adaptive weights per environment")
+        bottom.set_ylabel("tasks set aside")
+        bottom.set_xlabel("training step")
+        finish(top, "no weights logged")
+        finish(bottom, "no member filters its tasks")
+        written["weights.png"] = fig
     return written
+
+
+#: Where a step's time went, as `ConcurrentGRPOTrainer` logs it (``ormix/env/<metric>``, seconds).
+ENV_TIME_METRICS = ("open_s", "tools_s", "generate_s")
+
+
+def env_time_figure(env_time: Mapping[int, Mapping[str, float]]) -> Any:
+    """Where each step's rollout time went (`ENV_TIME_METRICS` from `logged_series`), stacked."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    steps = sorted(env_time)
+    labels = {"open_s": "opening sessions", "tools_s": "waiting for tools", "generate_s": "generating"}
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.stackplot(
+        steps,
+        [[env_time[s].get(f"ormix/env/{m}", 0.0) for s in steps] for m in ENV_TIME_METRICS],
+        labels=[labels[m] for m in ENV_TIME_METRICS],
+        alpha=0.85,
+    )
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("training step")
+    ax.set_ylabel("seconds in the step's rollouts")
+    ax.set_title("Where rollout time went")
+    ax.grid(alpha=0.3)
+    _legend(ax, "upper right")
+    return fig
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -379,10 +489,21 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
             "unfinished_step_records": unfinished,
         }
     )
+    env_time = logged_series(run_dir, ENV_TIME_METRICS)  # logged by ConcurrentGRPOTrainer
+    if env_time:
+        result.summary["env_time_s"] = {
+            metric: percentile(
+                [v[f"ormix/env/{metric}"] for v in env_time.values() if f"ormix/env/{metric}" in v], 50
+            )
+            for metric in ENV_TIME_METRICS
+        }
     plots: list[Path] = []
     if series:
         try:
-            plots = _plots(series, members, folder)
+            drawn = figures(series, members, logged_series(run_dir, ("weight", "tasks_set_aside")))
+            if env_time:
+                drawn["env_time.png"] = env_time_figure(env_time)
+            plots = [_save(fig, folder / name) for name, fig in drawn.items()]
         except ImportError:
             result.note = "matplotlib is not installed: no plots (pip install 'ormix[plot]')"
     summary_path = folder / "summary.json"
@@ -433,6 +554,12 @@ def report_command(run_dir: Path, console: Any) -> int:
         for row in rows:
             table.add_row(*(row[i] for i in columns))
         console.print(table)
+    env_time = result.summary.get("env_time_s")
+    if env_time:
+        console.print(
+            "rollout time per step (median): "
+            + ", ".join(f"{m[:-2]} {v:.2f} s" for m, v in env_time.items() if v is not None)
+        )
     for alarm in result.summary["alarms"]:
         console.print(f"[yellow]alarm[/yellow] step {alarm.get('step')}: {alarm.get('message')}")
     if result.note:
