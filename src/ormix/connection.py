@@ -179,8 +179,13 @@ class Connection:
     def close(self) -> None:
         """Close every session of this connection's client, then the client (a later use reconnects)."""
         client, self._client = self._client, None
-        self._sdk = None
+        sdk, self._sdk = self._sdk, None
         _open.discard(self)
+        if sdk is not None:
+            try:
+                run_sync(sdk.aclose)
+            except Exception as e:  # noqa: BLE001 - closing is best effort
+                logger.debug("closing the SDK client of %s failed: %s", self.target, e)
         if client is not None:
             try:
                 run_sync(client.aclose)

@@ -70,6 +70,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import atexit
 import codecs
 import contextlib
 import json as _json
@@ -377,6 +378,40 @@ async def _close_portal_clients() -> None:
 
 
 bridge.at_portal_stop(_close_portal_clients)
+
+
+def _close_and_set(sessions: list[aiohttp.ClientSession], done: threading.Event) -> None:
+    try:
+        _close_now(sessions)
+    finally:
+        done.set()
+
+
+@atexit.register
+def _settle_at_exit() -> None:
+    # At interpreter exit, clients still referenced (a cache, a parent's after fork) would each print
+    # aiohttp's "Unclosed client session" when torn down. Their sockets close with the process; ours are
+    # closed now where that is safe (their loop is not running), the rest are only detached.
+    for session in _ABANDONED:
+        session.detach()
+    for pools in list(_LIVE):
+        sessions = pools.take()
+        loop = pools.loop
+        if not sessions:
+            continue
+        if pools.pid != os.getpid():
+            for session in sessions:
+                session.detach()
+        elif loop is None or loop.is_closed() or not loop.is_running():
+            _close_now(sessions)
+        else:  # a loop still running in a (daemon) thread: close on it, briefly waited for
+            done = threading.Event()
+            try:
+                loop.call_soon_threadsafe(_close_and_set, sessions, done)
+            except RuntimeError:
+                _close_now(sessions)
+                continue
+            done.wait(1.0)
 
 _WIRE_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 

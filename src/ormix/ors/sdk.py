@@ -149,9 +149,19 @@ class SdkConnection:
         self.target, self.env_name, self.timeout_s = target, env_name, timeout_s
         self._api_key = api_key
         self._env: Any = None
+        self._client: Any = None
 
     def __repr__(self) -> str:
         return f"SdkConnection({self.target!r}, env_name={self.env_name!r})"
+
+    async def aclose(self) -> None:
+        """Close the SDK client's aiohttp sessions and connector (idempotent; a later use reconnects)."""
+        client, self._client, self._env = self._client, None, None
+        if client is not None:
+            try:
+                await client.environments.aclose()
+            except Exception:  # noqa: BLE001 - closing is best effort
+                pass
 
     def _environment(self) -> Any:
         if self._env is None:
@@ -166,6 +176,7 @@ class SdkConnection:
             else:
                 client = AsyncOpenReward(api_key=self._api_key)
                 self._env = client.environments.get(self.target)
+            self._client = client
         return self._env
 
     async def open_session(

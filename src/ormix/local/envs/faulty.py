@@ -196,24 +196,15 @@ class Faulty(Environment):
         loop.call_soon(lambda: loop.create_task(self._forget()))
 
     async def _forget(self) -> None:
-        from openreward.environments.server import _delete_session
-
+        from ormix.local.server.openreward_internals import delete_session, session_of
         from ormix.local.server.serving import servers_in_process
 
         # The env does not know its server: ask the ones this process serves.
         for srv in servers_in_process():
-            for sid, env in list(srv._active_envs.items()):
-                if env is self:
-                    await _delete_session(
-                        sid,
-                        srv._active_envs,
-                        srv._active_toolsets,
-                        srv._last_ping,
-                        srv._setup_tasks,
-                        srv._ready,
-                        srv._setup_errors,
-                    )
-                    return
+            sid = session_of(srv, self)
+            if sid is not None:
+                await delete_session(srv, sid)
+                return
 
     # -- tools ----------------------------------------------------------------------------------
 

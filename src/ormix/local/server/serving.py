@@ -33,9 +33,11 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from ormix.local.server.openreward_internals import delete_session, idle_sessions, session_ids
 from ormix.local.server.registry import env_name_of, load_environment_class
 
 # Before openreward is imported: its loggers read the level once, at import. Local servers log warnings
@@ -116,22 +118,10 @@ def _bind(host: str, port: int) -> socket.socket:
 
 async def _reap_idle(ors_server, limit_s: float, interval_s: float) -> None:
     """The openreward server's reaper with a configurable threshold (its own is fixed at 900 s)."""
-    from openreward.environments.server import _delete_session
-
     while True:
         await asyncio.sleep(interval_s)
-        now = time.monotonic()
-        for sid, ts in list(ors_server._last_ping.items()):
-            if now - ts > limit_s:
-                await _delete_session(
-                    sid,
-                    ors_server._active_envs,
-                    ors_server._active_toolsets,
-                    ors_server._last_ping,
-                    ors_server._setup_tasks,
-                    ors_server._ready,
-                    ors_server._setup_errors,
-                )
+        for sid in idle_sessions(ors_server, limit_s):
+            await delete_session(ors_server, sid)
 
 
 _BUILT: weakref.WeakSet = weakref.WeakSet()
@@ -266,22 +256,33 @@ class LocalServer:
     port: int
     env_names: list[str]
     mode: str
-    _closer: object = field(repr=False, default=None)
-    _closed: bool = field(repr=False, default=False)
+    closer: Callable[[], None] | None = field(repr=False, default=None)
+    #: The openreward server object (thread mode: it lives in this process), else None.
+    ors_server: Any = field(repr=False, default=None)
+    #: The child's pid (process mode), else None.
+    pid: int | None = None
+    #: Whether the serving child still runs (process mode); None where there is no child to ask.
+    child_alive: Callable[[], bool] | None = field(repr=False, default=None)
+    closed: bool = field(repr=False, default=False)
+
+    @property
+    def alive(self) -> bool:
+        """Not closed, and (process mode) its child still runs."""
+        return not self.closed and (self.child_alive is None or bool(self.child_alive()))
 
     def close(self) -> None:
         """Stop the server; open sessions are torn down. Idempotent."""
-        if self._closed:
+        if self.closed:
             return
-        self._closed = True
-        self._closer()  # type: ignore[operator]
+        self.closed = True
+        if self.closer is not None:
+            self.closer()
 
     def active_sessions(self) -> list[str]:
         """Ids of the sessions the server holds now (thread mode only: it reads the server's memory)."""
-        ors = getattr(self, "_ors", None)
-        if ors is None:
+        if self.ors_server is None:
             raise RuntimeError("active_sessions() needs a server started with serve_in_thread")
-        return [sid for sid, env in list(ors._active_envs.items()) if env is not None]
+        return session_ids(self.ors_server)
 
     def __enter__(self) -> LocalServer:
         return self
@@ -342,9 +343,13 @@ def serve_in_thread(
         close()
         raise ServerStartError(f"{e}; {errors[0]!r}" if errors else str(e)) from None
     server = LocalServer(
-        url=url, port=bound_port, env_names=[env_name_of(c) for c in classes], mode="thread", _closer=close
+        url=url,
+        port=bound_port,
+        env_names=[env_name_of(c) for c in classes],
+        mode="thread",
+        closer=close,
+        ors_server=holder[0],
     )
-    server._ors = holder[0]  # type: ignore[attr-defined]
     at_exit_early(server.close)
     return server
 
@@ -441,10 +446,10 @@ def serve_in_process(
         port=bound[0],
         env_names=[env_name_of(load_environment_class(n)) for n in names],
         mode="process",
-        _closer=close,
+        closer=close,
+        pid=proc.pid,
+        child_alive=lambda: proc.poll() is None,
     )
-    server.pid = proc.pid  # type: ignore[attr-defined]
-    server._proc_alive = lambda: proc.poll() is None  # type: ignore[attr-defined]
     atexit.register(server.close)
     return server
 

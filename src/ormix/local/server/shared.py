@@ -34,7 +34,7 @@ def server_for(target: str, *, mode: str | None = None) -> LocalServer:
     key = (target, mode)
     with _lock:
         server = _servers.get(key)
-        if server is not None and not server._closed and _alive(server):
+        if server is not None and server.alive:
             return server
         if mode == "thread":
             server = serve_in_thread([target])
@@ -44,11 +44,6 @@ def server_for(target: str, *, mode: str | None = None) -> LocalServer:
             server = serve_in_process([target], env={"PYTHONPATH": path})
         _servers[key] = server
         return server
-
-
-def _alive(server: LocalServer) -> bool:
-    proc_ok = getattr(server, "_proc_alive", None)
-    return True if proc_ok is None else bool(proc_ok())
 
 
 def close_all() -> None:
