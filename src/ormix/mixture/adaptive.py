@@ -8,25 +8,36 @@ whose groups are all solved (saturated) or all failed (not learnable yet) wastes
 planner moves budget toward members whose groups teach, with a floor so nothing starves (and a member that
 becomes learnable later is noticed) and a bound on how fast weights move.
 
-Signals (``signal``), each computed from the last ``window`` steps of statistics (see `signal_scores`):
+Signals (``signal``; see `signal_scores`). Each starts from a member's *informative rate*: the chance that
+one of its groups is informative (its rewards differ), over the last ``window`` steps, estimated with a prior
+of ``prior_groups`` pseudo-groups at the mixture-wide rate (so a member with two groups in the window is not
+judged on those two alone).
 
-- ``informative`` (default): a member's chance that a group is *informative* (its rewards differ), estimated
-  with a prior (``prior_groups`` pseudo-groups at the mixture-wide rate, so a member with few groups is not
-  judged on two of them), minus the *noise baseline* (the least informative member's rate: what reward noise
-  alone makes a member that teaches nothing look like), raised to ``sharpness``.
-- ``progress``: learning progress. A member's success rate is regressed on its own practice (its groups in
-  the window, in order); the slope is the reward gained per group trained on, the quantity a mixer wants to
-  buy. Slopes are noisy, so each is shrunk toward 0 by an empirical-Bayes prior fitted across the members;
-  the score is the expected absolute slope under that posterior (a member whose success falls needs practice
-  too), raised to ``sharpness``. A member with few groups keeps an uncertain, hence non-zero, score.
-- ``thompson``: a bandit on the same progress posteriors. Each of ``thompson_draws`` draws (seeded by
-  ``(seed, step)``) samples every member's slope and credits the member with the largest absolute slope;
-  weights follow the share of draws each member wins (Thompson sampling, one draw per row in expectation).
+- ``informative`` (default): budget follows the informative rate minus a *noise baseline*, the least
+  informative member's rate (reward noise alone makes a member that teaches nothing look informative now and
+  then: with 4 rollouts and 5% flipped rewards, about 18% of its groups), raised to ``sharpness``.
+- ``progress``: budget follows expected learning progress per row: the informative rate times the member's
+  *learnability*, the success gained per informative group trained on (the slope of its groups' mean reward
+  against the informative groups it had trained on, over the last ``progress_window`` steps). Slopes are
+  noisy, so each is shrunk toward 0 by a normal prior whose spread is fitted across the members (empirical
+  Bayes); the score is the expected absolute slope under that posterior (a member whose success falls needs
+  practice too, and one with little data keeps an uncertain, hence non-zero, score), raised to
+  ``sharpness``. Why a product: how often a member's groups teach changes fast (a member unlocks, saturates)
+  and is measured well in a short window; how much a teaching group is worth changes slowly and needs a long
+  one. A member that is as informative as another but learns more slowly gets less.
+- ``thompson``: Thompson sampling on the same quantity. Each of ``thompson_draws`` draws (seeded by
+  ``(seed, step)``) samples every member's informative rate (its Beta posterior) and learnability (its normal
+  posterior) and credits the member whose product is the largest; weights follow the share of draws each
+  member wins (one Thompson draw per row, in expectation), so uncertain members are explored in proportion to
+  their chance of being the best.
 
 Every step's weights are `constrain`ed: at least ``floor`` each, at most ``max_change`` away from the previous
 step's, summing to 1. The first ``warmup_steps`` use the static weights. The rows of a step keep the exact
-per-step quotas (largest remainder, remainders carried across steps, ties seeded): each member's rows through
-any step are within one row of the sum of its weights times ``prompts_per_step``.
+per-step quotas (largest remainder, remainders carried across steps, ties seeded): every step has exactly
+``prompts_per_step`` rows, and a member's rows through any step are never a whole row above its target (the
+sum of its weights times ``prompts_per_step``) and, with the bounded weights the planner makes, less than one
+row below it. (Weights that swing without bound between steps can leave a member slightly more than a row
+behind for a while: no online apportionment can promise one row for arbitrary weight sequences.)
 
 Determinism and lag: the rows of step *t* (its weights, its quotas, its tasks, the tasks set aside) are a pure
 function of the seed and the pooled statistics of the steps up to *t - lag* (``lag`` = 2: when a trainer
@@ -85,10 +96,12 @@ class AdaptiveSettings:
     """How adaptive weights move (mirrors the mixture file's ``adaptive:`` section).
 
     ``signal``, ``warmup_steps``, ``floor`` and ``max_change`` as in the module docstring; ``window``: steps of
-    statistics each decision reads; ``sharpness``: target weights are proportional to ``score ** sharpness``
+    statistics the informative rate reads; ``progress_window``: steps the learnability of ``progress`` and
+    ``thompson`` reads; ``sharpness``: target weights are proportional to ``score ** sharpness``
     (``informative`` and ``progress``; 1 = proportional, larger concentrates budget on the best members);
     ``prior_groups``: strength, in groups, of the prior each member's informative rate is shrunk toward;
-    ``thompson_draws``: posterior draws per decision of the ``thompson`` signal.
+    ``thompson_draws``: posterior draws per decision of the ``thompson`` signal. Invalid values raise
+    `SamplingError`.
 
     Example:
         >>> AdaptiveSettings().floor, AdaptiveSettings(signal="progress").window
@@ -280,11 +293,13 @@ def signal_scores(
     *,
     settings: AdaptiveSettings | None = None,
 ) -> dict[str, float | None]:
-    """Each member's score from a window's statistics (oldest step first): the planner's target weights are
+    """Each member's score from the statistics of past steps (oldest first; the last ``window`` of them for
+    the informative rate, the last ``progress_window`` for learnability): the planner's target weights are
     proportional to the scores (before `constrain`). ``None`` for every member when no member had a group.
 
-    See the module docstring for the signals; ``settings`` gives ``sharpness``, ``prior_groups`` and
-    ``thompson_draws`` (defaults: `AdaptiveSettings`).
+    See the module docstring for the signals; ``settings`` gives the windows, ``sharpness``, ``prior_groups``
+    and ``thompson_draws`` (defaults: `AdaptiveSettings`; its ``signal`` is not read). ``rng`` is only used
+    by ``thompson``.
 
     Example:
         >>> hist = [{"a": [(0, [1.0, 1.0])] * 4, "b": [(0, [0.0, 1.0])] * 4}]
@@ -623,8 +638,9 @@ class AdaptivePlanner:
 
     def _quotas(self, weights: Mapping[str, float], step: int) -> dict[str, int]:
         # Largest remainder with the remainders carried: a member's credit is its target rows through this
-        # step minus the rows it got; each step hands out exactly k rows, the floor of every (non-negative)
-        # credit first, then one more each to the largest remainders, so every credit stays in (-1, 1).
+        # step minus the rows it got. Each step hands out exactly k rows: the floor of every (non-negative)
+        # credit first, then one more each to the largest remainders. A member never gets more than the
+        # ceiling of its credit, so no credit goes to -1 or below (never a row ahead of target).
         for m in self.members:
             self._credit[m] += weights[m] * self.k
         quotas = {m: max(0, int(math.floor(self._credit[m] + 1e-9))) for m in self.members}
