@@ -28,16 +28,24 @@ the same draws on the same seed):
 
 A training step has 16 prompts (rows), each a group of 4 rollouts. The target is a mean success (expected,
 over every task) of 0.8 over the four learnable members (``never`` can't be learned, and the planner does
-not know that). Steps to target are counted on 7 seeds; medians are reported (``MAX_STEPS + 1`` = never).
+not know that); it needs ``expert``, the end of the chain, well under way. Steps to target are counted on 7
+seeds; medians are reported, with the range over seeds (``MAX_STEPS + 1`` = never).
+
+Why a chain: what is worth training changes during the run. Static weights must feed every link of the
+chain for the whole run (``expert``'s share is wasted until ``compose`` is learned, ``basics``'s once it is),
+while an adaptive planner can take the links in turn. Not modelled: forgetting and interference between
+members, which would favour spreading the budget (static weights, a higher ``floor``) over concentrating it.
 
 Variants: ``uniform``; ``best static``: a grid search over the simplex (every member's weight a multiple of
-0.1, then a 0.05 grid around the best points), screened with the same quotas as a plan (the largest
-remainder, carried) and the best candidates then rerun through `plan_rows` on the same seeds (the figure
-shown is from `plan_rows`); ``schedule``: a hand-made three-phase curriculum (`Phase`) that follows the chain
-with the benefit of knowing it; one line per adaptive signal, with `AdaptivePlanner`'s default settings; the
-default signal with task filtering (`TaskFilterSettings`) on every member; and ``oracle``, for reference
-only: a policy that reads the learner's true skills and gives each row to the member whose expected gain in
-mean success is the largest (what perfect knowledge could do; no planner could).
+0.1: 1001 points; then the multiples of 0.05 within 0.1 of the 8 best), screened on the same seeds with the
+quotas a static plan has (largest remainder, remainders carried; only tie-breaking and task order differ
+from `plan_rows`), runs cut at the uniform plan's median (a slower point can't be the best); the 10 best
+screened points are rerun through `plan_rows` on the same seeds, and the figure shown is the best of those;
+``schedule``: a hand-made three-phase curriculum (`Phase`) that follows the chain, written knowing it; one
+line per adaptive signal, with `AdaptivePlanner`'s default settings; the default signal with task filtering
+(`TaskFilterSettings` defaults) on every member; and ``oracle``, for reference only: a policy that reads the
+learner's true skills and gives each row to the member whose expected gain in mean success is the largest
+(what perfect knowledge could do greedily; no planner could).
 
 Last line: ``ratio steps_to_target best_static/adaptive: X`` (X for the best adaptive signal, without task
 filtering).

@@ -331,6 +331,14 @@ def test_same_inputs_same_rows_and_a_restored_planner_continues_exactly(plan, st
     assert [resumed.weights(s) for s in range(1, 21)] == [straight.weights(s) for s in range(1, 21)]
 
 
+def test_a_state_with_the_older_aside_format_loads() -> None:
+    planner = _planner({"a": 3}, 1, filters={"a": TaskFilterSettings()})
+    state = planner.state_dict()
+    state["aside"] = {"a": {"0": 5}}  # task 0 back at step 5 (no start step recorded)
+    planner.load_state_dict(state)
+    assert planner.tasks_set_aside("a", 1) == 1 and 0 not in _tasks_of(planner.rows(2), "a")
+
+
 def test_rows_are_the_same_in_another_process() -> None:
     # Seeds are derived with SHA-256, not hash(): a fresh interpreter with another PYTHONHASHSEED agrees.
     code = """
@@ -469,6 +477,24 @@ def test_informative_puts_saturated_and_dead_members_on_the_floor() -> None:
     )
     _drive(planner, 12, lambda m, t, s: {"learns": [1.0, 0.0], "solved": [1.0, 1.0]}.get(m, [0.0, 0.0]))
     assert planner.weights(12) == pytest.approx({"learns": 0.9, "solved": 0.05, "failed": 0.05}, abs=1e-9)
+
+
+def test_a_member_with_no_group_in_a_short_window_is_judged_on_its_longer_record() -> None:
+    # window=2 and a 0.05 floor of 6 rows: the always-failed member often has no group in the window. It must
+    # stay on the floor (a prior at the mixture-wide rate would hand it a third of the batch).
+    planner = _planner(
+        {"solved": 4, "failed": 4, "mixed": 4},
+        6,
+        1,
+        settings=AdaptiveSettings(warmup_steps=2, floor=0.05, max_change=0.3, window=2),
+    )
+    outcome = {"solved": [1.0, 1.0], "failed": [0.0, 0.0], "mixed": [1.0, 0.0]}
+    _drive(planner, 16, lambda m, t, s: outcome[m])
+    assert planner.weights(1) == pytest.approx({m: 1 / 3 for m in outcome})
+    for step in range(4, 17):
+        assert planner.weights(step) == pytest.approx(
+            {"solved": 0.05, "failed": 0.05, "mixed": 0.9}, abs=1e-9
+        )
 
 
 def test_progress_prefers_the_member_that_learns_faster() -> None:

@@ -321,17 +321,29 @@ def _scores(
 ) -> dict[str, float | None]:
     if signal not in SIGNALS:
         raise SamplingError(f"unknown adaptive signal {signal!r}; use one of {list(SIGNALS)}")
-    recent = steps[-cfg.window :]
-    groups = {m: sum(st[m].groups for st in recent if m in st) for m in members}
-    informative = {m: sum(st[m].informative for st in recent if m in st) for m in members}
-    total = sum(groups.values())
+
+    def counts(window: Sequence[Mapping[str, _StepStats]]) -> tuple[dict[str, int], dict[str, int]]:
+        groups = {m: sum(st[m].groups for st in window if m in st) for m in members}
+        informative = {m: sum(st[m].informative for st in window if m in st) for m in members}
+        return groups, informative
+
+    # Two levels of shrinkage: a member's recent rate toward its own rate over the long window, and that
+    # toward the mixture's. A member at the floor may have no group in a short window; it is then judged on
+    # its longer record, not on the other members'.
+    groups, informative = counts(steps[-cfg.window :])
+    long_groups, long_informative = counts(steps[-max(cfg.window, cfg.progress_window) :])
+    total = sum(long_groups.values())
     if not total:
         return dict.fromkeys(members)
-    pooled = sum(informative.values()) / total
+    pooled = sum(long_informative.values()) / total
     a = cfg.prior_groups
-    hits = {m: informative[m] + a * pooled for m in members}
-    misses = {m: groups[m] - informative[m] + a * (1 - pooled) for m in members}
-    rate = {m: hits[m] / (hits[m] + misses[m]) if hits[m] + misses[m] > 0 else pooled for m in members}
+    own = {
+        m: (long_informative[m] + a * pooled) / (long_groups[m] + a) if long_groups[m] + a > 0 else pooled
+        for m in members
+    }
+    hits = {m: informative[m] + a * own[m] for m in members}
+    misses = {m: groups[m] - informative[m] + a * (1 - own[m]) for m in members}
+    rate = {m: hits[m] / (hits[m] + misses[m]) if hits[m] + misses[m] > 0 else own[m] for m in members}
     if signal == "informative":
         baseline = min(rate.values())
         return {m: max(0.0, rate[m] - baseline) ** cfg.sharpness for m in members}
