@@ -10,8 +10,9 @@ becomes learnable later is noticed) and a bound on how fast weights move.
 
 Signals (``signal``; see `signal_scores`). Each starts from a member's *informative rate*: the chance that
 one of its groups is informative (its rewards differ), over the last ``window`` steps, estimated with a prior
-of ``prior_groups`` pseudo-groups at the mixture-wide rate (so a member with two groups in the window is not
-judged on those two alone).
+of ``prior_groups`` pseudo-groups at the member's own rate over the last ``progress_window`` steps, itself
+shrunk the same way toward the mixture-wide rate (so a member with two groups in the window, or none, as a
+member on the floor of a small batch may have, is judged on its longer record, not on those two alone).
 
 - ``informative`` (default): budget follows the informative rate minus a *noise baseline*, the least
   informative member's rate (reward noise alone makes a member that teaches nothing look informative now and
