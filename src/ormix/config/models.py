@@ -309,10 +309,13 @@ class AdaptiveConfig(BaseModel):
     """How adaptive weights move (``adaptive:``, with ``strategy: adaptive``).
 
     ``signal``: ``informative`` (default: the fraction of a member's recent GRPO groups with reward spread),
-    ``progress`` (learning progress) or ``thompson`` (a bandit over members). ``warmup_steps`` steps use the
-    static weights (``weights:``, or uniform). Every member keeps at least ``floor`` of the batch; a weight
-    moves at most ``max_change`` per step; ``window`` steps of statistics are considered. The statistics of
-    step *t* decide step *t + 2* (see `ormix.mixture.adaptive`).
+    ``progress`` (informative rate × learnability: reward gained per informative group) or ``thompson`` (a
+    bandit on the same). ``warmup_steps`` steps use the static weights (``weights:``, or uniform). Every
+    member keeps at least ``floor`` of the batch; a weight moves at most ``max_change`` per step; ``window``
+    steps of statistics feed the informative rate, ``progress_window`` the learnability; target weights go as
+    ``score ** sharpness``; ``prior_groups`` is the strength of the prior a member's rate is shrunk toward;
+    ``thompson_draws`` the draws per decision. The statistics of step *t* decide step *t + 2* (see
+    `ormix.mixture.adaptive`, which checks the same bounds).
 
     Example:
         >>> AdaptiveConfig(signal="thompson").floor
@@ -325,7 +328,11 @@ class AdaptiveConfig(BaseModel):
     warmup_steps: int = Field(2, ge=0)
     floor: float = Field(0.05, ge=0.0, le=1.0)
     max_change: float = Field(0.25, gt=0.0, le=1.0)
-    window: int = Field(4, ge=1)
+    window: int = Field(16, ge=1)
+    progress_window: int = Field(64, ge=1)
+    sharpness: float = Field(2.0, gt=0.0)
+    prior_groups: float = Field(4.0, ge=0.0)
+    thompson_draws: int = Field(256, ge=1)
 
 
 class MemberConfig(SpecConfig):

@@ -258,6 +258,10 @@ def _adaptive_composition(
     shown = min(first_steps, fixed_steps(mix))
     out = []
     for step in range(1, shown + 1):
+        if step > LAG:
+            # Warm-up weights do not depend on statistics; the planner still wants each step observed
+            # (task filters read them), so the look-ahead observes nothing.
+            planner.observe(step - LAG, {})
         members = [m for m, _ in planner.rows(step)]
         out.append((f"step {step}", {m: members.count(m) for m in mix.config.train_members}))
     return out
@@ -281,8 +285,8 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
     fixed = fixed_steps(mix)
     signal = {
         "informative": "the share of its recent GRPO groups whose rewards differ (groups that teach something)",
-        "progress": "its learning progress (how fast its informative share and mean reward change)",
-        "thompson": "a Thompson-sampling bandit on its informative groups",
+        "progress": "its learning progress (informative share times reward gained per informative group)",
+        "thompson": "a Thompson-sampling bandit on its learning progress",
     }[a.signal]
     start = "the file's weights" if cfg.weights else "uniform"
     lines = [

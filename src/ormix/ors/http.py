@@ -413,6 +413,7 @@ def _settle_at_exit() -> None:
                 continue
             done.wait(1.0)
 
+
 _WIRE_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
 
