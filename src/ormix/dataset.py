@@ -7,7 +7,7 @@ stored as JSON text; every other column keeps its values as they are, so reward 
 
 Example:
     >>> ds = rows_to_dataset([{"task_index": 0, "difficulty": 1}, {"task_index": 1, "difficulty": "hard"}])
-    >>> ds["difficulty"]
+    >>> list(ds["difficulty"])
     ['1', '"hard"']
 """
 

@@ -88,8 +88,8 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
     Example:
         >>> from types import SimpleNamespace
         >>> mix = SimpleNamespace(order_matters=True, prompts_per_step=None)
-        >>> check_trainer_args(mix, SimpleNamespace(shuffle_dataset=True))[0][:40]
-        'the mixture's plan carries an order (exa'
+        >>> print(check_trainer_args(mix, SimpleNamespace(shuffle_dataset=True))[0][:40])
+        the mixture's plan carries an order (exa
     """
     problems = []
     if mixture.order_matters and getattr(args, "shuffle_dataset", True):

@@ -11,8 +11,10 @@ Splits: `train` (25 tasks) and `test` (5 tasks); difficulties Easy/Medium/Hard. 
 `{task_id, difficulty, category, tags}`; the instructions and checks stay on the server, looked up by id.
 
 Example:
-    >>> from ormix.local import serve_in_thread    # doctest: +SKIP
-    >>> srv = serve_in_thread(["local:seta"])       # then open a session on env "seta"
+    >>> from ormix.local import serve_in_thread
+    >>> with serve_in_thread(["local:seta"]) as srv:    # sessions are then opened on env "seta"
+    ...     srv.env_names
+    ['seta']
 """
 
 from __future__ import annotations

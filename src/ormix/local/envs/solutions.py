@@ -10,8 +10,8 @@ Example:
     >>> from ormix.local.envs.solutions import SETA_REFERENCE, reference_for
     >>> SETA_REFERENCE["seta-hello-file"]
     [('write', {'file_path': 'hello.txt', 'content': 'Hello, SETA!\\n'})]
-    >>> reference_for("local:terminals")[1]
-    'submit'
+    >>> reference_for("local:terminals")({"task_id": "files-mkdir-note"})[-1]
+    ('submit', {})
 """
 
 from __future__ import annotations

@@ -8,8 +8,10 @@ Splits: `train` (28 tasks) and `test` (6 tasks); difficulties easy/medium/hard; 
 Task spec: `{task_id, difficulty, category, instructions}`.
 
 Example:
-    >>> from ormix.local import serve_in_thread        # doctest: +SKIP
-    >>> srv = serve_in_thread(["local:terminals"])      # then open a session on env "terminals"
+    >>> from ormix.local import serve_in_thread
+    >>> with serve_in_thread(["local:terminals"]) as srv:    # sessions are then opened on env "terminals"
+    ...     srv.env_names
+    ['terminals']
 """
 
 from __future__ import annotations
