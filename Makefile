@@ -25,5 +25,8 @@ test: setup
 demo: setup
 	$(VENV)/bin/ormix train mixtures/local-demo.yaml $(DEMO_ARGS)
 
+# Formatted, ruff clean, type-checked ([tool.mypy] in pyproject.toml names what is checked).
 lint: setup
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/mypy

@@ -135,6 +135,7 @@ class Connection:
             _register_exit_hook()
             _open.add(self)
             target = self._config.parsed_target
+            env_name: str | None
             if self._served is not None:
                 url, env_name = self._served
             elif target.kind in ("local", "module"):

@@ -151,7 +151,7 @@ class RunDirectory:
                     "set save_steps in the mixture's train: section (or --set save_steps=N) so runs leave them"
                 )
             return latest
-        path = Path(which)  # type: ignore[arg-type]
+        path = Path(which)
         if not (path / "trainer_state.json").exists():
             raise UsageError(
                 f"{path} is not a checkpoint (no trainer_state.json in it); pass a checkpoint-<step>/ "

@@ -35,7 +35,7 @@ import os
 import shlex
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -217,12 +217,10 @@ def _print_report(run_dir: Path, result: TrainResult, console: Any) -> None:
     if result.interrupted and not any((run_dir / "rollouts").glob("*.jsonl")):
         console.print("no rollout was recorded before the interrupt: no report")
         return
-    report = None
+    report: Callable[[Path, Any], int] | None
     try:
-        from ormix.diagnostics.report import (
-            report_command as report,  # telemetry's report, when it is installed
-        )
-    except ImportError:
+        from ormix.diagnostics.report import report_command as report
+    except ImportError:  # the report needs the plot extra (matplotlib)
         report = None
     if report is not None:
         try:

@@ -25,9 +25,10 @@ class _Command(typer.core.TyperCommand):
             if isinstance(param, typer.core.TyperArgument):
                 name = param.metavar or (param.name or "").upper()
                 param.display_type_rich = lambda ctx: None  # type: ignore[method-assign]
-                param._usage_display_name = lambda name=name: name  # type: ignore[method-assign]
+                param._usage_display_name = lambda name=name: name  # type: ignore[method-assign,misc]
 
-    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:
+    # typer vendors click privately; its Context is the public typer.Context's base class.
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
         try:
             return super().parse_args(ctx, args)
         except typer.BadParameter as e:

@@ -42,7 +42,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import yaml
 from pydantic import (
@@ -727,13 +727,18 @@ class MixtureConfig(BaseModel):
 TrainCheck = Callable[[dict[str, Any]], list[tuple[str, str]]]
 
 
+def _positive_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _plan_length_problems(data: Mapping[str, Any]) -> list[Problem]:
     """A run longer than the plan would replay it from its first step (a schedule from phase 1)."""
-    train = data.get("train") if isinstance(data.get("train"), Mapping) else {}
+    raw_train = data.get("train")
+    train: Mapping[str, Any] = raw_train if isinstance(raw_train, Mapping) else {}
     steps, k, rows = train.get("max_steps"), data.get("prompts_per_step"), data.get("num_samples")
     if data.get("num_steps") is not None and rows is None and isinstance(k, int):
         rows = data["num_steps"] * k
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (steps, k, rows)):
+    if not (_positive_int(steps) and _positive_int(k) and _positive_int(rows)):
         return []
     if rows // k < steps:
         return [

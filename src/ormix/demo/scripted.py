@@ -150,7 +150,7 @@ class ScriptedPolicy:
 
     def __init__(self, script: Script, tokenizer: Any | None = None) -> None:
         self.script = script
-        self.tokenizer = tokenizer
+        self.tokenizer: Any = tokenizer
         self.turns: list[ScriptedTurn] = []
         self._model: Any | None = None
         self._registry: dict[tuple[int, ...], list[_State]] = {}

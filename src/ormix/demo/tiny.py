@@ -157,7 +157,8 @@ def _read_marker(path: pathlib.Path) -> dict[str, Any] | None:
 def _is_complete(path: pathlib.Path, digest: str) -> bool:
     marker = _read_marker(path)
     return (
-        bool(marker)
+        marker is not None
+        and bool(marker)
         and marker.get("hash") == digest
         and all((path / name).is_file() for name in marker.get("files", {}))
     )

@@ -63,7 +63,7 @@ class Transcript:
     """
 
     member: str
-    task_id: str
+    task_id: str | None
     reward: float | None
     input_ids: list[int]
     labels: list[int]
@@ -393,7 +393,7 @@ def warmup_sft(
     cached = _cache_dir() / f"warm-{digest}"
     if cache and (cached / "ormix-warm.json").exists():
         say(f"warm start: reusing {cached} ({len(transcripts)} reference episodes, {steps} SFT steps)")
-        model = AutoModelForCausalLM.from_pretrained(str(cached), dtype=torch.float32)
+        model: Any = AutoModelForCausalLM.from_pretrained(str(cached), dtype=torch.float32)
         if not use_cpu and torch.cuda.is_available():
             model = model.to("cuda")
         return model, tokenizer

@@ -531,7 +531,7 @@ class AdaptivePlanner:
         """
         if isinstance(step, bool) or not isinstance(step, int) or step < 1:
             raise SamplingError(f"steps count from 1, not {step!r}")
-        recorded = {
+        recorded: dict[str, list[Group]] = {
             m: [
                 (int(t), [None if r is None or math.isnan(float(r)) else float(r) for r in rewards])
                 for t, rewards in groups.get(m, ())

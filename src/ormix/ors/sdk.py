@@ -32,7 +32,7 @@ def _dump(block: Any) -> dict:
 
     if hasattr(block, "model_dump"):
         return block.model_dump()
-    if dataclasses.is_dataclass(block):
+    if dataclasses.is_dataclass(block) and not isinstance(block, type):
         return dataclasses.asdict(block)
     return dict(block)
 

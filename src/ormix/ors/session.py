@@ -247,7 +247,7 @@ class Session:
         if self.dead_reason is None:
             self.dead_reason = why
 
-    def _ctx(self, tool: str | None = None) -> dict[str, str | None]:
+    def _ctx(self, tool: str | None = None) -> dict[str, Any]:
         return {"env": self._label, "session_id": self.id, "tool": tool}
 
     def _check_usable(self, tool: str | None = None) -> None:
@@ -324,10 +324,11 @@ class Session:
             raise self._dead_from(e) from None
         except ORSError as e:
             if getattr(e, "status_code", None) == 500:
+                detail = getattr(e, "detail", None)
                 raise SessionOpenError(
-                    f"the session could not start: the environment failed ({e.detail}). This task cannot be "
+                    f"the session could not start: the environment failed ({detail}). This task cannot be "
                     f"run as is; close the session and report or skip the task.",
-                    detail=getattr(e, "detail", None),
+                    detail=detail,
                     status_code=500,
                     **self._ctx(),
                 ) from None
@@ -650,7 +651,7 @@ class Session:
             await self.close()
 
 
-def tool_specs_of(body: Any, what: str, ctx: dict[str, str | None]) -> list[ToolSpec]:
+def tool_specs_of(body: Any, what: str, ctx: dict[str, Any]) -> list[ToolSpec]:
     """The `ToolSpec`s of a `/tools` or `/task_tools` answer; `ProtocolError` when it has the wrong shape.
 
     Example:

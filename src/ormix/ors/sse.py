@@ -164,13 +164,21 @@ def encode_event(event: str, data: str, sep: str = "\r\n") -> str:
 
 # Complete units of a JSON string's content: runs of plain characters and whole escapes.
 _UNITS = re.compile(r'(?:[^"\\]+|\\u[0-9a-fA-F]{4}|\\[^u])*')
+
+
+def _units_end(s: str, start: int, stop: int) -> int:
+    # The pattern matches the empty string, so there is always a match.
+    match = _UNITS.match(s, start, stop)
+    return start if match is None else match.end()
+
+
 # Appended (as JSON escapes) inside a string that was cut; `unclip` removes it and reads the count.
 _MARK = "\\u0000ormix-clipped:{}\\u0000"
 _MARK_RE = re.compile("\x00ormix-clipped:(\\d+)\x00\\Z")
 #: Characters every string keeps even once the budget is spent (keys, block types, short values).
 MIN_KEEP = 256
 _SLICE = 16_384
-_scanstring: Any = json.decoder.scanstring
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]  # typeshed omits it
 
 
 def _decoded_len(s: str, i: int, e: int) -> int:
@@ -264,7 +272,7 @@ class ClippedJSON:
                 self._cut = False
                 self._drop = 0
                 continue
-            e = _UNITS.match(s, i).end()
+            e = _units_end(s, i, len(s))
             if e > i:
                 self._run(s, i, e)
             if e >= n:
@@ -292,7 +300,7 @@ class ClippedJSON:
                 self._left = left - (e - i)
                 self.budget -= e - i
                 return
-            c = _UNITS.match(s, i, i + left).end()  # the last whole unit that fits
+            c = _units_end(s, i, i + left)  # the last whole unit that fits
             if c > i:
                 self._keep(s[i:c])
                 self.budget -= c - i

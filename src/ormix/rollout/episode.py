@@ -19,7 +19,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import anyio
 
@@ -188,6 +188,21 @@ class Episode:
     binding: ClassVar[BindingReport]
     tool_specs: ClassVar[list[Any]]
 
+    # Per-episode state, reset by every `reset` (see `_clear`).
+    reward: float | None
+    rewards: list[float | None]
+    metadata: list[dict[str, Any] | None]
+    finished: bool
+    last_output: str
+    calls: list[CallRecord]
+    error_kind: str | None
+    error: str | None
+    open_ms: float | None
+    open_retries: int
+    member: str
+    task_index: int | None
+    scored: bool
+
     def __init__(self) -> None:
         self._session: Any = None
         self._round: Any = None  # a ToolRound while a trainer runs a batch's tool rounds together
@@ -295,18 +310,18 @@ class Episode:
         return None if self._session is None else self._session.id
 
     def _clear(self) -> None:
-        self.reward: float | None = None
-        self.rewards: list[float | None] = []
-        self.metadata: list[dict[str, Any] | None] = []
+        self.reward = None
+        self.rewards = []
+        self.metadata = []
         self.finished = False
         self.last_output = ""
-        self.calls: list[CallRecord] = []
-        self.error_kind: str | None = None
-        self.error: str | None = None
-        self.open_ms: float | None = None
+        self.calls = []
+        self.error_kind = None
+        self.error = None
+        self.open_ms = None
         self.open_retries = 0
-        self.member: str = self._config.member
-        self.task_index: int | None = None
+        self.member = self._config.member
+        self.task_index = None
         self.scored = False
 
     def _record_infra(self, kind: str, exc: BaseException) -> None:
@@ -489,6 +504,9 @@ def make_episode_class(name: str, config: EpisodeConfig, tool_specs: Iterable[An
         ('EchoEpisode', ('echo',))
     """
     specs = list(tool_specs)
-    cls = type(f"{name}Episode", (Episode,), {"_config": config, "__module__": __name__, "tool_specs": specs})
+    cls = cast(
+        "type[Episode]",
+        type(f"{name}Episode", (Episode,), {"_config": config, "__module__": __name__, "tool_specs": specs}),
+    )
     cls.binding = bind_tools(cls, specs, dispatch="_call_tool", reserved=EPISODE_STATE)
     return cls

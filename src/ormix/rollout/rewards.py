@@ -133,7 +133,7 @@ class RewardFunction:
     observers: list[RolloutObserver] = field(default_factory=list)
 
     @property
-    def __name__(self) -> str:  # type: ignore[override]
+    def __name__(self) -> str:
         """TRL names a reward function's metrics after ``__name__``."""
         return self.member
 

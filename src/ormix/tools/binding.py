@@ -238,6 +238,7 @@ def make_method(
             return receiver, next(iter(values.values()))
         return receiver, {py_to_wire[k]: v for k, v in values.items() if not isinstance(v, ServerDefault)}
 
+    method: Any  # a function that gets a signature and a binding attached below
     if asynchronous:
 
         async def method(*args: Any, **kwargs: Any) -> Any:
@@ -253,9 +254,9 @@ def make_method(
     method.__name__ = binding.method_name
     method.__qualname__ = binding.method_name
     method.__doc__ = binding.docstring
-    method.__signature__ = signature  # type: ignore[attr-defined]
+    method.__signature__ = signature
     method.__annotations__ = {**{p.py_name: p.annotation for p in params}, "return": str}
-    method.__ormix_binding__ = binding  # type: ignore[attr-defined]
+    method.__ormix_binding__ = binding
     return method
 
 

@@ -88,17 +88,17 @@ def _structure(walker: SchemaWalker, node: Node, notes: list[str]) -> Any:
             parts = [_hint(walker, p, notes) for p in prefix]
             if len(parts) == 1:
                 notes.append("a one-element tuple is shown as a list of that element")
-                return list if parts[0] is Any else list[parts[0]]
+                return list if parts[0] is Any else list[parts[0]]  # type: ignore[valid-type]
             if rest is not None and node.schema.get("maxItems") != len(parts):
                 notes.append(f"only the first {len(parts)} items have fixed types; more are allowed")
-            return tuple[tuple(parts)]
+            return tuple[tuple(parts)]  # type: ignore[misc]
         inner = Any if rest is None else _hint(walker, rest, notes)
-        return list if inner is Any else list[inner]
+        return list if inner is Any else list[inner]  # type: ignore[valid-type]
     if kind == "object":
         extra = walker.extra_properties(node)
         if extra is not None and not node.schema.get("properties"):
             inner = _hint(walker, extra, notes)
-            return dict if inner is Any else dict[str, inner]
+            return dict if inner is Any else dict[str, inner]  # type: ignore[valid-type]
         return dict
     return Any  # any, never, deep, unknown: the issues say why
 

@@ -313,7 +313,8 @@ def _object_view(
 def _plan_params(
     walker: SchemaWalker, schema: Mapping[str, Any], tool_notes: list[str]
 ) -> list[ParamBinding]:
-    props = schema.get("properties") if isinstance(schema.get("properties"), Mapping) else {}
+    raw_props = schema.get("properties")
+    props: Mapping[Any, Any] = raw_props if isinstance(raw_props, Mapping) else {}
     required_raw = schema.get("required")
     required: list[str] = []
     if isinstance(required_raw, list):

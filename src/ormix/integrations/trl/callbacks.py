@@ -335,7 +335,7 @@ class AdaptiveCallback(TrainerCallback):
             import torch.distributed as dist
 
             if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-                pooled = [None] * dist.get_world_size()  # type: ignore[list-item]
+                pooled = [None] * dist.get_world_size()
                 dist.all_gather_object(pooled, groups)
         except ImportError:  # pragma: no cover - torch comes with transformers
             pass

@@ -54,7 +54,7 @@ class Latency(Environment):
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def _working(cls):  # type: ignore[no-untyped-def]
+    async def _working(cls):
         with cls._lock:
             cls._busy += 1
             cls.peak = max(cls.peak, cls._busy)

@@ -100,8 +100,9 @@ def _one_exit_event_per_loop() -> None:
                 loop.call_soon_threadsafe(event.set)
         return original(*args, **kwargs)
 
-    sse.EventSourceResponse._listen_for_exit_signal = staticmethod(listen_for_exit_signal)
-    uvicorn.Server.handle_exit = handle_exit
+    # Patched on the classes: the libraries offer no hook for "a server in this process is stopping".
+    sse.EventSourceResponse._listen_for_exit_signal = staticmethod(listen_for_exit_signal)  # type: ignore[method-assign]
+    uvicorn.Server.handle_exit = handle_exit  # type: ignore[method-assign]
     _sse_patched = True
 
 
@@ -192,9 +193,10 @@ async def _serve(
         ors_server.app,
         log_level="warning",
         access_log=False,
-        timeout_keep_alive=DEFAULT_KEEP_ALIVE_S if keep_alive_s is None else keep_alive_s,
+        # uvicorn annotates these as int; it compares them with loop time, so fractions of a second work.
+        timeout_keep_alive=DEFAULT_KEEP_ALIVE_S if keep_alive_s is None else keep_alive_s,  # type: ignore[arg-type]
         lifespan="on",
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,  # type: ignore[arg-type]
         ssl_certfile=ssl_certfile,
         ssl_keyfile=ssl_keyfile,
     )
