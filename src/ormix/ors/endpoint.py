@@ -80,9 +80,13 @@ class Endpoint:
 
 
 def _user_agent() -> str:
-    from ormix import __version__
+    # From the installed distribution: ors/ imports nothing of ormix outside ors/.
+    from importlib.metadata import PackageNotFoundError, version
 
-    return f"ormix/{__version__}"
+    try:
+        return f"ormix/{version('ormix')}"
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "ormix"
 
 
 def _prepend_subdomain(url: str, sub: str) -> str:
