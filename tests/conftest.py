@@ -11,6 +11,8 @@ os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# TRL warns on every import of trl.experimental; the suite compares against its OpenRewardSpec on purpose.
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 from ormix.local import serve_in_thread  # noqa: E402
 

@@ -34,23 +34,6 @@ def _fields(obj: Any) -> dict[str, Any]:
     return dict(obj) if isinstance(obj, Mapping) else {}
 
 
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    if isinstance(v, str):
-        try:
-            return float(v)
-        except ValueError:
-            return None
-    return None
-
-
-def _int(v: Any) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
 def selection_checks(d: Mapping[str, Any]) -> list[Problem]:
     out = []
     if d.get("num_tasks") is not None and d.get("indices") is not None:
