@@ -4,8 +4,10 @@ Public names are imported lazily so that `import ormix` stays light: it never im
 transformers or TRL, and the heavy parts load only when used.
 
 Example:
-    >>> from ormix import OpenRewardSpec, MixtureSpec     # doctest: +SKIP
-    >>> spec = OpenRewardSpec("local:terminals", num_tasks=8)   # doctest: +SKIP
+    >>> from ormix import OpenRewardSpec, MixtureSpec
+    >>> spec = OpenRewardSpec("local:terminals", num_tasks=8)   # lazy: no server is contacted yet
+    >>> MixtureSpec({"terminals": spec}).train_members
+    ['terminals']
 """
 
 from __future__ import annotations

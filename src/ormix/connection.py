@@ -96,9 +96,11 @@ class Connection:
     client and the client; a later request reconnects.
 
     Example:
-        >>> conn = Connection(SpecConfig(target="local:echo"))
-        >>> [index for index, _ in conn.select_tasks(split="train", num_tasks=2)]   # doctest: +SKIP
+        >>> from ormix.ors import run_sync
+        >>> conn = Connection(SpecConfig(target="local:echo", local_serve="thread"))   # lazy: nothing served yet
+        >>> [index for index, _ in run_sync(conn.select_tasks, split="train", num_tasks=2)]
         [0, 1]
+        >>> conn.close()
     """
 
     def __init__(self, config: SpecConfig) -> None:

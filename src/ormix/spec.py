@@ -129,9 +129,9 @@ class OpenRewardSpec:
     the validated `SpecConfig`. A bad argument raises `SpecError` naming every problem.
 
     Example:
-        >>> spec = OpenRewardSpec("local:echo", num_tasks=4)
-        >>> spec.train_dataset.column_names                     # doctest: +SKIP
-        ['prompt', 'task_index', 'difficulty', 'index', 'word']
+        >>> spec = OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread")
+        >>> spec.train_dataset.column_names      # serves local:echo on loopback, fetches 4 tasks
+        ['prompt', 'task_index', 'index', 'word', 'difficulty']
         >>> OpenRewardSpec("local:echo", num_tasks=2, indices=[0])
         Traceback (most recent call last):
         ...
@@ -292,8 +292,9 @@ class OpenRewardSpec:
         """The dataset as plain rows (`MixtureSpec` interleaves members' rows).
 
         Example:
-            >>> OpenRewardSpec("local:echo", num_tasks=1).dataset_rows()[0]["task_index"]   # doctest: +SKIP
-            0
+            >>> rows = OpenRewardSpec("local:echo", num_tasks=1, local_serve="thread").dataset_rows()
+            >>> rows[0]["task_index"], rows[0]["word"]
+            (0, 'apple')
         """
         rows = []
         for index, task in self.task_specs:

@@ -21,6 +21,7 @@ stops; Ctrl-C stops at once and saves the last completed step; both print the co
 
 Example:
     >>> from ormix.train import train
+    >>> # Not run as a doctest: a GRPO training run with a torch model is far too slow for one.
     >>> result = train("mixtures/local-demo.yaml", max_steps=2)       # doctest: +SKIP
     >>> result.run_dir, result.summary["seta"]["reward"]               # doctest: +SKIP
 """
@@ -342,6 +343,8 @@ def train(
         training starts (and before any server is contacted for the run-directory checks).
 
     Example:
+        Not run as a doctest: a GRPO training run with a torch model is far too slow for one.
+
         >>> from ormix import load_mixture
         >>> result = train(load_mixture("mixtures/local-demo.yaml"), max_steps=2)   # doctest: +SKIP
     """
@@ -648,6 +651,8 @@ def train_command(
     directory keeps what was logged on every exit path.
 
     Example:
+        Not run as a doctest: a GRPO training run with a torch model is far too slow for one.
+
         >>> from rich.console import Console
         >>> train_command(Path("mixtures/local-demo.yaml"), model=None, max_steps=2, output_dir=None,
         ...               warmup_sft=0, overrides=[], console=Console())   # doctest: +SKIP

@@ -764,9 +764,9 @@ def load_mixture_config(
     (for looking at a mixture without its keys, as `ormix inspect` does).
 
     Example:
-        >>> cfg = load_mixture_config("mixtures/local-demo.yaml")   # doctest: +SKIP
-        >>> cfg.name                                                 # doctest: +SKIP
-        'local-demo'
+        >>> cfg = load_mixture_config("mixtures/local-demo.yaml")
+        >>> cfg.name, cfg.train_members
+        ('local-demo', ['terminals', 'seta'])
     """
     p = Path(path)
     try:

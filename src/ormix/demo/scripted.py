@@ -39,6 +39,7 @@ Example:
     ...         return tool_call("echo", text="apple")
     ...     return "done"
     >>> policy = ScriptedPolicy(script)
+    >>> # Not run as a doctest from here on: it needs a GRPOTrainer (a torch model) and a training run.
     >>> policy.attach(trainer)          # doctest: +SKIP
     >>> trainer.train()                 # doctest: +SKIP
     >>> [(t.context.turn, t.completion) for t in policy.turns[:2]]   # doctest: +SKIP
@@ -145,6 +146,9 @@ class ScriptedPolicy:
 
     Example:
         >>> policy = ScriptedPolicy(lambda ctx: tool_call("submit", text="x") if ctx.turn == 0 else "ok")
+        >>> policy.turns
+        []
+        >>> # Not run as a doctest: attaching needs a GRPOTrainer, with its torch model.
         >>> policy.attach(trainer)      # doctest: +SKIP
     """
 

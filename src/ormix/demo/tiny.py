@@ -18,6 +18,7 @@ half-written model. Importing this module imports neither torch nor transformers
 
 Example:
     >>> from ormix.demo.tiny import build_tiny_model, resolve_model
+    >>> # Not run as a doctest: the first build trains a tokenizer and writes a torch model (seconds).
     >>> path = build_tiny_model()                    # doctest: +SKIP
     >>> resolve_model(None) == str(path)             # doctest: +SKIP
     True
@@ -82,7 +83,13 @@ def default_cache_dir() -> pathlib.Path:
     ``~/.cache/ormix``.
 
     Example:
-        >>> default_cache_dir()                      # doctest: +SKIP
+        >>> from unittest import mock
+        >>> with mock.patch.dict(os.environ, {"ORMIX_CACHE_DIR": "/data/ormix-cache"}):
+        ...     default_cache_dir()
+        PosixPath('/data/ormix-cache')
+        >>> with mock.patch.dict(os.environ, {"XDG_CACHE_HOME": "/home/me/.cache"}):
+        ...     _ = os.environ.pop("ORMIX_CACHE_DIR", None)
+        ...     default_cache_dir()
         PosixPath('/home/me/.cache/ormix')
     """
     explicit = os.environ.get("ORMIX_CACHE_DIR")
@@ -128,8 +135,8 @@ def tiny_model_hash(seed: int = 0) -> str:
     transformers, tokenizers and TRL (their serialisation can change between versions).
 
     Example:
-        >>> len(tiny_model_hash())                   # doctest: +SKIP
-        64
+        >>> len(tiny_model_hash()), tiny_model_hash() == tiny_model_hash(seed=0) != tiny_model_hash(seed=1)
+        (64, True)
     """
     recipe = {
         "build": _BUILD_VERSION,
@@ -257,6 +264,8 @@ def build_tiny_model(path: str | os.PathLike[str] | None = None, *, seed: int = 
         TinyModelError: TRL is missing, or `path` is a non-empty directory that is not a tiny-model build.
 
     Example:
+        Not run as a doctest: it builds (or loads) a torch model, which takes seconds.
+
         >>> from transformers import AutoModelForCausalLM, AutoTokenizer   # doctest: +SKIP
         >>> path = build_tiny_model()                                      # doctest: +SKIP
         >>> model = AutoModelForCausalLM.from_pretrained(path)             # doctest: +SKIP

@@ -18,7 +18,8 @@ reference solutions are long files). It memorises the training tasks; it does no
 Example:
     >>> from ormix import load_mixture
     >>> from ormix.demo.warmup import warmup_sft
-    >>> mix = load_mixture("mixtures/local-demo.yaml")                 # doctest: +SKIP
+    >>> mix = load_mixture("mixtures/local-demo.yaml")
+    >>> # Not run as a doctest: 200 steps of torch training take minutes on a CPU.
     >>> model, tokenizer = warmup_sft(mix, "path/to/tiny", steps=200)   # doctest: +SKIP
 """
 
@@ -365,6 +366,8 @@ def warmup_sft(
             cut them, so their submit call never happens there).
 
     Example:
+        Not run as a doctest: 100 steps of torch training take a minute or more on a CPU.
+
         >>> model, tokenizer = warmup_sft(mix, str(build_tiny_model()), steps=100)   # doctest: +SKIP
     """
     import torch

@@ -265,8 +265,10 @@ def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]
     """Check every member of a `MixtureSpec` (one after another); a failing member never stops the rest.
 
     Example:
-        >>> [c.usable for c in check_mixture(load_mixture("mixtures/local-demo.yaml"))]   # doctest: +SKIP
-        [True, True]
+        >>> from ormix import MixtureSpec, OpenRewardSpec
+        >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", num_tasks=2, local_serve="thread")})
+        >>> [(c.member, c.usable, c.selected, c.tools) for c in check_mixture(mix)]
+        [('echo', True, 2, ['echo', 'submit'])]
     """
     from ormix.ors.bridge import run_sync
 
@@ -291,8 +293,16 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
     tools raises (unless ``tolerate_tool_errors``), 2 if the file cannot be loaded, else 0.
 
     Example:
-        >>> check_command(Path("mixtures/local-demo.yaml"), Console())   # doctest: +SKIP
+        >>> import io, tempfile
+        >>> from rich.console import Console
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     path = Path(tmp) / "echo.yaml"
+        ...     _ = path.write_text("{members: {echo: {target: 'local:echo', num_tasks: 2, local_serve: thread}}}")
+        ...     out = io.StringIO()
+        ...     check_command(path, Console(file=out))
         0
+        >>> out.getvalue().splitlines()[-1]        # after a table per member and per tool call
+        'all 1 environment(s) usable'
     """
     from rich.table import Table
 

@@ -9,9 +9,16 @@ matplotlib (the `plot` extra) is imported only here, with the Agg backend; witho
 JSON are still written.
 
 Example:
-    >>> result = write_report("runs/demo")        # doctest: +SKIP
-    >>> [p.name for p in result.files]             # doctest: +SKIP
+    >>> import tempfile
+    >>> from ormix.telemetry.records import TelemetryRun
+    >>> with tempfile.TemporaryDirectory() as run_dir:    # two rollouts, as a trainer's callbacks record them
+    ...     TelemetryRun(run_dir).write([{"member": "echo", "step": 1, "outcome": "scored", "reward": 1.0},
+    ...                                  {"member": "echo", "step": 1, "outcome": "unscored", "reward": None}])
+    ...     result = write_report(run_dir)
+    >>> [p.name for p in result.files]
     ['summary.json', 'report.md', 'reward_coverage.png', 'share.png', 'errors.png', 'latency.png']
+    >>> result.summary["members"]["echo"]["coverage"]
+    0.5
 """
 
 from __future__ import annotations
@@ -519,8 +526,14 @@ def report_command(run_dir: Path, console: Any) -> int:
     report (no records), 2 when the directory does not exist, else 0.
 
     Example:
-        >>> report_command(Path("runs/demo"), Console())   # doctest: +SKIP
-        0
+        >>> import io, tempfile
+        >>> from rich.console import Console
+        >>> console = Console(file=io.StringIO())
+        >>> report_command(Path("no/such/run"), console)
+        2
+        >>> with tempfile.TemporaryDirectory() as run_dir:     # a directory without rollout records
+        ...     report_command(Path(run_dir), console)
+        1
     """
     from rich.table import Table
 

@@ -18,8 +18,10 @@ def derive(
     """The derived configs: one per train member left out, and/or one per `only` name.
 
     Example:
-        >>> [c.name for c in derive(cfg, leave_one_out=True)]   # doctest: +SKIP
-        ['curriculum-without-terminals', 'curriculum-without-seta']
+        >>> from ormix.config import load_mixture_config
+        >>> cfg = load_mixture_config("mixtures/local-demo.yaml")
+        >>> [c.name for c in derive(cfg, leave_one_out=True, only=["seta"])]
+        ['local-demo-without-terminals', 'local-demo-without-seta', 'local-demo-only-seta']
     """
     derived = []
     if leave_one_out:

@@ -4,11 +4,14 @@ Every HTTP request goes through `ormix.ors.http` (aiohttp). Imports nothing of o
 `ormix.ors`, and neither TRL nor datasets.
 
 Example:
+    >>> from ormix.local import serve_in_thread
     >>> from ormix.ors import ORSClient, run_sync
-    >>> async def first_prompt(url):                            # doctest: +SKIP
+    >>> async def first_prompt(url):
     ...     async with ORSClient(url, env_name="echo") as c, c.session(split="train", index=0) as s:
     ...         return await s.prompt_text()
-    >>> run_sync(first_prompt, "http://127.0.0.1:8080")        # doctest: +SKIP
+    >>> with serve_in_thread(["local:echo"]) as srv:             # any ORS server's URL will do
+    ...     run_sync(first_prompt, srv.url)
+    "Call the echo tool with the word 'apple'."
 """
 
 from __future__ import annotations

@@ -14,12 +14,16 @@ loop. Each ping loop is cancelled when its session closes.
 
 Example:
     >>> import anyio
-    >>> async def main(url):                                   # doctest: +SKIP
+    >>> from ormix.local import serve_in_thread
+    >>> async def main(url):
     ...     async with ORSClient(url, env_name="echo") as client:
-    ...         print(await client.splits())
+    ...         print([split.name for split in await client.splits()])
     ...         async with client.session(split="train", index=0) as s:
     ...             print((await s.call("echo", {"text": "apple"})).reward)
-    >>> anyio.run(main, "http://127.0.0.1:8080")               # doctest: +SKIP
+    >>> with serve_in_thread(["local:echo"]) as srv:
+    ...     anyio.run(main, srv.url)
+    ['train', 'test']
+    1.0
 """
 
 from __future__ import annotations
@@ -343,7 +347,14 @@ class ORSClient:
         Results are in the order of `indices`.
 
         Example:
-            >>> specs = await client.get_tasks("train", [3, 1, 2])   # doctest: +SKIP
+            >>> import anyio
+            >>> from ormix.local import serve_in_thread
+            >>> async def words(url):
+            ...     async with ORSClient(url, env_name="echo") as client:
+            ...         return [task["word"] for task in await client.get_tasks("train", [3, 1, 2])]
+            >>> with serve_in_thread(["local:echo"]) as srv:
+            ...     anyio.run(words, srv.url)
+            ['cloud', 'river', 'stone']
         """
         idx = [int(i) for i in indices]
         out: list[Any] = [None] * len(idx)
@@ -391,7 +402,16 @@ class ORSClient:
         Raises `SessionOpenError` when the server refuses or the environment's constructor raises.
 
         Example:
-            >>> s = await client.open_session(split="train", index=0)   # doctest: +SKIP
+            >>> import anyio
+            >>> from ormix.local import serve_in_thread
+            >>> async def open_and_close(url):
+            ...     async with ORSClient(url, env_name="echo") as client:
+            ...         s = await client.open_session(split="train", index=0)
+            ...         await s.close()
+            ...         return s.closed
+            >>> with serve_in_thread(["local:echo"]) as srv:
+            ...     anyio.run(open_and_close, srv.url)
+            True
         """
         if (task_spec is None) == (split is None or index is None):
             raise ValueError("open_session needs either task_spec=... or both split=... and index=...")
@@ -511,8 +531,15 @@ class ORSClient:
         """`open_session(...)` as an async context manager that always closes the session.
 
         Example:
-            >>> async with client.session(split="train", index=0) as s:   # doctest: +SKIP
-            ...     await s.call("echo", {"text": "hi"})
+            >>> import anyio
+            >>> from ormix.local import serve_in_thread
+            >>> async def echo(url):
+            ...     async with ORSClient(url, env_name="echo") as client:
+            ...         async with client.session(split="train", index=0) as s:
+            ...             return (await s.call("echo", {"text": "hi"})).text
+            >>> with serve_in_thread(["local:echo"]) as srv:
+            ...     anyio.run(echo, srv.url)
+            'hi'
         """
         s = await self.open_session(
             split=split, index=index, task_spec=task_spec, secrets=secrets, session_id=session_id

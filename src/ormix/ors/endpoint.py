@@ -123,7 +123,9 @@ def discover_env_name(url: str, *, api_key: str | None = None, timeout_s: float 
     """The first environment a server lists (`GET /list_environments`), in a blocking call.
 
     Example:
-        >>> discover_env_name("http://127.0.0.1:8080")   # doctest: +SKIP
+        >>> from ormix.local import serve_in_thread
+        >>> with serve_in_thread(["local:echo"]) as srv:
+        ...     discover_env_name(srv.url)
         'echo'
     """
     from ormix.ors.http import HTTPFailure, blocking_request

@@ -60,10 +60,12 @@ store at all, certifi's bundle when it is installed. Schemes are case-insensitiv
 
 Example:
     >>> import anyio
-    >>> async def health(url):                                  # doctest: +SKIP
+    >>> from ormix.local import serve_in_thread
+    >>> async def health(url):
     ...     async with HTTPClient() as http:
     ...         return (await http.request("GET", url + "/health")).json()
-    >>> anyio.run(health, "http://127.0.0.1:8080")             # doctest: +SKIP
+    >>> with serve_in_thread(["local:echo"]) as srv:
+    ...     anyio.run(health, srv.url)
     {'status': 'ok'}
 """
 
@@ -459,10 +461,15 @@ class HTTPClient:
     request bounds silence on the wire. Redirects are followed; no proxies from the environment.
 
     Example:
-        >>> async def tools(url):                                       # doctest: +SKIP
+        >>> import anyio
+        >>> from ormix.local import serve_in_thread
+        >>> async def tools(url):
         ...     async with HTTPClient() as http:
         ...         r = await http.request("GET", url + "/echo/tools")
         ...         return [t["name"] for t in r.json()["tools"]]
+        >>> with serve_in_thread(["local:echo"]) as srv:
+        ...     anyio.run(tools, srv.url)
+        ['echo', 'submit']
     """
 
     def __init__(self, *, connect_timeout_s: float = 10.0, keepalive_s: float = DEFAULT_KEEPALIVE_S) -> None:
@@ -559,9 +566,15 @@ class HTTPClient:
         answer arrives; any HTTP status is an answer (returned, not raised).
 
         Example:
-            >>> r = await http.request("POST", url + "/echo/num_tasks", json={"split": "train"})  # doctest: +SKIP
-            >>> r.json()                                                                          # doctest: +SKIP
-            {'num_tasks': 16}
+            >>> import anyio
+            >>> from ormix.local import serve_in_thread
+            >>> async def num_tasks(url):
+            ...     async with HTTPClient() as http:
+            ...         r = await http.request("POST", url + "/echo/num_tasks", json={"split": "train"})
+            ...         return r.status_code, r.json()
+            >>> with serve_in_thread(["local:echo"]) as srv:
+            ...     anyio.run(num_tasks, srv.url)
+            (200, {'num_tasks': 16})
         """
         resp, attempt = await self._open(method, url, json, headers, read_timeout_s, fresh)
         try:
@@ -590,9 +603,21 @@ class HTTPClient:
         Raises `HTTPFailure` as `request` does; a failure after the head arrived has `answered=True`.
 
         Example:
-            >>> pieces = []
-            >>> r = await http.stream("POST", url + "/echo/call", on_text=pieces.append,   # doctest: +SKIP
-            ...                       json={"name": "echo", "input": {"text": "hi"}}, headers={"X-Session-ID": sid})
+            >>> import anyio
+            >>> from ormix.local import serve_in_thread
+            >>> async def call_echo(url):
+            ...     sid = {"X-Session-ID": "doc-1"}
+            ...     async with HTTPClient() as http:
+            ...         body = {"env_name": "echo", "split": "train", "index": 0}
+            ...         await http.request("POST", url + "/create", json=body, headers=sid)
+            ...         pieces = []
+            ...         await http.stream("POST", url + "/echo/call", on_text=pieces.append, headers=sid,
+            ...                           json={"name": "echo", "input": {"text": "hi"}})
+            ...         await http.request("POST", url + "/delete", headers=sid)
+            ...     return [line for line in "".join(pieces).splitlines() if line.startswith("event:")]
+            >>> with serve_in_thread(["local:echo"]) as srv:     # the answer is a server-sent event stream
+            ...     anyio.run(call_echo, srv.url)
+            ['event: task_id', 'event: end']
         """
         resp, attempt = await self._open(method, url, json, headers, read_timeout_s, fresh)
         try:
@@ -637,7 +662,9 @@ def blocking_request(
     For rare calls (endpoint discovery); raises `HTTPFailure`, or `TimeoutError` after `timeout_s`.
 
     Example:
-        >>> blocking_request("GET", "http://127.0.0.1:8080/health").json()   # doctest: +SKIP
+        >>> from ormix.local import serve_in_thread
+        >>> with serve_in_thread(["local:echo"]) as srv:
+        ...     blocking_request("GET", srv.url + "/health").json()
         {'status': 'ok'}
     """
     import anyio

@@ -9,9 +9,18 @@ beyond `timeout_s` enforced here, its own retry policy, its own keepalive.
 Stateless calls (task lists, tool lists) still go through ormix's client.
 
 Example:
-    >>> conn = SdkConnection("http://127.0.0.1:8080", env_name="echo")     # doctest: +SKIP
-    >>> session = await conn.open_session(split="train", index=0)          # doctest: +SKIP
-    >>> (await session.call("echo", {"text": "apple"})).reward              # doctest: +SKIP
+    >>> import anyio
+    >>> from ormix.local import serve_in_thread
+    >>> async def reward(url):
+    ...     conn = SdkConnection(url, env_name="echo")
+    ...     session = await conn.open_session(split="train", index=0)
+    ...     try:
+    ...         return (await session.call("echo", {"text": "apple"})).reward
+    ...     finally:
+    ...         await session.close()
+    ...         await conn.aclose()
+    >>> with serve_in_thread(["local:echo"]) as srv:
+    ...     anyio.run(reward, srv.url)
     1.0
 """
 

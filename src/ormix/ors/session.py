@@ -24,11 +24,19 @@ An open session pings every `ping_interval_s` (`POST /ping`) in a background tas
 over another pooled connection than a running call, so they keep the session alive during long tool calls.
 
 Example:
-    >>> async def episode(client):                       # doctest: +SKIP
-    ...     async with client.session(split="train", index=0) as s:
-    ...         print(await s.prompt_text())
-    ...         r = await s.call("submit", {"text": "apple"})
-    ...         return r.reward
+    >>> import anyio
+    >>> from ormix.local import serve_in_thread
+    >>> from ormix.ors import ORSClient
+    >>> async def episode(url):
+    ...     async with ORSClient(url, env_name="echo") as client:
+    ...         async with client.session(split="train", index=0) as s:
+    ...             print(await s.prompt_text())
+    ...             r = await s.call("submit", {"text": "apple"})
+    ...             return r.reward, r.finished
+    >>> with serve_in_thread(["local:echo"]) as srv:
+    ...     anyio.run(episode, srv.url)
+    Call the echo tool with the word 'apple'.
+    (1.0, True)
 """
 
 from __future__ import annotations
@@ -132,12 +140,19 @@ class Session:
     `dead_reason`, `pinging`.
 
     Example:
-        >>> async def run(client):                       # doctest: +SKIP
-        ...     s = await client.open_session(split="train", index=0)
-        ...     try:
-        ...         return (await s.call("echo", {"text": "hi"})).text
-        ...     finally:
-        ...         await s.close()
+        >>> import anyio
+        >>> from ormix.local import serve_in_thread
+        >>> from ormix.ors import ORSClient
+        >>> async def run(url):
+        ...     async with ORSClient(url, env_name="echo") as client:
+        ...         s = await client.open_session(split="train", index=0)
+        ...         try:
+        ...             return (await s.call("echo", {"text": "hi"})).text
+        ...         finally:
+        ...             await s.close()
+        >>> with serve_in_thread(["local:echo"]) as srv:
+        ...     anyio.run(run, srv.url)
+        'hi'
     """
 
     def __init__(
@@ -350,7 +365,16 @@ class Session:
         Raises `ProtocolError` when the answer is not a list of blocks.
 
         Example:
-            >>> blocks = await session.prompt()         # doctest: +SKIP
+            >>> import anyio
+            >>> from ormix.local import serve_in_thread
+            >>> from ormix.ors import ORSClient
+            >>> async def prompt(url):
+            ...     async with ORSClient(url, env_name="echo") as client:
+            ...         async with client.session(split="train", index=1) as session:
+            ...             return await session.prompt()
+            >>> with serve_in_thread(["local:echo"]) as srv:
+            ...     [block["text"] for block in anyio.run(prompt, srv.url)]
+            ["Call the echo tool with the word 'river'."]
         """
         blocks = await self._get_ready("/prompt", timeout_s)
         if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
@@ -388,9 +412,17 @@ class Session:
         `max_kept_chars` is kept as its head: `truncated` is then True and `full_chars` its full length.
 
         Example:
-            >>> r = await session.call("echo", {"text": "apple"})   # doctest: +SKIP
-            >>> r.text, r.reward                                    # doctest: +SKIP
-            ('apple', 1.0)
+            >>> import anyio
+            >>> from ormix.local import serve_in_thread
+            >>> from ormix.ors import ORSClient
+            >>> async def call(url):
+            ...     async with ORSClient(url, env_name="echo") as client:
+            ...         async with client.session(split="train", index=0) as session:
+            ...             return await session.call("echo", {"text": "apple"})
+            >>> with serve_in_thread(["local:echo"]) as srv:
+            ...     r = anyio.run(call, srv.url)
+            >>> r.text, r.reward, r.finished
+            ('apple', 1.0, False)
         """
         try:
             return await self._call(name, input, timeout_s)

@@ -177,10 +177,14 @@ class Episode:
         calls: `CallRecord` per tool call.
 
     Example:
-        >>> factory = spec.environment_factory              # doctest: +SKIP
-        >>> ep = factory(); ep.reset(task_index=0)           # doctest: +SKIP
-        'Call the echo tool with ...'
-        >>> ep.echo(text="apple"); ep.reward                 # doctest: +SKIP
+        >>> from ormix import OpenRewardSpec
+        >>> spec = OpenRewardSpec("local:echo", num_tasks=2, local_serve="thread")
+        >>> ep = spec.environment_factory()
+        >>> ep.reset(task_index=0)
+        "Call the echo tool with the word 'apple'."
+        >>> ep.echo(text="apple"), ep.reward, ep.outcome.kind
+        ('apple', 1.0, 'scored')
+        >>> close_episode(ep)                                # TRL never closes its environments
     """
 
     _config: ClassVar[EpisodeConfig]

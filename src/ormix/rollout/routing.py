@@ -26,9 +26,19 @@ class RoutingEnvironment:
     """Dispatches namespaced tool calls to the `Episode` of the row's member.
 
     Example:
-        >>> env = mix.environment_factory()                        # doctest: +SKIP
-        >>> env.reset(environment="seta", task_index=3, prompt=[])  # doctest: +SKIP
-        >>> env.seta__bash(command="ls")                            # doctest: +SKIP
+        >>> from ormix import MixtureSpec, OpenRewardSpec
+        >>> from ormix.rollout.episode import close_episode
+        >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", num_tasks=2, local_serve="thread"),
+        ...                    "seta": OpenRewardSpec("local:seta", num_tasks=2, local_serve="thread")},
+        ...                   routing="namespaced")
+        >>> env = mix.environment_factory()
+        >>> env.reset(environment="seta", task_index=0, prompt=[]).splitlines()[2]
+        'Task (Easy, file-operations): Create `hello.txt` in the workspace containing exactly the line `Hello, SETA!`.'
+        >>> env.seta__bash(command="echo 'Hello, SETA!' > hello.txt && cat hello.txt").splitlines()
+        ['Hello, SETA!', '', '(exit 0)']
+        >>> env.seta__submit_solution(), env.member, env.reward
+        ('Score 1.00. 2/2 checks passed.', 'seta', 1.0)
+        >>> close_episode(env)
     """
 
     _members: ClassVar[dict[str, type[Episode]]]

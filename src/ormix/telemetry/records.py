@@ -160,7 +160,13 @@ def rollout_record(
     """One rollout as a JSON-ready record (no arguments, prompts, completions or secrets).
 
     Example:
-        >>> rollout_record(ep, member="seta", training_reward=1.0, step=3, rank=0, mode="train", group=0)  # doctest: +SKIP
+        >>> from ormix import OpenRewardSpec
+        >>> from ormix.rollout.episode import close_episode
+        >>> ep = OpenRewardSpec("local:echo", num_tasks=1, local_serve="thread").environment_factory()
+        >>> _ = ep.reset(task_index=0); _ = ep.echo(text="apple"); close_episode(ep)
+        >>> record = rollout_record(ep, member="echo", training_reward=1.0, step=3, rank=0, mode="train", group=0)
+        >>> record["outcome"], record["reward"], [call["tool"] for call in record["calls"]]
+        ('scored', 1.0, ['echo'])
     """
     outcome = episode.outcome
     secrets = tuple(secrets)
@@ -327,7 +333,12 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     A torn last line (a crash mid-write) is skipped.
 
     Example:
-        >>> read_records("runs/demo")   # doctest: +SKIP
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as run_dir:
+        ...     for rank, step in [(1, 2), (0, 2), (0, 1)]:
+        ...         TelemetryRun(run_dir, rank=rank).write([{"mode": "train", "step": step, "rank": rank}])
+        ...     [(r["step"], r["rank"]) for r in read_records(run_dir)]
+        [(1, 0), (2, 0), (2, 1)]
     """
     folder = Path(run_dir) / "rollouts"
     records: list[dict[str, Any]] = []

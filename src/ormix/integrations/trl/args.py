@@ -197,9 +197,16 @@ def build_grpo_config(
       ``seed`` = the mixture's seed.
 
     Example:
-        >>> args, notes = build_grpo_config(mix, {"num_generations": 2}, output_dir="runs/x")   # doctest: +SKIP
-        >>> args.shuffle_dataset, args.remove_unused_columns                                    # doctest: +SKIP
-        (False, False)
+        >>> import tempfile
+        >>> from ormix import MixtureSpec, OpenRewardSpec
+        >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread")},
+        ...                   prompts_per_step=2)
+        >>> with tempfile.TemporaryDirectory() as out:
+        ...     args, notes = build_grpo_config(mix, {"num_generations": 2}, output_dir=out)
+        >>> args.shuffle_dataset, args.remove_unused_columns, args.per_device_train_batch_size
+        (False, False, 4)
+        >>> notes
+        ['per_device_train_batch_size=4, gradient_accumulation_steps=1 (derived from prompts_per_step)']
     """
     from trl import GRPOConfig
 

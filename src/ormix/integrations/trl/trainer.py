@@ -102,6 +102,8 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
     tested with (`TESTED_TRL`); use `trl.GRPOTrainer` (sequential) there, or pin TRL.
 
     Example:
+        Not run as a doctest: it needs a torch model and a `GRPOConfig` (see `ormix.train`).
+
         >>> trainer = ConcurrentGRPOTrainer(model=..., args=..., train_dataset=mix.train_dataset,   # doctest: +SKIP
         ...     environment_factory=mix.environment_factory, reward_funcs=mix.reward_funcs, callbacks=mix.callbacks)
     """

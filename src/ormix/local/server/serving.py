@@ -249,9 +249,11 @@ class LocalServer:
     """A running local ORS server. Use as a context manager or call `close()`.
 
     Example:
-        >>> with serve_in_thread(["local:echo"]) as srv:   # doctest: +SKIP
-        ...     srv.url, srv.env_names
-        ('http://127.0.0.1:40123', ['echo'])
+        >>> with serve_in_thread(["local:echo"]) as srv:       # an ephemeral port on loopback
+        ...     srv.url.startswith("http://127.0.0.1:"), srv.env_names, srv.mode, srv.alive
+        (True, ['echo'], 'thread', True)
+        >>> srv.alive                                           # closed on leaving the block
+        False
     """
 
     url: str
@@ -314,7 +316,10 @@ def serve_in_thread(
     `ssl_certfile` + `ssl_keyfile`: serve over TLS; the URL is then `https://`.
 
     Example:
-        >>> srv = serve_in_thread(["local:echo"]); srv.close()   # doctest: +SKIP
+        >>> srv = serve_in_thread(["local:echo", "local:seta"])
+        >>> srv.env_names, srv.active_sessions()
+        (['echo', 'seta'], [])
+        >>> srv.close()
     """
     classes = _classes(envs)
     sock = _bind(host, port)
@@ -374,8 +379,11 @@ def serve_in_process(
     `keep_alive_s`, `ssl_certfile`, `ssl_keyfile`: as for `serve_in_thread`.
 
     Example:
+        Not run as a doctest: a child Python process takes seconds to import openreward and start.
+
         >>> with serve_in_process(["local:terminals"]) as srv:   # doctest: +SKIP
-        ...     print(srv.url)
+        ...     srv.env_names, srv.mode
+        (['terminals'], 'process')
     """
     names = [e if isinstance(e, str) else f"{e.__module__}:{e.__qualname__}" for e in envs]
     cmd = [sys.executable, "-m", "ormix.local", "--host", host, "--port", str(port), *names]

@@ -25,8 +25,9 @@ def server_for(target: str, *, mode: str | None = None) -> LocalServer:
     """The running local server for `target` (`local:NAME` or `module:Class`), starting it if needed.
 
     Example:
-        >>> server_for("local:echo").url      # doctest: +SKIP
-        'http://127.0.0.1:41234'
+        >>> server = server_for("local:echo", mode="thread")     # the default mode is a child process
+        >>> server_for("local:echo", mode="thread") is server, server.env_names
+        (True, ['echo'])
     """
     mode = mode or os.environ.get("ORMIX_LOCAL_SERVE") or DEFAULT_MODE
     if mode not in ("process", "thread"):
