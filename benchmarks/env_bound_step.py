@@ -3,25 +3,37 @@
 An ORS server (`local:latency`, in a child process) whose session open waits 0.4 s and whose `work` tool waits
 0.25 s, both asynchronously (the server holds many sessions at once, as a sandbox deployment does). GRPO
 steps through TRL's GRPOTrainer on ormix's offline tiny model (CPU), with a scripted policy (`ScriptedPolicy`:
-each turn calls `work`, the last one `submit`), so every variant makes the same calls:
+each turn calls `work`, the last one `submit`, which answers at once), so every variant makes the same calls:
 
 - ``trl``: TRL's `trl.experimental.openreward.OpenRewardSpec` (TRL's sequential environment loop);
 - ``ormix``: ormix's `OpenRewardSpec` with `ConcurrentGRPOTrainer`;
 - ``mixture``: a two-member `MixtureSpec` (both members on the same server) with `ConcurrentGRPOTrainer`.
 
-Two shapes: R = 8 rollouts with 1 tool round, and R = 32 rollouts with 3 tool rounds. The figure is the median
-step time over the steps after the first (which includes loading). The ideal concurrent step waits one open and
-one call per round instead of R of each; "fraction of ideal" is the measured ratio divided by what a step
-would gain if its environment wait shrank R times and everything else stayed. Last lines:
-``ratio env_bound_step R=8: X`` and ``ratio env_bound_step R=32: X`` (TRL / ormix).
+Two shapes: R = 8 rollouts with 1 tool round, and R = 32 rollouts with 3 tool rounds. Figures are medians over
+the steps after the first (which includes loading). Besides the step time (TRL's `step_time`), each step's
+environment wait is measured the same way for every variant: wall time inside the environments' `reset` and tool
+methods and inside the reward functions (ormix closes a batch's sessions there), plus, for ormix, the logged
+`ormix/env/open_s` (its sessions open before TRL's resets). The rest of the step ("other": generation, loss,
+backward, optimizer, on CPU) is the same work for every variant, so it bounds the step-time ratio: a reader can
+tell a missed step-time target that comes from model compute from one that comes from waiting. Process CPU per
+step is printed too (the machine is shared: wall time of the compute varies with its load).
+
+The ideal concurrent step waits one open and one call per round instead of R of each, so the ideal env-wait ratio
+is R, and the ideal step ratio is TRL's step over TRL's step with its env wait divided by R; "of the ideal" is the
+measured ratio over that. Last lines: ``ratio env_wait R=8: X``, ``ratio env_wait R=32: X``, then
+``ratio env_bound_step R=8: X`` and ``ratio env_bound_step R=32: X`` (TRL / ormix, the lower of the ormix and
+mixture variants). Run: ``python benchmarks/env_bound_step.py`` (``ORMIX_BENCH_STEPS``, default 4, steps per run).
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import re
 import statistics
 import sys
+import threading
 import time
 import warnings
 
@@ -48,7 +60,77 @@ def script_for(rounds: int):
     return script
 
 
-def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[float]:
+class EnvClock:
+    """Wall time a step spends inside environment calls and reward functions (per step, with its process CPU)."""
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()  # TRL's: ormix's round workers call the same methods, not counted
+        self.env_s = 0.0
+        self.steps: list[tuple[float, float]] = []  # (env wait s, process CPU s) per step
+        self._cpu0 = 0.0
+
+    def timed(self, fn):
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def atimed(*args, **kwargs):
+                t0 = time.perf_counter()
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    if threading.get_ident() == self.thread:
+                        self.env_s += time.perf_counter() - t0
+
+            return atimed
+
+        @functools.wraps(fn)
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                if threading.get_ident() == self.thread:
+                    self.env_s += time.perf_counter() - t0
+
+        return timed
+
+    def factory(self, factory):
+        """`factory` making environments whose `reset` and tool methods are timed (attributes kept)."""
+        if isinstance(factory, dict):
+            return {name: self.factory(f) for name, f in factory.items()}
+        clock = self
+
+        class Timed:
+            def __getattr__(self, name):  # `episode_config_for`, `__name__`, ...: the factory's own
+                return getattr(factory, name)
+
+            def __call__(self):
+                environment = factory()
+                for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction):
+                    if name == "reset" or not name.startswith("_") and name != "get_reward":
+                        # An instance attribute: TRL looks tools up with `getattr(environment, name)`.
+                        setattr(environment, name, clock.timed(getattr(environment, name)))
+                return environment
+
+        return Timed()
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        clock = self
+
+        class StepClock(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kwargs):
+                clock.env_s, clock._cpu0 = 0.0, time.process_time()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                clock.steps.append((clock.env_s, time.process_time() - clock._cpu0))
+
+        return StepClock()
+
+
+def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[tuple[float, float, float]]:
+    """(step time, env wait, process CPU) of each step."""
     from trl import GRPOConfig, GRPOTrainer
 
     from ormix import MixtureSpec, OpenRewardSpec
@@ -75,7 +157,7 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
         from trl.experimental.openreward import OpenRewardSpec as TRLSpec
 
         spec = TRLSpec(url, env_name="latency", num_tasks=tasks)
-        trainer_class, inputs, closer = GRPOTrainer, spec, None
+        trainer_class, inputs, closer = GRPOTrainer, spec, None  # closed below, from TRL's pool
     elif variant == "ormix":
         spec = OpenRewardSpec(url, env_name="latency", num_tasks=tasks)
         trainer_class, inputs, closer = ConcurrentGRPOTrainer, spec, spec.close
@@ -90,13 +172,20 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
             num_steps=STEPS,
         )
         trainer_class, inputs, closer = ConcurrentGRPOTrainer, mix, mix.close
-    callbacks = getattr(inputs, "callbacks", None) or []
+    clock = EnvClock()
+    callbacks = [*(getattr(inputs, "callbacks", None) or []), clock.callback()]
+    reward_funcs = inputs.reward_funcs
+    reward_funcs = (
+        [clock.timed(f) for f in reward_funcs]
+        if isinstance(reward_funcs, list)
+        else clock.timed(reward_funcs)
+    )
     trainer = trainer_class(
         model=model,
         args=args,
         train_dataset=inputs.train_dataset,
-        environment_factory=inputs.environment_factory,
-        reward_funcs=inputs.reward_funcs,
+        environment_factory=clock.factory(inputs.environment_factory),
+        reward_funcs=reward_funcs,
         callbacks=callbacks,
     )
     ScriptedPolicy(script_for(rounds)).attach(trainer)
@@ -105,7 +194,15 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
         trainer.train()
     if closer is not None:
         closer()
-    return [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
+    else:  # TRL never closes its environments; its SDK sessions would ping a stopped server
+        for pool in getattr(trainer, "_environment_pool", {}).values():
+            for environment in pool:
+                environment._close()
+    logs = [h for h in trainer.state.log_history if "step_time" in h]
+    return [
+        (h["step_time"], env_s + h.get("ormix/env/open_s", 0.0), cpu_s)
+        for h, (env_s, cpu_s) in zip(logs, clock.steps, strict=True)
+    ]
 
 
 def main() -> None:
@@ -114,30 +211,43 @@ def main() -> None:
 
     model = str(build_tiny_model())
     env = {"ORMIX_LATENCY_OPEN_S": str(OPEN_S), "ORMIX_LATENCY_TOOL_S": str(TOOL_S)}
-    ratios = {}
+    step_ratios, wait_ratios = {}, {}
     with serve_in_process(["local:latency"], env=env) as server:
+        # Else TRL's SDK sends sessions to `sessions.<host>` (it prepends the subdomain to the base URL).
+        os.environ["OPENREWARD_SESSION_URL"] = server.url
         for rollouts, rounds in ((8, 1), (32, 3)):
-            medians = {}
+            step, wait, other = {}, {}, {}
             for variant in ("trl", "ormix", "mixture"):
                 t0 = time.perf_counter()
-                times = run(variant, server.url, rollouts, rounds, model)
-                medians[variant] = statistics.median(times[1:] or times)
+                steps = run(variant, server.url, rollouts, rounds, model)
+                kept = steps[1:] or steps
+                step[variant] = statistics.median(s for s, _, _ in kept)
+                wait[variant] = statistics.median(w for _, w, _ in kept)
+                other[variant] = statistics.median(s - w for s, w, _ in kept)
+                cpu = statistics.median(c for _, _, c in kept)
                 print(
-                    f"R={rollouts} rounds={rounds} {variant:8s} median step {medians[variant]:6.2f} s "
-                    f"(steps {', '.join(f'{t:.2f}' for t in times)}; {time.perf_counter() - t0:.0f} s)",
+                    f"R={rollouts} rounds={rounds} {variant:8s} median step {step[variant]:6.2f} s, env wait "
+                    f"{wait[variant]:6.2f} s, other {other[variant]:6.2f} s, CPU {cpu:6.2f} s "
+                    f"(steps {', '.join(f'{s:.2f}' for s, _, _ in steps)}; {time.perf_counter() - t0:.0f} s)",
                     flush=True,
                 )
-            env_wait = rollouts * OPEN_S + rounds * rollouts * TOOL_S  # TRL's loop, one after another
-            other = max(medians["trl"] - env_wait, 0.0)  # what the step spends besides its environments
-            ideal = (other + env_wait) / (other + env_wait / rollouts)
+            # TRL's loop waits for each open and each `work` one after another; `submit` answers at once.
+            expected = rollouts * (OPEN_S + (rounds - 1) * TOOL_S)
+            print(f"  TRL's env wait {wait['trl']:.2f} s (its server latencies add up to {expected:.2f} s)")
+            ideal = step["trl"] / (other["trl"] + wait["trl"] / rollouts)
             for variant in ("ormix", "mixture"):
-                ratio = medians["trl"] / medians[variant]
+                ratio = step["trl"] / step[variant]
+                wait_ratio = wait["trl"] / wait[variant]
                 print(
-                    f"  {variant}: {ratio:.2f}x TRL's step, {ratio / ideal:.0%} of the ideal {ideal:.2f}x "
-                    f"(the step's other work, ~{other:.1f} s, does not shrink)"
+                    f"  {variant}: step {ratio:.2f}x TRL's, {ratio / ideal:.0%} of the ideal {ideal:.2f}x (TRL's "
+                    f"other work, {other['trl']:.1f} s, does not shrink); env wait {wait_ratio:.1f}x TRL's, "
+                    f"{wait_ratio / rollouts:.0%} of the ideal {rollouts}x"
                 )
-            ratios[rollouts] = min(medians["trl"] / medians["ormix"], medians["trl"] / medians["mixture"])
-    for rollouts, ratio in ratios.items():
+            step_ratios[rollouts] = min(step["trl"] / step[v] for v in ("ormix", "mixture"))
+            wait_ratios[rollouts] = min(wait["trl"] / wait[v] for v in ("ormix", "mixture"))
+    for rollouts, ratio in wait_ratios.items():
+        print(f"ratio env_wait R={rollouts}: {ratio:.2f}")
+    for rollouts, ratio in step_ratios.items():
         print(f"ratio env_bound_step R={rollouts}: {ratio:.2f}")
 
 
