@@ -22,11 +22,13 @@ _EXPORTS: dict[str, str] = {
     "MixtureSpec": "ormix.mixture",
     "load_mixture": "ormix.mixture",
     "ORSClient": "ormix.ors",
+    "OrmixError": "ormix.errors",
 }
 
-__all__ = ["MixtureSpec", "ORSClient", "OpenRewardSpec", "__version__", "load_mixture"]
+__all__ = ["MixtureSpec", "ORSClient", "OpenRewardSpec", "OrmixError", "__version__", "load_mixture"]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ormix.errors import OrmixError
     from ormix.mixture import MixtureSpec, load_mixture
     from ormix.ors import ORSClient
     from ormix.spec import OpenRewardSpec

@@ -40,10 +40,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ormix.errors import OrmixError, TrainConfigError, UsageError, exit_status
 from ormix.runs import RunDirectory
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ormix.config import MixtureConfig
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -51,6 +54,7 @@ __all__ = [
     "TrainConfigError",
     "TrainResult",
     "default_run_dir",
+    "load_run_config",
     "parse_overrides",
     "train",
     "train_command",
@@ -243,25 +247,32 @@ def _print_report(run_dir: Path, result: TrainResult, console: Any) -> None:
 # ── the job ───────────────────────────────────────────────────────────
 
 
-def _load(path: str | Path, settings: Mapping[str, Any], max_steps: int | None):
+def load_run_config(
+    path: str | Path, settings: Mapping[str, Any] | None = None, max_steps: int | None = None
+) -> MixtureConfig:
+    """The mixture `ormix train` runs from a file: validated (its ``train:`` section too) and sized to the run.
+
+    ``settings`` are ``--set`` overrides and ``max_steps`` is ``--max-steps``; the run's ``max_steps`` sizes
+    a dataset the file leaves unsized (`MixtureConfig.sized_for`). Its `config_hash()` is the run's manifest
+    hash.
+
+    Example:
+        >>> load_run_config("mixtures/local-demo.yaml").name
+        'local-demo'
+    """
     from ormix.config import load_mixture_config
-    from ormix.mixture import MixtureSpec
     from ormix.mixture.mixture import trainer_settings_check
 
     config = load_mixture_config(str(path), train_check=trainer_settings_check())
-    overrides: dict[str, Any] = {}
+    settings = settings or {}
     steps = max_steps if max_steps is not None else settings.get("max_steps", config.train.get("max_steps"))
-    # Size the dataset to the run when the file does not: `num_steps × prompts_per_step` rows.
-    if (
-        config.num_samples is None
-        and config.num_steps is None
-        and config.prompts_per_step
-        and isinstance(steps, int)
-        and steps > 0
-    ):
-        overrides["num_steps"] = steps
-    if overrides:
-        config = config.updated(**overrides)
+    return config.sized_for(steps if isinstance(steps, int) else None)
+
+
+def _load(path: str | Path, settings: Mapping[str, Any], max_steps: int | None):
+    from ormix.mixture import MixtureSpec
+
+    config = load_run_config(path, settings, max_steps)
     return config, MixtureSpec.from_config(config)
 
 

@@ -112,6 +112,37 @@ def test_an_ablated_file_trains_under_the_hash_written_into_it(tmp_path):
         mix.close()
 
 
+def test_an_ablated_file_sized_by_its_run_is_stamped_with_the_runs_hash(tmp_path):
+    # No num_samples and no num_steps: `ormix train` sizes the dataset to train.max_steps, which is part of
+    # the run's config (and hash); the stamp must be that hash, not the bare file's.
+    from ormix import MixtureSpec
+    from ormix.train import load_run_config
+
+    source = tmp_path / "sized.yaml"
+    source.write_text(
+        "members:\n"
+        "  a: {target: 'local:echo', num_tasks: 4, local_serve: thread}\n"
+        "  b: {target: 'local:echo', indices: [5, 6], local_serve: thread}\n"
+        "prompts_per_step: 2\n"
+        "train: {max_steps: 3, per_device_train_batch_size: 4, num_generations: 2}\n"
+    )
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["ablate", str(source), "--only", "a", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    (derived,) = out.glob("*.yaml")
+    stamped = next(
+        line.split(":", 1)[1].strip() for line in derived.read_text().splitlines() if "manifest hash:" in line
+    )
+    config = load_run_config(derived)  # what `ormix train` trains
+    assert config.num_steps == 3
+    assert stamped == config.config_hash() != load_mixture_config(derived).config_hash()
+    mix = MixtureSpec.from_config(config)
+    try:
+        assert mix.manifest()["hash"] == stamped
+    finally:
+        mix.close()
+
+
 def test_ablate_unknown_member_is_named(tmp_path):
     result = runner.invoke(
         app, ["ablate", str(ROOT / "mixtures/local-demo.yaml"), "--only", "nope", "--out", str(tmp_path)]

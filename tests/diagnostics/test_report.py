@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from ormix.diagnostics.report import member_summary, percentile, report_command, step_series
+from support.trl_args import cpu_grpo_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -26,7 +27,7 @@ def finished_run(tiny_model, tmp_path_factory):
     """Three GRPO steps on a mixture of two `local:echo` members (scripted: one right, one wrong per group)."""
     import os
 
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from ormix import MixtureSpec, OpenRewardSpec
     from ormix.demo.scripted import ScriptedPolicy, tool_call
@@ -49,22 +50,7 @@ def finished_run(tiny_model, tmp_path_factory):
         return tool_call("submit", text=word if "index': 5" in ctx.user else "no") if ctx.turn == 1 else "ok"
 
     out = tmp_path_factory.mktemp("report") / "run"
-    args = GRPOConfig(
-        output_dir=str(out),
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_steps=3,
-        max_completion_length=128,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        bf16=False,
-        use_cpu=True,
-        save_strategy="no",
-        shuffle_dataset=False,
-        disable_tqdm=True,
-        max_tool_calling_iterations=2,
-    )
+    args = cpu_grpo_config(str(out), max_steps=3, max_completion_length=128, max_tool_calling_iterations=2)
     trainer = GRPOTrainer(
         model=tiny_model,
         args=args,

@@ -16,6 +16,7 @@ from ormix.demo.scripted import ScriptContext, ScriptedPolicy, tool_call
 from ormix.local.envs.echo import WORDS
 from ormix.mixture import load_mixture
 from ormix.telemetry.records import read_records
+from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
 
@@ -48,28 +49,20 @@ def _quiet(monkeypatch):
 
 
 def test_budget_moves_to_the_member_whose_groups_teach(tiny_model, tmp_path):
-    from trl import GRPOConfig
 
     from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
 
     file = tmp_path / "adaptive.yaml"
     file.write_text(MIXTURE)
     mix = load_mixture(str(file))
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
+    args = cpu_grpo_config(
+        str(tmp_path / "out"),
         per_device_train_batch_size=12,
-        num_generations=2,
         max_steps=8,
         max_completion_length=64,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
         save_strategy="steps",
         save_steps=4,
-        shuffle_dataset=False,
         remove_unused_columns=False,
-        disable_tqdm=True,
         max_tool_calling_iterations=1,
     )
     trainer = ConcurrentGRPOTrainer(

@@ -20,6 +20,7 @@ from ormix.demo.scripted import ScriptContext, ScriptedPolicy, tool_call
 from ormix.local.envs.latency import Latency
 from ormix.local.server.shared import server_for
 from ormix.telemetry.records import read_records
+from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
 
@@ -37,26 +38,8 @@ def _env(monkeypatch):
 
 
 def grpo_args(tmp_path, name, **overrides):
-    from trl import GRPOConfig
-
-    settings = dict(
-        output_dir=str(tmp_path / name),
-        per_device_train_batch_size=8,
-        num_generations=2,
-        max_steps=2,
-        max_completion_length=200,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        bf16=False,
-        use_cpu=True,
-        save_strategy="no",
-        shuffle_dataset=False,
-        disable_tqdm=True,
-        max_tool_calling_iterations=3,
-    )
-    settings.update(overrides)
-    return GRPOConfig(**settings)
+    settings = dict(per_device_train_batch_size=8, max_completion_length=200, max_tool_calling_iterations=3)
+    return cpu_grpo_config(str(tmp_path / name), **{**settings, **overrides})
 
 
 def script(ctx: ScriptContext) -> str:
@@ -277,15 +260,42 @@ def test_factories_and_reward_functions_survive_a_spawned_process():
         num_samples=4,
     )
     rows = mix.train_dataset.to_list()  # tasks and tools fetched here: the child reuses what was answered
-    payload = pickle.dumps((mix.environment_factory, mix.reward_funcs, rows))
+    callbacks = mix.callbacks
+    payload = pickle.dumps((mix.environment_factory, mix.reward_funcs, callbacks, rows))
     context = multiprocessing.get_context("spawn")
     with context.Pool(1) as pool:
-        rewards = pool.apply(_child_episode, (payload,))
+        rewards, callback_types = pool.apply(_child_episode, (payload,))
     assert rewards == {"echo": 1.0, "latency": 1.0}
+    assert callback_types == [type(c).__name__ for c in callbacks] and callback_types
 
 
-def _child_episode(payload: bytes) -> dict[str, float]:
-    factories, reward_funcs, rows = pickle.loads(payload)
+def test_an_ordered_mixture_passes_the_trainer_check_under_async_grpo_config():
+    # AsyncGRPOConfig has no `shuffle_dataset`: TRL's async worker reads the dataset in order.
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    from ormix.integrations.trl.callbacks import check_trainer_args
+
+    mix = MixtureSpec(
+        {"echo": OpenRewardSpec("local:echo", num_tasks=2, **T), "seta": OpenRewardSpec("local:seta", **T)},
+        prompts_per_step=2,
+        num_samples=4,
+    )
+    assert mix.order_matters
+    args = AsyncGRPOConfig(output_dir="/tmp/ormix-async", use_cpu=True, report_to="none")
+    assert not hasattr(args, "shuffle_dataset")
+    problems = check_trainer_args(mix, args)
+    assert not any("shuffle_dataset" in p for p in problems)
+    assert any(
+        "remove_unused_columns=True" in p for p in problems
+    )  # AsyncGRPOConfig's default strips columns
+    args = AsyncGRPOConfig(
+        output_dir="/tmp/ormix-async", use_cpu=True, report_to="none", remove_unused_columns=False
+    )
+    assert not any("remove_unused_columns" in p for p in check_trainer_args(mix, args))
+
+
+def _child_episode(payload: bytes) -> tuple[dict[str, float], list[str]]:
+    factories, reward_funcs, callbacks, rows = pickle.loads(payload)
     out = {}
     for row in rows:
         member = row["environment"]
@@ -297,7 +307,7 @@ def _child_episode(payload: bytes) -> dict[str, float]:
         episode.submit(text=word)
         func = next(f for f in reward_funcs if f.__name__ == member)
         out[member] = func(environments=[episode])[0]
-    return out
+    return out, [type(c).__name__ for c in callbacks]
 
 
 def test_episodes_are_safe_when_32_threads_drive_them_at_once():

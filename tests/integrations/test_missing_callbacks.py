@@ -17,6 +17,7 @@ from ormix.demo.scripted import ScriptedPolicy, tool_call
 from ormix.errors import UsageError
 from ormix.integrations.trl.callbacks import TelemetryCallback
 from ormix.telemetry.records import MissingCallbacksWarning
+from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
 
@@ -27,26 +28,10 @@ def _quiet(monkeypatch):
 
 
 def _args(out, **extra):
-    from trl import GRPOConfig
-
     settings = dict(
-        output_dir=str(out),
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_steps=1,
-        max_completion_length=256,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        shuffle_dataset=False,
-        disable_tqdm=True,
-        max_tool_calling_iterations=2,
-        activation_checkpointing=False,
+        max_steps=1, max_completion_length=256, max_tool_calling_iterations=2, activation_checkpointing=False
     )
-    settings.update(extra)
-    return GRPOConfig(**settings)
+    return cpu_grpo_config(str(out), **{**settings, **extra})
 
 
 def _echo_once(ctx):

@@ -18,6 +18,7 @@ from support.solutions_seta import REFERENCE as SETA_REF
 from support.solutions_seta import WRONG as SETA_WRONG
 from support.solutions_terminals import REFERENCE as TERM_REF
 from support.solutions_terminals import WRONG as TERM_WRONG
+from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
 
@@ -58,7 +59,7 @@ def expected_reward(member: str, task_id: str, sample: int) -> float:
 
 @pytest.mark.parametrize("routing", ["per_env", "namespaced"])
 def test_mixture_grpo_logs_each_members_reward(tiny_model, tmp_path, routing):
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     mix = MixtureSpec(
         {
@@ -89,22 +90,7 @@ def test_mixture_grpo_logs_each_members_reward(tiny_model, tmp_path, routing):
         wrong_env.extend(sum(c.error == "wrong_env" for c in e.calls) for e in environments)
         return [None] * len(environments)
 
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_steps=2,
-        max_completion_length=1024,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        bf16=False,
-        use_cpu=True,
-        save_strategy="no",
-        shuffle_dataset=False,
-        disable_tqdm=True,
-        max_tool_calling_iterations=5,
-    )
+    args = cpu_grpo_config(str(tmp_path / "out"), max_completion_length=1024, max_tool_calling_iterations=5)
     trainer = GRPOTrainer(
         model=tiny_model,
         args=args,
@@ -155,7 +141,7 @@ def test_mixture_grpo_logs_each_members_reward(tiny_model, tmp_path, routing):
 
 
 def test_shuffled_plan_is_refused_when_training_starts(tiny_model, tmp_path):
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from ormix.integrations.trl.callbacks import TrainerConfigError
 
@@ -167,17 +153,7 @@ def test_shuffled_plan_is_refused_when_training_starts(tiny_model, tmp_path):
         prompts_per_step=2,
         num_samples=4,
     )
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_steps=1,
-        max_completion_length=32,
-        report_to="none",
-        use_cpu=True,
-        save_strategy="no",
-        disable_tqdm=True,
-    )  # shuffle_dataset defaults to True
+    args = cpu_grpo_config(str(tmp_path / "out"), max_steps=1, max_completion_length=32, shuffle_dataset=True)
     trainer = GRPOTrainer(
         model=tiny_model,
         args=args,

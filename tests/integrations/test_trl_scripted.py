@@ -13,6 +13,7 @@ import pytest
 
 from ormix.demo.scripted import ScriptContext, ScriptedPolicy, ScriptError, tool_call
 from ormix.demo.tiny import build_tiny_model
+from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
 
@@ -30,25 +31,7 @@ def _quiet_trl(monkeypatch):
 
 
 def _args(tmp_path, **overrides):
-    from trl import GRPOConfig
-
-    settings = dict(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=4,  # 2 prompts x 2 generations per step
-        num_generations=2,
-        max_steps=2,
-        max_completion_length=96,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        bf16=False,
-        use_cpu=True,
-        save_strategy="no",
-        shuffle_dataset=False,
-        disable_tqdm=True,
-    )
-    settings.update(overrides)
-    return GRPOConfig(**settings)
+    return cpu_grpo_config(str(tmp_path / "out"), **overrides)  # 2 prompts x 2 generations per step
 
 
 def _steps(trainer) -> list[dict]:

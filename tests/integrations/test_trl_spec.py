@@ -13,6 +13,7 @@ import pytest
 from ormix import OpenRewardSpec
 from ormix.demo.scripted import ScriptContext, ScriptedPolicy, tool_call
 from ormix.local.server.shared import server_for
+from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
 
@@ -23,26 +24,7 @@ def _quiet(monkeypatch):
 
 
 def grpo_args(tmp_path, **overrides):
-    from trl import GRPOConfig
-
-    settings = dict(
-        output_dir=str(tmp_path / "out"),
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_steps=2,
-        max_completion_length=96,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        bf16=False,
-        use_cpu=True,
-        save_strategy="no",
-        shuffle_dataset=False,
-        disable_tqdm=True,
-        max_tool_calling_iterations=3,
-    )
-    settings.update(overrides)
-    return GRPOConfig(**settings)
+    return cpu_grpo_config(str(tmp_path / "out"), **{"max_tool_calling_iterations": 3, **overrides})
 
 
 def echo_script(ctx: ScriptContext) -> str:

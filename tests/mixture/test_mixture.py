@@ -15,6 +15,7 @@ from ormix.rollout.episode import close_episode
 from ormix.rollout.routing import RoutingEnvironment
 from support.envs import NumericDifficulty, SweSurface
 from support.tools import tool_text
+from support.trl_args import cpu_grpo_config
 
 T = {"local_serve": "thread"}
 
@@ -227,6 +228,42 @@ def test_eval_num_tasks_on_a_train_member_gives_it_an_eval_set():
     assert from_python.config.config_hash() == from_file.config.config_hash()
 
 
+def test_an_adaptive_mixture_from_python_is_the_same_config_as_from_its_file():
+    # Every mixture-file setting is reachable from the constructor: adaptive settings and member filters too.
+    from ormix.config import MixtureConfig
+
+    text = """
+    name: adapt
+    members:
+      echo:
+        target: "local:echo"
+        num_tasks: 4
+        local_serve: thread
+        filter: {window: 3, solved: 0.9}
+      seta: {target: "local:seta", num_tasks: 2, local_serve: thread}
+    strategy: adaptive
+    adaptive: {floor: 0.2, warmup_steps: 3}
+    prompts_per_step: 2
+    num_samples: 8
+    """
+    from_file = MixtureConfig.from_yaml_text(text)
+    from_python = MixtureSpec(
+        {
+            "echo": Member(
+                OpenRewardSpec("local:echo", num_tasks=4, **T), filter={"window": 3, "solved": 0.9}
+            ),
+            "seta": OpenRewardSpec("local:seta", num_tasks=2, **T),
+        },
+        strategy="adaptive",
+        adaptive={"floor": 0.2, "warmup_steps": 3},
+        prompts_per_step=2,
+        num_samples=8,
+        name="adapt",
+    ).config
+    assert from_python.adaptive.floor == 0.2 and from_python.members["echo"].filter.window == 3
+    assert from_python.config_hash() == from_file.config_hash()
+
+
 # ── ablations and manifest ────────────────────────────────────────────────────
 
 
@@ -250,31 +287,15 @@ def test_ablations_return_new_specs_and_manifest_hash_is_stable():
 
 
 def test_trainer_settings_that_break_the_plan_are_named():
-    from trl import GRPOConfig
 
     from ormix.integrations.trl.callbacks import check_trainer_args
 
     mix = two(prompts_per_step=4, num_samples=8)
-    args = GRPOConfig(
-        output_dir="/tmp/x",
-        per_device_train_batch_size=4,
-        num_generations=2,
-        use_cpu=True,
-        shuffle_dataset=True,
-        report_to="none",
-    )
+    args = cpu_grpo_config("/tmp/x", shuffle_dataset=True)
     problems = check_trainer_args(mix, args)
     assert any("shuffle_dataset=False" in p for p in problems)
     assert any("prompts_per_step=4" in p and "2 unique prompts" in p for p in problems)
-    ok = GRPOConfig(
-        output_dir="/tmp/x",
-        per_device_train_batch_size=4,
-        gradient_accumulation_steps=2,
-        num_generations=2,
-        use_cpu=True,
-        shuffle_dataset=False,
-        report_to="none",
-    )
+    ok = cpu_grpo_config("/tmp/x", gradient_accumulation_steps=2)
     assert check_trainer_args(mix, ok) == []
 
 
@@ -326,29 +347,12 @@ def test_ablations_keep_the_files_train_section_and_reweight_switches_to_weights
 
 
 def test_a_run_longer_than_the_plan_is_refused():
-    from trl import GRPOConfig
 
     from ormix.integrations.trl.callbacks import check_trainer_args
 
     mix = two(prompts_per_step=2, num_samples=8)
-    args = GRPOConfig(
-        output_dir="/tmp/x",
-        per_device_train_batch_size=4,
-        num_generations=2,
-        use_cpu=True,
-        shuffle_dataset=False,
-        report_to="none",
-        max_steps=10,
-    )
+    args = cpu_grpo_config("/tmp/x", max_steps=10)
     problems = check_trainer_args(mix, args)
     assert any("num_samples >= 20" in p for p in problems), problems
-    args = GRPOConfig(
-        output_dir="/tmp/x",
-        per_device_train_batch_size=4,
-        num_generations=2,
-        use_cpu=True,
-        shuffle_dataset=False,
-        report_to="none",
-        max_steps=4,
-    )
+    args = cpu_grpo_config("/tmp/x", max_steps=4)
     assert check_trainer_args(mix, args) == []

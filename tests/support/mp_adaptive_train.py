@@ -59,7 +59,7 @@ def script(ctx):
 def main(model: str, out: str) -> None:
     import torch.distributed as dist
     from transformers import TrainerCallback
-    from trl import GRPOConfig
+    from trl_args import cpu_grpo_config  # a sibling: run as a script, its folder is on sys.path
 
     import ormix
     from ormix.config import MixtureConfig
@@ -100,21 +100,12 @@ def main(model: str, out: str) -> None:
             )
             return control
 
-    args = GRPOConfig(
-        output_dir=out,
-        per_device_train_batch_size=4,
+    args = cpu_grpo_config(
+        out,
         num_generations=NUM_GENERATIONS,
         max_steps=MAX_STEPS,
         max_completion_length=48,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        bf16=False,
-        use_cpu=True,
-        save_strategy="no",
-        shuffle_dataset=False,
         remove_unused_columns=False,
-        disable_tqdm=True,
         max_tool_calling_iterations=1,
         ddp_backend="gloo",
     )

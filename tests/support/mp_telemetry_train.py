@@ -35,7 +35,8 @@ def script(ctx):
 
 
 def main(model: str, out: str) -> None:
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
+    from trl_args import cpu_grpo_config  # a sibling: run as a script, its folder is on sys.path
 
     from ormix import MixtureSpec, OpenRewardSpec
     from ormix.demo.scripted import ScriptedPolicy
@@ -50,23 +51,7 @@ def main(model: str, out: str) -> None:
         num_samples=8,
         seed=5,
     )
-    args = GRPOConfig(
-        output_dir=out,
-        per_device_train_batch_size=4,
-        num_generations=2,
-        max_steps=2,
-        max_completion_length=96,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        bf16=False,
-        use_cpu=True,
-        save_strategy="no",
-        shuffle_dataset=False,
-        disable_tqdm=True,
-        max_tool_calling_iterations=2,
-        ddp_backend="gloo",
-    )
+    args = cpu_grpo_config(out, max_tool_calling_iterations=2, ddp_backend="gloo")
     trainer = GRPOTrainer(
         model=model,
         args=args,

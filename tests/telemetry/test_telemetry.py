@@ -29,6 +29,7 @@ from ormix.telemetry.metrics import (
     summarize,
 )
 from ormix.telemetry.records import read_records, rollout_record
+from support.trl_args import cpu_grpo_config
 
 SECRET = "tok-SECRET-7f3a9c2e1d"
 API_KEY = "sk-ormix-APIKEY-5b8d0e4f"
@@ -58,7 +59,7 @@ def _script(ctx):
 def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(
     tiny_model, tmp_path, caplog, monkeypatch
 ):
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from ormix import MixtureSpec, OpenRewardSpec
     from ormix.demo.scripted import ScriptedPolicy
@@ -83,20 +84,11 @@ def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(
         telemetry={"min_coverage": 0.6, "max_error_rate": None, "consecutive_steps": 2, "stop": True},
     )
     out = tmp_path / "run"
-    args = GRPOConfig(
-        output_dir=str(out),
+    args = cpu_grpo_config(
+        str(out),
         per_device_train_batch_size=6,
-        num_generations=2,
         max_steps=3,
         max_completion_length=256,
-        learning_rate=1e-5,
-        logging_steps=1,
-        report_to="none",
-        bf16=False,
-        use_cpu=True,
-        save_strategy="no",
-        shuffle_dataset=False,
-        disable_tqdm=True,
         max_tool_calling_iterations=2,
     )
     trainer = GRPOTrainer(

@@ -722,6 +722,29 @@ class MixtureConfig(BaseModel):
         except ValidationError as e:
             raise MixtureConfigError(problems_from(e, type(self)), data.get("name", self.name)) from None
 
+    def sized_for(self, max_steps: int | None = None) -> MixtureConfig:
+        """The mixture as `ormix train` runs it for `max_steps` (default: ``train.max_steps``).
+
+        A file with `prompts_per_step` but neither `num_samples` nor `num_steps` gets
+        ``num_steps = max_steps``, so its dataset is sized to the run; any other file is returned unchanged.
+        The hash a run's manifest gets is this config's (`ormix ablate` stamps the same).
+
+        Example:
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, prompts_per_step=2,
+            ...                     train={"max_steps": 5})
+            >>> cfg.sized_for().num_steps, cfg.sized_for(8).num_steps
+            (5, 8)
+        """
+        steps = self.train.get("max_steps") if max_steps is None else max_steps
+        if (
+            self.num_samples is None
+            and self.num_steps is None
+            and self.prompts_per_step
+            and _positive_int(steps)
+        ):
+            return self.updated(num_steps=steps)
+        return self
+
 
 #: A check of a ``train:`` section: ``(key, message)`` for every setting that is wrong.
 TrainCheck = Callable[[dict[str, Any]], list[tuple[str, str]]]

@@ -44,7 +44,8 @@ def write_ablations(
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for derived in derive(config, leave_one_out=leave_one_out, only=only):
-        digest = derived.config_hash()
+        # The hash its run's manifest gets: trained with the file's own `train.max_steps`.
+        digest = derived.sized_for().config_hash()
         header = f"Derived from {source} by `ormix ablate`.\nmanifest hash: {digest}"
         path = out_dir / f"{derived.name}.yaml"
         path.write_text(derived.to_yaml(header=header))

@@ -30,7 +30,14 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Literal
 
-from ormix.config import MemberConfig, MixtureConfig, SpecConfig, TelemetryConfig
+from ormix.config import (
+    AdaptiveConfig,
+    MemberConfig,
+    MixtureConfig,
+    SpecConfig,
+    TaskFilterConfig,
+    TelemetryConfig,
+)
 from ormix.connection import Connection, connection_key
 from ormix.dataset import rows_to_dataset
 from ormix.errors import MixtureError
@@ -64,6 +71,8 @@ class Member:
     eval_split: str | None = None
     eval_indices: Sequence[int] | None = None
     eval_num_tasks: int | None = None
+    #: Task-level difficulty filtering with ``strategy="adaptive"`` (`ormix.config.TaskFilterConfig` fields).
+    filter: Mapping[str, Any] | TaskFilterConfig | None = None
 
     def config(self) -> MemberConfig:
         """This member as a `MemberConfig` (the spec's options plus the member's)."""
@@ -78,7 +87,14 @@ class Member:
                 "num_tasks": self.eval_num_tasks,
             }
         return MemberConfig.model_validate(
-            {**options, "weight": self.weight, "role": self.role, "scale": self.scale, "eval": evaluation}
+            {
+                **options,
+                "weight": self.weight,
+                "role": self.role,
+                "scale": self.scale,
+                "eval": evaluation,
+                "filter": self.filter,
+            }
         )
 
 
@@ -132,7 +148,9 @@ class MixtureSpec:
         members: member name → `OpenRewardSpec` or `Member`. Names are short identifiers (`[a-z][a-z0-9_]*`,
             no `__`). Members may share a target (then they share one connection and tool surface).
         weights: member → weight (alternative to `Member.weight`); default uniform.
-        strategy: `weights`, `temperature` (p ∝ n_i^(1/T) over task counts) or `round_robin`.
+        strategy: `weights`, `temperature` (p ∝ n_i^(1/T) over task counts), `round_robin` or `adaptive`
+            (weights move toward the members whose groups are informative; needs `prompts_per_step` and
+            `callbacks=mix.callbacks`).
         temperature: T for the `temperature` strategy.
         schedule: curriculum phases (dicts with `until_step`, `weights`, `interpolate`, or `sampling.Phase`);
             needs `prompts_per_step`.
@@ -143,6 +161,8 @@ class MixtureSpec:
         seed: plan seed; same config and seed → same rows on every rank and run.
         name: a label for manifests and run directories.
         telemetry: the coverage alarm's settings (`ormix.config.TelemetryConfig` fields).
+        adaptive: how adaptive weights move, with ``strategy="adaptive"`` (`ormix.config.AdaptiveConfig`
+            fields).
 
     The arguments become a `MixtureConfig` (`mix.config`), validated like a mixture file: a bad one raises
     `ormix.config.MixtureConfigError` (a `MixtureError`) listing every problem.
@@ -163,6 +183,7 @@ class MixtureSpec:
         seed: int = 0,
         name: str | None = None,
         telemetry: Mapping[str, Any] | TelemetryConfig | None = None,
+        adaptive: Mapping[str, Any] | AdaptiveConfig | None = None,
     ) -> None:
         given = {str(n): _member(str(n), v) for n, v in members.items()}
         phases = None
@@ -186,6 +207,7 @@ class MixtureSpec:
             "routing": routing,
             "seed": seed,
             "telemetry": telemetry if telemetry is not None else {},
+            "adaptive": adaptive,
         }
         config = MixtureConfig.from_dict(
             {k: v for k, v in data.items() if v is not None}, source=f"MixtureSpec({data['name']!r})"

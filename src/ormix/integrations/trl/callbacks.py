@@ -92,7 +92,8 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
         the mixture's plan carries an order (exa
     """
     problems = []
-    if mixture.order_matters and getattr(args, "shuffle_dataset", True):
+    # A configuration without the setting (TRL's AsyncGRPOConfig) reads the dataset in order.
+    if mixture.order_matters and getattr(args, "shuffle_dataset", False):
         problems.append(
             "the mixture's plan carries an order (exact per-step quotas, a schedule or round robin) and "
             "shuffle_dataset=True would silently shuffle it away: set shuffle_dataset=False in GRPOConfig "
