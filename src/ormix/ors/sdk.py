@@ -26,8 +26,10 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
+import weakref
 from typing import Any
 
 import anyio
@@ -159,6 +161,7 @@ class SdkConnection:
         self._api_key = api_key
         self._env: Any = None
         self._client: Any = None
+        self._finalizer: weakref.finalize | None = None
 
     def __repr__(self) -> str:
         return f"SdkConnection({self.target!r}, env_name={self.env_name!r})"
@@ -166,6 +169,9 @@ class SdkConnection:
     async def aclose(self) -> None:
         """Close the SDK client's aiohttp sessions and connector (idempotent; a later use reconnects)."""
         client, self._client, self._env = self._client, None, None
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
         if client is not None:
             try:
                 await client.environments.aclose()
@@ -186,6 +192,9 @@ class SdkConnection:
                 client = AsyncOpenReward(api_key=self._api_key)
                 self._env = client.environments.get(self.target)
             self._client = client
+            # A connection dropped without `aclose` still closes the SDK's aiohttp sessions, on their loop
+            # (else each prints "Unclosed client session" when it is collected).
+            self._finalizer = weakref.finalize(self, _close_dropped_client, client, asyncio.get_running_loop())
         return self._env
 
     async def open_session(
@@ -220,3 +229,13 @@ class SdkConnection:
                 mapped = errors.SessionOpenError(f"opening a session through the SDK failed: {e}", env=name)
             raise mapped from e
         return SdkSession(sdk_session, name, self.timeout_s)
+
+
+def _close_dropped_client(client: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """Finalizer of an `SdkConnection` nobody closed: schedule the SDK client's close on its loop."""
+    if loop.is_closed() or not loop.is_running():
+        return  # nothing can run the close any more; the sockets go with the loop or the process
+    try:
+        asyncio.run_coroutine_threadsafe(client.environments.aclose(), loop)
+    except RuntimeError:  # the loop closed meanwhile
+        pass
