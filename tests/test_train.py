@@ -86,7 +86,7 @@ def test_train_command_runs_the_demo_and_writes_the_run_directory(tmp_path):
     assert rc == 0, text
 
     manifest = json.loads((run / "manifest.json").read_text())
-    assert set(manifest["members"]) == {"terminals", "seta"} and len(manifest["hash"]) == 64
+    assert set(manifest["members"]) == {"echo", "terminals", "seta"} and len(manifest["hash"]) == 64
     args = json.loads((run / "train_args.json").read_text())
     assert args["shuffle_dataset"] is False and args["remove_unused_columns"] is False
     assert args["max_steps"] == 2 and args["max_completion_length"] == 48
@@ -99,10 +99,10 @@ def test_train_command_runs_the_demo_and_writes_the_run_directory(tmp_path):
     logged = [s for s in steps if "loss" in s]
     assert [s["step"] for s in logged] == [1, 2]
     for s in logged:  # every member's reward and coverage, every step
-        for member in ("terminals", "seta"):
+        for member in ("echo", "terminals", "seta"):
             assert f"rewards/{member}/mean" in s and f"ormix/{member}/coverage" in s
-        # 4 prompts per step at 60/40 by largest remainder: both members present every step
-        assert s["ormix/terminals/share"] > 0 and s["ormix/seta/share"] > 0
+            # 4 prompts per step at 0.2/0.4/0.4 by largest remainder (the adaptive warm-up steps): all present
+            assert s[f"ormix/{member}/share"] > 0
     # seta counts an unscored rollout as 0.0 (unscored_reward in the file): its mean is a number
     assert all(isinstance(s["rewards/seta/mean"], float) for s in logged)
 
@@ -112,14 +112,14 @@ def test_train_command_runs_the_demo_and_writes_the_run_directory(tmp_path):
         for line in f.read_text().splitlines()
     ]
     assert len(records) == 2 * 4 * args["num_generations"]
-    assert {r["member"] for r in records} == {"terminals", "seta"}
+    assert {r["member"] for r in records} == {"echo", "terminals", "seta"}
     assert list((run / "completions").glob("*.parquet"))
     assert (run / "report" / "summary.json").is_file() and (run / "report" / "report.md").is_file()
     assert (run / "model" / "config.json").is_file()
 
     lines = [line for line in text.splitlines() if line.startswith("step ")]
     assert len(lines) == 2 and all(
-        "terminals r" in line and "seta r" in line and "cov" in line for line in lines
+        "echo r" in line and "terminals r" in line and "seta r" in line and "cov" in line for line in lines
     )
     assert f"run directory: {run}" in text.replace("\n", "")
 
@@ -142,6 +142,8 @@ def test_console_script_trains(tmp_path):
             str(run),
             "--set",
             "max_completion_length=32",
+            "--warmup-sft",
+            "0",  # the file's warm start costs minutes; 0 skips it
         ],
         capture_output=True,
         text=True,

@@ -310,8 +310,8 @@ def train(
     model: str | None = None,
     max_steps: int | None = None,
     output_dir: str | Path | None = None,
-    warmup_sft: int = 0,
-    warmup_fraction: float = 1.0,
+    warmup_sft: int | None = None,
+    warmup_fraction: float | None = None,
     settings: Mapping[str, Any] | None = None,
     console: Any | None = None,
     report: bool = True,
@@ -333,8 +333,9 @@ def train(
         max_steps: overrides ``train.max_steps``.
         output_dir: run directory; default ``runs/<mixture name>-<timestamp>``.
         warmup_sft: steps of supervised warm start on reference solutions before GRPO (local members only;
-            cached, so a second run reuses it).
-        warmup_fraction: warm only this fraction of each member's tasks (GRPO learns the rest).
+            cached, so a second run reuses it); ``None`` = the file's ``warm_start.sft_steps`` (else 0), 0 = none.
+        warmup_fraction: warm only this fraction of each member's tasks (GRPO learns the rest); ``None`` = the
+            file's ``warm_start.fraction`` (else 1.0).
         settings: GRPOConfig overrides, applied over the file's ``train:`` section.
         console: a `rich.console.Console` for progress (default: a new one).
         report: print the report at the end.
@@ -391,6 +392,15 @@ def train(
     )
     # Checked before any server is contacted or any file is written.
     _check_plan_length(mix.config, args.max_steps)
+    warm = mix.config.warm_start  # the file's warm start, unless the arguments say otherwise
+    if warmup_sft is None:
+        warmup_sft = warm.sft_steps if warm is not None else 0
+    if warmup_fraction is None:
+        warmup_fraction = warm.fraction if warm is not None else 1.0
+    if warmup_sft < 0 or not 0.0 < warmup_fraction <= 1.0:
+        raise TrainConfigError(
+            f"--warmup-sft is >= 0 and --warmup-fraction in (0, 1]; got {warmup_sft} and {warmup_fraction}"
+        )
     checkpoint, changes = (
         _prepare_run_dir(run, mix, resume=resume, overwrite=overwrite, allow_changed=allow_changed_mixture)
         if rank == 0 or resume is not None
@@ -648,7 +658,7 @@ def train_command(
     model: str | None,
     max_steps: int | None,
     output_dir: Path | None,
-    warmup_sft: int,
+    warmup_sft: int | None,
     overrides: list[str],
     console: Any,
     callbacks: Sequence[Any] = (),

@@ -22,14 +22,21 @@ def _thread_serving(monkeypatch):
     monkeypatch.setenv("ORMIX_LOCAL_SERVE", "thread")
 
 
-def test_inspect_shows_members_tools_composition_and_starvation():
+def test_inspect_shows_members_tools_composition_and_starvation(tmp_path):
     result = runner.invoke(app, ["inspect", str(ROOT / "mixtures/local-demo.yaml")], terminal_width=200)
     assert result.exit_code == 0, result.output
     out = result.output
-    assert "terminals" in out and "seta" in out and "submit_solution" in out
+    assert "echo" in out and "terminals" in out and "seta" in out and "submit_solution" in out
     assert "composition" in out and "step 1" in out  # steps count from 1, as training does
+    static = tmp_path / "static.yaml"
+    static.write_text(
+        "members:\n  terminals: {target: 'local:terminals', num_tasks: 4}\n  seta: {target: 'local:seta', "
+        "num_tasks: 4}\nweights: {terminals: 0.6, seta: 0.4}\nprompts_per_step: 4\n"
+    )
+    result = runner.invoke(app, ["inspect", str(static)], terminal_width=200)
+    assert result.exit_code == 0, result.output
     # 0.6/0.4 at 4 prompts per step: random draws starve seta in (0.6)^4 = 13% of steps; quotas never do.
-    assert "0.130" in out and "0.000" in out
+    assert "0.130" in result.output and "0.000" in result.output
 
 
 def test_inspect_tools_shows_the_namespaced_names_and_parameters_the_model_sees(tmp_path):

@@ -86,14 +86,17 @@ def test_shipped_files_are_the_expected_four() -> None:
 def test_local_demo_is_small_and_local() -> None:
     cfg = load_mixture_config(MIXTURES / "local-demo.yaml", environ={})
     assert cfg.name == "local-demo"
-    assert [m.parsed_target.kind for m in cfg.members.values()] == ["local", "local"]
-    assert cfg.static_weights() == {"terminals": 0.6, "seta": 0.4}
+    assert [m.parsed_target.kind for m in cfg.members.values()] == ["local", "local", "local"]
+    assert cfg.strategy == "adaptive"
+    assert cfg.static_weights() == {"echo": 0.2, "terminals": 0.4, "seta": 0.4}
     assert cfg.prompts_per_step == 4 and cfg.seed == 0
+    assert cfg.warm_start is not None and 0 < cfg.warm_start.fraction < 1
     t = cfg.train
-    assert t["max_steps"] <= 16 and t["num_generations"] == 2
+    assert t["max_steps"] <= 40 and t["num_generations"] == 2
     # The step size the plan assumes is the one the trainer will use.
     assert t["per_device_train_batch_size"] * t["gradient_accumulation_steps"] // t["num_generations"] == 4
-    assert t["learning_rate"] == pytest.approx(1e-5)
+    assert t["learning_rate"] == pytest.approx(5e-4)
+    assert t["save_steps"] <= t["max_steps"]  # a run can be resumed
 
 
 def test_curriculum_schedule_and_secret_reference(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -218,13 +218,21 @@ def train(
         typer.Option("--output-dir", metavar="DIR", help="run directory (default runs/<name>-<ts>)"),
     ] = None,
     warmup_sft: Annotated[
-        int,
-        typer.Option("--warmup-sft", metavar="N", help="steps of SFT on reference solutions first (cached)"),
-    ] = 0,
+        int | None,
+        typer.Option(
+            "--warmup-sft",
+            metavar="N",
+            help="steps of SFT on reference solutions first (cached; default: the file's warm_start, 0 = none)",
+        ),
+    ] = None,
     warmup_fraction: Annotated[
-        float,
-        typer.Option("--warmup-fraction", metavar="F", help="warm only this fraction of each member's tasks"),
-    ] = 1.0,
+        float | None,
+        typer.Option(
+            "--warmup-fraction",
+            metavar="F",
+            help="warm only this fraction of each member's tasks (default: the file's warm_start, else 1)",
+        ),
+    ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option("--set", metavar="KEY=VALUE", help="GRPOConfig override (repeatable)"),

@@ -88,6 +88,7 @@ __all__ = [
     "Secret",
     "SpecConfig",
     "TelemetryConfig",
+    "WarmStartConfig",
     "load_mixture_config",
 ]
 
@@ -418,6 +419,26 @@ class PhaseConfig(BaseModel):
     interpolate: bool = False
 
 
+class WarmStartConfig(BaseModel):
+    """A supervised warm start before GRPO (``warm_start:``; `ormix.demo.warmup`), for demos on local members.
+
+    ``sft_steps`` steps of next-token SFT on the reference solutions (``local:echo``, ``local:terminals``,
+    ``local:seta``) of the first ``fraction`` of each train member's tasks; GRPO then starts from a model that
+    can call tools and still has the other tasks to learn. The warmed model is cached, so a second run reuses
+    it; a resumed run starts from its checkpoint instead. ``ormix train --warmup-sft N`` / ``--warmup-fraction
+    F`` override the file (``--warmup-sft 0`` skips it).
+
+    Example:
+        >>> WarmStartConfig(sft_steps=150, fraction=0.5).fraction
+        0.5
+    """
+
+    model_config = _MODEL_CONFIG
+
+    sft_steps: int = Field(ge=0)
+    fraction: float = Field(1.0, gt=0.0, le=1.0)
+
+
 class MixtureConfig(BaseModel):
     """A whole mixture: members, how they are mixed, and overrides for ``ormix train``.
 
@@ -425,7 +446,8 @@ class MixtureConfig(BaseModel):
     ``weight``; equal weights if neither), or per ``schedule`` phase. Weights need not sum to 1; every
     train member needs one (0 keeps it out of training for now). ``temperature`` weighs members by task count
     (p ∝ n^(1/T)); ``round_robin`` alternates. ``train`` holds GRPOConfig overrides and ``telemetry`` alarm
-    thresholds; both are checked by their consumers.
+    thresholds; both are checked by their consumers. ``warm_start`` (`WarmStartConfig`) runs SFT on reference
+    solutions before GRPO.
 
     Example:
         >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}},
@@ -450,6 +472,7 @@ class MixtureConfig(BaseModel):
     seed: int = Field(0, ge=0)
     train: dict[str, Any] = Field(default_factory=dict)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
+    warm_start: WarmStartConfig | None = None
 
     @field_validator("name")
     @classmethod
@@ -606,6 +629,8 @@ class MixtureConfig(BaseModel):
         for member in data["members"].values():
             member["secrets"] = sorted(member["secrets"])
             member["api_key"] = None if member["api_key"] is None else "(set)"
+        if data.get("warm_start") is None:
+            del data["warm_start"]  # a mixture without one keeps the hash it had before the key existed
         return data
 
     def config_hash(self) -> str:
@@ -698,12 +723,18 @@ class MixtureConfig(BaseModel):
             if self.schedule
             else self.schedule
         )
-        strategy = self.strategy
+        strategy, adaptive = self.strategy, self.adaptive
         if sum(m.trains for m in members.values()) == 1:
-            weights, schedule, strategy = None, None, "weights"
+            # One member left: nothing to mix, so no weights, schedule or adaptive settings either.
+            weights, schedule, strategy, adaptive = None, None, "weights", None
             members = {n: m.model_copy(update={"weight": None}) for n, m in members.items()}
         return self.updated(
-            name=derived_name(name), members=members, weights=weights, schedule=schedule, strategy=strategy
+            name=derived_name(name),
+            members=members,
+            weights=weights,
+            schedule=schedule,
+            strategy=strategy,
+            adaptive=adaptive,
         )
 
     def updated(self, **updates: Any) -> MixtureConfig:

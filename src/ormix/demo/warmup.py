@@ -239,8 +239,8 @@ def build_transcripts(mixture: Any, tokenizer: Any, *, fraction: float = 1.0) ->
         mixture.close_sessions()
     if not out:
         raise WarmupError(
-            "--warmup-sft needs reference solutions, which ship for local:terminals and local:seta "
-            "only; this mixture trains on none of them: drop --warmup-sft"
+            "the warm start needs reference solutions, which ship for local:echo, local:terminals and "
+            "local:seta only; this mixture trains on none of them: drop --warmup-sft (or warm_start:)"
         )
     return out
 

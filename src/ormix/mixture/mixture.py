@@ -620,7 +620,7 @@ def load_mixture(path: str, *, defer_missing_secrets: bool = False, **overrides:
     Example:
         >>> mix = load_mixture("mixtures/local-demo.yaml")
         >>> mix.name, mix.train_members
-        ('local-demo', ['terminals', 'seta'])
+        ('local-demo', ['echo', 'terminals', 'seta'])
     """
     from ormix.config import load_mixture_config
 

@@ -12,6 +12,10 @@ wrapping two of TRL's methods without copying any of their code:
   environments, so each round's calls run together (each rollout's calls in order) and TRL's one-by-one
   calls are answered from them.
 
+One more, for logging only: before TRL writes a step's completions (``log_completions``: a parquet file per
+step), empty dicts in them become ``None`` (`_parquet_safe`). A step whose only tool calls take no arguments
+(``submit()``) would otherwise stop training: pyarrow cannot write a struct without fields.
+
 Everything else — prompts, generation, parsing, the tool-result overflow rule, masks, rewards — is TRL's own
 code, so the training signal is token for token what TRL's sequential loop produces. Environments that are
 not ormix's are left to TRL. Per batch it logs where the time went: ``ormix/env/open_s`` (waiting for
@@ -88,6 +92,20 @@ def _is_ours(environment: Any) -> bool:
     return isinstance(environment, (Episode, RoutingEnvironment))
 
 
+def _parquet_safe(value: Any) -> Any:
+    """A copy of logged messages with every empty dict replaced by ``None`` (pyarrow writes no empty struct).
+
+    Example:
+        >>> _parquet_safe([{"role": "assistant", "tool_calls": [{"function": {"name": "submit", "arguments": {}}}]}])
+        [{'role': 'assistant', 'tool_calls': [{'function': {'name': 'submit', 'arguments': None}}]}]
+    """
+    if isinstance(value, dict):
+        return {k: _parquet_safe(v) for k, v in value.items()} if value else None
+    if isinstance(value, list):
+        return [_parquet_safe(v) for v in value]
+    return value
+
+
 class ConcurrentGRPOTrainer(GRPOTrainer):
     """`trl.GRPOTrainer` with a batch's sessions opened together and its tool rounds run together.
 
@@ -132,6 +150,14 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         self.max_in_flight = max(1, int(max_in_flight))
         self.concurrent = concurrent
         self._batch_started: float | None = None
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        completions = getattr(self, "_logs", {}).get("completion")
+        if completions is not None:
+            safe = [_parquet_safe(c) for c in completions]
+            completions.clear()
+            completions.extend(safe)
+        super().log(logs, start_time)
 
     # ── sessions of a batch, opened together ──────────────────────────
 
