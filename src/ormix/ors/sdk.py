@@ -194,7 +194,9 @@ class SdkConnection:
             self._client = client
             # A connection dropped without `aclose` still closes the SDK's aiohttp sessions, on their loop
             # (else each prints "Unclosed client session" when it is collected).
-            self._finalizer = weakref.finalize(self, _close_dropped_client, client, asyncio.get_running_loop())
+            self._finalizer = weakref.finalize(
+                self, _close_dropped_client, client, asyncio.get_running_loop()
+            )
         return self._env
 
     async def open_session(
