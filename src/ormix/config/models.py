@@ -311,8 +311,9 @@ class AdaptiveConfig(BaseModel):
 
     ``signal``: ``informative`` (default: the fraction of a member's recent GRPO groups with reward spread),
     ``progress`` (informative rate × learnability: reward gained per informative group) or ``thompson`` (a
-    bandit on the same). ``warmup_steps`` steps use the static weights (``weights:``, or uniform). Every
-    member keeps at least ``floor`` of the batch; a weight moves at most ``max_change`` per step; ``window``
+    bandit on the same). ``warmup_steps`` steps use the static weights (``weights:``, or uniform; so do the
+    first two steps in any case, which have no statistics yet, so 2 or less adds no warm-up). Every member
+    keeps at least ``floor`` of the batch; a weight moves at most ``max_change`` per step; ``window``
     steps of statistics feed the informative rate, ``progress_window`` the learnability; target weights go as
     ``score ** sharpness``; ``prior_groups`` is the strength of the prior a member's rate is shrunk toward;
     ``thompson_draws`` the draws per decision. The statistics of step *t* decide step *t + 2* (see

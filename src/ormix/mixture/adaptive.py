@@ -33,12 +33,14 @@ member on the floor of a small batch may have, is judged on its longer record, n
   their chance of being the best.
 
 Every step's weights are `constrain`ed: at least ``floor`` each, at most ``max_change`` away from the previous
-step's, summing to 1. The first ``warmup_steps`` use the static weights. The rows of a step keep the exact
-per-step quotas (largest remainder, remainders carried across steps, ties seeded): every step has exactly
-``prompts_per_step`` rows, and a member's rows through any step are never a whole row above its target (the
-sum of its weights times ``prompts_per_step``) and, with the bounded weights the planner makes, less than one
-row below it. (Weights that swing without bound between steps can leave a member slightly more than a row
-behind for a while: no online apportionment can promise one row for arbitrary weight sequences.)
+step's, summing to 1. The first ``warmup_steps`` use the static weights; so do the first ``lag`` steps in any
+case, which have no statistics yet (a ``warmup_steps`` of ``lag`` or less, like the default 2, adds no
+warm-up). The rows of a step keep the exact per-step quotas (largest remainder, remainders carried across
+steps, ties seeded): every step has exactly ``prompts_per_step`` rows, and a member's rows through any step
+are never a whole row above its target (the sum of its weights times ``prompts_per_step``) and, with the
+bounded weights the planner makes, less than one row below it. (Weights that swing without bound between steps
+can leave a member slightly more than a row behind for a while: no online apportionment can promise one row
+for arbitrary weight sequences.)
 
 Determinism and lag: the rows of step *t* (its weights, its quotas, its tasks, the tasks set aside) are a pure
 function of the seed and the pooled statistics of the steps up to *t - lag* (``lag`` = 2: when a trainer
