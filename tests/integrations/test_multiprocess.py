@@ -4,35 +4,25 @@ both ranks by `log_metric`, equal those recomputed from the merged rollout recor
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from ormix.telemetry.metrics import batch_metrics
 from ormix.telemetry.records import read_records
+from support.torchrun import rank_env, torchrun
 
 pytestmark = pytest.mark.slow
 
-TORCHRUN = Path(sys.executable).with_name("torchrun")
 SCRIPT = Path(__file__).resolve().parents[1] / "support" / "mp_telemetry_train.py"
 
 
 def test_two_ranks_log_what_their_merged_records_say(tiny_model, tmp_path):
-    torchrun = str(TORCHRUN) if TORCHRUN.exists() else shutil.which("torchrun")
-    assert torchrun, "torchrun (installed with torch) is missing from this environment"
     out = tmp_path / "run"
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "TRL_EXPERIMENTAL_SILENCE": "1",
-        "PYTHONPATH": os.pathsep.join([str(SCRIPT.parent), os.environ.get("PYTHONPATH", "")]),
-    }
+    env = rank_env(SCRIPT)
     proc = subprocess.run(
-        [torchrun, "--standalone", "--nproc_per_node", "2", str(SCRIPT), tiny_model, str(out)],
+        [torchrun(), "--standalone", "--nproc_per_node", "2", str(SCRIPT), tiny_model, str(out)],
         env=env,
         capture_output=True,
         text=True,

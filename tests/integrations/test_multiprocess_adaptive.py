@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,10 +24,10 @@ from ormix.config import MixtureConfig
 from ormix.mixture.adaptive import AdaptivePlanner, AdaptiveSettings
 from ormix.telemetry.records import read_records
 from support.mp_adaptive_train import MAX_STEPS, MIXTURE, NUM_GENERATIONS
+from support.torchrun import rank_env, torchrun
 
 pytestmark = pytest.mark.slow
 
-TORCHRUN = Path(sys.executable).with_name("torchrun")
 SCRIPT = Path(__file__).resolve().parents[1] / "support" / "mp_adaptive_train.py"
 K = MIXTURE["prompts_per_step"]
 PER_RANK = K // 2  # prompts (GRPO groups) each rank holds per step
@@ -68,22 +66,12 @@ def _canonical(groups: dict[str, list]) -> dict[str, list]:
 
 
 def test_two_ranks_decide_the_same_adaptive_rows_from_pooled_statistics(tiny_model, tmp_path):
-    torchrun = str(TORCHRUN) if TORCHRUN.exists() else shutil.which("torchrun")
-    assert torchrun, "torchrun (installed with torch) is missing from this environment"
     out = tmp_path / "run"
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "TRL_EXPERIMENTAL_SILENCE": "1",
-        # The children import the ormix this test imports (a worktree's src/ ahead of an editable install).
-        "PYTHONPATH": os.pathsep.join(
-            [str(SCRIPT.parent), str(Path(ormix.__file__).parents[1]), os.environ.get("PYTHONPATH", "")]
-        ),
-    }
+    env = rank_env(SCRIPT)
     # Its own process group: a rank stuck in a collective (a deadlocked all_gather_object) is killed with
     # torchrun on timeout instead of outliving the test.
     proc = subprocess.Popen(
-        [torchrun, "--standalone", "--nproc_per_node", "2", str(SCRIPT), tiny_model, str(out)],
+        [torchrun(), "--standalone", "--nproc_per_node", "2", str(SCRIPT), tiny_model, str(out)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
