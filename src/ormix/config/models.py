@@ -821,7 +821,7 @@ def load_mixture_config(
     Example:
         >>> cfg = load_mixture_config("mixtures/local-demo.yaml")
         >>> cfg.name, cfg.train_members
-        ('local-demo', ['terminals', 'seta'])
+        ('local-demo', ['echo', 'terminals', 'seta'])
     """
     p = Path(path)
     try:

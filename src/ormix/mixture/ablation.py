@@ -21,7 +21,7 @@ def derive(
         >>> from ormix.config import load_mixture_config
         >>> cfg = load_mixture_config("mixtures/local-demo.yaml")
         >>> [c.name for c in derive(cfg, leave_one_out=True, only=["seta"])]
-        ['local-demo-without-terminals', 'local-demo-without-seta', 'local-demo-only-seta']
+        ['local-demo-without-echo', 'local-demo-without-terminals', 'local-demo-without-seta', 'local-demo-only-seta']
     """
     derived = []
     if leave_one_out:
