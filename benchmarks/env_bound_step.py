@@ -33,6 +33,7 @@ import os
 import re
 import statistics
 import sys
+import tempfile
 import threading
 import time
 import warnings
@@ -138,7 +139,7 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
     from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
 
     args = GRPOConfig(
-        output_dir=f"/tmp/ormix-bench-env/{variant}-{rollouts}",
+        output_dir=os.path.join(tempfile.gettempdir(), "ormix-bench-env", f"{variant}-{rollouts}"),
         per_device_train_batch_size=rollouts,
         num_generations=2,
         max_steps=STEPS,

@@ -269,7 +269,7 @@ def test_factories_and_reward_functions_survive_a_spawned_process():
     assert callback_types == [type(c).__name__ for c in callbacks] and callback_types
 
 
-def test_an_ordered_mixture_passes_the_trainer_check_under_async_grpo_config():
+def test_an_ordered_mixture_passes_the_trainer_check_under_async_grpo_config(tmp_path):
     # AsyncGRPOConfig has no `shuffle_dataset`: TRL's async worker reads the dataset in order.
     from trl.experimental.async_grpo import AsyncGRPOConfig
 
@@ -281,7 +281,7 @@ def test_an_ordered_mixture_passes_the_trainer_check_under_async_grpo_config():
         num_samples=4,
     )
     assert mix.order_matters
-    args = AsyncGRPOConfig(output_dir="/tmp/ormix-async", use_cpu=True, report_to="none")
+    args = AsyncGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none")
     assert not hasattr(args, "shuffle_dataset")
     problems = check_trainer_args(mix, args)
     assert not any("shuffle_dataset" in p for p in problems)
@@ -289,7 +289,7 @@ def test_an_ordered_mixture_passes_the_trainer_check_under_async_grpo_config():
         "remove_unused_columns=True" in p for p in problems
     )  # AsyncGRPOConfig's default strips columns
     args = AsyncGRPOConfig(
-        output_dir="/tmp/ormix-async", use_cpu=True, report_to="none", remove_unused_columns=False
+        output_dir=str(tmp_path), use_cpu=True, report_to="none", remove_unused_columns=False
     )
     assert not any("remove_unused_columns" in p for p in check_trainer_args(mix, args))
 
