@@ -109,26 +109,28 @@ def test_report_without_records_fails_clearly(tmp_path):
     assert "not a directory" in buf.getvalue()
 
 
-def test_summary_and_series_from_records():
-    def r(member, outcome, reward, step, calls=(), group=0, kind=None):
-        return {
-            "member": member,
-            "outcome": outcome,
-            "reward": reward,
-            "env_reward": reward,
-            "step": step,
-            "mode": "train",
-            "group": group,
-            "error_kind": kind,
-            "open_ms": 10.0,
-            "calls": [{"tool": t, "latency_ms": ms, "error": e} for t, ms, e in calls],
-        }
+def _record(member, outcome, reward, step, calls=(("submit", 4.0, None),), group=0, kind=None):
+    """One rollout record as `telemetry.records` writes it; `calls` are (tool, latency ms, error)."""
+    return {
+        "member": member,
+        "outcome": outcome,
+        "reward": reward,
+        "env_reward": reward,
+        "step": step,
+        "mode": "train",
+        "group": group,
+        "error_kind": kind,
+        "open_ms": 5.0,
+        "calls": [{"tool": t, "latency_ms": ms, "error": e} for t, ms, e in calls],
+    }
 
+
+def test_summary_and_series_from_records():
     records = [
-        r("a", "scored", 1.0, 1, [("submit", 10.0, None)]),
-        r("a", "scored", 0.0, 1, [("submit", 30.0, None)]),
-        r("a", "error", None, 2, [("submit", 0.0, "session_open")], group=2, kind="session_open"),
-        r("b", "unscored", None, 2, [("ls", 50.0, "tool_failed")], group=4),
+        _record("a", "scored", 1.0, 1, [("submit", 10.0, None)]),
+        _record("a", "scored", 0.0, 1, [("submit", 30.0, None)]),
+        _record("a", "error", None, 2, [("submit", 0.0, "session_open")], group=2, kind="session_open"),
+        _record("b", "unscored", None, 2, [("ls", 50.0, "tool_failed")], group=4),
     ]
     s = member_summary(records)
     assert s["a"]["errors"] == {"session_open": 1} and s["a"]["coverage"] == pytest.approx(2 / 3)
@@ -145,21 +147,6 @@ def test_percentile_is_monotone_and_bounded(values, q1, q2):
     lo, hi = sorted((q1, q2))
     assert min(values) <= percentile(values, lo) <= percentile(values, hi) <= max(values)
     assert percentile(values, 0) == min(values) and percentile(values, 100) == max(values)
-
-
-def _record(member, outcome, reward, step):
-    return {
-        "member": member,
-        "outcome": outcome,
-        "reward": reward,
-        "env_reward": reward,
-        "step": step,
-        "mode": "train",
-        "group": 0,
-        "error_kind": None,
-        "open_ms": 5.0,
-        "calls": [{"tool": "submit", "latency_ms": 4.0, "error": None}],
-    }
 
 
 def test_plots_use_whole_steps_distinct_markers_and_say_why_a_panel_is_empty():
