@@ -42,15 +42,17 @@ quotas a static plan has (largest remainder, remainders carried; only tie-breaki
 from `plan_rows`), runs cut at the uniform plan's median (a slower point can't be the best); the 10 best
 screened points are rerun through `plan_rows` on the same seeds, and the figure shown is the best of those;
 ``schedule``: a hand-made three-phase curriculum (`Phase`) that follows the chain, written knowing it; one
-line per adaptive signal, with `AdaptivePlanner`'s default settings; the default signal with task filtering
-(`TaskFilterSettings` defaults) on every member; and ``oracle``, for reference only: a policy that reads the
-learner's true skills and gives each row to the member whose expected gain in mean success is the largest
-(what perfect knowledge could do greedily; no planner could).
+line per adaptive signal, with `AdaptivePlanner`'s default settings; the default signal with ``headroom: 0``
+(weights from informativeness alone, as before headroom existed: what headroom adds); the default signal with
+task filtering (`TaskFilterSettings` defaults) on every member, and, like for like, the best static weights
+with the same task filter (the planner kept on its static weights for the whole run); and ``oracle``, for
+reference only: a policy that reads the learner's true skills and gives each row to the member whose expected
+gain in mean success is the largest (what perfect knowledge could do greedily; no planner could).
 
-Last line: ``ratio steps_to_target best_static/adaptive: X`` (X for the best adaptive signal, without task
-filtering).
+Last line: ``ratio steps_to_target best_static/adaptive: X`` (X for the best adaptive signal with its default
+settings, without task filtering: member weights against member weights).
 
-    python benchmarks/curriculum.py
+    python benchmarks/curriculum.py [--world perturbed]
 """
 
 from __future__ import annotations
@@ -270,14 +272,20 @@ def best_static(horizon: int) -> tuple[dict[str, float], np.ndarray, int]:
     return best_w, best_runs, len(points)
 
 
-def adaptive_runs(settings: AdaptiveSettings, filtered: bool = False) -> np.ndarray:
-    """Steps to target with one `AdaptivePlanner` per seed, fed each step's groups (two steps late)."""
+def adaptive_runs(
+    settings: AdaptiveSettings, filtered: bool = False, base_weights: Mapping[str, float] | None = None
+) -> np.ndarray:
+    """Steps to target with one `AdaptivePlanner` per seed, fed each step's groups (two steps late).
+
+    ``base_weights`` are its starting weights; with a ``warmup_steps`` beyond the horizon they are kept for
+    the whole run (static weights, through the planner that filters tasks)."""
     planners = [
         AdaptivePlanner(
             {m: list(range(TASKS)) for m in MEMBERS},
             prompts_per_step=K,
             seed=seed,
             settings=settings,
+            base_weights=base_weights,
             filters=dict.fromkeys(MEMBERS, TaskFilterSettings()) if filtered else None,
         )
         for seed in SEEDS
@@ -335,7 +343,22 @@ SCHEDULE = [
 ]
 
 
+def use_perturbed_world() -> None:
+    """A second world, to check that the defaults were not fitted to the first: learning speeds changed by up
+    to 30%, other unlock thresholds, other seeds (``--world perturbed``)."""
+    global RATE, PREREQUISITE, SEEDS, _RATE, _CHAIN
+    RATE = {"basics": 0.0065, "compose": 0.0035, "expert": 0.003, "saturating": 0.004, "never": 0.0}
+    PREREQUISITE = {"compose": ("basics", 0.5), "expert": ("compose", 0.7)}
+    SEEDS = tuple(range(7, 14))
+    _RATE = np.array([RATE[m] for m in MEMBERS])
+    _CHAIN = [(_INDEX[m], _INDEX[pre], at) for m, (pre, at) in PREREQUISITE.items()]
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--world", "perturbed"]:
+        use_perturbed_world()
+    elif sys.argv[1:]:
+        sys.exit("usage: python benchmarks/curriculum.py [--world perturbed]")
     t0 = time.perf_counter()
     runs: dict[str, np.ndarray] = {}
     runs["uniform"] = static_runs(SEEDS)
@@ -344,7 +367,11 @@ def main() -> None:
     runs["schedule (hand-made)"] = static_runs(SEEDS, schedule=SCHEDULE)
     for signal in SIGNALS:
         runs[f"adaptive: {signal}"] = adaptive_runs(AdaptiveSettings(signal=signal))  # type: ignore[arg-type]
+    runs["adaptive: informative, headroom off"] = adaptive_runs(AdaptiveSettings(headroom=0.0))
     runs["adaptive: informative + task filter"] = adaptive_runs(AdaptiveSettings(), filtered=True)
+    runs["best static + task filter"] = adaptive_runs(
+        AdaptiveSettings(warmup_steps=MAX_STEPS + 1), filtered=True, base_weights=best_w
+    )
     runs["oracle (reference only)"] = oracle_runs()
     results = {name: median(r) for name, r in runs.items()}
     print(
@@ -364,10 +391,12 @@ def main() -> None:
             print(
                 f"  {name} loses to the hand-made schedule: {steps:.1f} vs {results['schedule (hand-made)']:.1f}"
             )
-    adaptive_best = min(v for k, v in results.items() if k.startswith("adaptive: ") and "filter" not in k)
-    print(f"ratio steps_to_target uniform/adaptive: {results['uniform'] / adaptive_best:.2f}")
-    sys.stdout.flush()
+    filtered = results["adaptive: informative + task filter"] / results["best static + task filter"]
+    print(f"  with the task filter on both sides: best_static/adaptive {1 / filtered:.2f}")
+    adaptive_best = min(results[f"adaptive: {signal}"] for signal in SIGNALS)
     print(f"(ran in {time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    sys.stderr.flush()
+    print(f"ratio steps_to_target uniform/adaptive: {results['uniform'] / adaptive_best:.2f}")
     print(f"ratio steps_to_target best_static/adaptive: {best / adaptive_best:.2f}")
 
 

@@ -66,6 +66,7 @@ def test_inspect_explains_an_adaptive_mixture_and_shows_its_fixed_steps(tmp_path
     out = result.output
     assert "steps 1-3 use the starting weights (the file's weights); from step 4 on" in out
     assert "learning progress" in out and "at least 10% of a step" in out
+    assert "reward left to gain" in out  # headroom is on by default
     assert "echo: a task whose last 3 group(s) were all solved" in out and "set aside for 5 steps" in out
     steps = [line for line in out.splitlines() if line.startswith("│ step ")]
     assert len(steps) == 3  # only the steps decided before any statistics

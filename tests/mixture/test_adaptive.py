@@ -511,6 +511,67 @@ def test_progress_prefers_the_member_that_learns_faster() -> None:
         assert sum(late) / len(late) > 0.65, (signal, late)
 
 
+def test_headroom_favours_the_equally_informative_member_with_more_reward_left() -> None:
+    # Two members' groups always teach (one success of four, or three of four), but one has 0.75 of its reward
+    # to gain and the other 0.25: every signal gives the first more. The third never teaches (the baseline).
+    hist = [
+        {
+            "low": [(0, [1.0, 0.0, 0.0, 0.0])] * 4,
+            "high": [(0, [1.0, 1.0, 1.0, 0.0])] * 4,
+            "dead": [(0, [0.0] * 4)] * 4,
+        }
+    ] * 8
+    members = ["low", "high", "dead"]
+    for signal in SIGNALS:
+        scores = signal_scores(signal, hist, members, random.Random(0))  # type: ignore[arg-type]
+        assert scores["low"] > scores["high"], (signal, scores)  # type: ignore[operator]
+    scores = signal_scores("informative", hist, members, random.Random(0))
+    flat = signal_scores(
+        "informative", hist, members, random.Random(0), settings=AdaptiveSettings(headroom=0)
+    )
+    assert scores["dead"] == flat["dead"] == 0.0
+    assert flat["low"] == flat["high"] > 0.0  # without headroom nothing tells them apart
+    # 0.75 vs 0.25 of the reward left: three times the score, a little less after shrinking toward the mixture.
+    assert 2.5 < scores["low"] / scores["high"] <= 3.0  # type: ignore[operator]
+
+
+histories = st.lists(
+    st.fixed_dictionaries(
+        {
+            m: st.lists(
+                st.tuples(st.just(0), st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=2, max_size=4)),
+                max_size=3,
+            )
+            for m in NAMES[:3]
+        }
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@DETERMINISTIC
+@given(histories, st.floats(0.1, 10.0), st.floats(-5.0, 5.0), st.sampled_from(SIGNALS))
+def test_scores_do_not_depend_on_the_reward_scale(hist, scale: float, shift: float, signal: str) -> None:
+    # Headroom is measured on the range of rewards seen, the informative rate on spread: an environment that
+    # scores 0..10 or -1..1 instead of 0..1 gets the same weights. (Slopes scale with the rewards, and the
+    # empirical-Bayes prior with them, so progress and thompson are invariant too.)
+    moved = [
+        {m: [(t, [r * scale + shift for r in rs]) for t, rs in g] for m, g in step.items()} for step in hist
+    ]
+    one = signal_scores(signal, hist, NAMES[:3], random.Random(3))  # type: ignore[arg-type]
+    two = signal_scores(signal, moved, NAMES[:3], random.Random(3))  # type: ignore[arg-type]
+    assert (None in one.values()) == (None in two.values())
+    if None in one.values():
+        return
+    # Scores are weights before normalising: compare the shares they give.
+    for scores in (one, two):
+        total = sum(scores.values())  # type: ignore[arg-type]
+        for m in scores:
+            scores[m] = scores[m] / total if total > 0 else 0.0  # type: ignore[operator]
+    assert two == pytest.approx(one, rel=1e-6, abs=1e-9)
+
+
 def test_signal_scores_none_without_groups_and_unknown_signal_raises() -> None:
     assert signal_scores("informative", [{}], ["a", "b"], random.Random(0)) == {"a": None, "b": None}
     with pytest.raises(SamplingError, match="unknown adaptive signal"):
@@ -544,6 +605,7 @@ def test_thompson_is_seeded() -> None:
         ({"thompson_draws": 0}, "thompson_draws"),
         ({"prior_groups": -1.0}, "prior_groups"),
         ({"progress_window": 0}, "progress_window"),
+        ({"headroom": -1.0}, "headroom"),
     ],
 )
 def test_settings_are_checked(kwargs: dict, needle: str) -> None:

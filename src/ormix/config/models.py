@@ -315,8 +315,9 @@ class AdaptiveConfig(BaseModel):
     first two steps in any case, which have no statistics yet, so 2 or less adds no warm-up). Every member
     keeps at least ``floor`` of the batch; a weight moves at most ``max_change`` per step; ``window``
     steps of statistics feed the informative rate, ``progress_window`` the learnability; target weights go as
-    ``score ** sharpness``; ``prior_groups`` is the strength of the prior a member's rate is shrunk toward;
-    ``thompson_draws`` the draws per decision. The statistics of step *t* decide step *t + 2* (see
+    ``score ** sharpness``, times the member's headroom (reward left to gain, on the range of rewards seen)
+    ``** headroom`` (0 turns it off); ``prior_groups`` is the strength of the prior a member's rate is shrunk
+    toward; ``thompson_draws`` the draws per decision. The statistics of step *t* decide step *t + 2* (see
     `ormix.mixture.adaptive`, which checks the same bounds).
 
     Example:
@@ -335,6 +336,7 @@ class AdaptiveConfig(BaseModel):
     sharpness: float = Field(2.0, gt=0.0)
     prior_groups: float = Field(4.0, ge=0.0)
     thompson_draws: int = Field(256, ge=1)
+    headroom: float = Field(1.0, ge=0.0)
 
 
 class MemberConfig(SpecConfig):

@@ -295,6 +295,12 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
         f"  the statistics of step t decide step t+{LAG}; every member keeps at least {a.floor:.0%} of a step; a "
         f"weight moves at most {a.max_change:.0%} per step; the composition table shows steps 1-{fixed} only",
     ]
+    if a.headroom > 0:
+        lines.append(
+            "  weighed by each member's reward left to gain (headroom, on the range of rewards seen"
+            + (f", to the power {a.headroom:g}" if a.headroom != 1 else "")
+            + "): of two members that teach equally often, the one further from solved gets more"
+        )
     for name in cfg.train_members:
         rule = cfg.members[name].filter
         if rule is None:

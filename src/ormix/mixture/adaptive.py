@@ -32,6 +32,15 @@ member on the floor of a small batch may have, is judged on its longer record, n
   member wins (one Thompson draw per row, in expectation), so uncertain members are explored in proportion to
   their chance of being the best.
 
+Every signal is weighed by the member's *headroom* raised to ``headroom`` (1 by default; 0 turns it off): the
+reward it has left to gain, ``(best - mean) / (best - worst)`` with its recent mean reward (shrunk like the
+informative rate) and the best and worst rewards seen in the mixture over the long window, so it does not
+depend on the reward scale. Why: how often a member's groups teach says where GRPO has a gradient, not how much
+reward is left to win there; of two members whose groups teach equally often, the one at 0.25 mean reward has
+three times the room of the one at 0.75. (In ``thompson`` it multiplies each draw.) A member that has just
+unlocked, or whose hardest tasks are still failing, keeps its budget; one that is nearly solved, whose noisy
+rewards still make a group look informative now and then, loses it.
+
 Every step's weights are `constrain`ed: at least ``floor`` each, at most ``max_change`` away from the previous
 step's, summing to 1. The first ``warmup_steps`` use the static weights; so do the first ``lag`` steps in any
 case, which have no statistics yet (a ``warmup_steps`` of ``lag`` or less, like the default 2, adds no
@@ -103,7 +112,8 @@ class AdaptiveSettings:
     ``thompson`` reads; ``sharpness``: target weights are proportional to ``score ** sharpness``
     (``informative`` and ``progress``; 1 = proportional, larger concentrates budget on the best members);
     ``prior_groups``: strength, in groups, of the prior each member's informative rate is shrunk toward;
-    ``thompson_draws``: posterior draws per decision of the ``thompson`` signal. Invalid values raise
+    ``thompson_draws``: posterior draws per decision of the ``thompson`` signal; ``headroom``: the exponent
+    of the reward a member has left to gain, which weighs every signal (0 turns it off). Invalid values raise
     `SamplingError`.
 
     Example:
@@ -120,6 +130,7 @@ class AdaptiveSettings:
     sharpness: float = 2.0
     prior_groups: float = 4.0
     thompson_draws: int = 256
+    headroom: float = 1.0
 
     def __post_init__(self) -> None:
         if self.signal not in SIGNALS:
@@ -140,6 +151,8 @@ class AdaptiveSettings:
             raise SamplingError(f"adaptive sharpness is {self.sharpness!r}; it must be > 0")
         if not self.prior_groups >= 0.0:
             raise SamplingError(f"adaptive prior_groups is {self.prior_groups!r}; it must be >= 0")
+        if not self.headroom >= 0.0:
+            raise SamplingError(f"adaptive headroom is {self.headroom!r}; it must be >= 0 (0 turns it off)")
 
 
 @dataclass(frozen=True)
@@ -197,13 +210,18 @@ class _StepStats:
     scored: int = 0  # groups with >= 1 present reward
     total: float = 0.0  # the sum of those groups' mean rewards
     squares: float = 0.0  # ... and of their squares
+    low: float = math.inf  # the lowest and highest reward seen (the scale headroom is measured on)
+    high: float = -math.inf
 
 
 def _step_stats(groups: Sequence[Group]) -> _StepStats:
     n2 = informative = scored = 0
     total = squares = 0.0
+    low, high = math.inf, -math.inf
     for _, rewards in groups:
         present = _present(rewards)
+        if present:
+            low, high = min(low, *present), max(high, *present)
         if len(present) >= 2:
             n2 += 1
             informative += max(present) - min(present) > 1e-9
@@ -212,7 +230,7 @@ def _step_stats(groups: Sequence[Group]) -> _StepStats:
             scored += 1
             total += mean
             squares += mean * mean
-    return _StepStats(n2, informative, scored, total, squares)
+    return _StepStats(n2, informative, scored, total, squares, low, high)
 
 
 @dataclass(frozen=True)
@@ -347,18 +365,56 @@ def _scores(
     hits = {m: informative[m] + a * own[m] for m in members}
     misses = {m: groups[m] - informative[m] + a * (1 - own[m]) for m in members}
     rate = {m: hits[m] / (hits[m] + misses[m]) if hits[m] + misses[m] > 0 else own[m] for m in members}
+    room = _headroom(steps[-cfg.window :], steps[-max(cfg.window, cfg.progress_window) :], members, a)
+    gain = {m: room[m] ** cfg.headroom for m in members}
     if signal == "informative":
         baseline = min(rate.values())
-        return {m: max(0.0, rate[m] - baseline) ** cfg.sharpness for m in members}
+        return {m: max(0.0, rate[m] - baseline) ** cfg.sharpness * gain[m] for m in members}
     posterior = _posteriors(_slopes(steps[-cfg.progress_window :], members))
     if signal == "progress":
-        return {m: (rate[m] * _expected_abs(*posterior[m])) ** cfg.sharpness for m in members}
+        return {m: (rate[m] * _expected_abs(*posterior[m])) ** cfg.sharpness * gain[m] for m in members}
     wins = dict.fromkeys(members, 0)
     spread = {m: (mean, math.sqrt(var)) for m, (mean, var) in posterior.items()}
     for _ in range(cfg.thompson_draws):
-        draws = {m: _beta(rng, hits[m], misses[m]) * abs(rng.gauss(*spread[m])) for m in members}
+        draws = {m: _beta(rng, hits[m], misses[m]) * abs(rng.gauss(*spread[m])) * gain[m] for m in members}
         wins[max(members, key=lambda m: (draws[m], m))] += 1
     return {m: wins[m] / cfg.thompson_draws for m in members}
+
+
+def _headroom(
+    recent: Sequence[Mapping[str, _StepStats]],
+    longer: Sequence[Mapping[str, _StepStats]],
+    members: Sequence[str],
+    prior: float,
+) -> dict[str, float]:
+    """Each member's reward left to gain, in [0, 1]: (best reward seen - its recent mean reward) / (the range
+    of rewards seen), mixture-wide over the longer window. The recent mean is shrunk like the informative rate
+    (toward the member's longer record, that toward the mixture's), so a member with few groups is judged on
+    more than those. 1 for every member while the rewards seen have no range (nothing to measure it on)."""
+    low = min((st[m].low for st in longer for m in members if m in st), default=math.inf)
+    high = max((st[m].high for st in longer for m in members if m in st), default=-math.inf)
+    if not high - low > 1e-9:
+        return dict.fromkeys(members, 1.0)
+
+    def sums(window: Sequence[Mapping[str, _StepStats]], m: str) -> tuple[float, int]:
+        return (
+            math.fsum(st[m].total for st in window if m in st),
+            sum(st[m].scored for st in window if m in st),
+        )
+
+    pooled_total = pooled_n = 0.0
+    for m in members:
+        total, n = sums(longer, m)
+        pooled_total, pooled_n = pooled_total + total, pooled_n + n
+    pooled = pooled_total / pooled_n if pooled_n else (low + high) / 2
+    out = {}
+    for m in members:
+        long_total, long_n = sums(longer, m)
+        own = (long_total + prior * pooled) / (long_n + prior) if long_n + prior > 0 else pooled
+        total, n = sums(recent, m)
+        mean = (total + prior * own) / (n + prior) if n + prior > 0 else own
+        out[m] = min(1.0, max(0.0, (high - mean) / (high - low)))
+    return out
 
 
 def _beta(rng: random.Random, a: float, b: float) -> float:
