@@ -11,7 +11,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from ormix.diagnostics.report import member_summary, percentile, report_command, step_series
+from ormix.diagnostics.report import (
+    member_summary,
+    percentile,
+    report_command,
+    step_series,
+    trend,
+    write_report,
+)
+from ormix.telemetry.records import TelemetryRun
 from support.trl_args import cpu_grpo_config
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -202,3 +210,23 @@ def test_report_plots_adaptive_weights_and_where_rollout_time_went(tmp_path):
     console, buf = _console()
     assert report_command(tmp_path, console) == 0
     assert "rollout time per step (median): open 0.20 s, tools 1.00 s, generate 4.00 s" in buf.getvalue()
+
+
+def test_trend_pools_the_first_and_last_third_of_the_steps_and_the_report_says_it(tmp_path):
+    # Nine steps: "a" learns (1 of 4 scored rollouts solved early, 4 of 4 late), "b" loses coverage.
+    records = []
+    for step in range(1, 10):
+        solved = 1 if step <= 3 else 2 if step <= 6 else 4
+        records += [_record("a", "scored", float(i < solved), step, group=step) for i in range(4)]
+        records += [_record("b", "scored" if step <= 3 else "unscored", 1.0 if step <= 3 else None, step)]
+    t = trend(records)
+    assert t["first_steps"] == [1, 3] and t["last_steps"] == [7, 9]
+    assert t["members"]["a"]["reward"] == [0.25, 1.0]
+    assert t["members"]["b"]["coverage"] == [1.0, 0.0] and t["members"]["b"]["reward"] == [1.0, None]
+    assert trend(records[:8]) == {}  # two steps: no thirds to compare
+    TelemetryRun(tmp_path).write(records)
+    result = write_report(tmp_path)
+    assert result.summary["trend"] == t
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "first third (steps 1-3) -> last third (steps 7-9)" in md
+    assert "- a: reward 0.25 -> 1.00 (scored rollouts)" in md and "coverage 1.00 -> 0.00" in md

@@ -35,7 +35,16 @@ from ormix.runs import RunDirectory
 from ormix.telemetry.metrics import batch_metrics, is_informative
 from ormix.telemetry.records import read_records
 
-__all__ = ["ReportResult", "member_summary", "percentile", "report_command", "step_series", "write_report"]
+__all__ = [
+    "ReportResult",
+    "member_summary",
+    "percentile",
+    "report_command",
+    "step_series",
+    "trend",
+    "trend_lines",
+    "write_report",
+]
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -160,6 +169,63 @@ def step_series(records: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, flo
     return out
 
 
+TREND_METRICS = ("reward", "training_reward", "coverage")
+
+
+def trend(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Did it learn? Per member, `member_summary`'s reward, training reward and coverage over the first and
+    the last third of the training steps that have records (rollouts pooled, not steps averaged: a step of a
+    tiny batch says little alone). Empty with fewer than three steps.
+
+    Example:
+        >>> rec = [{"member": "a", "outcome": "scored", "env_reward": float(s > 2), "reward": float(s > 2),
+        ...         "step": s} for s in (1, 2, 3)]
+        >>> t = trend(rec)
+        >>> t["first_steps"], t["last_steps"], t["members"]["a"]["reward"]
+        ([1, 1], [3, 3], [0.0, 1.0])
+    """
+    train = [r for r in records if r.get("mode", "train") == "train" and isinstance(r.get("step"), int)]
+    steps = sorted({int(r["step"]) for r in train})
+    if len(steps) < 3:
+        return {}
+    third = len(steps) // 3
+    first, last = set(steps[:third]), set(steps[-third:])
+    early = member_summary([r for r in train if r["step"] in first])
+    late = member_summary([r for r in train if r["step"] in last])
+    return {
+        "first_steps": [steps[0], steps[third - 1]],
+        "last_steps": [steps[-third], steps[-1]],
+        "members": {
+            m: {k: [early.get(m, {}).get(k), late.get(m, {}).get(k)] for k in TREND_METRICS}
+            for m in _members(train)
+        },
+    }
+
+
+def trend_lines(summary: Mapping[str, Any]) -> list[str]:
+    """A report summary's `trend` in words: a heading, then one line per member (nothing without a trend).
+
+    Example:
+        >>> t = {"first_steps": [1, 10], "last_steps": [21, 30],
+        ...      "members": {"echo": {"reward": [0.2, 0.36], "training_reward": [0.2, 0.36], "coverage": [1.0, 1.0]}}}
+        >>> print("\\n".join(trend_lines({"trend": t})))
+        first third (steps 1-10) -> last third (steps 21-30), rollouts pooled:
+          echo: reward 0.20 -> 0.36 (scored rollouts), training reward 0.20 -> 0.36, coverage 1.00 -> 1.00
+    """
+    t = summary.get("trend") or {}
+    if not t:
+        return []
+    (a, b), (c, d) = t["first_steps"], t["last_steps"]
+    lines = [f"first third (steps {a}-{b}) -> last third (steps {c}-{d}), rollouts pooled:"]
+    for member, v in t["members"].items():
+        lines.append(
+            f"  {member}: reward {_fmt(v['reward'][0])} -> {_fmt(v['reward'][1])} (scored rollouts), "
+            f"training reward {_fmt(v['training_reward'][0])} -> {_fmt(v['training_reward'][1])}, "
+            f"coverage {_fmt(v['coverage'][0])} -> {_fmt(v['coverage'][1])}"
+        )
+    return lines
+
+
 @dataclass
 class ReportResult:
     """What `write_report` produced: the files written, the summary, and a note when plots were skipped."""
@@ -227,11 +293,12 @@ def table_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
 
 
 def _markdown(
-    summary: Mapping[str, Mapping[str, Any]],
+    report: Mapping[str, Any],
     alarms: Sequence[Mapping[str, Any]],
     run_dir: Path,
     plots: Sequence[Path],
 ) -> str:
+    summary: Mapping[str, Mapping[str, Any]] = report["members"]
     lines = [
         f"# ormix report: {run_dir.name}",
         "",
@@ -239,6 +306,9 @@ def _markdown(
         "|" + "---|" * len(TABLE_COLUMNS),
     ]
     lines += ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
+    said = trend_lines(report)
+    if said:
+        lines += ["", "## Trend", "", said[0], ""] + [f"- {line.strip()}" for line in said[1:]]
     lines += [
         "",
         "## Tools",
@@ -491,6 +561,7 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
             "members": summary,
             "eval": member_summary(evals) if evals else {},
             "steps": {str(k): v for k, v in series.items()},
+            "trend": trend(train),
             "alarms": alarms,
             "records": len(records),
             "unfinished_step_records": unfinished,
@@ -516,7 +587,7 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
     summary_path = folder / "summary.json"
     summary_path.write_text(json.dumps(result.summary, indent=2, default=str), encoding="utf-8")
     md_path = folder / "report.md"
-    md_path.write_text(_markdown(summary, alarms, run_dir, plots), encoding="utf-8")
+    md_path.write_text(_markdown(result.summary, alarms, run_dir, plots), encoding="utf-8")
     result.files = [summary_path, md_path, *plots]
     return result
 
@@ -573,6 +644,8 @@ def report_command(run_dir: Path, console: Any) -> int:
             "rollout time per step (median): "
             + ", ".join(f"{m[:-2]} {v:.2f} s" for m, v in env_time.items() if v is not None)
         )
+    for line in trend_lines(result.summary):
+        console.print(line, highlight=False)
     for alarm in result.summary["alarms"]:
         console.print(f"[yellow]alarm[/yellow] step {alarm.get('step')}: {alarm.get('message')}")
     if result.note:
