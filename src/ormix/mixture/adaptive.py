@@ -35,7 +35,8 @@ member on the floor of a small batch may have, is judged on its longer record, n
 Every signal is weighed by the member's *headroom* raised to ``headroom`` (1 by default; 0 turns it off): the
 reward it has left to gain, ``(best - mean) / (best - worst)`` with its recent mean reward (shrunk like the
 informative rate) and the best and worst rewards seen in the mixture over the long window, so it does not
-depend on the reward scale. Why: how often a member's groups teach says where GRPO has a gradient, not how much
+depend on the reward scale (one scale for the mixture: members scored on different ranges should share one
+through their ``scale``, or run with ``headroom: 0``). Why: how often a member's groups teach says where GRPO has a gradient, not how much
 reward is left to win there; of two members whose groups teach equally often, the one at 0.25 mean reward has
 three times the room of the one at 0.75. (In ``thompson`` it multiplies each draw.) A member that has just
 unlocked, or whose hardest tasks are still failing, keeps its budget; one that is nearly solved, whose noisy
