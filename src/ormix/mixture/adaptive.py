@@ -344,29 +344,22 @@ def _scores(
     if signal not in SIGNALS:
         raise SamplingError(f"unknown adaptive signal {signal!r}; use one of {list(SIGNALS)}")
 
-    def counts(window: Sequence[Mapping[str, _StepStats]]) -> tuple[dict[str, int], dict[str, int]]:
-        groups = {m: sum(st[m].groups for st in window if m in st) for m in members}
-        informative = {m: sum(st[m].informative for st in window if m in st) for m in members}
-        return groups, informative
-
     # Two levels of shrinkage: a member's recent rate toward its own rate over the long window, and that
     # toward the mixture's. A member at the floor may have no group in a short window; it is then judged on
     # its longer record, not on the other members'.
-    groups, informative = counts(steps[-cfg.window :])
-    long_groups, long_informative = counts(steps[-max(cfg.window, cfg.progress_window) :])
-    total = sum(long_groups.values())
+    recent, longer = steps[-cfg.window :], steps[-max(cfg.window, cfg.progress_window) :]
+    groups, informative = _sums(recent, members, "groups"), _sums(recent, members, "informative")
+    long_groups, long_informative = _sums(longer, members, "groups"), _sums(longer, members, "informative")
+    total = math.fsum(long_groups.values())
     if not total:
         return dict.fromkeys(members)
-    pooled = sum(long_informative.values()) / total
+    pooled = math.fsum(long_informative.values()) / total
     a = cfg.prior_groups
-    own = {
-        m: (long_informative[m] + a * pooled) / (long_groups[m] + a) if long_groups[m] + a > 0 else pooled
-        for m in members
-    }
+    own = {m: _shrunk(long_informative[m], long_groups[m], pooled, a) for m in members}
     hits = {m: informative[m] + a * own[m] for m in members}
     misses = {m: groups[m] - informative[m] + a * (1 - own[m]) for m in members}
     rate = {m: hits[m] / (hits[m] + misses[m]) if hits[m] + misses[m] > 0 else own[m] for m in members}
-    room = _headroom(steps[-cfg.window :], steps[-max(cfg.window, cfg.progress_window) :], members, a)
+    room = _headroom(recent, longer, members, a)
     gain = {m: room[m] ** cfg.headroom for m in members}
     if signal == "informative":
         baseline = min(rate.values())
@@ -397,25 +390,26 @@ def _headroom(
     if not high - low > 1e-9:
         return dict.fromkeys(members, 1.0)
 
-    def sums(window: Sequence[Mapping[str, _StepStats]], m: str) -> tuple[float, int]:
-        return (
-            math.fsum(st[m].total for st in window if m in st),
-            sum(st[m].scored for st in window if m in st),
-        )
-
-    pooled_total = pooled_n = 0.0
-    for m in members:
-        total, n = sums(longer, m)
-        pooled_total, pooled_n = pooled_total + total, pooled_n + n
-    pooled = pooled_total / pooled_n if pooled_n else (low + high) / 2
+    totals, scored = _sums(recent, members, "total"), _sums(recent, members, "scored")
+    long_totals, long_scored = _sums(longer, members, "total"), _sums(longer, members, "scored")
+    n = math.fsum(long_scored.values())
+    pooled = math.fsum(long_totals.values()) / n if n else (low + high) / 2
     out = {}
     for m in members:
-        long_total, long_n = sums(longer, m)
-        own = (long_total + prior * pooled) / (long_n + prior) if long_n + prior > 0 else pooled
-        total, n = sums(recent, m)
-        mean = (total + prior * own) / (n + prior) if n + prior > 0 else own
+        own = _shrunk(long_totals[m], long_scored[m], pooled, prior)
+        mean = _shrunk(totals[m], scored[m], own, prior)
         out[m] = min(1.0, max(0.0, (high - mean) / (high - low)))
     return out
+
+
+def _sums(window: Sequence[Mapping[str, _StepStats]], members: Sequence[str], name: str) -> dict[str, float]:
+    """Each member's `_StepStats` field ``name`` summed over the steps of ``window``."""
+    return {m: math.fsum(getattr(st[m], name) for st in window if m in st) for m in members}
+
+
+def _shrunk(value: float, count: float, toward: float, prior: float) -> float:
+    """The mean of ``value`` over ``count`` observations with ``prior`` pseudo-observations at ``toward``."""
+    return (value + prior * toward) / (count + prior) if count + prior > 0 else toward
 
 
 def _beta(rng: random.Random, a: float, b: float) -> float:

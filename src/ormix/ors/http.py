@@ -8,7 +8,8 @@ Why aiohttp: measured by `benchmarks/http_client_cpu.py` (client CPU per sequent
 local ORS server in a child process, medians of repetitions; three runs on this project's 2-core machine,
 shared with other work): aiohttp 0.30-0.40 ms per JSON request and 0.5-0.8 ms per SSE tool call; httpx 0.28
 1.15-1.5 / 1.7-2.1 ms; httpcore 1.05-1.1 / 1.5-1.8 ms. This module on aiohttp (reuse tracing included)
-costs 10-20% over bare aiohttp (0.39 vs 0.34 ms per JSON request, 0.70 vs 0.58 ms per tool call, 2026-12-01). aiohttp is also what the openreward SDK installs.
+costs 10-20% over bare aiohttp (0.39 vs 0.34 ms per JSON request, 0.70 vs 0.58 ms per tool call,
+2026-12-01). aiohttp is also what the openreward SDK installs.
 
 The interface is small on purpose: `HTTPClient.request(method, url, json=, headers=) -> Response` reads
 the whole answer; `HTTPClient.stream(...)` hands the text of a 200 answer to a callback as it arrives (the
