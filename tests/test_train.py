@@ -188,6 +188,20 @@ def test_warm_start_transcripts_are_real_reference_episodes(tiny_model):
         assert "<tool_response>" in tokenizer.decode(t.input_ids[t.prompt_length :])
         assert "<tool_response>" not in taught
 
+    assert not any(t.near_miss for t in transcripts)
+
+    # With near misses each task is played a second time, the near miss's way, in its own real session: it
+    # scores less than the reference, so SFT on both leaves a choice that GRPO can learn from the rewards.
+    both = build_transcripts(mix, tokenizer, near_misses=True)
+    assert [(t.member, t.task_id, t.near_miss) for t in both[::2]] == [
+        (t.member, t.task_id, False) for t in transcripts
+    ]
+    assert [t.input_ids for t in both[::2]] == [t.input_ids for t in transcripts]  # same cache for references
+    misses = both[1::2]
+    assert [(t.member, t.task_id) for t in misses] == [(t.member, t.task_id) for t in transcripts]
+    assert all(t.near_miss and t.reward is not None and t.reward < 1.0 for t in misses), misses
+    assert all(m.input_ids != r.input_ids for m, r in zip(misses, transcripts, strict=True))
+
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     first = sft_loop(model, transcripts[:1], steps=1, learning_rate=3e-3, batch_size=1)
     last = sft_loop(model, transcripts[:1], steps=25, learning_rate=3e-3, batch_size=1)

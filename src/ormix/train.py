@@ -451,6 +451,7 @@ def train(
                 use_cpu=bool(args.use_cpu),
                 max_completion_length=args.max_completion_length,
                 fraction=warmup_fraction,
+                near_misses=warm.near_misses if warm is not None else False,
             )
         _run_trainer(
             mix,

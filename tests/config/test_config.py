@@ -90,7 +90,7 @@ def test_local_demo_is_small_and_local() -> None:
     assert cfg.strategy == "adaptive"
     assert cfg.static_weights() == {"echo": 0.2, "terminals": 0.4, "seta": 0.4}
     assert cfg.prompts_per_step == 4 and cfg.seed == 0
-    assert cfg.warm_start is not None and 0 < cfg.warm_start.fraction < 1
+    assert cfg.warm_start is not None and cfg.warm_start.near_misses and cfg.warm_start.fraction == 1.0
     t = cfg.train
     assert t["max_steps"] <= 40 and t["num_generations"] == 2
     # The step size the plan assumes is the one the trainer will use.

@@ -1,9 +1,10 @@
-"""The demo learns: `mixtures/local-demo.yaml` warms the tiny model up on half of its tasks, then runs GRPO.
+"""The demo learns: `mixtures/local-demo.yaml` warms the tiny model up on a reference solution and a near miss
+of each task, then runs GRPO.
 
-The full run (`make demo`, about 10 minutes) is measured by hand, not here. These tests check the mechanism
-that makes its learning visible: the file asks for a partial warm start and adaptive mixing, the warm start
-runs from the file alone (no command-line flag), and after it the policy scores above 0 in GRPO, so there is
-a reward to raise (a random tiny model scores 0 on every rollout).
+The full run (`make demo`, about 8 minutes) is measured by hand, not here (the README quotes its trend). These
+tests check the mechanism that makes its learning visible: the file asks for a warm start with near misses and
+adaptive mixing, the warm start runs from the file alone (no command-line flag), and after it the policy scores
+above 0 in GRPO, so there is a reward to raise (a random tiny model scores 0 on every rollout).
 """
 
 from __future__ import annotations
@@ -16,20 +17,24 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from ormix.config import WarmStartConfig, load_mixture_config
-from ormix.local.envs.solutions import reference_for
+from ormix.config import load_mixture_config
+from ormix.local.envs.solutions import near_miss_for, reference_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "mixtures" / "local-demo.yaml"
 
 
-def test_the_demo_file_asks_for_a_partial_warm_start_adaptive_mixing_and_checkpoints():
+def test_the_demo_file_asks_for_a_warm_start_with_near_misses_adaptive_mixing_and_checkpoints():
     cfg = load_mixture_config(DEMO, environ={})
     warm = cfg.warm_start
     assert warm is not None and warm.sft_steps > 0
-    assert 0.0 < warm.fraction < 1.0  # tasks left for GRPO to learn
-    # Every train member ships reference solutions, so the warm start covers all of them.
+    # Every train member ships reference solutions, so the warm start covers all of them; the members that
+    # have near misses are demonstrated both ways, so GRPO starts with a choice to learn.
     assert all(reference_for(cfg.members[m].target) is not None for m in cfg.train_members)
+    assert (
+        warm.near_misses
+        and sum(near_miss_for(cfg.members[m].target) is not None for m in cfg.train_members) >= 2
+    )
     assert cfg.strategy == "adaptive" and len(cfg.train_members) >= 2
     t = cfg.train
     assert t["learning_rate"] >= 1e-4  # 1e-5 does not move the tiny model in 40 steps
@@ -39,7 +44,8 @@ def test_the_demo_file_asks_for_a_partial_warm_start_adaptive_mixing_and_checkpo
 
 @pytest.mark.slow
 def test_a_short_run_of_the_demo_recipe_scores_above_zero_after_the_warm_start(tmp_path, monkeypatch):
-    """The demo's own file, shortened: its echo member (4 tasks), 60 SFT steps, two GRPO steps (~40 s)."""
+    """The demo's own file, shortened: echo (4 tasks, half warmed) and terminals (1 task, its reference and its
+    near miss), 60 SFT steps, two GRPO steps (~1 min)."""
     from ormix.mixture import MixtureSpec
     from ormix.train import train
 
@@ -48,10 +54,13 @@ def test_a_short_run_of_the_demo_recipe_scores_above_zero_after_the_warm_start(t
     cache = tmp_path / "cache"
     monkeypatch.setenv("ORMIX_CACHE_DIR", str(cache))  # a real warm start, not one cached by an earlier run
     demo = load_mixture_config(DEMO, environ={})
-    cfg = demo.only("echo")
+    cfg = demo.only("echo", "terminals")
     cfg = cfg.updated(
-        members={"echo": cfg.members["echo"].model_copy(update={"num_tasks": 4})},
-        warm_start=WarmStartConfig(sft_steps=60, fraction=demo.warm_start.fraction),
+        members={
+            "echo": cfg.members["echo"].model_copy(update={"num_tasks": 4}),
+            "terminals": cfg.members["terminals"].model_copy(update={"num_tasks": 1}),
+        },
+        warm_start=demo.warm_start.model_copy(update={"sft_steps": 60, "fraction": 0.5}),
     )
     buffer = io.StringIO()
     result = train(
@@ -64,8 +73,9 @@ def test_a_short_run_of_the_demo_recipe_scores_above_zero_after_the_warm_start(t
     )
     out = buffer.getvalue()
     assert result.exit_status == 0, out
-    # The warm start ran because the file asks for it, on half of the tasks, and was cached for the next run.
-    assert "warm start: 2 reference episodes" in out, out
+    # The warm start ran because the file asks for it (near misses included), on half of the tasks (at least
+    # one per member), and was cached for the next run.
+    assert "warm start: 3 reference episodes and 1 near miss " in out, out
     assert list(cache.glob("warm-*/ormix-warm.json"))
     rewards = [h["rewards/echo/mean"] for h in result.log_history if "rewards/echo/mean" in h]
     coverage = [h["ormix/echo/coverage"] for h in result.log_history if "ormix/echo/coverage" in h]

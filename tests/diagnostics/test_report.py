@@ -229,4 +229,25 @@ def test_trend_pools_the_first_and_last_third_of_the_steps_and_the_report_says_i
     assert result.summary["trend"] == t
     md = (tmp_path / "report" / "report.md").read_text()
     assert "first third (steps 1-3) -> last third (steps 7-9)" in md
+    # ... and the reward plot draws the pooled thirds over the per-step curve: a's bars at 0.25 and 1.0.
+    import matplotlib.pyplot as plt
+
+    from ormix.diagnostics.report import figures
+
+    try:
+        reward = figures(step_series(records), ["a", "b"], trend=t)["reward_coverage.png"].axes[0]
+        bars = sorted(
+            (round(float(seg[0][1]), 2), float(seg[0][0]), float(seg[1][0]))
+            for c in reward.collections
+            for seg in c.get_segments()
+        )
+        assert bars == [
+            (0.25, 0.5, 3.5),
+            (1.0, 0.5, 3.5),
+            (1.0, 6.5, 9.5),
+        ]  # b: first third only (unscored late)
+        assert "first / last third, rollouts pooled" in reward.get_legend_handles_labels()[1]
+        assert not figures(step_series(records), ["a", "b"])["reward_coverage.png"].axes[0].collections
+    finally:
+        plt.close("all")
     assert "- a: reward 0.25 -> 1.00 (scored rollouts)" in md and "coverage 1.00 -> 0.00" in md

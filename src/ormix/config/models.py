@@ -429,17 +429,22 @@ class WarmStartConfig(BaseModel):
     ``local:seta``) of the first ``fraction`` of each train member's tasks; GRPO then starts from a model that
     can call tools and still has the other tasks to learn. The warmed model is cached, so a second run reuses
     it; a resumed run starts from its checkpoint instead. ``ormix train --warmup-sft N`` / ``--warmup-fraction
-    F`` override the file (``--warmup-sft 0`` skips it).
+    F`` override the file (``--warmup-sft 0`` skips it). ``near_misses: true`` also demonstrates a near miss of
+    each warmed task that has one (``local:terminals``, ``local:seta``: a plausible attempt that scores less), so
+    GRPO starts from a policy split between the two and has a choice to learn from the rewards.
 
     Example:
         >>> WarmStartConfig(sft_steps=150, fraction=0.5).fraction
         0.5
+        >>> WarmStartConfig(sft_steps=150, near_misses=True).near_misses
+        True
     """
 
     model_config = _MODEL_CONFIG
 
     sft_steps: int = Field(ge=0)
     fraction: float = Field(1.0, gt=0.0, le=1.0)
+    near_misses: bool = False
 
 
 class MixtureConfig(BaseModel):

@@ -9,11 +9,16 @@ tool calls (``<tool_call>{json}</tool_call>``), the real tool results framed as 
 call and a short final answer. Then it runs a plain torch loop of next-token prediction on the assistant
 tokens only (prompt and tool results are masked out).
 
-This is best-effort and for demos. Measured on a 2-core CPU with `mixtures/local-demo.yaml` (32 reference
-episodes, prompts of 1-2k tokens): about 0.7 s per step; 200 steps teach the format only partly (greedy first
-turns parse as a tool call 3 times in 8), 600 steps (~7 min) bring the loss to ~0.05 and 7 in 8, and GRPO then
-logs non-zero rewards and coverage (terminals: coverage ~0.5, mean scored reward ~0.9; seta lower, its
-reference solutions are long files). It memorises the training tasks; it does not teach solving new ones.
+With ``near_misses`` it also plays each task's near miss (`ormix.local.envs.solutions.near_miss_for`: a
+plausible attempt that scores less) the same way. SFT on both leaves the policy split between a right and a
+wrong attempt at each task, so GRPO starts with informative groups and learns from the rewards which attempt
+scores: that is what makes `mixtures/local-demo.yaml` visibly learn on a CPU (the README quotes the
+trend). Without near misses the warmed policy has memorised the references, and GRPO at a demo's batch size
+has little left that it can change.
+
+This is best-effort and for demos. Measured on a 2-core CPU: about 0.8 s per SFT step with prompts of 1-2k
+tokens; for the demo's 10 episodes, 200 steps bring the loss to ~0.015 and greedy first turns parse as tool
+calls. It memorises the training tasks; it does not teach solving new ones.
 
 Example:
     >>> from ormix import load_mixture
@@ -39,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ormix.demo.scripted import tool_call
-from ormix.local.envs.solutions import reference_for
+from ormix.local.envs.solutions import near_miss_for, reference_for
 
 __all__ = ["Transcript", "WarmupError", "build_transcripts", "check_tool_calls", "sft_loop", "warmup_sft"]
 
@@ -54,10 +59,11 @@ class WarmupError(RuntimeError):
 
 @dataclass
 class Transcript:
-    """One reference episode as token ids, with labels only on what the model writes.
+    """One demonstrated episode as token ids, with labels only on what the model writes.
 
     Attributes:
         member: mixture member; task_id: the task; reward: what the real session scored.
+        near_miss: a near miss (`near_miss_for`) rather than the reference solution.
         input_ids: prompt, then each assistant turn and tool result, in order.
         labels: ``input_ids`` on assistant tokens, -100 elsewhere.
         prompt_length: tokens of the first prompt; completion tokens = the rest (GRPO's budget counts them).
@@ -69,6 +75,7 @@ class Transcript:
     input_ids: list[int]
     labels: list[int]
     prompt_length: int
+    near_miss: bool = False
 
     @property
     def completion_length(self) -> int:
@@ -154,12 +161,16 @@ def warm_tasks(mixture: Any, fraction: float) -> dict[str, set[int]]:
     return out
 
 
-def build_transcripts(mixture: Any, tokenizer: Any, *, fraction: float = 1.0) -> list[Transcript]:
+def build_transcripts(
+    mixture: Any, tokenizer: Any, *, fraction: float = 1.0, near_misses: bool = False
+) -> list[Transcript]:
     """Play each training task's reference solution in a real session and record it as a `Transcript`.
 
     Members without reference solutions (anything but ``local:echo``, ``local:terminals``, ``local:seta``) are
     skipped; with ``fraction`` < 1 only the first part of each member's tasks is played (`warm_tasks`), so
-    GRPO still has tasks to learn.
+    GRPO still has tasks to learn. With ``near_misses`` each task that has a near miss (`near_miss_for`) is
+    also played that way, right after its reference: SFT on both leaves the policy split between a right and a
+    wrong attempt, a choice GRPO can learn from the rewards.
 
     Raises:
         WarmupError: no training member has reference solutions.
@@ -181,60 +192,20 @@ def build_transcripts(mixture: Any, tokenizer: Any, *, fraction: float = 1.0) ->
     out: list[Transcript] = []
     try:
         for (member, _), row in rows.items():
-            solve = reference_for(mixture.spec(member).target)
+            target = mixture.spec(member).target
+            solve = reference_for(target)
             calls = solve(row) if solve is not None else None
             if calls is None or not selected(member, row):
                 continue
+            miss = near_miss_for(target) if near_misses else None
+            wrong = miss(row) if miss is not None else None
             key = member if dict_factory else "_"
             if key not in instances:
                 instances[key] = (factory[member] if dict_factory else factory)()
             env = instances[key]
-            reset_kwargs = {k: v for k, v in row.items() if k != "environment"} if dict_factory else dict(row)
-            observation = env.reset(**reset_kwargs)
-            prompt = list(row["prompt"])
-            if isinstance(observation, str):
-                prompt = prompt[:-1] + [{**prompt[-1], "content": prompt[-1]["content"] + observation}]
-            methods = _tool_methods(env)
-            by_name = {m.__name__: m for m in methods}
-            ids = list(
-                tokenizer.apply_chat_template(
-                    prompt,
-                    tools=methods,
-                    add_generation_prompt=True,
-                    tokenize=True,
-                    return_dict=False,
-                    chat_template=template,
-                )
-            )
-            labels = [-100] * len(ids)
-            prompt_length = len(ids)
-            for name, arguments in calls:
-                wire = _resolve_tool(list(by_name), member, name)
-                if wire is None:
-                    raise WarmupError(
-                        f"member {member!r} has no tool {name!r} (tools: {sorted(by_name)}); the "
-                        "reference solutions do not match this environment"
-                    )
-                turn = _assistant_ids(tokenizer, tool_call(wire, **arguments))
-                ids += turn
-                labels += turn
-                try:
-                    result: Any = by_name[wire](**arguments)
-                except Exception as e:  # noqa: BLE001 - TRL shows a raising tool to the model the same way
-                    result = {"error": str(e)}
-                suffix = _tool_suffix_ids(
-                    tokenizer, [{"role": "tool", "name": wire, "content": str(result)}], template
-                )
-                ids += suffix
-                labels += [-100] * len(suffix)
-            final = _assistant_ids(tokenizer, FINAL_ANSWER)
-            ids += final
-            labels += final
-            out.append(
-                Transcript(
-                    member, row.get("task_id"), getattr(env, "reward", None), ids, labels, prompt_length
-                )
-            )
+            out.append(_play(env, member, row, calls, tokenizer, template, dict_factory))
+            if wrong is not None:
+                out.append(_play(env, member, row, wrong, tokenizer, template, dict_factory, near_miss=True))
     finally:
         mixture.close_sessions()
     if not out:
@@ -243,6 +214,63 @@ def build_transcripts(mixture: Any, tokenizer: Any, *, fraction: float = 1.0) ->
             "local:seta only; this mixture trains on none of them: drop --warmup-sft (or warm_start:)"
         )
     return out
+
+
+def _play(
+    env: Any,
+    member: str,
+    row: dict[str, Any],
+    calls: list[tuple[str, dict]],
+    tokenizer: Any,
+    template: str | None,
+    dict_factory: bool,
+    *,
+    near_miss: bool = False,
+) -> Transcript:
+    # One episode in a fresh session of `env`, recorded token for token as GRPO would see it.
+    reset_kwargs = {k: v for k, v in row.items() if k != "environment"} if dict_factory else dict(row)
+    observation = env.reset(**reset_kwargs)
+    prompt = list(row["prompt"])
+    if isinstance(observation, str):
+        prompt = prompt[:-1] + [{**prompt[-1], "content": prompt[-1]["content"] + observation}]
+    methods = _tool_methods(env)
+    by_name = {m.__name__: m for m in methods}
+    ids = list(
+        tokenizer.apply_chat_template(
+            prompt,
+            tools=methods,
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+            chat_template=template,
+        )
+    )
+    labels = [-100] * len(ids)
+    prompt_length = len(ids)
+    for name, arguments in calls:
+        wire = _resolve_tool(list(by_name), member, name)
+        if wire is None:
+            raise WarmupError(
+                f"member {member!r} has no tool {name!r} (tools: {sorted(by_name)}); the "
+                "reference solutions do not match this environment"
+            )
+        turn = _assistant_ids(tokenizer, tool_call(wire, **arguments))
+        ids += turn
+        labels += turn
+        try:
+            result: Any = by_name[wire](**arguments)
+        except Exception as e:  # noqa: BLE001 - TRL shows a raising tool to the model the same way
+            result = {"error": str(e)}
+        suffix = _tool_suffix_ids(
+            tokenizer, [{"role": "tool", "name": wire, "content": str(result)}], template
+        )
+        ids += suffix
+        labels += [-100] * len(suffix)
+    final = _assistant_ids(tokenizer, FINAL_ANSWER)
+    ids += final
+    labels += final
+    reward = getattr(env, "reward", None)
+    return Transcript(member, row.get("task_id"), reward, ids, labels, prompt_length, near_miss)
 
 
 def check_tool_calls(
@@ -349,12 +377,14 @@ def warmup_sft(
     use_cpu: bool = True,
     max_completion_length: int | None = None,
     fraction: float = 1.0,
+    near_misses: bool = False,
     cache: bool = True,
 ) -> tuple[Any, Any]:
     """Fine-tune the model at `model_path` for `steps` steps on reference transcripts; return (model, tokenizer).
 
     ``fraction``: warm only the first part of each member's tasks (`warm_tasks`); GRPO then has tasks left to
-    learn. ``cache``: keep the warmed model under ``~/.cache/ormix/warm-<hash>`` (the hash covers the model, the
+    learn. ``near_misses``: also demonstrate a near miss of each warmed task that has one (`build_transcripts`),
+    so GRPO starts from a policy that tries both and learns from the rewards which one scores. ``cache``: keep the warmed model under ``~/.cache/ormix/warm-<hash>`` (the hash covers the model, the
     tasks, the reference transcripts and every setting) and reuse it the next time.
 
     Args:
@@ -379,7 +409,11 @@ def warmup_sft(
 
     started = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
-    transcripts = build_transcripts(mixture, tokenizer, fraction=fraction)
+    transcripts = build_transcripts(mixture, tokenizer, fraction=fraction, near_misses=near_misses)
+    misses = sum(t.near_miss for t in transcripts)
+    episodes = f"{len(transcripts) - misses} reference episodes" + (
+        f" and {misses} near miss{'es' * (misses > 1)}" if misses else ""
+    )
     digest = hashlib.sha256(
         json.dumps(
             {
@@ -395,7 +429,7 @@ def warmup_sft(
     ).hexdigest()[:16]
     cached = _cache_dir() / f"warm-{digest}"
     if cache and (cached / "ormix-warm.json").exists():
-        say(f"warm start: reusing {cached} ({len(transcripts)} reference episodes, {steps} SFT steps)")
+        say(f"warm start: reusing {cached} ({episodes}, {steps} SFT steps)")
         model: Any = AutoModelForCausalLM.from_pretrained(str(cached), dtype=torch.float32)
         if not use_cpu and torch.cuda.is_available():
             model = model.to("cuda")
@@ -406,7 +440,7 @@ def warmup_sft(
     scored = sum(1 for t in transcripts if t.reward is not None)
     lengths = sorted(t.completion_length for t in transcripts)
     say(
-        f"warm start: {len(transcripts)} reference episodes ({scored} scored in real sessions), completion "
+        f"warm start: {episodes} ({scored} scored in real sessions), completion "
         f"tokens median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {steps} SFT steps"
     )
     if max_completion_length is not None:

@@ -385,9 +385,11 @@ def figures(
     series: Mapping[int, Mapping[str, float]],
     members: Sequence[str],
     logged: Mapping[int, Mapping[str, float]] | None = None,
+    trend: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report's matplotlib figures by file name, from `step_series` (and `logged_series` for the
-    adaptive weights); the caller saves and closes them. Needs matplotlib.
+    adaptive weights, `trend` for the first- and last-third reward drawn as bars over the per-step curve);
+    the caller saves and closes them. Needs matplotlib.
 
     Example:
         >>> figs = figures({1: {"ormix/a/coverage": 0.0, "ormix/a/share": 1.0}}, ["a"])
@@ -430,6 +432,20 @@ def figures(
     for m in members:
         line(top, m, "reward", label=m)
         line(bottom, m, "coverage", label=m)
+    # A step of a tiny batch says little alone: the pooled thirds show whether the curve rose.
+    if trend:
+        spans = (trend["first_steps"], trend["last_steps"])
+        bars = [
+            (y, a, b, colours[m])
+            for m, values in trend["members"].items()
+            if m in colours
+            for (a, b), y in zip(spans, values["reward"], strict=True)
+            if y is not None
+        ]
+        for y, a, b, colour in bars:
+            top.hlines(y, a - 0.5, b + 0.5, colors=colour, linewidth=6, alpha=0.3)
+        if bars:
+            top.plot([], [], color="0.5", linewidth=6, alpha=0.3, label="first / last third, rollouts pooled")
     top.set_ylabel("reward (scored rollouts)")
     top.set_title("Reward and coverage per environment")
     bottom.set_ylabel("coverage (scored fraction)")
@@ -578,7 +594,8 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
     plots: list[Path] = []
     if series:
         try:
-            drawn = figures(series, members, logged_series(run_dir, ("weight", "tasks_set_aside")))
+            logged = logged_series(run_dir, ("weight", "tasks_set_aside"))
+            drawn = figures(series, members, logged, result.summary["trend"])
             if env_time:
                 drawn["env_time.png"] = env_time_figure(env_time)
             plots = [_save(fig, folder / name) for name, fig in drawn.items()]

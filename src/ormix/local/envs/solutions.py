@@ -4,7 +4,8 @@
 ``SETA_WRONG[task_id]`` is ``(expected reward, calls)``, the reward being the weighted fraction of checks the
 near miss still passes. Every list ends before the submit tool (``submit`` / ``submit_solution``).
 
-They ship in the package for the supervised warm start (`ormix.demo.warmup`) and back the scripted tests.
+They ship in the package for the supervised warm start (`ormix.demo.warmup`: `reference_for`, and
+`near_miss_for` when it also demonstrates mistakes) and back the scripted tests.
 
 Example:
     >>> from ormix.local.envs.solutions import SETA_REFERENCE, reference_for
@@ -521,8 +522,27 @@ REFERENCES: dict[str, tuple[dict[str, list[tuple[str, dict]]], str]] = {
     "local:seta": (SETA_REFERENCE, "submit_solution"),
 }
 
+#: target → (near-miss calls by task_id, name of the submit tool).
+NEAR_MISSES: dict[str, tuple[dict[str, list[tuple[str, dict]]], str]] = {
+    "local:terminals": (TERMINALS_WRONG, "submit"),
+    "local:seta": ({task: calls for task, (_, calls) in SETA_WRONG.items()}, "submit_solution"),
+}
 
-def reference_for(target: str) -> Callable[[Mapping[str, Any]], list[tuple[str, dict]] | None] | None:
+#: A task's dataset row -> the tool calls of one attempt at it, the submit call included (None: no such attempt).
+Solver = Callable[[Mapping[str, Any]], list[tuple[str, dict]] | None]
+
+
+def _submitting(known: tuple[dict[str, list[tuple[str, dict]]], str]) -> Solver:
+    solutions, submit = known
+
+    def calls(row: Mapping[str, Any]) -> list[tuple[str, dict]] | None:
+        found = solutions.get(row.get("task_id"))  # type: ignore[arg-type]
+        return None if found is None else [*found, (submit, {})]
+
+    return calls
+
+
+def reference_for(target: str) -> Solver | None:
     """For a `local:` target that has reference solutions: a function from a task's dataset row to the calls
     that solve it, the final (submit) call included (``None`` for a task without one); else ``None``.
 
@@ -535,12 +555,19 @@ def reference_for(target: str) -> Callable[[Mapping[str, Any]], list[tuple[str, 
     if target == "local:echo":
         return lambda row: [("submit", {"text": row["word"]})] if "word" in row else None
     known = REFERENCES.get(target)
-    if known is None:
-        return None
-    solutions, submit = known
+    return None if known is None else _submitting(known)
 
-    def calls(row: Mapping[str, Any]) -> list[tuple[str, dict]] | None:
-        found = solutions.get(row.get("task_id"))  # type: ignore[arg-type]
-        return None if found is None else [*found, (submit, {})]
 
-    return calls
+def near_miss_for(target: str) -> Solver | None:
+    """Like `reference_for`, for the near misses: a plausible attempt at the task that scores less than the
+    reference (``local:terminals`` 0.0, ``local:seta`` the share of checks it still passes), submit included.
+    ``None`` for targets without near misses (``local:echo``: its only way to fail is another word).
+
+    Example:
+        >>> near_miss_for("local:terminals")({"task_id": "files-mkdir-note"})
+        [('bash', {'command': "mkdir -p notes && echo 'buy eggs' > notes/todo.txt"}), ('submit', {})]
+        >>> near_miss_for("local:echo") is None
+        True
+    """
+    known = NEAR_MISSES.get(target)
+    return None if known is None else _submitting(known)
