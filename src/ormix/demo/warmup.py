@@ -187,17 +187,20 @@ def build_transcripts(
     for member in mixture.train_members:
         for row in mixture.spec(member).dataset_rows():
             rows.setdefault((member, row["task_index"]), {"environment": member, **row})
+    # Per member: (its reference solver, its near-miss solver when asked for); either may be None.
+    solvers = {
+        m: (reference_for(t), near_miss_for(t) if near_misses else None)
+        for m, t in ((m, mixture.spec(m).target) for m in mixture.train_members)
+    }
     instances: dict[str, Any] = {}
     template = _training_template(tokenizer)
     out: list[Transcript] = []
     try:
         for (member, _), row in rows.items():
-            target = mixture.spec(member).target
-            solve = reference_for(target)
+            solve, miss = solvers[member]
             calls = solve(row) if solve is not None else None
             if calls is None or not selected(member, row):
                 continue
-            miss = near_miss_for(target) if near_misses else None
             wrong = miss(row) if miss is not None else None
             key = member if dict_factory else "_"
             if key not in instances:
