@@ -56,7 +56,7 @@ class Catalog(Environment):
 
 
 def serve(port_file: str, tasks: int, delay_ms: float) -> None:
-    """Child process: an ORS server with `tasks` tasks that sleeps `delay_ms` before answering each request."""
+    """Child process: an ORS server with `tasks` tasks, sleeping `delay_ms` before answering each request."""
     import uvicorn
 
     from ormix.local.server.serving import _bind, build_app

@@ -11,18 +11,19 @@ each turn calls `work`, the last one `submit`, which answers at once), so every 
 
 Two shapes: R = 8 rollouts with 1 tool round, and R = 32 rollouts with 3 tool rounds. Figures are medians over
 the steps after the first (which includes loading). Besides the step time (TRL's `step_time`), each step's
-environment wait is measured the same way for every variant: wall time inside the environments' `reset` and tool
-methods and inside the reward functions (ormix closes a batch's sessions there), plus, for ormix, the logged
-`ormix/env/open_s` (its sessions open before TRL's resets). The rest of the step ("other": generation, loss,
-backward, optimizer, on CPU) is the same work for every variant, so it bounds the step-time ratio: a reader can
-tell a missed step-time target that comes from model compute from one that comes from waiting. Process CPU per
-step is printed too (the machine is shared: wall time of the compute varies with its load).
+environment wait is measured the same way for every variant: wall time inside the environments' `reset` and
+tool methods and inside the reward functions (ormix closes a batch's sessions there), plus, for ormix, the
+logged `ormix/env/open_s` (its sessions open before TRL's resets). The rest of the step ("other": generation,
+loss, backward, optimizer, on CPU) is the same work for every variant, so it bounds the step-time ratio: a
+reader can tell a missed step-time target that comes from model compute from one that comes from waiting.
+Process CPU per step is printed too (the machine is shared: wall time of the compute varies with its load).
 
-The ideal concurrent step waits one open and one call per round instead of R of each, so the ideal env-wait ratio
-is R, and the ideal step ratio is TRL's step over TRL's step with its env wait divided by R; "of the ideal" is the
-measured ratio over that. Last lines: ``ratio env_wait R=8: X``, ``ratio env_wait R=32: X``, then
-``ratio env_bound_step R=8: X`` and ``ratio env_bound_step R=32: X`` (TRL / ormix, the lower of the ormix and
-mixture variants). Run: ``python benchmarks/env_bound_step.py`` (``ORMIX_BENCH_STEPS``, default 4, steps per run).
+The ideal concurrent step waits one open and one call per round instead of R of each, so the ideal env-wait
+ratio is R, and the ideal step ratio is TRL's step over TRL's step with its env wait divided by R; "of the
+ideal" is the measured ratio over that. Last lines: ``ratio env_wait R=8: X``, ``ratio env_wait R=32: X``,
+then ``ratio env_bound_step R=8: X`` and ``ratio env_bound_step R=32: X`` (TRL / ormix, the lower of the ormix
+and mixture variants). Run: ``python benchmarks/env_bound_step.py`` (``ORMIX_BENCH_STEPS``, default 4, steps
+per run).
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ def script_for(rounds: int):
 
 
 class EnvClock:
-    """Wall time a step spends inside environment calls and reward functions (per step, with its process CPU)."""
+    """Wall time a step spends inside environment calls and reward functions (per step, with process CPU)."""
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()  # TRL's: ormix's round workers call the same methods, not counted
@@ -246,8 +247,9 @@ def main() -> None:
                 ratio = step["trl"] / step[variant]
                 wait_ratio = wait["trl"] / wait[variant]
                 print(
-                    f"  {variant}: step {ratio:.2f}x TRL's, {ratio / ideal:.0%} of the ideal {ideal:.2f}x (TRL's "
-                    f"other work, {other['trl']:.1f} s, does not shrink); env wait {wait_ratio:.1f}x TRL's, "
+                    f"  {variant}: step {ratio:.2f}x TRL's, {ratio / ideal:.0%} of the ideal {ideal:.2f}x "
+                    f"(TRL's other work, {other['trl']:.1f} s, does not shrink); "
+                    f"env wait {wait_ratio:.1f}x TRL's, "
                     f"{wait_ratio / rollouts:.0%} of the ideal {rollouts}x"
                 )
             step_ratios[rollouts] = min(step["trl"] / step[v] for v in ("ormix", "mixture"))

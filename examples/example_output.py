@@ -1,5 +1,5 @@
-"""Where an example writes its run: ``--output-dir`` when given (kept), else a temporary directory removed when
-the example ends, so running the examples leaves nothing behind."""
+"""Where an example writes its run: ``--output-dir`` when given (kept), else a temporary directory removed
+when the example ends, so running the examples leaves nothing behind."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """One environment, plain TRL: ormix's `OpenRewardSpec` as a drop-in for TRL's.
 
-    python examples/single_env.py                 # 8 GRPO steps on local:terminals with the offline tiny model
-    python examples/single_env.py --smoke         # 1 step (also: ORMIX_EXAMPLE_SHORT=1)
-    python examples/single_env.py --target Eigent/SETA --model Qwen/Qwen3-0.6B   # catalog env + real model (GPU)
+    python examples/single_env.py           # 8 GRPO steps on local:terminals with the offline tiny model
+    python examples/single_env.py --smoke   # 1 step (also: ORMIX_EXAMPLE_SHORT=1)
+    python examples/single_env.py --target Eigent/SETA --model Qwen/Qwen3-0.6B   # catalog env, real model
 
 The only change from TRL's own example is the import line; the spec takes the same arguments
 (`num_tasks`, `split`, `indices`, `api_key`, `secrets`, `env_name`, ...) and adds `local:NAME` and
@@ -73,7 +73,8 @@ def main() -> None:
                     f"coverage = {log.get(f'ormix/{name}/coverage')}"
                 )
         print(
-            f"single_env done: {trainer.state.global_step} step(s) on {spec.target}; output in {where(opts.output_dir, out)}"
+            f"single_env done: {trainer.state.global_step} step(s) on {spec.target}; "
+            f"output in {where(opts.output_dir, out)}"
         )
 
 

@@ -118,7 +118,7 @@ HOSTILE_TOOLS: list[dict[str, Any]] = [
 
 
 class Hostile(_SurfaceBase):
-    """Tool names and texts no Python binder should trust; plus two probes with differing schemas for `probe`."""
+    """Tool names and texts no Python binder should trust; two probes with differing schemas for `probe`."""
 
     TOOLS = HOSTILE_TOOLS
     CALLS: ClassVar[list[tuple[str, Any]]] = []

@@ -1,7 +1,7 @@
 """Hypothesis strategies for hostile JSON schemas: every keyword the tool binder reads, in every wrong shape.
 
-`root_schemas` puts `$defs`/`definitions` (targets of the generated `$ref`s, which may loop or be missing) next
-to a random body. Shared by the binding, type-hint and walker property tests.
+`root_schemas` puts `$defs`/`definitions` (targets of the generated `$ref`s, which may loop or be missing)
+next to a random body. Shared by the binding, type-hint and walker property tests.
 """
 
 from __future__ import annotations

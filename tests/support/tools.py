@@ -1,4 +1,5 @@
-"""Calling an episode's tool the way TRL does: the result, or (a failed call raises) the text the model reads."""
+"""Calling an episode's tool the way TRL does: the result, or (a failed call raises) the text the model
+reads."""
 
 from __future__ import annotations
 

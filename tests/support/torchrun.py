@@ -19,7 +19,8 @@ def torchrun() -> str:
 
 
 def rank_env(script: Path) -> dict[str, str]:
-    """The ranks' environment: one thread each, TRL quiet, the script's folder and this test's ormix importable.
+    """The ranks' environment: one thread each, TRL quiet, the script's folder and this ormix
+    importable.
 
     The children import the ormix this test imports (a worktree's src/ ahead of an editable install).
     """

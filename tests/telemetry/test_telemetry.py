@@ -320,7 +320,8 @@ def test_mixture_refuses_an_unknown_telemetry_key_before_any_io():
 def test_records_redact_secrets_in_error_text():
     from ormix.rollout.episode import CallRecord
 
-    class FakeEpisode:  # a stand-in for an Episode whose server echoed a secret into an error (cannot be forced)
+    # A stand-in for an Episode whose server echoed a secret into an error (cannot be forced).
+    class FakeEpisode:
         from ormix.rollout.outcome import classify_outcome
 
         outcome = classify_outcome([], error_kind="transport", error=f"502 from proxy for key {API_KEY}")

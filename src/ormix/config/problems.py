@@ -37,8 +37,9 @@ class Problem:
     """One thing wrong with a mixture config: where (key path, line when known) and what to do.
 
     Example:
-        >>> Problem(("members", "seta", "num_tasks"), "use either num_tasks or indices, not both", 7).render("m.yaml")
-        'm.yaml:7: members.seta.num_tasks: use either num_tasks or indices, not both'
+        >>> problem = Problem(("members", "seta", "num_tasks"), "use num_tasks or indices, not both", 7)
+        >>> problem.render("m.yaml")
+        'm.yaml:7: members.seta.num_tasks: use num_tasks or indices, not both'
     """
 
     path: Loc
