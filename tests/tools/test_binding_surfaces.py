@@ -74,7 +74,7 @@ def test_every_tool_is_bound_under_its_own_name(path: Path) -> None:
     wire_names = [t["name"] for t in surface["tools"]]
     assert list(report.method_names) == wire_names  # all real names are plain identifiers: nothing renamed
     assert not report.renamed and not report.skipped
-    assert [report.names.to_wire(n) for n in wire_names] == wire_names
+    assert [report.binding(n).wire_name for n in wire_names] == wire_names
     # TRL's discovery: class functions, public, minus reset/get_reward; it routes calls by __name__
     found = {
         name

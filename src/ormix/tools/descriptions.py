@@ -2,7 +2,8 @@
 
 ``get_json_schema`` shows a parameter's docstring text as its ``description``. ormix puts there, in order:
 
-- what the parameter is: the schema's ``description``, the text the tool's own docstring gives it (``Args:``), or
+- what the parameter is: the schema's ``description``, the text the tool's own docstring gives it (``Args:``),
+  or
   failing both its ``title`` (a pydantic title such as ``"File Path"`` for ``file_path`` is not a description:
   it gives way to real text);
 - ``Shape: ...``: a compact picture of nested structure (object fields with ``?`` for optional ones, their
@@ -16,10 +17,7 @@ Example:
     'Count. Constraints: minimum=1. Default: 3.'
 
 Shapes are spelled out :data:`SHAPE_DEPTH` levels deep and cut at :data:`SHAPE_LIMIT` characters; the keywords
-of :data:`CONSTRAINT_KEYS` are listed as constraints, those of :data:`UNCARRIED_KEYS` verbatim:
-
-    >>> SHAPE_DEPTH, SHAPE_LIMIT, CONSTRAINT_KEYS[:2], UNCARRIED_KEYS[:2]
-    (6, 1500, ('format', 'pattern'), ('not', 'if'))
+of :data:`CONSTRAINT_KEYS` are listed as constraints, those of :data:`UNCARRIED_KEYS` verbatim.
 """
 
 from __future__ import annotations
@@ -97,7 +95,8 @@ def constraints_text(schema: Mapping[str, Any]) -> str:
 
 
 def is_generated_title(title: Any, name: str) -> bool:
-    """True when ``title`` is only what pydantic derives from the field name (``file_path`` → ``"File Path"``).
+    """True when ``title`` is only what pydantic derives from the field name (``file_path`` → ``"File
+    Path"``).
 
     Such a title says nothing the name does not: real text from a docstring takes its place.
 
@@ -170,9 +169,11 @@ def _object_shape(walker: SchemaWalker, node: Node) -> str:
 
 
 def needs_shape(walker: SchemaWalker, node: Node, *, nested: bool = False) -> bool:
-    """True when ``node`` holds structure its type hint cannot show (object fields, nested constraints, cycles).
+    """True when ``node`` holds structure its type hint cannot show (object fields, nested constraints,
+    cycles).
 
-    ``nested`` is set below array items and object values: constraints there are not in the "Constraints:" text.
+    ``nested`` is set below array items and object values: constraints there are not in the "Constraints:"
+    text.
 
     Example:
         >>> walker = SchemaWalker({"type": "array", "items": {"type": "string", "maxLength": 3}})
@@ -252,8 +253,8 @@ def _join(first: str, second: str) -> str:
 def param_text(walker: SchemaWalker, node: Node, name: str, notes: Iterable[str] = ()) -> ParamText:
     """The :class:`ParamText` of the parameter ``name`` whose schema is ``node``.
 
-    ``notes`` (e.g. from :func:`~ormix.tools.hints.type_hint`) are shown as a "Note:" sentence; notes about the
-    text itself (a truncated shape, keywords shown only as text) are added to the result's ``notes``.
+    ``notes`` (e.g. from :func:`~ormix.tools.hints.type_hint`) are shown as a "Note:" sentence; notes about
+    the text itself (a truncated shape, keywords shown only as text) are added to the result's ``notes``.
 
     Example:
         >>> walker = SchemaWalker({"type": "object", "description": "Options.",

@@ -1,34 +1,30 @@
 """The one JSON Schema walker behind type hints, descriptions, example arguments and the binder's input view.
 
 A tool's ``input_schema`` is untrusted data in any dialect servers emit (pydantic, hand-written, draft-04 to
-2020-12). :class:`SchemaWalker` answers "what is this sub-schema?" once, as a :class:`Node`, for every consumer:
+2020-12). :class:`SchemaWalker` answers "what is this sub-schema?" once, as a :class:`Node`, for every
+consumer:
 
-- local ``$ref`` (``#``, ``#/$defs/X``, ``#/definitions/X``, any JSON pointer) is followed; keywords next to the
-  ``$ref`` override the target's. A ``$ref`` back to a schema on the way here is a *cycle* (``kind="cycle"``); a
-  ``$ref`` that cannot be resolved leaves its siblings (and an issue saying so);
+- local ``$ref`` (``#``, ``#/$defs/X``, ``#/definitions/X``, any JSON pointer) is followed; keywords next to
+  the ``$ref`` override the target's. A ``$ref`` back to a schema on the way here is a *cycle*
+  (``kind="cycle"``); a ``$ref`` that cannot be resolved leaves its siblings (and an issue saying so);
 - ``allOf`` members are merged into one schema (properties and ``required`` unioned);
-- ``anyOf`` / ``oneOf`` / ``type: [...]`` become ``kind="union"`` with :attr:`Node.members`; each member carries
-  the parent's assertions (``type``, ``properties``, constraints) it does not override. ``null`` members, a
-  ``null`` in a type list and ``nullable: true`` become :attr:`Node.nullable`;
+- ``anyOf`` / ``oneOf`` / ``type: [...]`` become ``kind="union"`` with :attr:`Node.members`; each member
+  carries the parent's assertions (``type``, ``properties``, constraints) it does not override. ``null``
+  members, a ``null`` in a type list and ``nullable: true`` become :attr:`Node.nullable`;
 - ``const`` / ``enum`` are :attr:`Node.values`; a missing ``type`` is inferred from the keywords present;
 - depth is bounded: nodes deeper than ``max_depth`` are ``kind="deep"``, so hostile nesting never raises
   ``RecursionError``.
 
 Nothing here raises on bad input: what had to be approximated is in :attr:`Node.issues`, as text a model or a
 log can read. Children are built on demand (:meth:`SchemaWalker.child`, :meth:`SchemaWalker.prefix_items`,
-:meth:`SchemaWalker.rest_items`, :meth:`SchemaWalker.fields`, :meth:`SchemaWalker.extra_properties`), so a consumer
-only pays for what it looks at.
+:meth:`SchemaWalker.rest_items`, :meth:`SchemaWalker.fields`, :meth:`SchemaWalker.extra_properties`), so a
+consumer only pays for what it looks at.
 
 Example:
     >>> walker = SchemaWalker({"$defs": {"N": {"type": ["integer", "null"]}}, "$ref": "#/$defs/N"})
     >>> node = walker.node()
     >>> node.kind, node.nullable, node.label
     ('integer', True, 'N')
-
-:data:`JSON_TYPES` are the kinds a ``type`` can name; :data:`MAX_DEPTH` is the default nesting limit:
-
-    >>> sorted(JSON_TYPES), MAX_DEPTH
-    (['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'], 24)
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ from typing import Any
 
 from ormix.tools.text import snippet
 
-__all__ = ["JSON_TYPES", "MAX_DEPTH", "Node", "SchemaWalker", "is_scalar", "looks_object"]
+__all__ = ["JSON_TYPES", "MAX_DEPTH", "Node", "SchemaWalker", "is_scalar"]
 
 #: The type names of JSON Schema; any other ``type`` is ``kind="unknown"``.
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "null", "array", "object"})
@@ -75,7 +71,8 @@ def _unique(issues: list[str]) -> tuple[str, ...]:
 
 
 def _inherited(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The keywords of a schema its union members take over (its assertions, not its alternatives or texts)."""
+    """The keywords of a schema its union members take over (its assertions, not its alternatives or
+    texts)."""
     return {k: v for k, v in schema.items() if k not in _NOT_INHERITED}
 
 
@@ -89,18 +86,6 @@ def is_scalar(value: Any) -> bool:
     return type(value) in _SCALAR_TYPES
 
 
-def looks_object(schema: Any) -> bool:
-    """True when ``schema`` describes a JSON object (``type: object``, ``properties`` or ``additionalProperties``).
-
-    Example:
-        >>> looks_object({"properties": {}}), looks_object({"type": "array"})
-        (True, False)
-    """
-    return isinstance(schema, Mapping) and (
-        schema.get("type") == "object" or "properties" in schema or "additionalProperties" in schema
-    )
-
-
 @dataclass(frozen=True)
 class Node:
     """One sub-schema as the walker sees it: ``$ref`` followed, ``allOf`` merged, its kind decided.
@@ -109,8 +94,8 @@ class Node:
     (see ``members``), ``"any"`` (no constraint, or none that is known), ``"never"`` (``false``), ``"cycle"``
     (``schema`` is the recursive target), ``"deep"`` (beyond the depth limit) or ``"unknown"`` (a ``type``
     that is not JSON Schema's). ``values`` are the allowed values of ``const``/``enum`` (``None`` when not
-    restricted). ``ref`` is the last ``$ref`` followed to get here and ``refs`` every one on the way (the cycle
-    guard).
+    restricted). ``ref`` is the last ``$ref`` followed to get here and ``refs`` every one on the way (the
+    cycle guard).
 
     Example:
         >>> node = SchemaWalker({"anyOf": [{"type": "string"}, {"type": "null"}]}).node()
@@ -142,25 +127,22 @@ class Node:
 
     @property
     def is_null(self) -> bool:
-        """True when only ``null`` is allowed (``type: null``, ``const: null``, ``enum: [null]``).
-
-        Example:
-            >>> SchemaWalker({"const": None}).node().is_null
-            True
-        """
+        """True when only ``null`` is allowed (``type: null``, ``const: null``, ``enum: [null]``)."""
         return self.kind == "null" or (self.values is not None and all(v is None for v in self.values))
 
 
 class SchemaWalker:
-    """Builds :class:`Node` views of the sub-schemas of one root schema (the one ``$ref`` pointers resolve in).
+    """Builds :class:`Node` views of the sub-schemas of one root schema (the one ``$ref`` pointers resolve
+    in).
 
     Args:
         root: The whole schema (e.g. a tool's ``input_schema`` with its ``$defs``).
         max_depth: Nodes nested deeper than this are ``kind="deep"``.
 
     Example:
-        >>> walker = SchemaWalker({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
-        >>> [(name, child.kind) for name, child in walker.fields(walker.node())], walker.required(walker.node())
+        >>> walker = SchemaWalker({"properties": {"n": {"type": "integer"}}, "required": ["n"]})
+        >>> top = walker.node()
+        >>> [(name, child.kind) for name, child in walker.fields(top)], walker.required(top)
         ([('n', 'integer')], ['n'])
     """
 
@@ -171,7 +153,8 @@ class SchemaWalker:
     # ── resolution ───────────────────────────────────────────────────────────────────────────────
 
     def resolve(self, ref: Any) -> Any:
-        """The schema a local JSON pointer (``#``, ``#/$defs/X``, ``#/a/b/0``) names, or None if there is none.
+        """The schema a local JSON pointer (``#``, ``#/$defs/X``, ``#/a/b/0``) names, or None if there is
+        none.
 
         Example:
             >>> SchemaWalker({"$defs": {"a/b": {"type": "string"}}}).resolve("#/$defs/a~1b")
@@ -410,12 +393,7 @@ class SchemaWalker:
 
     @staticmethod
     def required(node: Node) -> list[str]:
-        """The object's required property names (strings only; ``[]`` when ``required`` is not a list).
-
-        Example:
-            >>> SchemaWalker.required(SchemaWalker({"required": ["a", 3]}).node())
-            ['a']
-        """
+        """The object's required property names (strings only; ``[]`` when ``required`` is not a list)."""
         required = node.schema.get("required")
         return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
 
