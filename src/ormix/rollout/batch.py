@@ -18,10 +18,6 @@ rollout sees:
 
 Bounds: each spec's `max_concurrent_sessions` (opens and calls of that member in flight) and the runner's
 `max_in_flight` (all members) apply; work beyond them waits its turn (backpressure, never failure).
-
-Example:
-    >>> row_key({"task_index": 3, "prompt": [], "environment": "seta"})
-    (3, None, None)
 """
 
 from __future__ import annotations
@@ -156,9 +152,12 @@ class ToolRound:
     _dispatched: dict[int, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def intercept(self, environment: Any, key: tuple[Any, ...], run: Callable[[], Any]) -> Any:
-        """The result of the call `key` on `environment`: run now (inside a round's worker), or the result of
-        the same call run ahead, or (not found ahead) run now."""
+    def intercept(self, environment: Any, call: tuple[str, str, Any], run: Callable[[], Any]) -> Any:
+        """The result of `call` (kind, wire name, arguments) on `environment`: run now (inside a round's
+        worker), or the result of the same call run ahead, or (not found ahead) run now."""
+        kind, name, arguments = call
+        # How a call is recognised between the round's run and TRL's call: arguments as canonical JSON
+        key = (kind, name, json.dumps(arguments, sort_keys=True, default=repr))
         recording = getattr(_executing, "round", None)
         if recording is self:
             outcome = _Outcome(key)
@@ -232,13 +231,3 @@ class ToolRound:
                     pass
         finally:
             _executing.round = None
-
-
-def call_key(kind: str, name: str, arguments: Any) -> tuple[Any, ...]:
-    """How a tool call is recognised between the round's run and TRL's call (kind, wire name, arguments).
-
-    Example:
-        >>> call_key("call", "bash", {"b": 1, "a": [2]})
-        ('call', 'bash', '{"a": [2], "b": 1}')
-    """
-    return (kind, name, json.dumps(arguments, sort_keys=True, default=repr))

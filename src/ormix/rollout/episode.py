@@ -12,12 +12,14 @@ rollout's outcome `error` (reward `None`).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
@@ -25,7 +27,7 @@ import anyio
 
 from ormix.ors import errors as ors_errors
 from ormix.ors.bridge import run_sync
-from ormix.rollout.batch import SPLIT_COLUMN, call_key, row_key
+from ormix.rollout.batch import SPLIT_COLUMN, row_key
 from ormix.rollout.outcome import Outcome, classify_outcome
 from ormix.tools import BindingReport, bind_tools
 
@@ -62,9 +64,9 @@ class CallRecord:
     """One tool call of a rollout: what was called, how long it took, and how it ended.
 
     `output_chars` is the full size of the tool's text output (also when the model saw a truncated
-    head: `truncated`). `error` is `None` for a successful call, else a kind: `rejected:<reason>` (the server refused the
-    arguments or the tool), `tool_failed` (the environment raised), `wrong_env` (namespaced routing), or an
-    infrastructure kind (`transport`, `session_died`, `deadline`, `session_open`).
+    head: `truncated`). `error` is `None` for a successful call, else a kind: `rejected:<reason>` (the server
+    refused the arguments or the tool), `tool_failed` (the environment raised), `wrong_env` (namespaced
+    routing), or an infrastructure kind (`transport`, `session_died`, `deadline`, `session_open`).
     """
 
     tool: str
@@ -84,10 +86,6 @@ class EpisodeConfig:
     `open_session` is an async callable `(task_index, task_spec, split) -> Session`; `secrets` never leave it.
     `token` identifies the spec's episodes (its reward function scores exactly the episodes carrying it).
     `max_output_chars` is the most characters of one tool result the model sees (the full size is recorded).
-
-    Example:
-        >>> EpisodeConfig("echo", token="t", open_session=None, max_output_chars=100).live_count()
-        0
     """
 
     member: str
@@ -103,10 +101,10 @@ class EpisodeConfig:
     _limiter: Any = field(default=None, repr=False)
 
     def limiter(self) -> Any:
-        """The bound on this spec's opens and calls in flight (an anyio limiter; call on the portal's loop)."""
+        """The bound on this spec's opens and calls in flight (an anyio limiter; on the portal's loop)."""
         if self._limiter is None:
             total = self.max_concurrent_sessions
-            self._limiter = anyio.CapacityLimiter(total) if total else _Unbounded()
+            self._limiter = anyio.CapacityLimiter(total) if total else contextlib.nullcontext()
         return self._limiter
 
     async def open_ahead(self, row: Mapping[str, Any]) -> None:
@@ -126,15 +124,8 @@ class EpisodeConfig:
         with self.lock:
             opened = [o for queue in self._parked.values() for o in queue]
             self._parked.clear()
-        sessions = [o.session for o in opened if o.session is not None]
-        if sessions:
-            run_sync(_close_sessions, sessions)
+        _all_at_once([o.session.close for o in opened if o.session is not None])
         return len(opened)
-
-    def live_count(self) -> int:
-        """How many episodes of this spec exist (open session or not)."""
-        with self.lock:
-            return len(self.live)
 
     def close_all(self) -> int:
         """Close every session still open by an episode of this spec; returns how many were closed."""
@@ -188,7 +179,7 @@ class Episode:
     """
 
     _config: ClassVar[EpisodeConfig]
-    #: What the tool binding did (name map, renames, skips) and the tool specs it bound.
+    #: What the tool binding did (bindings with their wire names, renames, skips) and the specs it bound.
     binding: ClassVar[BindingReport]
     tool_specs: ClassVar[list[Any]]
 
@@ -243,24 +234,15 @@ class Episode:
         ORS portal, unless a `ToolRound` already ran it with the rest of its round.
         """
         if self._round is not None:
-            return self._round.intercept(
-                self,
-                call_key("call", wire_name, arguments),
-                lambda: run_sync(self._acall_tool, wire_name, arguments),
-            )
+            run = functools.partial(run_sync, self._acall_tool, wire_name, arguments)
+            return self._round.intercept(self, ("call", wire_name, arguments), run)
         return run_sync(self._acall_tool, wire_name, arguments)
 
     async def _acall_tool(self, wire_name: str, arguments: dict[str, Any]) -> str:
         t0 = time.perf_counter()
         if self._session is None:
             reason = self.error or "no session: reset() was not called or the session could not open"
-            self.calls.append(
-                CallRecord(wire_name, 0.0, error=self.error_kind or "session_open", detail=reason)
-            )
-            self.rewards.append(None)
-            self.metadata.append(None)
-            self.last_output = reason
-            raise ToolCallError(reason)
+            raise failed_call(self, wire_name, self.error_kind or "session_open", reason, reason)
         try:
             async with self._config.limiter():
                 result = await self._session.call(wire_name, arguments)
@@ -335,11 +317,7 @@ class Episode:
 
     def _tool_error(self, wire_name: str, t0: float, kind: str, exc: BaseException) -> ToolCallError:
         latency = (time.perf_counter() - t0) * 1000
-        self.calls.append(CallRecord(wire_name, latency, error=kind, detail=_short(exc)))
-        self.rewards.append(None)
-        self.metadata.append(None)
-        self.last_output = model_message(kind, exc)
-        return ToolCallError(self.last_output)
+        return failed_call(self, wire_name, kind, _short(exc), model_message(kind, exc), latency)
 
     # Closing is part of the episode protocol (`close_episode` / `aclose_episode`), not a public method: TRL
     # exposes every public method as a tool to the model.
@@ -369,23 +347,31 @@ class Episode:
 
 
 def close_episode(environment: Any) -> None:
-    """Close the session(s) of an `Episode` or `RoutingEnvironment` (idempotent, never raises).
-
-    Example:
-        >>> close_episode(None)
-    """
+    """Close the session(s) of an `Episode` or `RoutingEnvironment`, if any (idempotent, never raises)."""
     if environment is not None:
         environment._close()
 
 
+def close_episodes(episodes: Sequence[Episode]) -> None:
+    """Close these episodes' sessions all at once (an error closing one is logged, never raised)."""
+    _all_at_once([episode._aclose for episode in episodes])
+
+
 def call_tool(episode: Episode, wire_name: str, arguments: dict[str, Any]) -> str:
-    """Call one tool of an episode by its wire name (what every bound tool method does); text for the model."""
+    """Call one tool of an episode by its wire name, as every bound tool method does; text for the model."""
     return episode._call_tool(wire_name, arguments)
 
 
-async def aclose_episode(episode: Episode) -> None:
-    """`close_episode` for an `Episode`, from async code (on the ORS portal's loop)."""
-    await episode._aclose()
+def failed_call(
+    episode: Episode, tool: str, kind: str, detail: str, message: str, latency_ms: float = 0.0
+) -> ToolCallError:
+    """Record a tool call of `episode` that failed (`kind`, the cause in `detail`) and return the error to
+    raise into the trainer's tool loop: `message` is what the model reads."""
+    episode.calls.append(CallRecord(tool, latency_ms, error=kind, detail=detail))
+    episode.rewards.append(None)
+    episode.metadata.append(None)
+    episode.last_output = message
+    return ToolCallError(message)
 
 
 class ToolCallError(RuntimeError):
@@ -395,10 +381,6 @@ class ToolCallError(RuntimeError):
     ``tools/failure_frequency``, so raising (rather than returning the text) keeps TRL's own metric truthful.
     The episode has already recorded the failure (`CallRecord.error`) and, for an infrastructure failure,
     its outcome.
-
-    Example:
-        >>> str(ToolCallError("the tool did not finish within its time limit."))
-        'the tool did not finish within its time limit.'
     """
 
 
@@ -411,14 +393,6 @@ class _Opened:
     error: ors_errors.ORSError | None = None
     retries: int = 0
     open_ms: float = 0.0
-
-
-class _Unbounded:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
 
 
 #: Failures worth another open: the environment or the link failed, not the deadline.
@@ -458,10 +432,16 @@ async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
                 raise
 
 
-async def _close_sessions(sessions: Sequence[Any]) -> None:
-    async with anyio.create_task_group() as tg:
-        for session in sessions:
-            tg.start_soon(session.close)
+def _all_at_once(closers: Sequence[Callable[[], Coroutine[Any, Any, Any]]]) -> None:
+    """Run these coroutine functions concurrently on the ORS portal and wait for all of them."""
+
+    async def run() -> None:
+        async with anyio.create_task_group() as tg:
+            for close in closers:
+                tg.start_soon(close)
+
+    if closers:
+        run_sync(run)
 
 
 def set_tool_round(environment: Any, tool_round: Any) -> None:
