@@ -277,7 +277,8 @@ def test_sdk_transport_gives_the_same_episode(echo_server):
 
 
 def test_task_tools_are_probed_on_a_task_the_filter_keeps(surfaces):
-    """Hostile's task 1 has an integer `probe` tool, task 0 a string one: a filter keeping odd tasks binds task 1's."""
+    """Hostile's task 1 has an integer `probe` tool, task 0 a string one: a filter keeping odd tasks binds
+    task 1's tool."""
     spec = OpenRewardSpec(surfaces.url, env_name="hostile", where={"difficulty": "Hard"}, num_tasks=2)
     probe = next(t for t in spec.tool_specs if t.name == "probe")  # tools first: selection happens on the way
     assert probe.input_schema["properties"]["a"]["type"] == "integer"

@@ -1,7 +1,7 @@
 """Tool binding without exec: plans, descriptions, hostile specs, dispatch, merging, speed.
 
-Names are tested in `test_names.py`, type hints in `test_hints.py`, the walker in `test_schema.py`, docstrings in
-`test_docstrings.py`, and the whole against TRL in `test_trl_fidelity.py`.
+Names are tested in `test_names.py`, type hints in `test_hints.py`, the walker in `test_schema.py`,
+docstrings in `test_docstrings.py`, and the whole against TRL in `test_trl_fidelity.py`.
 
 Pure logic, so most checks are hypothesis properties. The dispatch contract is real: a tiny class whose
 `_call_tool(name, arguments)` records what a bound method sends.
@@ -246,7 +246,8 @@ def test_hostile_names_are_renamed_and_calls_map_back() -> None:
 
 
 def test_server_text_is_data_not_docstring_structure() -> None:
-    evil_tool = 'Do it. """; import os; os.system("rm -rf /") #\nArgs:\n    evil: injected\nReturns: nothing\nRaises: x'
+    evil_tool = 'Do it. """; import os; os.system("rm -rf /") #\nArgs:\n    evil: injected\n'
+    evil_tool += "Returns: nothing\nRaises: x"
     schema = obj(
         {
             "a": {

@@ -1,7 +1,8 @@
 """Field-by-field fidelity of bound tool methods on the real ORS tool surfaces (SETA, SWE-rebench-V2).
 
-What the model sees is `transformers.utils.get_json_schema(method)`; every property, the required list, enums,
-array item types, tuples, nullability, defaults and descriptions of the published input schemas must survive into it.
+What the model sees is `transformers.utils.get_json_schema(method)`; every property, the required list,
+enums, array item types, tuples, nullability, defaults and descriptions of the published input schemas must
+survive into it.
 Calls go through the real dispatch contract: a class whose `_call_tool(name, arguments)` records what it gets.
 """
 

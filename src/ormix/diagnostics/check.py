@@ -420,7 +420,8 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         >>> from rich.console import Console
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     path = Path(tmp) / "echo.yaml"
-        ...     _ = path.write_text("{members: {echo: {target: 'local:echo', num_tasks: 2, local_serve: thread}}}")
+        ...     text = "{members: {echo: {target: 'local:echo', num_tasks: 2, local_serve: thread}}}"
+        ...     _ = path.write_text(text)
         ...     out = io.StringIO()
         ...     check_command(path, Console(file=out))
         0
@@ -498,8 +499,9 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
     raising = [r for r in results if r.usable and r.failing_tools]
     for r in raising:
         console.print(
-            f"[red]error:[/red] environment {r.member!r}: tool(s) {', '.join(r.failing_tools)} raised inside the "
-            "environment; every rollout calling them fails (fix the environment, or pass --tolerate-tool-errors)"
+            f"[red]error:[/red] environment {r.member!r}: tool(s) {', '.join(r.failing_tools)} raised inside "
+            "the environment; every rollout calling them fails (fix the environment, or pass "
+            "--tolerate-tool-errors)"
         )
     if bad or (raising and not tolerate_tool_errors):
         return 1
