@@ -142,17 +142,13 @@ _INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (ors_errors.SessionDeadError, "session_died"),
     (ors_errors.DeadlineExceeded, "deadline"),
     (ors_errors.TransportError, "transport"),
+    (ors_errors.ServerError, "transport"),
 )
 
 
 def infra_error_kind(exc: BaseException) -> str | None:
     """The outcome error kind of an infrastructure exception, or `None` if it is not one."""
-    for cls, kind in _INFRA_ERRORS:
-        if isinstance(exc, cls):
-            return kind
-    if isinstance(exc, ors_errors.ServerError):
-        return "transport"
-    return None
+    return next((kind for cls, kind in _INFRA_ERRORS if isinstance(exc, cls)), None)
 
 
 class Episode:
@@ -214,7 +210,6 @@ class Episode:
         """
         self._close()
         self._clear()
-        self.member = self._config.member
         self.task_index = row.get("task_index")
         # A session a trainer opened ahead for this row (ormix.rollout.batch), else one opened now.
         opened = self._config.take_parked(row) or run_sync(_open, self._config, row)
@@ -395,15 +390,6 @@ class _Opened:
     open_ms: float = 0.0
 
 
-#: Failures worth another open: the environment or the link failed, not the deadline.
-_RETRYABLE_OPEN = (
-    ors_errors.SessionOpenError,
-    ors_errors.TransportError,
-    ors_errors.SessionDeadError,
-    ors_errors.ServerError,
-)
-
-
 async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
     """Open the session of a row's task and read its prompt, retrying a failed open `open_retries` times."""
     task_index = row.get("task_index")
@@ -422,7 +408,8 @@ async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
             except ors_errors.ORSError as e:
                 if session is not None:
                     await session.close()
-                if attempt >= config.open_retries or not isinstance(e, _RETRYABLE_OPEN):
+                # Worth another open: the environment or the link failed, not the deadline
+                if attempt >= config.open_retries or infra_error_kind(e) in (None, "deadline"):
                     return _Opened(error=e, retries=attempt, open_ms=(time.perf_counter() - t0) * 1000)
                 attempt += 1
             except BaseException:
