@@ -94,14 +94,13 @@ class ServerDefault:
         (False, <server default>)
     """
 
-    __slots__ = ("has_value", "value")
+    __slots__ = ("value",)
 
     def __init__(self, value: Any = NO_DEFAULT) -> None:
         self.value = value
-        self.has_value = value is not NO_DEFAULT
 
     def __repr__(self) -> str:
-        return snippet(self.value, 80, python=True) if self.has_value else "<server default>"
+        return "<server default>" if self.value is NO_DEFAULT else snippet(self.value, 80, python=True)
 
 
 @dataclass(frozen=True)
@@ -210,14 +209,13 @@ class BindingReport:
 # ── planning ──────────────────────────────────────────────────────────────────────────────────────
 
 
-def plan_tool(spec: Any, *, method_name: str | None = None, prefix: str = "") -> ToolBinding:
+def plan_tool(spec: Any, *, method_name: str | None = None) -> ToolBinding:
     """Plan the Python method for one ORS tool spec (pure: no class is touched, nothing is executed).
 
     Args:
         spec: A dict or object with ``name``, ``description``, ``input_schema``.
-        method_name: Use this method name (``bind_tools`` passes one unique on its class). Default: ``prefix``
-            and :func:`~ormix.tools.names.safe_identifier` of the wire name.
-        prefix: Prepended to the derived method name (e.g. ``"seta__"``).
+        method_name: Use this method name (``bind_tools`` passes one unique on its class). Default:
+            :func:`~ormix.tools.names.safe_identifier` of the wire name.
 
     Returns:
         A :class:`ToolBinding`. Hostile schemas never raise: what cannot be carried is approximated and noted.
@@ -232,7 +230,7 @@ def plan_tool(spec: Any, *, method_name: str | None = None, prefix: str = "") ->
     """
     norm = normalize_spec(spec)
     wire_name: str = norm["name"]
-    py_name = method_name or safe_identifier(wire_name, prefix=prefix)
+    py_name = method_name or safe_identifier(wire_name)
     tool_notes = [f"tool {wire_name!r} is exposed as method {py_name!r}"] if py_name != wire_name else []
 
     raw_schema = norm["input_schema"]
@@ -292,8 +290,7 @@ _TOOL = "\x00tool\x00"  # stands for the tool's wire name in cached notes
 
 
 def _plan_shape(raw_schema: Any) -> _Shape:
-    """The schema-dependent part of a plan: parameters, notes (with a tool placeholder), model notes, raw
-    flag."""
+    """The schema-dependent part of a plan: params, notes (with a tool placeholder), model notes, raw flag."""
     tool_notes: list[str] = []
     model_notes: list[str] = []
     walker = SchemaWalker(raw_schema)

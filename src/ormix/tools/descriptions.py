@@ -2,10 +2,9 @@
 
 ``get_json_schema`` shows a parameter's docstring text as its ``description``. ormix puts there, in order:
 
-- what the parameter is: the schema's ``description``, the text the tool's own docstring gives it (``Args:``),
-  or
-  failing both its ``title`` (a pydantic title such as ``"File Path"`` for ``file_path`` is not a description:
-  it gives way to real text);
+- what the parameter is: the schema's ``description``, the text the tool's own docstring gives it
+  (``Args:``), or failing both its ``title`` (a pydantic title such as ``"File Path"`` for ``file_path`` is
+  not a description: it gives way to real text);
 - ``Shape: ...``: a compact picture of nested structure (object fields with ``?`` for optional ones, their
   defaults and descriptions; recursive parts marked ``(recursive)``);
 - ``One of: ...`` for non-scalar enums, ``Constraints: ...`` (``pattern``, ``minimum``, ``maxItems``...),
@@ -95,8 +94,7 @@ def constraints_text(schema: Mapping[str, Any]) -> str:
 
 
 def is_generated_title(title: Any, name: str) -> bool:
-    """True when ``title`` is only what pydantic derives from the field name (``file_path`` → ``"File
-    Path"``).
+    """True when ``title`` is only what pydantic derives from the name (``file_path`` → ``"File Path"``).
 
     Such a title says nothing the name does not: real text from a docstring takes its place.
 
@@ -169,11 +167,9 @@ def _object_shape(walker: SchemaWalker, node: Node) -> str:
 
 
 def needs_shape(walker: SchemaWalker, node: Node, *, nested: bool = False) -> bool:
-    """True when ``node`` holds structure its type hint cannot show (object fields, nested constraints,
-    cycles).
+    """True when ``node`` holds structure its type hint cannot show (fields, nested constraints, cycles).
 
-    ``nested`` is set below array items and object values: constraints there are not in the "Constraints:"
-    text.
+    ``nested`` is set below array items and object values, whose constraints "Constraints:" does not list.
 
     Example:
         >>> walker = SchemaWalker({"type": "array", "items": {"type": "string", "maxLength": 3}})

@@ -1,5 +1,4 @@
-"""Google-style docstrings: read a server's tool description, write the docstring ``get_json_schema`` reads
-back.
+"""Google-style docstrings: read a server's tool description, write one that ``get_json_schema`` reads back.
 
 TRL shows the model ``transformers.utils.get_json_schema(method)``, which splits the method's docstring with
 regular expressions: the description is the text before the first ``Args:``, ``Returns:`` or ``Raises:``
@@ -8,11 +7,10 @@ becomes the return description; a parameter text ending in ``(choices: [...])`` 
 that is not valid JSON makes it raise).
 
 The ORS SDK's ``@tool`` descriptions are the tool functions' docstrings, so they often carry their own
-``Args:`` section. :func:`parse_docstring` reads it (by indentation, like Sphinx's napoleon:
-``Args``/``Arguments``/ ``Parameters``/``Params``, ``Returns``/``Return``, ``Raises``), so the parameter texts
-can go where the model reads them and the description stays clean. :func:`render_docstring` writes the
-docstring of a bound method; :func:`safe_text` and :func:`safe_block` make server text unable to change its
-structure.
+``Args:`` section. :func:`parse_docstring` reads it (by indentation, like Sphinx's napoleon: ``Args``/
+``Arguments``/``Parameters``/``Params``, ``Returns``/``Return``, ``Raises``), so the parameter texts can go
+where the model reads them and the description stays clean. :func:`render_docstring` writes the docstring of
+a bound method; :func:`safe_text` and :func:`safe_block` make server text unable to change its structure.
 
 Example:
     >>> doc = parse_docstring('''Echo the text back.

@@ -71,8 +71,7 @@ def _unique(issues: list[str]) -> tuple[str, ...]:
 
 
 def _inherited(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The keywords of a schema its union members take over (its assertions, not its alternatives or
-    texts)."""
+    """The keywords of a schema its union members take over: its assertions, not alternatives or texts."""
     return {k: v for k, v in schema.items() if k not in _NOT_INHERITED}
 
 
@@ -132,8 +131,7 @@ class Node:
 
 
 class SchemaWalker:
-    """Builds :class:`Node` views of the sub-schemas of one root schema (the one ``$ref`` pointers resolve
-    in).
+    """Builds :class:`Node` views of the sub-schemas of one root schema (where ``$ref`` pointers resolve).
 
     Args:
         root: The whole schema (e.g. a tool's ``input_schema`` with its ``$defs``).
@@ -153,8 +151,7 @@ class SchemaWalker:
     # ── resolution ───────────────────────────────────────────────────────────────────────────────
 
     def resolve(self, ref: Any) -> Any:
-        """The schema a local JSON pointer (``#``, ``#/$defs/X``, ``#/a/b/0``) names, or None if there is
-        none.
+        """The schema a local JSON pointer (``#``, ``#/$defs/X``, ``#/a/b/0``) names, or None if none.
 
         Example:
             >>> SchemaWalker({"$defs": {"a/b": {"type": "string"}}}).resolve("#/$defs/a~1b")
@@ -361,14 +358,7 @@ class SchemaWalker:
         return [self.child(node, p) for p in prefix] if isinstance(prefix, list) else []
 
     def rest_items(self, node: Node) -> Node | None:
-        """The schema of the array items after the prefix (all items when there is none); None if absent or
-        ``false``.
-
-        Example:
-            >>> w = SchemaWalker({"type": "array", "items": {"type": "number"}})
-            >>> w.rest_items(w.node()).kind
-            'number'
-        """
+        """The array items after the prefix (all items when there is none); None if absent or ``false``."""
         schema = node.schema
         if isinstance(schema.get("prefixItems"), list):
             rest = schema.get("items")
@@ -379,13 +369,7 @@ class SchemaWalker:
         return None if rest is None or rest is False else self.child(node, rest)
 
     def fields(self, node: Node) -> list[tuple[str, Node]]:
-        """The object's properties (string names only) as ``(name, node)`` pairs, in schema order.
-
-        Example:
-            >>> w = SchemaWalker({"properties": {"a": {"type": "string"}, 1: {}}})
-            >>> [(name, n.kind) for name, n in w.fields(w.node())]
-            [('a', 'string')]
-        """
+        """The object's properties (string names only) as ``(name, node)`` pairs, in schema order."""
         props = node.schema.get("properties")
         if not isinstance(props, Mapping):
             return []
@@ -398,12 +382,6 @@ class SchemaWalker:
         return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
 
     def extra_properties(self, node: Node) -> Node | None:
-        """The schema of an object's additional properties when it is a non-empty schema, else None.
-
-        Example:
-            >>> w = SchemaWalker({"type": "object", "additionalProperties": {"type": "integer"}})
-            >>> w.extra_properties(w.node()).kind
-            'integer'
-        """
+        """The schema of an object's additional properties when it is a non-empty schema, else None."""
         extra = node.schema.get("additionalProperties")
         return self.child(node, extra) if isinstance(extra, Mapping) and extra else None
