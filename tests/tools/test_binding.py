@@ -21,17 +21,11 @@ from hypothesis import strategies as st
 from transformers.utils import get_json_schema
 
 import ormix.tools
-from ormix.tools import (
-    BindingConflictError,
-    ServerDefault,
-    ToolSpecError,
-    bind_tools,
-    is_safe_identifier,
-    make_method,
-    merge_tool_specs,
-    plan_tool,
-)
+from ormix.tools import BindingConflictError, ServerDefault, bind_tools, merge_tool_specs, plan_tool
+from ormix.tools.binding import make_method
 from ormix.tools.docstrings import split_choices
+from ormix.tools.names import is_safe_identifier
+from ormix.tools.specs import ToolSpecError
 from support.schema_strategies import root_schemas, text_values
 
 

@@ -1,6 +1,6 @@
 """ORS tool specs as Python methods TRL can show the model. Pure: no I/O, nothing executed.
 
-One module per job; the names other layers use are re-exported here.
+One module per job; the names other layers use are re-exported here, the rest stay in their modules.
 
 ==================  =========================================================================================
 module              job
@@ -27,40 +27,17 @@ Example:
     "echo {'text': 'hi'}"
 """
 
-from ormix.tools.binding import (
-    NO_DEFAULT,
-    RESERVED_METHOD_NAMES,
-    BindingReport,
-    ParamBinding,
-    RenamedTool,
-    ServerDefault,
-    SkippedTool,
-    ToolBinding,
-    bind_tools,
-    make_method,
-    plan_tool,
-)
-from ormix.tools.names import BindingConflictError, is_safe_identifier, safe_identifier
-from ormix.tools.specs import ToolConflict, ToolSpecError, merge_tool_specs, normalize_spec, schema_hash
+from ormix.tools.binding import NO_DEFAULT, BindingReport, ServerDefault, ToolBinding, bind_tools, plan_tool
+from ormix.tools.names import BindingConflictError
+from ormix.tools.specs import merge_tool_specs
 
 __all__ = [
     "NO_DEFAULT",
-    "RESERVED_METHOD_NAMES",
     "BindingConflictError",
     "BindingReport",
-    "ParamBinding",
-    "RenamedTool",
     "ServerDefault",
-    "SkippedTool",
     "ToolBinding",
-    "ToolConflict",
-    "ToolSpecError",
     "bind_tools",
-    "is_safe_identifier",
-    "make_method",
     "merge_tool_specs",
-    "normalize_spec",
     "plan_tool",
-    "safe_identifier",
-    "schema_hash",
 ]
