@@ -33,31 +33,6 @@ from ormix.tools import BindingReport, bind_tools
 
 logger = logging.getLogger(__name__)
 
-#: Instance attributes of an episode: a tool with one of these names is bound under another name, or the
-#: attribute would hide the method from TRL.
-EPISODE_STATE = (
-    "reward",
-    "rewards",
-    "metadata",
-    "finished",
-    "last_output",
-    "calls",
-    "error_kind",
-    "error",
-    "open_ms",
-    "open_retries",
-    "member",
-    "task_index",
-    "scored",
-    "episode",
-    "split",
-    "token",
-    "binding",
-    "tool_specs",
-    "outcome",
-    "session_id",
-)
-
 
 @dataclass
 class CallRecord:
@@ -339,6 +314,12 @@ class Episode:
             f"<{type(self).__name__} member={self.member!r} task_index={self.task_index} "
             f"session={self.session_id} outcome={self.outcome.kind}>"
         )
+
+
+#: Names a tool may not take on an episode (it is bound under another name): the per-rollout state, whose
+#: instance attribute would hide the method from TRL, and `episode`, which reward functions read
+#: (`ormix.rollout.rewards.episode_of`). Methods and properties are reserved by `bind_tools` itself.
+EPISODE_STATE = (*Episode.__annotations__, "episode")
 
 
 def close_episode(environment: Any) -> None:
