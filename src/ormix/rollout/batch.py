@@ -48,22 +48,32 @@ DEFAULT_MAX_IN_FLIGHT = 256
 SPLIT_COLUMN = "ors_split"
 
 
-def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What identifies the task a row opens a session for: task index, task spec, split override.
-
-    GRPO repeats each prompt `num_generations` times, so several rows share a key; each takes its own session.
+def row_task(row: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None, str | None]:
+    """The task a row opens a session for: task index, task spec, and the split when it is not the spec's own
+    (eval rows of another split say so in `SPLIT_COLUMN`).
 
     Example:
-        >>> row_key({"task_spec": {"b": 1, "a": 2}, "ors_split": "test"})
-        (None, '{"a": 2, "b": 1}', 'test')
+        >>> row_task({"task_index": 3, "prompt": [], "environment": "seta", "ors_split": "test"})
+        (3, None, 'test')
     """
-    spec = row.get("task_spec")
-    split = row.get(SPLIT_COLUMN)
+    spec, split = row.get("task_spec"), row.get(SPLIT_COLUMN)
     return (
         row.get("task_index"),
-        json.dumps(spec, sort_keys=True, default=str) if isinstance(spec, dict) else None,
+        spec if isinstance(spec, dict) else None,
         split if isinstance(split, str) else None,
     )
+
+
+def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """`row_task` as a key (the spec as canonical JSON). GRPO repeats each prompt `num_generations` times, so
+    several rows share a key; each takes its own session.
+
+    Example:
+        >>> row_key({"task_spec": {"b": 1, "a": 2}})
+        (None, '{"a": 2, "b": 1}', None)
+    """
+    index, spec, split = row_task(row)
+    return index, None if spec is None else json.dumps(spec, sort_keys=True, default=str), split
 
 
 @dataclass

@@ -27,7 +27,7 @@ import anyio
 
 from ormix.ors import errors as ors_errors
 from ormix.ors.bridge import run_sync
-from ormix.rollout.batch import SPLIT_COLUMN, row_key
+from ormix.rollout.batch import row_key, row_task
 from ormix.rollout.outcome import Outcome, classify_outcome
 from ormix.tools import BindingReport, bind_tools
 
@@ -373,10 +373,7 @@ class _Opened:
 
 async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
     """Open the session of a row's task and read its prompt, retrying a failed open `open_retries` times."""
-    task_index = row.get("task_index")
-    task_spec = row.get("task_spec") if isinstance(row.get("task_spec"), dict) else None
-    # Eval rows of another split say so (SPLIT_COLUMN); training rows use the spec's split.
-    split = row.get(SPLIT_COLUMN) if isinstance(row.get(SPLIT_COLUMN), str) else None
+    task_index, task_spec, split = row_task(row)  # split: None for the spec's own
     t0 = time.perf_counter()
     attempt = 0
     async with config.limiter():
