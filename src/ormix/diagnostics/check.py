@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from ormix.tools.schema import Node, SchemaWalker
+from ormix.tools.specs import normalize_spec
 
 __all__ = [
     "MemberCheck",
@@ -216,12 +217,11 @@ def order_tools(specs: Sequence[Any]) -> list[Any]:
         ['bash', 'ls', 'submit']
     """
 
-    def name_and_doc(spec: Any) -> tuple[str, str]:
-        if isinstance(spec, Mapping):
-            return str(spec.get("name", "")), str(spec.get("description") or "")
-        return str(getattr(spec, "name", "")), str(getattr(spec, "description", "") or "")
+    def final(spec: Any) -> bool:
+        norm = normalize_spec(spec)
+        return looks_final(norm["name"], norm["description"])
 
-    return sorted(specs, key=lambda s: looks_final(*name_and_doc(s)))
+    return sorted(specs, key=final)
 
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────
