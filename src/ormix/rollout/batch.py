@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 
 from ormix.ors.bridge import run_sync
+from ormix.tools.binding import RESERVED_METHOD_NAMES
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "OpenRequest", "RoundStats", "ToolRound", "open_sessions", "row_key"]
 
@@ -124,11 +125,11 @@ _executing = threading.local()
 
 
 def _tool_methods(environment: Any) -> set[str]:
-    # The tools TRL sees: public functions of the class, minus `reset` (and `get_reward`).
+    # The tools TRL sees: public functions of the class, minus `reset` and `get_reward` (and `close`).
     return {
         name
         for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction)
-        if not name.startswith("_") and name not in ("reset", "get_reward")
+        if not name.startswith("_") and name not in RESERVED_METHOD_NAMES
     }
 
 
