@@ -42,8 +42,8 @@ from ormix.tools.descriptions import ParamText, param_text
 from ormix.tools.docstrings import parse_docstring, render_docstring, safe_block
 from ormix.tools.hints import type_hint
 from ormix.tools.names import DEFAULT_MAX_LEN, BindingConflictError, safe_identifier, validate_prefix
-from ormix.tools.schema import Node, SchemaWalker
-from ormix.tools.specs import ToolSpecError, canonical_json, normalize_spec
+from ormix.tools.schema import Node, SchemaWalker, required_names
+from ormix.tools.specs import ToolSpecError, canonical_json, normalize_spec, union_of_objects
 from ormix.tools.text import snippet
 
 __all__ = [
@@ -329,18 +329,13 @@ def _object_view(
         m for m in node.members if m.kind == "object" and isinstance(m.schema.get("properties"), Mapping)
     ]
     if not view.get("properties") and objects:
-        merged: dict[str, Any] = {}
-        for member in objects:
-            for name, sub in member.schema["properties"].items():
-                merged.setdefault(name, sub)
-        common = set.intersection(*(set(SchemaWalker.required(m)) for m in objects))
         text = (
             "the input may take one of several shapes; their fields are merged and only fields every shape "
             "requires are required"
         )
         tool_notes.append(text)
         model_notes.append(text)
-        return {"type": "object", "properties": merged, "required": [n for n in merged if n in common]}
+        return union_of_objects([m.schema for m in objects])
     kinds = {node.kind, *(m.kind for m in node.members)}
     if kinds & {"object", "any", "cycle"} or view.get("properties"):
         return view
@@ -352,13 +347,10 @@ def _plan_params(
 ) -> list[ParamBinding]:
     raw_props = schema.get("properties")
     props: Mapping[Any, Any] = raw_props if isinstance(raw_props, Mapping) else {}
-    required_raw = schema.get("required")
-    required: list[str] = []
-    if isinstance(required_raw, list):
-        required = [r for r in required_raw if isinstance(r, str)]
-        if len(required) != len(required_raw):
-            tool_notes.append("non-string entries in `required` are ignored")
-    elif required_raw is not None:
+    required_raw, required = schema.get("required"), required_names(schema)
+    if isinstance(required_raw, list) and len(required) != len(required_raw):
+        tool_notes.append("non-string entries in `required` are ignored")
+    elif required_raw is not None and not isinstance(required_raw, list):
         tool_notes.append("`required` is not a list; every parameter is treated as optional")
 
     entries: list[tuple[str, Any]] = []

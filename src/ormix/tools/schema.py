@@ -35,7 +35,7 @@ from typing import Any
 
 from ormix.tools.text import snippet
 
-__all__ = ["JSON_TYPES", "MAX_DEPTH", "Node", "SchemaWalker", "is_scalar"]
+__all__ = ["JSON_TYPES", "MAX_DEPTH", "Node", "SchemaWalker", "is_scalar", "required_names"]
 
 #: The type names of JSON Schema; any other ``type`` is ``kind="unknown"``.
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "null", "array", "object"})
@@ -73,6 +73,17 @@ def _unique(issues: list[str]) -> tuple[str, ...]:
 def _inherited(schema: Mapping[str, Any]) -> dict[str, Any]:
     """The keywords of a schema its union members take over: its assertions, not alternatives or texts."""
     return {k: v for k, v in schema.items() if k not in _NOT_INHERITED}
+
+
+def required_names(schema: Mapping[str, Any]) -> list[str]:
+    """The required property names of an object schema (strings only; ``[]`` when ``required`` is not a list).
+
+    Example:
+        >>> required_names({"required": ["a", 3]}), required_names({"required": "a"})
+        (['a'], [])
+    """
+    required = schema.get("required")
+    return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
 
 
 def is_scalar(value: Any) -> bool:
@@ -377,9 +388,8 @@ class SchemaWalker:
 
     @staticmethod
     def required(node: Node) -> list[str]:
-        """The object's required property names (strings only; ``[]`` when ``required`` is not a list)."""
-        required = node.schema.get("required")
-        return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+        """The object's required property names (see :func:`required_names`)."""
+        return required_names(node.schema)
 
     def extra_properties(self, node: Node) -> Node | None:
         """The schema of an object's additional properties when it is a non-empty schema, else None."""

@@ -13,12 +13,13 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ormix.errors import UsageError
 from ormix.tools.names import short_hash
+from ormix.tools.schema import required_names
 from ormix.tools.text import snippet
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "merge_tool_specs",
     "normalize_spec",
     "schema_hash",
+    "union_of_objects",
 ]
 
 _HASH_LEN = 16
@@ -214,7 +216,6 @@ def _union_schemas(schemas: list[Any]) -> tuple[dict[str, Any] | None, str]:
             return None, "a variant is not an object schema with properties"
     props: dict[str, Any] = {}
     defs: dict[str, dict[str, Any]] = {}
-    required_all: set[str] | None = None
     for s in schemas:
         for name, sub in (s.get("properties") or {}).items():
             if name in props and canonical_json(props[name])[0] != canonical_json(sub)[0]:
@@ -226,19 +227,30 @@ def _union_schemas(schemas: list[Any]) -> tuple[dict[str, Any] | None, str]:
                 if def_name in bucket and canonical_json(bucket[def_name])[0] != canonical_json(sub)[0]:
                     return None, f"definition {def_name!r} differs between variants"
                 bucket.setdefault(def_name, sub)
-        req = (
-            {r for r in (s.get("required") or []) if isinstance(r, str)}
-            if isinstance(s.get("required"), list)
-            else set()
-        )
-        required_all = req if required_all is None else required_all & req
     union: dict[str, Any] = {
         k: v for k, v in schemas[0].items() if k not in ("properties", "required", "$defs", "definitions")
     }
-    union["type"] = "object"
-    union["properties"] = props
-    required = [n for n in props if n in (required_all or set())]
-    if required:
-        union["required"] = required
+    union.update(union_of_objects(schemas))
     union.update(defs)
     return union, ""
+
+
+def union_of_objects(schemas: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One object schema for an input that may take any of these object shapes: every property (the first
+    definition of a name wins), required only where every shape requires it.
+
+    Example:
+        >>> union_of_objects([{"properties": {"a": {}, "b": {}}, "required": ["a", "b"]},
+        ...                   {"properties": {"a": {}, "c": {}}, "required": ["a"]}])
+        {'type': 'object', 'properties': {'a': {}, 'b': {}, 'c': {}}, 'required': ['a']}
+    """
+    props: dict[str, Any] = {}
+    for schema in schemas:
+        if isinstance(schema.get("properties"), Mapping):
+            for name, sub in schema["properties"].items():
+                props.setdefault(name, sub)
+    required = set.intersection(*(set(required_names(schema)) for schema in schemas))
+    union: dict[str, Any] = {"type": "object", "properties": props}
+    if any(name in required for name in props):
+        union["required"] = [name for name in props if name in required]
+    return union
