@@ -25,6 +25,7 @@ from typing import Any, ClassVar, cast
 
 import anyio
 
+from ormix.errors import OrmixRuntimeError
 from ormix.ors import errors as ors_errors
 from ormix.ors.bridge import run_sync
 from ormix.rollout.batch import row_key, row_task
@@ -350,7 +351,7 @@ def failed_call(
     return ToolCallError(message)
 
 
-class ToolCallError(RuntimeError):
+class ToolCallError(OrmixRuntimeError):
     """A tool call that failed, raised into the trainer's tool loop: the message is what the model reads.
 
     TRL turns an exception from a tool into ``{"error": str(e)}`` for the model and counts it in
