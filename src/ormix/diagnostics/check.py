@@ -166,25 +166,12 @@ def _number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
 # Which tools to call last
 
 
-_FINAL_WORDS = {
-    "submit",
-    "answer",
-    "finish",
-    "finalize",
-    "final",
-    "done",
-    "complete",
-    "solution",
-    "grade",
-    "terminate",
-    "end",
-    "stop",
-    "exit",
-    "quit",
-    "die",
-    "kill",
-    "close",
-}
+_FINAL_WORDS = frozenset(
+    (
+        "submit answer finish finalize final done complete solution grade terminate end stop exit quit die "
+        "kill close"
+    ).split()
+)
 _FINAL_PHRASES = (
     "end the episode",
     "ends the episode",

@@ -47,38 +47,18 @@ SHAPE_DEPTH = 6
 #: Characters of "Shape:" text per parameter.
 SHAPE_LIMIT = 1500
 #: Validation keywords listed in "Constraints:" (in this order).
-CONSTRAINT_KEYS = (
-    "format",
-    "pattern",
-    "minLength",
-    "maxLength",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minItems",
-    "maxItems",
-    "uniqueItems",
-    "minProperties",
-    "maxProperties",
-    "contentMediaType",
-    "contentEncoding",
+CONSTRAINT_KEYS = tuple(
+    (
+        "format pattern minLength maxLength minimum maximum exclusiveMinimum exclusiveMaximum multipleOf "
+        "minItems maxItems uniqueItems minProperties maxProperties contentMediaType contentEncoding"
+    ).split()
 )
 #: Keywords neither a type hint nor a constraint can express; shown verbatim under "Also:".
-UNCARRIED_KEYS = (
-    "not",
-    "if",
-    "then",
-    "else",
-    "patternProperties",
-    "dependentRequired",
-    "dependentSchemas",
-    "dependencies",
-    "propertyNames",
-    "contains",
-    "unevaluatedProperties",
-    "unevaluatedItems",
+UNCARRIED_KEYS = tuple(
+    (
+        "not if then else patternProperties dependentRequired dependentSchemas dependencies propertyNames "
+        "contains unevaluatedProperties unevaluatedItems"
+    ).split()
 )
 _SENTENCE_END = ".!?:;"
 

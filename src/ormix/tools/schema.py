@@ -45,22 +45,10 @@ MAX_DEPTH = 24
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 # Keywords a union member does not take over from its parent: the alternatives themselves and annotations
 _NOT_INHERITED = frozenset(
-    {
-        "anyOf",
-        "oneOf",
-        "const",
-        "enum",
-        "nullable",
-        "title",
-        "description",
-        "default",
-        "examples",
-        "$comment",
-        "$defs",
-        "definitions",
-        "$id",
-        "$schema",
-    }
+    (
+        "anyOf oneOf const enum nullable title description default examples $comment $defs definitions $id "
+        "$schema"
+    ).split()
 )
 _JSON_TYPE_OF = {bool: "boolean", int: "integer", float: "number", str: "string"}
 _NO_TYPE = "no type is given; any value is accepted"
