@@ -381,6 +381,25 @@ def test_openreward_toolspec_objects_are_accepted() -> None:
     assert (b.method_name, [p.py_name for p in b.params]) == ("echo", ["text"])
 
 
+wire_names = st.text(min_size=1, max_size=80) | st.sampled_from(
+    ["class", "reset", "close", "_call_tool", "run-tests", "run_tests", "fs.read", "x" * 300, "ǅ", "١٢٣"]
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wires=st.lists(wire_names, unique=True, max_size=30), prefix=st.sampled_from(["", "seta__"]))
+def test_every_tool_gets_its_own_method_and_calls_reach_its_wire_name(wires: list[str], prefix: str) -> None:
+    cls = fresh_class()
+    report = bind_tools(cls, [spec(w) for w in wires], prefix=prefix)
+    assert not report.skipped and len(set(report.method_names)) == len(wires)
+    env = cls()
+    for wire, method in zip(wires, report.method_names, strict=True):
+        assert is_safe_identifier(method) and method.startswith(prefix) and len(method) <= 64
+        assert report.binding(method).wire_name == wire
+        getattr(env, method)()
+    assert [name for name, _ in env.calls] == wires  # the real names reach the server
+
+
 def test_three_thousand_tools_bind_and_dispatch() -> None:
     specs = [
         spec(
