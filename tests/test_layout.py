@@ -114,7 +114,7 @@ def test_arrows_point_one_way(layer, above):
         "ormix.errors",
         "ormix.tools.schema",
         "ormix.tools.names",
-        "ormix.tools.plan",
+        "ormix.tools.binding",
     ],
 )
 def test_pure_logic_does_no_io(pure):

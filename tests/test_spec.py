@@ -153,7 +153,8 @@ def test_hostile_tool_surface_binds_safely_and_calls_real_names(surfaces, caplog
         cls = spec.episode_class
     report = spec.binding
     wire_names = {t["name"] for t in HOSTILE_TOOLS} | {"probe"}
-    assert {report.names.to_wire(m) for m in report.method_names} == wire_names
+    methods = {b.wire_name: b.method_name for b in report.bindings}
+    assert set(methods) == wire_names
     for method in report.method_names:
         assert method.isidentifier() and not method.startswith("_") and len(method) <= 64
         get_json_schema(getattr(cls, method))  # the model-facing schema builds for every tool
@@ -162,13 +163,13 @@ def test_hostile_tool_surface_binds_safely_and_calls_real_names(surfaces, caplog
 
     ep = spec.environment_factory()
     ep.reset(task_index=0)
-    py_class = report.names.to_python("class")
+    py_class = methods["class"]
     out = getattr(ep, py_class)(
         **{report.binding(py_class).params[0].py_name: "a", report.binding(py_class).params[1].py_name: 3}
     )
     assert Hostile.CALLS[-1] == ("class", {"from": "a", "self": 3})
     assert '"tool": "class"' in out
-    out = getattr(ep, report.names.to_python("fs.read"))(path="/x")
+    out = getattr(ep, methods["fs.read"])(path="/x")
     assert ep.calls[-1].error is None, (out, ep.calls[-1])
     assert Hostile.CALLS[-1] == ("fs.read", {"path": "/x"})
     close_episode(ep)
@@ -276,7 +277,8 @@ def test_sdk_transport_gives_the_same_episode(echo_server):
 
 
 def test_task_tools_are_probed_on_a_task_the_filter_keeps(surfaces):
-    """Hostile's task 1 has an integer `probe` tool, task 0 a string one: a filter keeping odd tasks binds task 1's."""
+    """Hostile's task 1 has an integer `probe` tool, task 0 a string one: a filter keeping odd tasks binds
+    task 1's tool."""
     spec = OpenRewardSpec(surfaces.url, env_name="hostile", where={"difficulty": "Hard"}, num_tasks=2)
     probe = next(t for t in spec.tool_specs if t.name == "probe")  # tools first: selection happens on the way
     assert probe.input_schema["properties"]["a"]["type"] == "integer"
@@ -294,4 +296,4 @@ def test_tool_named_like_episode_state_is_renamed(surfaces):
         [{"name": "metadata", "description": "d", "input_schema": {"type": "object"}}],
     )
     assert "metadata" not in cls.binding.method_names
-    assert cls.binding.names.to_wire(cls.binding.method_names[0]) == "metadata"
+    assert cls.binding.bindings[0].wire_name == "metadata"

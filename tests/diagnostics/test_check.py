@@ -82,7 +82,7 @@ def test_check_refuses_a_bad_file(tmp_path):
     assert "min_coverag" in buf.getvalue()
 
 
-# ── pure: which tools go last ────────────────────────────────────────────────────────────────────────────────
+# ── pure: which tools go last ─────────────────────────────────────────────────────────────────────────────
 
 
 def test_submit_like_tools_go_last():

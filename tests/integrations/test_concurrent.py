@@ -1,4 +1,4 @@
-"""`ConcurrentGRPOTrainer`: a batch's sessions and tool rounds in flight at once, the training signal unchanged.
+"""`ConcurrentGRPOTrainer`: a batch's sessions and tool rounds in flight at once, training signal unchanged.
 
 Real TRL, real local servers, the tiny offline model; only sampling is scripted (`ScriptedPolicy`). The same
 script runs through TRL's own sequential loop and through the concurrent one, and what GRPO trains on is

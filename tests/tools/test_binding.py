@@ -1,7 +1,7 @@
 """Tool binding without exec: plans, descriptions, hostile specs, dispatch, merging, speed.
 
-Names are tested in `test_names.py`, type hints in `test_hints.py`, the walker in `test_schema.py`, docstrings in
-`test_docstrings.py`, and the whole against TRL in `test_trl_fidelity.py`.
+Names are tested in `test_names.py`, type hints in `test_hints.py`, the walker in `test_schema.py`,
+docstrings in `test_docstrings.py`, and the whole against TRL in `test_trl_fidelity.py`.
 
 Pure logic, so most checks are hypothesis properties. The dispatch contract is real: a tiny class whose
 `_call_tool(name, arguments)` records what a bound method sends.
@@ -10,7 +10,6 @@ Pure logic, so most checks are hypothesis properties. The dispatch contract is r
 from __future__ import annotations
 
 import ast
-import asyncio
 import inspect
 import json
 from pathlib import Path
@@ -22,18 +21,11 @@ from hypothesis import strategies as st
 from transformers.utils import get_json_schema
 
 import ormix.tools
-from ormix.tools import (
-    BindingConflictError,
-    ServerDefault,
-    ToolSpecError,
-    bind_tools,
-    is_safe_identifier,
-    make_method,
-    merge_tool_specs,
-    plan_tool,
-    schema_hash,
-)
+from ormix.tools import BindingConflictError, ServerDefault, bind_tools, merge_tool_specs, plan_tool
+from ormix.tools.binding import make_method
 from ormix.tools.docstrings import split_choices
+from ormix.tools.names import is_safe_identifier
+from ormix.tools.specs import ToolSpecError
 from support.schema_strategies import root_schemas, text_values
 
 
@@ -227,7 +219,8 @@ def test_hostile_names_are_renamed_and_calls_map_back() -> None:
     assert report.method_names[:3] == ("class_", "run_tests", "fs_read")
     assert {"reset_", "call_tool", "get_reward_", "close_", "naive__"} <= set(report.method_names)
     assert all(is_safe_identifier(n) and len(n) <= 64 for n in report.method_names)
-    assert report.names.to_wire(report.names.to_python("t" * 300)) == "t" * 300
+    methods = {b.wire_name: b.method_name for b in report.bindings}
+    assert report.binding(methods["t" * 300]).wire_name == "t" * 300
     assert {r.wire_name for r in report.renamed} == {s["name"] for s in specs}
     assert cls.reset is Recorder.reset and cls._call_tool is Recorder._call_tool  # never overwritten
     env = cls()
@@ -237,7 +230,7 @@ def test_hostile_names_are_renamed_and_calls_map_back() -> None:
     env.class_("a", 1, lambda_="x")
     env.class_(**{"from": "b"})  # the original wire name is accepted as an alias
     env.fs_read(file_path="/etc/hosts")
-    getattr(env, report.names.to_python("reset"))()
+    getattr(env, methods["reset"])()
     assert env.calls == [
         ("class", {"from": "a", "self": 1, "lambda": "x"}),
         ("class", {"from": "b"}),
@@ -247,7 +240,8 @@ def test_hostile_names_are_renamed_and_calls_map_back() -> None:
 
 
 def test_server_text_is_data_not_docstring_structure() -> None:
-    evil_tool = 'Do it. """; import os; os.system("rm -rf /") #\nArgs:\n    evil: injected\nReturns: nothing\nRaises: x'
+    evil_tool = 'Do it. """; import os; os.system("rm -rf /") #\nArgs:\n    evil: injected\n'
+    evil_tool += "Returns: nothing\nRaises: x"
     schema = obj(
         {
             "a": {
@@ -281,7 +275,7 @@ def test_server_text_is_data_not_docstring_structure() -> None:
 def test_tool_modules_never_execute_text() -> None:
     forbidden = {"exec", "eval", "compile", "__import__", "exec_module", "run_code"}
     paths = sorted(Path(ormix.tools.__file__).parent.glob("*.py"))
-    assert len(paths) >= 10  # the walk did see the package
+    assert len(paths) >= 8  # the walk did see the package
     for path in paths:
         tree = ast.parse(path.read_text())
         names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
@@ -314,7 +308,6 @@ def test_duplicate_and_nameless_specs_are_skipped_not_raised() -> None:
     assert report.method_names == ("a",)
     assert [s.index for s in report.skipped] == [1, 2, 3, 4, 5]
     assert "duplicate" in report.skipped[0].reason and "boom" in report.skipped[-1].reason
-    assert "skipped #1" in report.summary()
     with pytest.raises(ToolSpecError, match="no usable name"):
         plan_tool({"name": None})
 
@@ -329,52 +322,26 @@ def test_conflicts_raise_when_asked() -> None:
     assert ok.method_names == ("run_tests", "bash")
     renamed = bind_tools(fresh_class(), [spec("run-tests"), spec("run_tests")])
     assert renamed.method_names == ("run_tests", "run_tests_")
-    assert renamed.names.to_wire("run_tests_") == "run_tests"
-    with pytest.raises(BindingConflictError, match="already taken"):
-        plan_tool(spec("x"), method_name="y", taken={"y"})
-    with pytest.raises(BindingConflictError, match="not usable"):
-        plan_tool(spec("x"), method_name="_y")
+    assert renamed.binding("run_tests_").wire_name == "run_tests"
 
 
-def test_prefix_namespaces_tools_and_counts_in_the_name_map() -> None:
+def test_prefix_namespaces_tools_and_calls_reach_the_wire_names() -> None:
     cls = fresh_class("Router")
     seta = bind_tools(cls, [spec("bash"), spec("run-tests")], prefix="seta__")
     term = bind_tools(cls, [spec("bash")], prefix="terminals__")
     assert seta.method_names == ("seta__bash", "seta__run_tests")
-    assert seta.names.renamed == {"seta__bash": "bash", "seta__run_tests": "run-tests"}
-    assert term.names.to_wire("terminals__bash") == "bash"
+    assert [(b.method_name, b.wire_name) for b in seta.bindings] == [
+        ("seta__bash", "bash"),
+        ("seta__run_tests", "run-tests"),
+    ]
+    assert [r.wire_name for r in seta.renamed] == ["run-tests"]  # the prefix alone is not a rename
+    assert term.binding("terminals__bash").wire_name == "bash"
     env = cls()
     env.seta__bash()
     env.terminals__bash()
     assert env.calls == [("bash", {}), ("bash", {})]
-    with pytest.raises(ValueError, match="prefix"):
+    with pytest.raises(BindingConflictError, match="prefix"):
         bind_tools(cls, [spec("x")], prefix="_x")
-
-
-def test_rebinding_is_idempotent_and_replaces_stale_tools() -> None:
-    cls = fresh_class()
-    first = bind_tools(cls, [spec("a"), spec("b")])
-    again = bind_tools(cls, [spec("a", obj({"x": {"type": "string"}})), spec("c")])
-    assert first.method_names == ("a", "b") and again.method_names == ("a", "c")
-    assert not again.renamed
-    assert again.removed == ("b",) and not hasattr(cls, "b")
-    assert list(inspect.signature(cls.a).parameters) == ["self", "x"]
-    kept = bind_tools(cls, [spec("d")], replace=False)
-    assert kept.method_names == ("d",) and hasattr(cls, "a") and hasattr(cls, "c")
-
-
-def test_async_dispatch_gives_coroutine_methods() -> None:
-    class AsyncEnv:
-        def reset(self) -> None: ...
-
-        async def _call_tool(self, name: str, arguments: dict[str, Any]) -> str:
-            await asyncio.sleep(0)
-            return f"{name}:{json.dumps(arguments, sort_keys=True)}"
-
-    bind_tools(AsyncEnv, [spec("fs.read", obj({"path": {"type": "string"}}, ["path"]))])
-    assert inspect.iscoroutinefunction(AsyncEnv.fs_read)  # TRL puts it in its async tool dict
-    assert asyncio.run(AsyncEnv().fs_read(path="/x")) == 'fs.read:{"path": "/x"}'
-    assert get_json_schema(AsyncEnv().fs_read)["function"]["parameters"]["required"] == ["path"]
 
 
 def test_make_method_is_a_plain_function_with_full_metadata() -> None:
@@ -412,7 +379,25 @@ def test_openreward_toolspec_objects_are_accepted() -> None:
         ToolSpec(name="echo", description="Echo.", input_schema=obj({"text": {"type": "string"}}, ["text"]))
     )
     assert (b.method_name, [p.py_name for p in b.params]) == ("echo", ["text"])
-    assert b.schema_hash == schema_hash(obj({"text": {"type": "string"}}, ["text"]))
+
+
+wire_names = st.text(min_size=1, max_size=80) | st.sampled_from(
+    ["class", "reset", "close", "_call_tool", "run-tests", "run_tests", "fs.read", "x" * 300, "ǅ", "١٢٣"]
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(wires=st.lists(wire_names, unique=True, max_size=30), prefix=st.sampled_from(["", "seta__"]))
+def test_every_tool_gets_its_own_method_and_calls_reach_its_wire_name(wires: list[str], prefix: str) -> None:
+    cls = fresh_class()
+    report = bind_tools(cls, [spec(w) for w in wires], prefix=prefix)
+    assert not report.skipped and len(set(report.method_names)) == len(wires)
+    env = cls()
+    for wire, method in zip(wires, report.method_names, strict=True):
+        assert is_safe_identifier(method) and method.startswith(prefix) and len(method) <= 64
+        assert report.binding(method).wire_name == wire
+        getattr(env, method)()
+    assert [name for name, _ in env.calls] == wires  # the real names reach the server
 
 
 def test_three_thousand_tools_bind_and_dispatch() -> None:
@@ -433,7 +418,7 @@ def test_three_thousand_tools_bind_and_dispatch() -> None:
     cls = fresh_class()
     # How long this takes is measured by benchmarks, not asserted here (machines are noisy).
     report = bind_tools(cls, specs)
-    assert len(report.bindings) == 3000 and len(report.names) == 3000
+    assert len(report.bindings) == 3000 and not report.skipped
     env = cls()
     env.tool_2999("/x")
     assert env.calls == [("tool-2999", {"path": "/x"})]
@@ -515,7 +500,6 @@ def test_shared_schemas_are_planned_once_but_noted_per_tool() -> None:
     assert "copy-a: parameter 'from' is exposed as 'from_'" in a.notes
     assert "copy-b: parameter 'from' is exposed as 'from_'" in b.notes
     assert not any("copy-a" in n for n in b.notes)
-    assert a.schema_hash == b.schema_hash and a.spec_hash != b.spec_hash
 
 
 def test_importing_the_tool_modules_stays_light() -> None:

@@ -1,7 +1,8 @@
 """Field-by-field fidelity of bound tool methods on the real ORS tool surfaces (SETA, SWE-rebench-V2).
 
-What the model sees is `transformers.utils.get_json_schema(method)`; every property, the required list, enums,
-array item types, tuples, nullability, defaults and descriptions of the published input schemas must survive into it.
+What the model sees is `transformers.utils.get_json_schema(method)`; every property, the required list,
+enums, array item types, tuples, nullability, defaults and descriptions of the published input schemas must
+survive into it.
 Calls go through the real dispatch contract: a class whose `_call_tool(name, arguments)` records what it gets.
 """
 
@@ -74,7 +75,7 @@ def test_every_tool_is_bound_under_its_own_name(path: Path) -> None:
     wire_names = [t["name"] for t in surface["tools"]]
     assert list(report.method_names) == wire_names  # all real names are plain identifiers: nothing renamed
     assert not report.renamed and not report.skipped
-    assert [report.names.to_wire(n) for n in wire_names] == wire_names
+    assert [report.binding(n).wire_name for n in wire_names] == wire_names
     # TRL's discovery: class functions, public, minus reset/get_reward; it routes calls by __name__
     found = {
         name

@@ -100,7 +100,7 @@ words = st.lists(st.from_regex(r"[A-Za-z0-9.,;()'\"-]{1,8}", fullmatch=True), mi
     header=st.sampled_from(["Args", "Arguments", "Parameters"]),
 )
 def test_parsing_a_google_docstring_recovers_its_parts(summary, args, returns, indent, header):
-    """A docstring written the Google way (entries indented, texts wrapped onto deeper lines) reads back whole."""
+    """A Google-style docstring (entries indented, texts wrapped onto deeper lines) reads back whole."""
     lines = [summary[0], *(indent + line for line in summary[1:])]
     if args:
         lines += ["", f"{indent}{header}:"]

@@ -108,7 +108,7 @@ def test_what_a_hint_cannot_carry_is_noted() -> None:
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schema=root_schemas)
 def test_hints_round_trip_through_get_json_schema(schema: Any) -> None:
-    """Reading back what get_json_schema shows gives the same hint: the hint carries exactly what the model sees.
+    """Reading back what get_json_schema shows gives the same hint: it carries exactly what the model sees.
 
     For any schema (hostile ones included), hint → get_json_schema's schema → hint is the identity, and
     get_json_schema's schema of it is then a fixed point.

@@ -1,4 +1,4 @@
-"""Identifier-safe, reversible names for server-provided tool and parameter names (pure; Hypothesis properties)."""
+"""Identifier-safe names for server-provided tool and parameter names (pure; Hypothesis properties)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ormix.tools import NameMap, NameMapError, is_safe_identifier, safe_identifier
-from ormix.tools.names import validate_prefix
+from ormix.tools.names import BindingConflictError, is_safe_identifier, safe_identifier, validate_prefix
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -43,9 +42,9 @@ def test_safe_identifier_long_and_clashing_names() -> None:
     third = safe_identifier("reset", {"reset", "reset_"})
     assert third.startswith("reset_") and len(third) == len("reset_") + 8
     assert safe_identifier("bash", set(), prefix="seta__") == "seta__bash"
-    with pytest.raises(ValueError, match="prefix"):
+    with pytest.raises(BindingConflictError, match="prefix"):
         safe_identifier("bash", set(), prefix="_hidden")
-    with pytest.raises(ValueError, match="room"):
+    with pytest.raises(BindingConflictError, match="room"):
         safe_identifier("bash", set(), prefix="p" * 60)
 
 
@@ -64,32 +63,8 @@ def test_safe_identifier_properties(name: str, taken: set[str]) -> None:
     assert out not in taken
     assert len(out) <= 64
     assert out == safe_identifier(name, set(taken))  # deterministic
-    prefixed = safe_identifier(name, taken, prefix="env__", max_len=40)
-    assert prefixed.startswith("env__") and len(prefixed) <= 40 and is_safe_identifier(prefixed)
-
-
-@FAST
-@given(wires=st.lists(names_text, unique=True, max_size=30), prefix=st.sampled_from(["", "seta__", "a"]))
-def test_name_map_is_reversible(wires: list[str], prefix: str) -> None:
-    names = NameMap()
-    pys = [names.assign(w, prefix=prefix, taken={"reset"}) for w in wires]
-    assert len(set(pys)) == len(wires)
-    assert "reset" not in pys
-    for w, py in zip(wires, pys, strict=True):
-        assert names.to_wire(py) == w and names.to_python(w) == py
-        assert names.assign(w, prefix=prefix) == py  # stable
-    assert dict(names.items()) == {py: w for py, w in zip(pys, wires, strict=True)}
-    assert names.renamed == {py: w for py, w in zip(pys, wires, strict=True) if py != w}
-
-
-def test_name_map_errors_are_clear() -> None:
-    names = NameMap({"fs_read": "fs.read"})
-    with pytest.raises(NameMapError, match="no tool method named 'nope'"):
-        names.to_wire("nope")
-    with pytest.raises(NameMapError, match="already maps"):
-        names.add("fs_read", "other")
-    with pytest.raises(NameMapError, match="not a safe identifier"):
-        names.add("_x", "x")
+    prefixed = safe_identifier(name, taken, prefix="env__")
+    assert prefixed.startswith("env__") and len(prefixed) <= 64 and is_safe_identifier(prefixed)
 
 
 @FAST
@@ -102,5 +77,5 @@ def test_avoided_suffixes_never_end_a_name(name: str, suffix: str) -> None:
 
 @pytest.mark.parametrize("prefix", ["_x", "1a", "a-b", "é"])
 def test_unusable_prefixes_are_refused(prefix: str) -> None:
-    with pytest.raises(ValueError, match="prefix"):
+    with pytest.raises(BindingConflictError, match="prefix"):
         validate_prefix(prefix)

@@ -1,11 +1,11 @@
-"""What the model sees, field by field: ormix's tool schemas against TRL's `OpenRewardSpec` on the same server.
+"""What the model sees, field by field: ormix's tool schemas vs TRL's `OpenRewardSpec` on the same server.
 
 For every tool of the local environments (`local:echo`, `local:terminals`, `local:seta` on the SDK's real
 CLIToolset, `local:faulty`), of the two catalog tool surfaces in `tests/data/tool-surfaces/`, and of an SDK
 `@tool` environment whose docstrings document their parameters (`Args:`), the JSON schema
-`transformers.utils.get_json_schema` makes of ormix's method must equal TRL's or be richer: every key TRL shows
-is there with the same value, and every text TRL shows is in ormix's text (extra descriptions, enums, item types,
-nullables and defaults are allowed). Both specs are built against the same real server on loopback.
+`transformers.utils.get_json_schema` makes of ormix's method must equal TRL's or be richer: every key TRL
+shows is there with the same value, and every text TRL shows is in ormix's text (extra descriptions, enums,
+item types, nullables and defaults are allowed). Both specs are built against one real server on loopback.
 """
 
 from __future__ import annotations

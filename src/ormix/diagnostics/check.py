@@ -2,7 +2,8 @@
 
 For every member: connect and count the split's tasks, list the tools, open one session (prompt
 included, so a failing `setup()` shows), list the session's tools, call each tool once with arguments
-generated from its JSON schema (`example_arguments`), and close. Tools that look like they end the
+generated from its JSON schema (`example_arguments`, read with the tool binder's schema walker, so `$ref`,
+`allOf`, unions and nullables mean what they mean to the model), and close. Tools that look like they end the
 episode (`submit`, `answer`, `finish`, ...) are called last; when a call finishes the episode or the
 session disappears, the next tool gets a fresh session, so every tool is tried on a live one.
 
@@ -20,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+import copy
+import math
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -27,40 +30,148 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ormix.tools import example_arguments
+from ormix.tools.schema import Node, SchemaWalker
+from ormix.tools.specs import normalize_spec
 
 __all__ = [
     "MemberCheck",
     "ToolCheck",
     "check_command",
     "check_mixture",
+    "example_arguments",
+    "example_value",
     "looks_final",
     "order_tools",
 ]
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────
+# Arguments to call a tool with
+
+# Nesting levels an example value is built to; deeper parts (and recursive ones) are None
+_EXAMPLE_DEPTH = 12
+
+_FORMATS = {
+    "date-time": "2024-01-01T00:00:00Z",
+    "date": "2024-01-01",
+    "time": "00:00:00",
+    "email": "test@example.com",
+    "uri": "https://example.com",
+    "url": "https://example.com",
+    "uuid": "00000000-0000-4000-8000-000000000000",
+    "ipv4": "127.0.0.1",
+    "hostname": "localhost",
+}
+
+
+def example_arguments(schema: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Arguments for a tool whose input is ``schema``: every required field, with a type-appropriate value.
+
+    Optional fields are left out (the tool's defaults apply). Values: the field's ``default``, else ``const``,
+    the first ``enum`` value, the first of ``examples``, else a small value of its type within its bounds.
+
+    Example:
+        >>> example_arguments({"type": "object", "properties": {"n": {"type": "integer", "minimum": 5}},
+        ...                    "required": ["n"]})
+        {'n': 5}
+        >>> example_arguments(None)
+        {}
+    """
+    if not isinstance(schema, Mapping):
+        return {}
+    value = example_value(schema)
+    return value if isinstance(value, dict) else {}
+
+
+def example_value(schema: Any, *, root: Mapping[str, Any] | None = None) -> Any:
+    """One value that satisfies ``schema`` (JSON Schema as pydantic and the ORS SDK write it).
+
+    ``root`` is the schema ``$ref`` pointers resolve in (default: ``schema`` itself).
+
+    Example:
+        >>> example_value({"anyOf": [{"type": "null"}, {"type": "array", "items": {"type": "number"},
+        ...                                             "minItems": 2}]})
+        [1.0, 1.0]
+        >>> example_value({"$ref": "#/$defs/N"}, root={"$defs": {"N": {"type": "integer", "maximum": 0}}})
+        0
+    """
+    walker = SchemaWalker(schema if root is None else root, max_depth=_EXAMPLE_DEPTH)
+    return _example(walker, walker.node(schema))
+
+
+def _example(walker: SchemaWalker, node: Node) -> Any:
+    schema = node.schema
+    if node.kind in ("deep", "never", "cycle", "unknown"):
+        return None
+    if "default" in schema:
+        return copy.deepcopy(schema["default"])
+    if node.values is not None:
+        return copy.deepcopy(node.values[0])
+    if isinstance(schema.get("examples"), list) and schema["examples"]:
+        return copy.deepcopy(schema["examples"][0])
+    kind = node.kind
+    if kind == "union":
+        return _example(walker, node.members[0])
+    if kind in ("string", "any"):
+        return _string(schema)
+    if kind in ("integer", "number"):
+        return _number(schema, integer=kind == "integer")
+    if kind == "boolean":
+        return False
+    if kind == "array":
+        values = [_example(walker, p) for p in walker.prefix_items(node)]
+        rest = walker.rest_items(node)
+        missing = max(int(schema.get("minItems") or 0) - len(values), 0)
+        return values + [_example(walker, rest) if rest is not None else "test" for _ in range(missing)]
+    if kind == "object":
+        fields = dict(walker.fields(node))
+        return {
+            name: _example(walker, fields[name]) if name in fields else "test"
+            for name in walker.required(node)
+        }
+    return None  # null
+
+
+def _string(schema: Mapping[str, Any]) -> str:
+    value = _FORMATS.get(str(schema.get("format")), "test")
+    lo = int(schema.get("minLength") or 0)
+    hi = schema.get("maxLength")
+    if len(value) < lo:
+        value = value + "t" * (lo - len(value))
+    if isinstance(hi, int) and len(value) > hi:
+        value = value[:hi]
+    return value
+
+
+def _number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
+    lo = schema.get("minimum")
+    hi = schema.get("maximum")
+    step = 1 if integer else 1e-3
+    xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+    if isinstance(xlo, (int, float)) and not isinstance(xlo, bool):
+        lo = xlo + step if lo is None else max(lo, xlo + step)
+    if isinstance(xhi, (int, float)) and not isinstance(xhi, bool):
+        hi = xhi - step if hi is None else min(hi, xhi - step)
+    value: float = 1
+    if lo is not None:
+        value = max(value, lo)
+    if hi is not None:
+        value = min(value, hi)
+    multiple = schema.get("multipleOf")
+    if isinstance(multiple, (int, float)) and multiple > 0:
+        value = -(-value // multiple) * multiple
+    return int(math.ceil(value)) if integer else float(value)
+
+
+# ──────────────────────────────────────────────────────────────────────────────────────────────────────────
 # Which tools to call last
 
 
-_FINAL_WORDS = {
-    "submit",
-    "answer",
-    "finish",
-    "finalize",
-    "final",
-    "done",
-    "complete",
-    "solution",
-    "grade",
-    "terminate",
-    "end",
-    "stop",
-    "exit",
-    "quit",
-    "die",
-    "kill",
-    "close",
-}
+_FINAL_WORDS = frozenset(
+    (
+        "submit answer finish finalize final done complete solution grade terminate end stop exit quit die "
+        "kill close"
+    ).split()
+)
 _FINAL_PHRASES = (
     "end the episode",
     "ends the episode",
@@ -93,12 +204,11 @@ def order_tools(specs: Sequence[Any]) -> list[Any]:
         ['bash', 'ls', 'submit']
     """
 
-    def name_and_doc(spec: Any) -> tuple[str, str]:
-        if isinstance(spec, Mapping):
-            return str(spec.get("name", "")), str(spec.get("description") or "")
-        return str(getattr(spec, "name", "")), str(getattr(spec, "description", "") or "")
+    def final(spec: Any) -> bool:
+        norm = normalize_spec(spec)
+        return looks_final(norm["name"], norm["description"])
 
-    return sorted(specs, key=lambda s: looks_final(*name_and_doc(s)))
+    return sorted(specs, key=final)
 
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────
@@ -297,7 +407,8 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         >>> from rich.console import Console
         >>> with tempfile.TemporaryDirectory() as tmp:
         ...     path = Path(tmp) / "echo.yaml"
-        ...     _ = path.write_text("{members: {echo: {target: 'local:echo', num_tasks: 2, local_serve: thread}}}")
+        ...     text = "{members: {echo: {target: 'local:echo', num_tasks: 2, local_serve: thread}}}"
+        ...     _ = path.write_text(text)
         ...     out = io.StringIO()
         ...     check_command(path, Console(file=out))
         0
@@ -375,8 +486,9 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
     raising = [r for r in results if r.usable and r.failing_tools]
     for r in raising:
         console.print(
-            f"[red]error:[/red] environment {r.member!r}: tool(s) {', '.join(r.failing_tools)} raised inside the "
-            "environment; every rollout calling them fails (fix the environment, or pass --tolerate-tool-errors)"
+            f"[red]error:[/red] environment {r.member!r}: tool(s) {', '.join(r.failing_tools)} raised inside "
+            "the environment; every rollout calling them fails (fix the environment, or pass "
+            "--tolerate-tool-errors)"
         )
     if bad or (raising and not tolerate_tool_errors):
         return 1

@@ -28,7 +28,7 @@ from ormix.mixture import sampling
 from ormix.mixture.adaptive import LAG, AdaptivePlanner, AdaptiveSettings
 from ormix.mixture.mixture import MixtureSpec
 from ormix.ors.errors import ORSError
-from ormix.tools.plan import NO_DEFAULT, ToolBinding
+from ormix.tools import NO_DEFAULT, ToolBinding
 
 __all__ = [
     "Inspection",
@@ -136,7 +136,7 @@ def tool_signature(binding: ToolBinding, prefix: str = "") -> str:
     ones first, as the method takes them), and the first line of its description.
 
     Example:
-        >>> from ormix.tools.plan import plan_tool
+        >>> from ormix.tools import plan_tool
         >>> b = plan_tool({"name": "ls", "description": "List a directory.\\nMore.", "input_schema": {
         ...     "properties": {"path": {"type": "string"}, "all": {"type": "boolean", "default": False}},
         ...     "required": ["path"]}})

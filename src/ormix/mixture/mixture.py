@@ -42,7 +42,7 @@ from ormix.connection import Connection, connection_key
 from ormix.dataset import rows_to_dataset
 from ormix.errors import MixtureError
 from ormix.mixture import sampling
-from ormix.rollout.episode import SPLIT_COLUMN
+from ormix.rollout.batch import SPLIT_COLUMN
 from ormix.rollout.rewards import RewardFunction
 from ormix.rollout.routing import RoutingEnvironment, make_routing_class
 from ormix.spec import OpenRewardSpec

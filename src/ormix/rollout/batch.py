@@ -18,10 +18,6 @@ rollout sees:
 
 Bounds: each spec's `max_concurrent_sessions` (opens and calls of that member in flight) and the runner's
 `max_in_flight` (all members) apply; work beyond them waits its turn (backpressure, never failure).
-
-Example:
-    >>> row_key({"task_index": 3, "prompt": [], "environment": "seta"})
-    (3, None, None)
 """
 
 from __future__ import annotations
@@ -40,6 +36,7 @@ from typing import Any
 import anyio
 
 from ormix.ors.bridge import run_sync
+from ormix.tools.binding import RESERVED_METHOD_NAMES
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "OpenRequest", "RoundStats", "ToolRound", "open_sessions", "row_key"]
 
@@ -52,22 +49,32 @@ DEFAULT_MAX_IN_FLIGHT = 256
 SPLIT_COLUMN = "ors_split"
 
 
-def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What identifies the task a row opens a session for: task index, task spec, split override.
-
-    GRPO repeats each prompt `num_generations` times, so several rows share a key; each takes its own session.
+def row_task(row: Mapping[str, Any]) -> tuple[Any, dict[str, Any] | None, str | None]:
+    """The task a row opens a session for: task index, task spec, and the split when it is not the spec's own
+    (eval rows of another split say so in `SPLIT_COLUMN`).
 
     Example:
-        >>> row_key({"task_spec": {"b": 1, "a": 2}, "ors_split": "test"})
-        (None, '{"a": 2, "b": 1}', 'test')
+        >>> row_task({"task_index": 3, "prompt": [], "environment": "seta", "ors_split": "test"})
+        (3, None, 'test')
     """
-    spec = row.get("task_spec")
-    split = row.get(SPLIT_COLUMN)
+    spec, split = row.get("task_spec"), row.get(SPLIT_COLUMN)
     return (
         row.get("task_index"),
-        json.dumps(spec, sort_keys=True, default=str) if isinstance(spec, dict) else None,
+        spec if isinstance(spec, dict) else None,
         split if isinstance(split, str) else None,
     )
+
+
+def row_key(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """`row_task` as a key (the spec as canonical JSON). GRPO repeats each prompt `num_generations` times, so
+    several rows share a key; each takes its own session.
+
+    Example:
+        >>> row_key({"task_spec": {"b": 1, "a": 2}})
+        (None, '{"a": 2, "b": 1}', None)
+    """
+    index, spec, split = row_task(row)
+    return index, None if spec is None else json.dumps(spec, sort_keys=True, default=str), split
 
 
 @dataclass
@@ -118,11 +125,11 @@ _executing = threading.local()
 
 
 def _tool_methods(environment: Any) -> set[str]:
-    # The tools TRL sees: public functions of the class, minus `reset` (and `get_reward`).
+    # The tools TRL sees: public functions of the class, minus `reset` and `get_reward` (and `close`).
     return {
         name
         for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction)
-        if not name.startswith("_") and name not in ("reset", "get_reward")
+        if not name.startswith("_") and name not in RESERVED_METHOD_NAMES
     }
 
 
@@ -156,9 +163,12 @@ class ToolRound:
     _dispatched: dict[int, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def intercept(self, environment: Any, key: tuple[Any, ...], run: Callable[[], Any]) -> Any:
-        """The result of the call `key` on `environment`: run now (inside a round's worker), or the result of
-        the same call run ahead, or (not found ahead) run now."""
+    def intercept(self, environment: Any, call: tuple[str, str, Any], run: Callable[[], Any]) -> Any:
+        """The result of `call` (kind, wire name, arguments) on `environment`: run now (inside a round's
+        worker), or the result of the same call run ahead, or (not found ahead) run now."""
+        kind, name, arguments = call
+        # How a call is recognised between the round's run and TRL's call: arguments as canonical JSON
+        key = (kind, name, json.dumps(arguments, sort_keys=True, default=repr))
         recording = getattr(_executing, "round", None)
         if recording is self:
             outcome = _Outcome(key)
@@ -232,13 +242,3 @@ class ToolRound:
                     pass
         finally:
             _executing.round = None
-
-
-def call_key(kind: str, name: str, arguments: Any) -> tuple[Any, ...]:
-    """How a tool call is recognised between the round's run and TRL's call (kind, wire name, arguments).
-
-    Example:
-        >>> call_key("call", "bash", {"b": 1, "a": [2]})
-        ('call', 'bash', '{"a": [2], "b": 1}')
-    """
-    return (kind, name, json.dumps(arguments, sort_keys=True, default=repr))

@@ -12,49 +12,27 @@ rollout's outcome `error` (reward `None`).
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
 import anyio
 
+from ormix.errors import OrmixRuntimeError
 from ormix.ors import errors as ors_errors
 from ormix.ors.bridge import run_sync
-from ormix.rollout.batch import SPLIT_COLUMN, call_key, row_key
+from ormix.rollout.batch import row_key, row_task
 from ormix.rollout.outcome import Outcome, classify_outcome
 from ormix.tools import BindingReport, bind_tools
 
 logger = logging.getLogger(__name__)
-
-#: Instance attributes of an episode: a tool with one of these names is bound under another name, or the
-#: attribute would hide the method from TRL.
-EPISODE_STATE = (
-    "reward",
-    "rewards",
-    "metadata",
-    "finished",
-    "last_output",
-    "calls",
-    "error_kind",
-    "error",
-    "open_ms",
-    "open_retries",
-    "member",
-    "task_index",
-    "scored",
-    "episode",
-    "split",
-    "token",
-    "binding",
-    "tool_specs",
-    "outcome",
-    "session_id",
-)
 
 
 @dataclass
@@ -62,9 +40,9 @@ class CallRecord:
     """One tool call of a rollout: what was called, how long it took, and how it ended.
 
     `output_chars` is the full size of the tool's text output (also when the model saw a truncated
-    head: `truncated`). `error` is `None` for a successful call, else a kind: `rejected:<reason>` (the server refused the
-    arguments or the tool), `tool_failed` (the environment raised), `wrong_env` (namespaced routing), or an
-    infrastructure kind (`transport`, `session_died`, `deadline`, `session_open`).
+    head: `truncated`). `error` is `None` for a successful call, else a kind: `rejected:<reason>` (the server
+    refused the arguments or the tool), `tool_failed` (the environment raised), `wrong_env` (namespaced
+    routing), or an infrastructure kind (`transport`, `session_died`, `deadline`, `session_open`).
     """
 
     tool: str
@@ -84,10 +62,6 @@ class EpisodeConfig:
     `open_session` is an async callable `(task_index, task_spec, split) -> Session`; `secrets` never leave it.
     `token` identifies the spec's episodes (its reward function scores exactly the episodes carrying it).
     `max_output_chars` is the most characters of one tool result the model sees (the full size is recorded).
-
-    Example:
-        >>> EpisodeConfig("echo", token="t", open_session=None, max_output_chars=100).live_count()
-        0
     """
 
     member: str
@@ -103,10 +77,10 @@ class EpisodeConfig:
     _limiter: Any = field(default=None, repr=False)
 
     def limiter(self) -> Any:
-        """The bound on this spec's opens and calls in flight (an anyio limiter; call on the portal's loop)."""
+        """The bound on this spec's opens and calls in flight (an anyio limiter; on the portal's loop)."""
         if self._limiter is None:
             total = self.max_concurrent_sessions
-            self._limiter = anyio.CapacityLimiter(total) if total else _Unbounded()
+            self._limiter = anyio.CapacityLimiter(total) if total else contextlib.nullcontext()
         return self._limiter
 
     async def open_ahead(self, row: Mapping[str, Any]) -> None:
@@ -126,15 +100,8 @@ class EpisodeConfig:
         with self.lock:
             opened = [o for queue in self._parked.values() for o in queue]
             self._parked.clear()
-        sessions = [o.session for o in opened if o.session is not None]
-        if sessions:
-            run_sync(_close_sessions, sessions)
+        _all_at_once([o.session.close for o in opened if o.session is not None])
         return len(opened)
-
-    def live_count(self) -> int:
-        """How many episodes of this spec exist (open session or not)."""
-        with self.lock:
-            return len(self.live)
 
     def close_all(self) -> int:
         """Close every session still open by an episode of this spec; returns how many were closed."""
@@ -151,17 +118,13 @@ _INFRA_ERRORS: tuple[tuple[type[BaseException], str], ...] = (
     (ors_errors.SessionDeadError, "session_died"),
     (ors_errors.DeadlineExceeded, "deadline"),
     (ors_errors.TransportError, "transport"),
+    (ors_errors.ServerError, "transport"),
 )
 
 
 def infra_error_kind(exc: BaseException) -> str | None:
     """The outcome error kind of an infrastructure exception, or `None` if it is not one."""
-    for cls, kind in _INFRA_ERRORS:
-        if isinstance(exc, cls):
-            return kind
-    if isinstance(exc, ors_errors.ServerError):
-        return "transport"
-    return None
+    return next((kind for cls, kind in _INFRA_ERRORS if isinstance(exc, cls)), None)
 
 
 class Episode:
@@ -188,7 +151,7 @@ class Episode:
     """
 
     _config: ClassVar[EpisodeConfig]
-    #: What the tool binding did (name map, renames, skips) and the tool specs it bound.
+    #: What the tool binding did (bindings with their wire names, renames, skips) and the specs it bound.
     binding: ClassVar[BindingReport]
     tool_specs: ClassVar[list[Any]]
 
@@ -223,7 +186,6 @@ class Episode:
         """
         self._close()
         self._clear()
-        self.member = self._config.member
         self.task_index = row.get("task_index")
         # A session a trainer opened ahead for this row (ormix.rollout.batch), else one opened now.
         opened = self._config.take_parked(row) or run_sync(_open, self._config, row)
@@ -243,24 +205,15 @@ class Episode:
         ORS portal, unless a `ToolRound` already ran it with the rest of its round.
         """
         if self._round is not None:
-            return self._round.intercept(
-                self,
-                call_key("call", wire_name, arguments),
-                lambda: run_sync(self._acall_tool, wire_name, arguments),
-            )
+            run = functools.partial(run_sync, self._acall_tool, wire_name, arguments)
+            return self._round.intercept(self, ("call", wire_name, arguments), run)
         return run_sync(self._acall_tool, wire_name, arguments)
 
     async def _acall_tool(self, wire_name: str, arguments: dict[str, Any]) -> str:
         t0 = time.perf_counter()
         if self._session is None:
             reason = self.error or "no session: reset() was not called or the session could not open"
-            self.calls.append(
-                CallRecord(wire_name, 0.0, error=self.error_kind or "session_open", detail=reason)
-            )
-            self.rewards.append(None)
-            self.metadata.append(None)
-            self.last_output = reason
-            raise ToolCallError(reason)
+            raise failed_call(self, wire_name, self.error_kind or "session_open", reason, reason)
         try:
             async with self._config.limiter():
                 result = await self._session.call(wire_name, arguments)
@@ -335,11 +288,7 @@ class Episode:
 
     def _tool_error(self, wire_name: str, t0: float, kind: str, exc: BaseException) -> ToolCallError:
         latency = (time.perf_counter() - t0) * 1000
-        self.calls.append(CallRecord(wire_name, latency, error=kind, detail=_short(exc)))
-        self.rewards.append(None)
-        self.metadata.append(None)
-        self.last_output = model_message(kind, exc)
-        return ToolCallError(self.last_output)
+        return failed_call(self, wire_name, kind, _short(exc), model_message(kind, exc), latency)
 
     # Closing is part of the episode protocol (`close_episode` / `aclose_episode`), not a public method: TRL
     # exposes every public method as a tool to the model.
@@ -368,37 +317,47 @@ class Episode:
         )
 
 
-def close_episode(environment: Any) -> None:
-    """Close the session(s) of an `Episode` or `RoutingEnvironment` (idempotent, never raises).
+#: Names a tool may not take on an episode (it is bound under another name): the per-rollout state, whose
+#: instance attribute would hide the method from TRL, and `episode`, which reward functions read
+#: (`ormix.rollout.rewards.episode_of`). Methods and properties are reserved by `bind_tools` itself.
+EPISODE_STATE = (*Episode.__annotations__, "episode")
 
-    Example:
-        >>> close_episode(None)
-    """
+
+def close_episode(environment: Any) -> None:
+    """Close the session(s) of an `Episode` or `RoutingEnvironment`, if any (idempotent, never raises)."""
     if environment is not None:
         environment._close()
 
 
+def close_episodes(episodes: Sequence[Episode]) -> None:
+    """Close these episodes' sessions all at once (an error closing one is logged, never raised)."""
+    _all_at_once([episode._aclose for episode in episodes])
+
+
 def call_tool(episode: Episode, wire_name: str, arguments: dict[str, Any]) -> str:
-    """Call one tool of an episode by its wire name (what every bound tool method does); text for the model."""
+    """Call one tool of an episode by its wire name, as every bound tool method does; text for the model."""
     return episode._call_tool(wire_name, arguments)
 
 
-async def aclose_episode(episode: Episode) -> None:
-    """`close_episode` for an `Episode`, from async code (on the ORS portal's loop)."""
-    await episode._aclose()
+def failed_call(
+    episode: Episode, tool: str, kind: str, detail: str, message: str, latency_ms: float = 0.0
+) -> ToolCallError:
+    """Record a tool call of `episode` that failed (`kind`, the cause in `detail`) and return the error to
+    raise into the trainer's tool loop: `message` is what the model reads."""
+    episode.calls.append(CallRecord(tool, latency_ms, error=kind, detail=detail))
+    episode.rewards.append(None)
+    episode.metadata.append(None)
+    episode.last_output = message
+    return ToolCallError(message)
 
 
-class ToolCallError(RuntimeError):
+class ToolCallError(OrmixRuntimeError):
     """A tool call that failed, raised into the trainer's tool loop: the message is what the model reads.
 
     TRL turns an exception from a tool into ``{"error": str(e)}`` for the model and counts it in
     ``tools/failure_frequency``, so raising (rather than returning the text) keeps TRL's own metric truthful.
     The episode has already recorded the failure (`CallRecord.error`) and, for an infrastructure failure,
     its outcome.
-
-    Example:
-        >>> str(ToolCallError("the tool did not finish within its time limit."))
-        'the tool did not finish within its time limit.'
     """
 
 
@@ -413,29 +372,9 @@ class _Opened:
     open_ms: float = 0.0
 
 
-class _Unbounded:
-    async def __aenter__(self) -> None:
-        return None
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-#: Failures worth another open: the environment or the link failed, not the deadline.
-_RETRYABLE_OPEN = (
-    ors_errors.SessionOpenError,
-    ors_errors.TransportError,
-    ors_errors.SessionDeadError,
-    ors_errors.ServerError,
-)
-
-
 async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
     """Open the session of a row's task and read its prompt, retrying a failed open `open_retries` times."""
-    task_index = row.get("task_index")
-    task_spec = row.get("task_spec") if isinstance(row.get("task_spec"), dict) else None
-    # Eval rows of another split say so (SPLIT_COLUMN); training rows use the spec's split.
-    split = row.get(SPLIT_COLUMN) if isinstance(row.get(SPLIT_COLUMN), str) else None
+    task_index, task_spec, split = row_task(row)  # split: None for the spec's own
     t0 = time.perf_counter()
     attempt = 0
     async with config.limiter():
@@ -448,7 +387,8 @@ async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
             except ors_errors.ORSError as e:
                 if session is not None:
                     await session.close()
-                if attempt >= config.open_retries or not isinstance(e, _RETRYABLE_OPEN):
+                # Worth another open: the environment or the link failed, not the deadline
+                if attempt >= config.open_retries or infra_error_kind(e) in (None, "deadline"):
                     return _Opened(error=e, retries=attempt, open_ms=(time.perf_counter() - t0) * 1000)
                 attempt += 1
             except BaseException:
@@ -458,10 +398,16 @@ async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
                 raise
 
 
-async def _close_sessions(sessions: Sequence[Any]) -> None:
-    async with anyio.create_task_group() as tg:
-        for session in sessions:
-            tg.start_soon(session.close)
+def _all_at_once(closers: Sequence[Callable[[], Coroutine[Any, Any, Any]]]) -> None:
+    """Run these coroutine functions concurrently on the ORS portal and wait for all of them."""
+
+    async def run() -> None:
+        async with anyio.create_task_group() as tg:
+            for close in closers:
+                tg.start_soon(close)
+
+    if closers:
+        run_sync(run)
 
 
 def set_tool_round(environment: Any, tool_round: Any) -> None:

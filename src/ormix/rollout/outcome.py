@@ -76,7 +76,7 @@ def classify_outcome(
 def training_reward(
     outcome: Outcome, *, scale: float = 1.0, unscored_reward: float | None = None
 ) -> float | None:
-    """The value GRPO sees: scaled reward when scored, `unscored_reward` when unscored, always `None` on error.
+    """The value GRPO sees: the scaled reward when scored, `unscored_reward` when unscored, `None` on error.
 
     Example:
         >>> training_reward(Outcome("unscored", None), unscored_reward=0.0)

@@ -26,8 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ormix.ors.bridge import run_sync
-from ormix.rollout.episode import aclose_episode
+from ormix.rollout.episode import close_episodes
 from ormix.rollout.outcome import training_reward
 
 __all__ = [
@@ -35,18 +34,12 @@ __all__ = [
     "RolloutObserver",
     "ScoredBatch",
     "SessionCloser",
-    "close_episodes",
     "episode_of",
 ]
 
 
 def episode_of(environment: Any) -> Any:
-    """The episode behind a TRL environment: an `Episode` itself, or a `RoutingEnvironment`'s active one.
-
-    Example:
-        >>> episode_of(None) is None
-        True
-    """
+    """The episode behind a TRL environment: an `Episode` itself, or a `RoutingEnvironment`'s active one."""
     return getattr(environment, "episode", environment)
 
 
@@ -82,31 +75,10 @@ class SessionCloser:
 
     TRL never closes its environments; a session whose reward was read is done, and closing it frees the
     server's sandbox now rather than at the rollout slot's next `reset()`.
-
-    Example:
-        >>> SessionCloser()(ScoredBatch("echo", [], [], []))
     """
 
     def __call__(self, batch: ScoredBatch) -> None:
         close_episodes([episode for _, episode in batch.mine])
-
-
-def close_episodes(episodes: Sequence[Any]) -> None:
-    """Close these episodes' sessions, all at once (errors closing one are the episode's, not raised).
-
-    Example:
-        >>> close_episodes([])
-    """
-    if episodes:
-        run_sync(_close_all, list(episodes))
-
-
-async def _close_all(episodes: Sequence[Any]) -> None:
-    import anyio
-
-    async with anyio.create_task_group() as tg:
-        for episode in episodes:
-            tg.start_soon(aclose_episode, episode)
 
 
 @dataclass
@@ -120,10 +92,6 @@ class RewardFunction:
         unscored_reward: the value of a rollout whose session worked but returned no reward (``None``: left
             out of GRPO). Infrastructure errors are always ``None``.
         observers: called with each `ScoredBatch`, in order.
-
-    Example:
-        >>> RewardFunction("seta", token="x", scale=2.0).__name__
-        'seta'
     """
 
     member: str

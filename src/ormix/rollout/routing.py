@@ -8,11 +8,11 @@ short error and counted as `wrong_env` on the rollout.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, ClassVar
 
 from ormix.errors import UsageError
-from ormix.rollout.batch import call_key
-from ormix.rollout.episode import CallRecord, Episode, ToolCallError, call_tool, close_episode
+from ormix.rollout.episode import Episode, ToolCallError, call_tool, close_episode, failed_call
 from ormix.tools import BindingConflictError, bind_tools
 
 SEPARATOR = "__"
@@ -32,8 +32,8 @@ class RoutingEnvironment:
         ...                    "seta": OpenRewardSpec("local:seta", num_tasks=2, local_serve="thread")},
         ...                   routing="namespaced")
         >>> env = mix.environment_factory()
-        >>> env.reset(environment="seta", task_index=0, prompt=[]).splitlines()[2]
-        'Task (Easy, file-operations): Create `hello.txt` in the workspace containing exactly the line `Hello, SETA!`.'
+        >>> env.reset(environment="seta", task_index=0, prompt=[]).splitlines()[2][:48]
+        'Task (Easy, file-operations): Create `hello.txt`'
         >>> env.seta__bash(command="echo 'Hello, SETA!' > hello.txt && cat hello.txt").splitlines()
         ['Hello, SETA!', '', '(exit 0)']
         >>> env.seta__submit_solution(), env.member, env.reward
@@ -66,8 +66,8 @@ class RoutingEnvironment:
 
     def _route(self, member: str, wire_name: str, arguments: dict[str, Any]) -> str:
         if self._round is not None:
-            key = call_key(f"route:{member}", wire_name, arguments)
-            return self._round.intercept(self, key, lambda: self._route_now(member, wire_name, arguments))
+            run = functools.partial(self._route_now, member, wire_name, arguments)
+            return self._round.intercept(self, (f"route:{member}", wire_name, arguments), run)
         return self._route_now(member, wire_name, arguments)
 
     def _route_now(self, member: str, wire_name: str, arguments: dict[str, Any]) -> str:
@@ -79,13 +79,7 @@ class RoutingEnvironment:
                 f"tool {member}{SEPARATOR}{wire_name} belongs to environment {member!r}, but this task "
                 f"runs in {episode.member!r}. Use the {episode.member}{SEPARATOR}* tools."
             )
-            episode.calls.append(
-                CallRecord(f"{member}{SEPARATOR}{wire_name}", 0.0, error="wrong_env", detail=text)
-            )
-            episode.rewards.append(None)
-            episode.metadata.append(None)
-            episode.last_output = text
-            raise ToolCallError(text)
+            raise failed_call(episode, f"{member}{SEPARATOR}{wire_name}", "wrong_env", text, text)
         return call_tool(episode, wire_name, arguments)
 
     def _close(self) -> None:

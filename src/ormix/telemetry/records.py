@@ -33,7 +33,8 @@ from typing import Any
 
 from ormix.errors import UsageError
 from ormix.ors.errors import redact_text
-from ormix.rollout.rewards import ScoredBatch, close_episodes, episode_of
+from ormix.rollout.episode import close_episodes
+from ormix.rollout.rewards import ScoredBatch, episode_of
 from ormix.telemetry.metrics import group_ids, member_values, metric_key
 
 __all__ = [

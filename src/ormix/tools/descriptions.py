@@ -2,9 +2,9 @@
 
 ``get_json_schema`` shows a parameter's docstring text as its ``description``. ormix puts there, in order:
 
-- what the parameter is: the schema's ``description``, the text the tool's own docstring gives it (``Args:``), or
-  failing both its ``title`` (a pydantic title such as ``"File Path"`` for ``file_path`` is not a description:
-  it gives way to real text);
+- what the parameter is: the schema's ``description``, the text the tool's own docstring gives it
+  (``Args:``), or failing both its ``title`` (a pydantic title such as ``"File Path"`` for ``file_path`` is
+  not a description: it gives way to real text);
 - ``Shape: ...``: a compact picture of nested structure (object fields with ``?`` for optional ones, their
   defaults and descriptions; recursive parts marked ``(recursive)``);
 - ``One of: ...`` for non-scalar enums, ``Constraints: ...`` (``pattern``, ``minimum``, ``maxItems``...),
@@ -16,10 +16,7 @@ Example:
     'Count. Constraints: minimum=1. Default: 3.'
 
 Shapes are spelled out :data:`SHAPE_DEPTH` levels deep and cut at :data:`SHAPE_LIMIT` characters; the keywords
-of :data:`CONSTRAINT_KEYS` are listed as constraints, those of :data:`UNCARRIED_KEYS` verbatim:
-
-    >>> SHAPE_DEPTH, SHAPE_LIMIT, CONSTRAINT_KEYS[:2], UNCARRIED_KEYS[:2]
-    (6, 1500, ('format', 'pattern'), ('not', 'if'))
+of :data:`CONSTRAINT_KEYS` are listed as constraints, those of :data:`UNCARRIED_KEYS` verbatim.
 """
 
 from __future__ import annotations
@@ -50,38 +47,18 @@ SHAPE_DEPTH = 6
 #: Characters of "Shape:" text per parameter.
 SHAPE_LIMIT = 1500
 #: Validation keywords listed in "Constraints:" (in this order).
-CONSTRAINT_KEYS = (
-    "format",
-    "pattern",
-    "minLength",
-    "maxLength",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minItems",
-    "maxItems",
-    "uniqueItems",
-    "minProperties",
-    "maxProperties",
-    "contentMediaType",
-    "contentEncoding",
+CONSTRAINT_KEYS = tuple(
+    (
+        "format pattern minLength maxLength minimum maximum exclusiveMinimum exclusiveMaximum multipleOf "
+        "minItems maxItems uniqueItems minProperties maxProperties contentMediaType contentEncoding"
+    ).split()
 )
 #: Keywords neither a type hint nor a constraint can express; shown verbatim under "Also:".
-UNCARRIED_KEYS = (
-    "not",
-    "if",
-    "then",
-    "else",
-    "patternProperties",
-    "dependentRequired",
-    "dependentSchemas",
-    "dependencies",
-    "propertyNames",
-    "contains",
-    "unevaluatedProperties",
-    "unevaluatedItems",
+UNCARRIED_KEYS = tuple(
+    (
+        "not if then else patternProperties dependentRequired dependentSchemas dependencies propertyNames "
+        "contains unevaluatedProperties unevaluatedItems"
+    ).split()
 )
 _SENTENCE_END = ".!?:;"
 
@@ -97,7 +74,7 @@ def constraints_text(schema: Mapping[str, Any]) -> str:
 
 
 def is_generated_title(title: Any, name: str) -> bool:
-    """True when ``title`` is only what pydantic derives from the field name (``file_path`` → ``"File Path"``).
+    """True when ``title`` is only what pydantic derives from the name (``file_path`` → ``"File Path"``).
 
     Such a title says nothing the name does not: real text from a docstring takes its place.
 
@@ -170,9 +147,9 @@ def _object_shape(walker: SchemaWalker, node: Node) -> str:
 
 
 def needs_shape(walker: SchemaWalker, node: Node, *, nested: bool = False) -> bool:
-    """True when ``node`` holds structure its type hint cannot show (object fields, nested constraints, cycles).
+    """True when ``node`` holds structure its type hint cannot show (fields, nested constraints, cycles).
 
-    ``nested`` is set below array items and object values: constraints there are not in the "Constraints:" text.
+    ``nested`` is set below array items and object values, whose constraints "Constraints:" does not list.
 
     Example:
         >>> walker = SchemaWalker({"type": "array", "items": {"type": "string", "maxLength": 3}})
@@ -252,8 +229,8 @@ def _join(first: str, second: str) -> str:
 def param_text(walker: SchemaWalker, node: Node, name: str, notes: Iterable[str] = ()) -> ParamText:
     """The :class:`ParamText` of the parameter ``name`` whose schema is ``node``.
 
-    ``notes`` (e.g. from :func:`~ormix.tools.hints.type_hint`) are shown as a "Note:" sentence; notes about the
-    text itself (a truncated shape, keywords shown only as text) are added to the result's ``notes``.
+    ``notes`` (e.g. from :func:`~ormix.tools.hints.type_hint`) are shown as a "Note:" sentence; notes about
+    the text itself (a truncated shape, keywords shown only as text) are added to the result's ``notes``.
 
     Example:
         >>> walker = SchemaWalker({"type": "object", "description": "Options.",

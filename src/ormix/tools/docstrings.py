@@ -1,16 +1,16 @@
-"""Google-style docstrings: read a server's tool description, write the docstring ``get_json_schema`` reads back.
+"""Google-style docstrings: read a server's tool description, write one that ``get_json_schema`` reads back.
 
 TRL shows the model ``transformers.utils.get_json_schema(method)``, which splits the method's docstring with
 regular expressions: the description is the text before the first ``Args:``, ``Returns:`` or ``Raises:``
-*anywhere*; ``Args:`` lines ``name: text`` (``name (type): text`` too) describe parameters; ``Returns:`` becomes
-the return description; a parameter text ending in ``(choices: [...])`` becomes an ``enum`` (and one that is
-not valid JSON makes it raise).
+*anywhere*; ``Args:`` lines ``name: text`` (``name (type): text`` too) describe parameters; ``Returns:``
+becomes the return description; a parameter text ending in ``(choices: [...])`` becomes an ``enum`` (and one
+that is not valid JSON makes it raise).
 
-The ORS SDK's ``@tool`` descriptions are the tool functions' docstrings, so they often carry their own ``Args:``
-section. :func:`parse_docstring` reads it (by indentation, like Sphinx's napoleon: ``Args``/``Arguments``/
-``Parameters``/``Params``, ``Returns``/``Return``, ``Raises``), so the parameter texts can go where the model
-reads them and the description stays clean. :func:`render_docstring` writes the docstring of a bound method;
-:func:`safe_text` and :func:`safe_block` make server text unable to change its structure.
+The ORS SDK's ``@tool`` descriptions are the tool functions' docstrings, so they often carry their own
+``Args:`` section. :func:`parse_docstring` reads it (by indentation, like Sphinx's napoleon: ``Args``/
+``Arguments``/``Parameters``/``Params``, ``Returns``/``Return``, ``Raises``), so the parameter texts can go
+where the model reads them and the description stays clean. :func:`render_docstring` writes the docstring of
+a bound method; :func:`safe_text` and :func:`safe_block` make server text unable to change its structure.
 
 Example:
     >>> doc = parse_docstring('''Echo the text back.
@@ -55,8 +55,9 @@ _CHOICES_RE = re.compile(r"\(choices:\s*(.*?)\)\s*$", re.IGNORECASE)  # get_json
 class Docstring:
     """A parsed tool description: the text outside recognised sections, and the sections' contents.
 
-    ``summary`` keeps its line structure (``inspect.cleandoc``-ed, blank-line runs collapsed); ``args`` maps each
-    documented name to its text on one line; ``returns`` and ``raises`` are one line each (``""`` if absent).
+    ``summary`` keeps its line structure (``inspect.cleandoc``-ed, blank-line runs collapsed); ``args`` maps
+    each documented name to its text on one line; ``returns`` and ``raises`` are one line each (``""`` if
+    absent).
 
     Example:
         >>> parse_docstring("Run it.\\n\\nReturns:\\n    The output.").returns
@@ -77,10 +78,10 @@ def parse_docstring(text: str) -> Docstring:
     """Split a description into its free text and its Google-style ``Args``/``Returns``/``Raises`` sections.
 
     A section is a header line (``Args:``; its first entry may follow on the same line) and the lines after it
-    that are blank or indented deeper; it ends at the first line indented no deeper than the header. An ``Args``
-    entry is ``name: text`` or ``name (type): text``; deeper lines continue it. Entries written flush with the
-    header (no indentation) are read too, one per line. A header with nothing under it is left as text. The
-    last entry of a repeated name wins (as in ``get_json_schema``). Never raises.
+    that are blank or indented deeper; it ends at the first line indented no deeper than the header. An
+    ``Args`` entry is ``name: text`` or ``name (type): text``; deeper lines continue it. Entries written flush
+    with the header (no indentation) are read too, one per line. A header with nothing under it is left as
+    text. The last entry of a repeated name wins (as in ``get_json_schema``). Never raises.
 
     Example:
         >>> doc = parse_docstring('''Search files.
@@ -151,8 +152,8 @@ def _entries(body: list[str]) -> dict[str, str]:
 def split_choices(text: str) -> tuple[str, str | None]:
     """Split off a trailing ``(choices: [...])`` clause that ``get_json_schema`` would turn into an ``enum``.
 
-    Returns ``(text without the clause, clause)`` when the clause is a non-empty JSON list of scalars (the clause
-    rewritten as canonical JSON), else ``(text, None)``.
+    Returns ``(text without the clause, clause)`` when the clause is a non-empty JSON list of scalars (the
+    clause rewritten as canonical JSON), else ``(text, None)``.
 
     Example:
         >>> split_choices('The drink (choices: ["tea", "coffee"])')
@@ -220,8 +221,8 @@ def render_docstring(
     """The docstring of a bound tool method, in the form ``get_json_schema`` parses back exactly.
 
     ``args`` are ``(python_name, text)`` pairs; names must be identifiers that do not end in ``Returns`` or
-    ``Raises`` (:func:`~ormix.tools.names.safe_identifier` with ``avoid_suffixes`` makes such names). Every text
-    goes through :func:`safe_text` / :func:`safe_block`, so server text cannot add sections or arguments.
+    ``Raises`` (:func:`~ormix.tools.names.safe_identifier` with ``avoid_suffixes`` makes such names). Every
+    text goes through :func:`safe_text` / :func:`safe_block`, so server text cannot add sections or arguments.
 
     Example:
         >>> print(render_docstring("Echo.", [("text", "The string.")], returns="The same string."))

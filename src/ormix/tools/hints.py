@@ -1,18 +1,18 @@
-"""JSON Schema → Python type hints, the part of a tool schema that ``get_json_schema`` reads from annotations.
+"""JSON Schema → Python type hints: the part of a tool schema ``get_json_schema`` reads from annotations.
 
-=============================================  ===============================================================
-JSON Schema                                    annotation
-=============================================  ===============================================================
-string / integer / number / boolean / null     ``str`` / ``int`` / ``float`` / ``bool`` / ``NoneType``
-``enum`` / ``const`` of JSON scalars           ``Literal[...]`` (a ``null`` member → ``Optional[Literal[...]]``)
-array with ``items``                           ``list[T]`` (recursively)
-array with ``prefixItems`` (2+ entries)        ``tuple[A, B, ...]`` (one entry → ``list[A]``, noted)
-``anyOf``/``oneOf``/``type: [..]``             ``Union[...]``; a ``null`` member or ``nullable`` → ``Optional``
-object with ``properties``                     ``dict``; the fields are described in the parameter text
-object with only ``additionalProperties: S``   ``dict[str, S]``
-``$ref`` / ``$defs`` / ``definitions``         resolved; a cycle degrades to ``dict`` (or ``Any``), noted
-no type / unknown type / unresolvable ref      ``Any`` (``get_json_schema`` shows ``{}``: any value), noted
-=============================================  ===============================================================
+===========================================  ===============================================================
+JSON Schema                                  annotation
+===========================================  ===============================================================
+string / integer / number / boolean / null   ``str`` / ``int`` / ``float`` / ``bool`` / ``NoneType``
+``enum`` / ``const`` of JSON scalars         ``Literal[...]`` (a ``null`` member → ``Optional[Literal[...]]``)
+array with ``items``                         ``list[T]`` (recursively)
+array with ``prefixItems`` (2+ entries)      ``tuple[A, B, ...]`` (one entry → ``list[A]``, noted)
+``anyOf``/``oneOf``/``type: [..]``           ``Union[...]``; a ``null`` member or ``nullable`` → ``Optional``
+object with ``properties``                   ``dict``; the fields are described in the parameter text
+object with only ``additionalProperties: S``  ``dict[str, S]``
+``$ref`` / ``$defs`` / ``definitions``       resolved; a cycle degrades to ``dict`` (or ``Any``), noted
+no type / unknown type / unresolvable ref    ``Any`` (``get_json_schema`` shows ``{}``: any value), noted
+===========================================  ===============================================================
 
 What a hint cannot carry comes back as notes (model-facing text); :mod:`ormix.tools.descriptions` puts it, and
 the shapes, constraints and defaults, into the parameter's description.
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Literal, Optional, Union
 
-from ormix.tools.schema import Node, SchemaWalker, is_scalar, looks_object
+from ormix.tools.schema import Node, SchemaWalker, is_scalar
 from ormix.tools.text import snippet
 
 __all__ = ["type_hint"]
@@ -59,7 +59,9 @@ def type_hint(walker: SchemaWalker, node: Node) -> tuple[Any, tuple[str, ...]]:
 def _hint(walker: SchemaWalker, node: Node, notes: list[str]) -> Any:
     notes.extend(node.issues)
     if node.kind == "cycle":
-        shown, name = (dict, "dict") if looks_object(node.schema) else (Any, "Any")
+        schema = node.schema
+        is_object = any(k in schema for k in ("properties", "additionalProperties"))
+        shown, name = (dict, "dict") if is_object or schema.get("type") == "object" else (Any, "Any")
         notes.append(f"recursive structure at {snippet(node.ref, 80)} is shown as {name}")
         return shown
     values = node.values

@@ -1,21 +1,15 @@
-"""Identifier-safe, reversible names for server-provided tool and parameter names.
+"""Identifier-safe names for server-provided tool and parameter names.
 
 ORS servers name tools and parameters freely (``run-tests``, ``fs.read``, ``class``, unicode, 300 characters).
-TRL exposes an environment's *methods* as tools and routes the model's call by the method's ``__name__``, so every
-wire name needs a Python name that is a valid ASCII identifier, not a keyword, does not start with ``_`` (TRL skips
-those) and is unique on its class. :func:`safe_identifier` builds such a name deterministically and
-:class:`NameMap` keeps the python ↔ wire mapping reversible.
+TRL exposes an environment's *methods* as tools and routes the model's call by the method's ``__name__``, so
+every wire name needs a Python name that is a valid ASCII identifier, not a keyword, does not start with ``_``
+(TRL skips those) and is unique on its class. :func:`safe_identifier` builds such a name deterministically;
+the binding keeps each method's wire name (:attr:`~ormix.tools.binding.ToolBinding.wire_name`), so calls reach
+the server under it.
 
 Example:
-    >>> safe_identifier("run-tests", set())
-    'run_tests'
-    >>> safe_identifier("class", set())
-    'class_'
-    >>> names = NameMap()
-    >>> names.assign("fs.read")
-    'fs_read'
-    >>> names.to_wire("fs_read")
-    'fs.read'
+    >>> safe_identifier("run-tests"), safe_identifier("class"), safe_identifier("reset", {"reset"})
+    ('run_tests', 'class_', 'reset_')
     >>> len(safe_identifier("x" * 300)) == DEFAULT_MAX_LEN
     True
 """
@@ -26,12 +20,13 @@ import hashlib
 import keyword
 import re
 import unicodedata
-from collections.abc import Container, Iterator
+from collections.abc import Container
+
+from ormix.errors import UsageError
 
 __all__ = [
     "DEFAULT_MAX_LEN",
-    "NameMap",
-    "NameMapError",
+    "BindingConflictError",
     "is_safe_identifier",
     "safe_identifier",
     "short_hash",
@@ -47,14 +42,24 @@ _PREFIX_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")
 _NON_WORD_RE = re.compile(r"[^A-Za-z0-9_]")
 
 
-def short_hash(text: str, length: int = _HASH_LEN) -> str:
-    """A short, stable hex digest of ``text`` (sha256), used to keep shortened or clashing names unique.
+class BindingConflictError(UsageError):
+    """A tool cannot get the method name it needs: a clash the caller asked to hear of, or an unusable prefix.
+
+    Raised by ``bind_tools(..., on_conflict="raise")`` (namespaced routing turns it into a ``RoutingError``
+    naming the member) and for a prefix that cannot start a method name.
 
     Example:
-        >>> short_hash("run-tests") == short_hash("run-tests")
+        >>> try:
+        ...     validate_prefix("_seta__")
+        ... except BindingConflictError as exc:
+        ...     print("leading '_' would hide the tools" in str(exc))
         True
     """
-    # surrogatepass: a lone surrogate from JSON ("\\ud800") is still a name we must hash, not a crash
+
+
+def short_hash(text: str, length: int = _HASH_LEN) -> str:
+    """A short, stable hex digest of ``text`` (sha256), used to keep shortened or clashing names unique."""
+    # surrogatepass: a lone surrogate from JSON ("\ud800") is still a name we must hash, not a crash
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:length]
 
 
@@ -75,19 +80,20 @@ def is_safe_identifier(name: str) -> bool:
 
 
 def validate_prefix(prefix: str) -> str:
-    """Return ``prefix`` if it can start a tool method name, else raise :class:`ValueError`.
+    """Return ``prefix`` if it can start a tool method name, else raise :class:`BindingConflictError`.
 
-    A prefix must be empty or an ASCII identifier that starts with a letter (``"seta__"``): a leading ``_``
-    would hide every tool from TRL.
-
-    Example:
-        >>> validate_prefix("seta__")
-        'seta__'
+    A prefix must be empty or an ASCII identifier that starts with a letter (``"seta__"``) and leaves room for
+    the tool's own name: a leading ``_`` would hide every tool from TRL.
     """
     if not isinstance(prefix, str) or (prefix and not _PREFIX_RE.match(prefix)):
-        raise ValueError(
-            f"tool name prefix {prefix!r} is not usable: it must be empty or an ASCII identifier starting with a "
-            "letter (e.g. 'seta__'); a leading '_' would hide the tools from TRL. Pick another prefix."
+        raise BindingConflictError(
+            f"tool name prefix {prefix!r} is not usable: it must be empty or an ASCII identifier starting "
+            "with a letter (e.g. 'seta__'); a leading '_' would hide the tools from TRL. Pick another prefix."
+        )
+    if DEFAULT_MAX_LEN - len(prefix) < _HASH_LEN + 2:
+        raise BindingConflictError(
+            f"tool name prefix {prefix!r} leaves no room for the tools' names (methods have at most "
+            f"{DEFAULT_MAX_LEN} characters); use a shorter prefix"
         )
     return prefix
 
@@ -121,50 +127,38 @@ def safe_identifier(
     taken: Container[str] = frozenset(),
     *,
     prefix: str = "",
-    max_len: int = DEFAULT_MAX_LEN,
     fallback: str = "tool",
     avoid_suffixes: tuple[str, ...] = (),
 ) -> str:
     """Map an arbitrary server name to a Python name that TRL can expose as a tool.
 
-    The result is ``prefix`` + a sanitised form of ``name``: non-identifier characters become ``_``, accents are
-    dropped, leading underscores are stripped (TRL skips ``_`` names), a leading digit gets ``fallback + "_"``, a
-    keyword gets a trailing ``_``, an empty name becomes ``fallback``. If that is longer than ``max_len`` or already
-    in ``taken``, ``_`` is appended if that is free, else it is shortened and suffixed with ``_`` + 8 hex digits of sha256(``name``), so the outcome depends
-    only on the arguments (deterministic across runs and ranks). ``taken`` is not modified: add the result yourself,
-    or use :class:`NameMap`, which does.
+    The result is ``prefix`` + a sanitised form of ``name``: non-identifier characters become ``_``, accents
+    are dropped, leading underscores are stripped (TRL skips ``_`` names), a leading digit gets ``fallback +
+    "_"``, a keyword gets a trailing ``_``, an empty name becomes ``fallback``. If that is in ``taken``, ``_``
+    is appended if that is free; if it is longer than :data:`DEFAULT_MAX_LEN` or still taken, it is shortened
+    and suffixed with ``_`` + 8 hex digits of sha256(``name``), so the outcome depends only on the arguments
+    (deterministic across runs and ranks). ``taken`` is not modified.
 
     Args:
         name: The wire name (any string; non-strings are converted with ``str``).
         taken: Names that must not be returned (existing attributes, names already assigned).
-        prefix: Prepended verbatim (validated by :func:`validate_prefix`); counts towards ``max_len``.
-        max_len: Longest name returned, prefix included (at least ``len(prefix) + 10``).
-        fallback: Used for empty names and before a leading digit.
+        prefix: Prepended verbatim (checked by :func:`validate_prefix`); counts towards the length.
+        fallback: Used for empty names and before a leading digit (a safe identifier itself).
         avoid_suffixes: Endings that force a trailing ``_`` (e.g. ``("Returns",)`` for docstring safety).
 
-    Returns:
-        A valid ASCII identifier, not a keyword, not starting with ``_``, not in ``taken``, at most ``max_len`` long.
-
     Example:
-        >>> safe_identifier("fs.read", set())
-        'fs_read'
-        >>> safe_identifier("fs_read", {"fs_read"}) != "fs_read"
+        >>> safe_identifier("fs.read"), safe_identifier("3d", fallback="arg")
+        ('fs_read', 'arg_3d')
+        >>> safe_identifier("x" * 300).startswith("x" * 55 + "_")   # shortened, with a hash of the full name
         True
     """
     validate_prefix(prefix)
-    if not is_safe_identifier(fallback):
-        raise ValueError(f"fallback {fallback!r} must itself be a safe identifier (e.g. 'tool' or 'arg')")
-    room = max_len - len(prefix)
-    if room < _HASH_LEN + 2:
-        raise ValueError(
-            f"max_len={max_len} leaves no room for names after prefix {prefix!r}; use a shorter prefix or a larger max_len"
-        )
+    room = DEFAULT_MAX_LEN - len(prefix)
     name = name if isinstance(name, str) else str(name)
     base = _sanitize(name, fallback, avoid_suffixes)
 
     def hashed(seed: str) -> str:
-        stem = base[: room - _HASH_LEN - 1]
-        return f"{prefix}{stem}_{short_hash(seed)}"
+        return f"{prefix}{base[: room - _HASH_LEN - 1]}_{short_hash(seed)}"
 
     candidate = prefix + base if len(base) <= room else hashed(name)
     if candidate in taken and len(base) < room and prefix + base + "_" not in taken:
@@ -176,168 +170,3 @@ def safe_identifier(
         counter += 1
         candidate = hashed(name if counter == 1 else f"{name}\x00{counter}")
     return candidate
-
-
-class NameMapError(KeyError):
-    """A name was looked up in a :class:`NameMap` that does not hold it, or would break its one-to-one mapping.
-
-    Example:
-        >>> try:
-        ...     NameMap().to_wire("bash")
-        ... except NameMapError as exc:
-        ...     print(exc)
-        no tool method named 'bash'; known: []
-    """
-
-    def __str__(self) -> str:  # KeyError quotes its message; keep it readable
-        return str(self.args[0]) if self.args else ""
-
-
-class NameMap:
-    """A reversible, one-to-one map between Python method names and wire (server) names.
-
-    Example:
-        >>> m = NameMap()
-        >>> m.assign("run-tests", prefix="seta__")
-        'seta__run_tests'
-        >>> m.to_python("run-tests"), m.to_wire("seta__run_tests")
-        ('seta__run_tests', 'run-tests')
-        >>> dict(m.renamed)
-        {'seta__run_tests': 'run-tests'}
-    """
-
-    __slots__ = ("_py_to_wire", "_wire_to_py")
-
-    def __init__(self, pairs: dict[str, str] | None = None) -> None:
-        self._py_to_wire: dict[str, str] = {}
-        self._wire_to_py: dict[str, str] = {}
-        for py, wire in (pairs or {}).items():
-            self.add(py, wire)
-
-    def add(self, py: str, wire: str) -> None:
-        """Record ``py`` ↔ ``wire``; raises :class:`NameMapError` if either side is already mapped elsewhere.
-
-        Example:
-            >>> m = NameMap()
-            >>> m.add("fs_read", "fs.read"); m.add("fs_read", "fs.read")  # the same pair again is fine
-            >>> m.to_dict()
-            {'fs_read': 'fs.read'}
-        """
-        if not is_safe_identifier(py):
-            raise NameMapError(
-                f"python name {py!r} is not a safe identifier; use safe_identifier() to build one"
-            )
-        if self._py_to_wire.get(py, wire) != wire or self._wire_to_py.get(wire, py) != py:
-            raise NameMapError(
-                f"cannot map {py!r} <-> {wire!r}: {py!r} already maps to {self._py_to_wire.get(py)!r} or "
-                f"{wire!r} already maps to {self._wire_to_py.get(wire)!r}"
-            )
-        self._py_to_wire[py] = wire
-        self._wire_to_py[wire] = py
-
-    def assign(
-        self,
-        wire: str,
-        *,
-        taken: Container[str] = frozenset(),
-        prefix: str = "",
-        max_len: int = DEFAULT_MAX_LEN,
-    ) -> str:
-        """Return the Python name of ``wire``, creating a fresh unique one (see :func:`safe_identifier`) if needed.
-
-        Example:
-            >>> m = NameMap()
-            >>> m.assign("reset", taken={"reset"}), m.assign("reset")
-            ('reset_', 'reset_')
-        """
-        if wire in self._wire_to_py:
-            return self._wire_to_py[wire]
-        blocked = _Union(self._py_to_wire, taken)
-        py = safe_identifier(wire, blocked, prefix=prefix, max_len=max_len)
-        self.add(py, wire)
-        return py
-
-    def to_wire(self, py: str) -> str:
-        """The wire name of Python name ``py``; raises :class:`NameMapError` if unknown.
-
-        Example:
-            >>> NameMap({"run_tests": "run-tests"}).to_wire("run_tests")
-            'run-tests'
-        """
-        try:
-            return self._py_to_wire[py]
-        except KeyError:
-            raise NameMapError(
-                f"no tool method named {py!r}; known: {sorted(self._py_to_wire)[:20]}"
-            ) from None
-
-    def to_python(self, wire: str) -> str:
-        """The Python name of wire name ``wire``; raises :class:`NameMapError` if unknown.
-
-        Example:
-            >>> NameMap({"run_tests": "run-tests"}).to_python("run-tests")
-            'run_tests'
-        """
-        try:
-            return self._wire_to_py[wire]
-        except KeyError:
-            raise NameMapError(
-                f"no tool with wire name {wire!r}; known: {sorted(self._wire_to_py)[:20]}"
-            ) from None
-
-    def items(self) -> list[tuple[str, str]]:
-        """``(python_name, wire_name)`` pairs in insertion order.
-
-        Example:
-            >>> NameMap({"b": "b", "a_b": "a-b"}).items()
-            [('b', 'b'), ('a_b', 'a-b')]
-        """
-        return list(self._py_to_wire.items())
-
-    @property
-    def renamed(self) -> dict[str, str]:
-        """``{python_name: wire_name}`` for the entries whose names differ (a prefix counts as a difference).
-
-        Example:
-            >>> NameMap({"ls": "ls", "fs_read": "fs.read"}).renamed
-            {'fs_read': 'fs.read'}
-        """
-        return {py: wire for py, wire in self._py_to_wire.items() if py != wire}
-
-    def to_dict(self) -> dict[str, str]:
-        """``{python_name: wire_name}``, e.g. for a run manifest.
-
-        Example:
-            >>> NameMap({"ls": "ls"}).to_dict()
-            {'ls': 'ls'}
-        """
-        return dict(self._py_to_wire)
-
-    def __contains__(self, py: object) -> bool:
-        return py in self._py_to_wire
-
-    def __len__(self) -> int:
-        return len(self._py_to_wire)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._py_to_wire)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, NameMap) and self._py_to_wire == other._py_to_wire
-
-    __hash__ = None  # type: ignore[assignment]  # mutable
-
-    def __repr__(self) -> str:
-        return f"NameMap({self._py_to_wire!r})"
-
-
-class _Union:
-    """Membership in either of two collections without copying them (binding thousands of tools stays linear)."""
-
-    __slots__ = ("_a", "_b")
-
-    def __init__(self, a: Container[str], b: Container[str]) -> None:
-        self._a, self._b = a, b
-
-    def __contains__(self, item: object) -> bool:
-        return item in self._a or item in self._b

@@ -1,34 +1,30 @@
 """The one JSON Schema walker behind type hints, descriptions, example arguments and the binder's input view.
 
 A tool's ``input_schema`` is untrusted data in any dialect servers emit (pydantic, hand-written, draft-04 to
-2020-12). :class:`SchemaWalker` answers "what is this sub-schema?" once, as a :class:`Node`, for every consumer:
+2020-12). :class:`SchemaWalker` answers "what is this sub-schema?" once, as a :class:`Node`, for every
+consumer:
 
-- local ``$ref`` (``#``, ``#/$defs/X``, ``#/definitions/X``, any JSON pointer) is followed; keywords next to the
-  ``$ref`` override the target's. A ``$ref`` back to a schema on the way here is a *cycle* (``kind="cycle"``); a
-  ``$ref`` that cannot be resolved leaves its siblings (and an issue saying so);
+- local ``$ref`` (``#``, ``#/$defs/X``, ``#/definitions/X``, any JSON pointer) is followed; keywords next to
+  the ``$ref`` override the target's. A ``$ref`` back to a schema on the way here is a *cycle*
+  (``kind="cycle"``); a ``$ref`` that cannot be resolved leaves its siblings (and an issue saying so);
 - ``allOf`` members are merged into one schema (properties and ``required`` unioned);
-- ``anyOf`` / ``oneOf`` / ``type: [...]`` become ``kind="union"`` with :attr:`Node.members`; each member carries
-  the parent's assertions (``type``, ``properties``, constraints) it does not override. ``null`` members, a
-  ``null`` in a type list and ``nullable: true`` become :attr:`Node.nullable`;
+- ``anyOf`` / ``oneOf`` / ``type: [...]`` become ``kind="union"`` with :attr:`Node.members`; each member
+  carries the parent's assertions (``type``, ``properties``, constraints) it does not override. ``null``
+  members, a ``null`` in a type list and ``nullable: true`` become :attr:`Node.nullable`;
 - ``const`` / ``enum`` are :attr:`Node.values`; a missing ``type`` is inferred from the keywords present;
 - depth is bounded: nodes deeper than ``max_depth`` are ``kind="deep"``, so hostile nesting never raises
   ``RecursionError``.
 
 Nothing here raises on bad input: what had to be approximated is in :attr:`Node.issues`, as text a model or a
 log can read. Children are built on demand (:meth:`SchemaWalker.child`, :meth:`SchemaWalker.prefix_items`,
-:meth:`SchemaWalker.rest_items`, :meth:`SchemaWalker.fields`, :meth:`SchemaWalker.extra_properties`), so a consumer
-only pays for what it looks at.
+:meth:`SchemaWalker.rest_items`, :meth:`SchemaWalker.fields`, :meth:`SchemaWalker.extra_properties`), so a
+consumer only pays for what it looks at.
 
 Example:
     >>> walker = SchemaWalker({"$defs": {"N": {"type": ["integer", "null"]}}, "$ref": "#/$defs/N"})
     >>> node = walker.node()
     >>> node.kind, node.nullable, node.label
     ('integer', True, 'N')
-
-:data:`JSON_TYPES` are the kinds a ``type`` can name; :data:`MAX_DEPTH` is the default nesting limit:
-
-    >>> sorted(JSON_TYPES), MAX_DEPTH
-    (['array', 'boolean', 'integer', 'null', 'number', 'object', 'string'], 24)
 """
 
 from __future__ import annotations
@@ -39,7 +35,7 @@ from typing import Any
 
 from ormix.tools.text import snippet
 
-__all__ = ["JSON_TYPES", "MAX_DEPTH", "Node", "SchemaWalker", "is_scalar", "looks_object"]
+__all__ = ["JSON_TYPES", "MAX_DEPTH", "Node", "SchemaWalker", "is_scalar", "required_names"]
 
 #: The type names of JSON Schema; any other ``type`` is ``kind="unknown"``.
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "null", "array", "object"})
@@ -49,22 +45,10 @@ MAX_DEPTH = 24
 _SCALAR_TYPES = (str, int, float, bool, type(None))
 # Keywords a union member does not take over from its parent: the alternatives themselves and annotations
 _NOT_INHERITED = frozenset(
-    {
-        "anyOf",
-        "oneOf",
-        "const",
-        "enum",
-        "nullable",
-        "title",
-        "description",
-        "default",
-        "examples",
-        "$comment",
-        "$defs",
-        "definitions",
-        "$id",
-        "$schema",
-    }
+    (
+        "anyOf oneOf const enum nullable title description default examples $comment $defs definitions $id "
+        "$schema"
+    ).split()
 )
 _JSON_TYPE_OF = {bool: "boolean", int: "integer", float: "number", str: "string"}
 _NO_TYPE = "no type is given; any value is accepted"
@@ -75,8 +59,19 @@ def _unique(issues: list[str]) -> tuple[str, ...]:
 
 
 def _inherited(schema: Mapping[str, Any]) -> dict[str, Any]:
-    """The keywords of a schema its union members take over (its assertions, not its alternatives or texts)."""
+    """The keywords of a schema its union members take over: its assertions, not alternatives or texts."""
     return {k: v for k, v in schema.items() if k not in _NOT_INHERITED}
+
+
+def required_names(schema: Mapping[str, Any]) -> list[str]:
+    """The required property names of an object schema (strings only; ``[]`` when ``required`` is not a list).
+
+    Example:
+        >>> required_names({"required": ["a", 3]}), required_names({"required": "a"})
+        (['a'], [])
+    """
+    required = schema.get("required")
+    return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
 
 
 def is_scalar(value: Any) -> bool:
@@ -89,18 +84,6 @@ def is_scalar(value: Any) -> bool:
     return type(value) in _SCALAR_TYPES
 
 
-def looks_object(schema: Any) -> bool:
-    """True when ``schema`` describes a JSON object (``type: object``, ``properties`` or ``additionalProperties``).
-
-    Example:
-        >>> looks_object({"properties": {}}), looks_object({"type": "array"})
-        (True, False)
-    """
-    return isinstance(schema, Mapping) and (
-        schema.get("type") == "object" or "properties" in schema or "additionalProperties" in schema
-    )
-
-
 @dataclass(frozen=True)
 class Node:
     """One sub-schema as the walker sees it: ``$ref`` followed, ``allOf`` merged, its kind decided.
@@ -109,8 +92,8 @@ class Node:
     (see ``members``), ``"any"`` (no constraint, or none that is known), ``"never"`` (``false``), ``"cycle"``
     (``schema`` is the recursive target), ``"deep"`` (beyond the depth limit) or ``"unknown"`` (a ``type``
     that is not JSON Schema's). ``values`` are the allowed values of ``const``/``enum`` (``None`` when not
-    restricted). ``ref`` is the last ``$ref`` followed to get here and ``refs`` every one on the way (the cycle
-    guard).
+    restricted). ``ref`` is the last ``$ref`` followed to get here and ``refs`` every one on the way (the
+    cycle guard).
 
     Example:
         >>> node = SchemaWalker({"anyOf": [{"type": "string"}, {"type": "null"}]}).node()
@@ -142,25 +125,21 @@ class Node:
 
     @property
     def is_null(self) -> bool:
-        """True when only ``null`` is allowed (``type: null``, ``const: null``, ``enum: [null]``).
-
-        Example:
-            >>> SchemaWalker({"const": None}).node().is_null
-            True
-        """
+        """True when only ``null`` is allowed (``type: null``, ``const: null``, ``enum: [null]``)."""
         return self.kind == "null" or (self.values is not None and all(v is None for v in self.values))
 
 
 class SchemaWalker:
-    """Builds :class:`Node` views of the sub-schemas of one root schema (the one ``$ref`` pointers resolve in).
+    """Builds :class:`Node` views of the sub-schemas of one root schema (where ``$ref`` pointers resolve).
 
     Args:
         root: The whole schema (e.g. a tool's ``input_schema`` with its ``$defs``).
         max_depth: Nodes nested deeper than this are ``kind="deep"``.
 
     Example:
-        >>> walker = SchemaWalker({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
-        >>> [(name, child.kind) for name, child in walker.fields(walker.node())], walker.required(walker.node())
+        >>> walker = SchemaWalker({"properties": {"n": {"type": "integer"}}, "required": ["n"]})
+        >>> top = walker.node()
+        >>> [(name, child.kind) for name, child in walker.fields(top)], walker.required(top)
         ([('n', 'integer')], ['n'])
     """
 
@@ -171,7 +150,7 @@ class SchemaWalker:
     # ── resolution ───────────────────────────────────────────────────────────────────────────────
 
     def resolve(self, ref: Any) -> Any:
-        """The schema a local JSON pointer (``#``, ``#/$defs/X``, ``#/a/b/0``) names, or None if there is none.
+        """The schema a local JSON pointer (``#``, ``#/$defs/X``, ``#/a/b/0``) names, or None if none.
 
         Example:
             >>> SchemaWalker({"$defs": {"a/b": {"type": "string"}}}).resolve("#/$defs/a~1b")
@@ -378,14 +357,7 @@ class SchemaWalker:
         return [self.child(node, p) for p in prefix] if isinstance(prefix, list) else []
 
     def rest_items(self, node: Node) -> Node | None:
-        """The schema of the array items after the prefix (all items when there is none); None if absent or
-        ``false``.
-
-        Example:
-            >>> w = SchemaWalker({"type": "array", "items": {"type": "number"}})
-            >>> w.rest_items(w.node()).kind
-            'number'
-        """
+        """The array items after the prefix (all items when there is none); None if absent or ``false``."""
         schema = node.schema
         if isinstance(schema.get("prefixItems"), list):
             rest = schema.get("items")
@@ -396,13 +368,7 @@ class SchemaWalker:
         return None if rest is None or rest is False else self.child(node, rest)
 
     def fields(self, node: Node) -> list[tuple[str, Node]]:
-        """The object's properties (string names only) as ``(name, node)`` pairs, in schema order.
-
-        Example:
-            >>> w = SchemaWalker({"properties": {"a": {"type": "string"}, 1: {}}})
-            >>> [(name, n.kind) for name, n in w.fields(w.node())]
-            [('a', 'string')]
-        """
+        """The object's properties (string names only) as ``(name, node)`` pairs, in schema order."""
         props = node.schema.get("properties")
         if not isinstance(props, Mapping):
             return []
@@ -410,22 +376,10 @@ class SchemaWalker:
 
     @staticmethod
     def required(node: Node) -> list[str]:
-        """The object's required property names (strings only; ``[]`` when ``required`` is not a list).
-
-        Example:
-            >>> SchemaWalker.required(SchemaWalker({"required": ["a", 3]}).node())
-            ['a']
-        """
-        required = node.schema.get("required")
-        return [r for r in required if isinstance(r, str)] if isinstance(required, list) else []
+        """The object's required property names (see :func:`required_names`)."""
+        return required_names(node.schema)
 
     def extra_properties(self, node: Node) -> Node | None:
-        """The schema of an object's additional properties when it is a non-empty schema, else None.
-
-        Example:
-            >>> w = SchemaWalker({"type": "object", "additionalProperties": {"type": "integer"}})
-            >>> w.extra_properties(w.node()).kind
-            'integer'
-        """
+        """The schema of an object's additional properties when it is a non-empty schema, else None."""
         extra = node.schema.get("additionalProperties")
         return self.child(node, extra) if isinstance(extra, Mapping) and extra else None

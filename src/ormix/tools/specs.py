@@ -1,8 +1,9 @@
-"""Tool specs as plain data: one normal form for every shape a server sends, and a stable identity.
+"""Tool specs as plain data: one normal form for every shape a server sends, an identity, and a merge.
 
-ORS servers send ``{"name", "description", "input_schema"}``; MCP says ``inputSchema``, OpenAI ``parameters``; the
-SDK hands out ``ToolSpec`` objects. :func:`normalize_spec` turns all of them into one dict, and
-:func:`schema_hash` gives a JSON value an identity that ignores key order.
+ORS servers send ``{"name", "description", "input_schema"}``; MCP says ``inputSchema``, OpenAI ``parameters``;
+the SDK hands out ``ToolSpec`` objects. :func:`normalize_spec` turns all of them into one dict,
+:func:`schema_hash` gives a JSON value an identity that ignores key order, and :func:`merge_tool_specs` makes
+the tool lists of several probes (e.g. ``/task_tools`` of several tasks) one surface, by name.
 
 Example:
     >>> normalize_spec({"name": "ls", "parameters": {"type": "object"}})
@@ -12,27 +13,30 @@ Example:
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
+from ormix.errors import UsageError
 from ormix.tools.names import short_hash
+from ormix.tools.schema import required_names
 from ormix.tools.text import snippet
 
-__all__ = ["ToolSpecError", "canonical_hash", "canonical_json", "normalize_spec", "schema_hash"]
+__all__ = [
+    "ToolConflict",
+    "ToolSpecError",
+    "canonical_json",
+    "merge_tool_specs",
+    "normalize_spec",
+    "schema_hash",
+    "union_of_objects",
+]
 
 _HASH_LEN = 16
 
 
-class ToolSpecError(ValueError):
-    """A tool spec cannot be bound at all (it has no usable name). ``bind_tools`` skips such specs.
-
-    Example:
-        >>> try:
-        ...     normalize_spec({"name": ""})
-        ... except ToolSpecError as exc:
-        ...     print("no usable name" in str(exc))
-        True
-    """
+class ToolSpecError(UsageError):
+    """A tool spec cannot be bound at all (it has no usable name). ``bind_tools`` skips such specs."""
 
 
 def canonical_json(obj: Any) -> tuple[str, bool]:
@@ -62,16 +66,6 @@ def canonical_json(obj: Any) -> tuple[str, bool]:
             return f"<unrepresentable {type(obj).__name__}>", False
 
 
-def canonical_hash(canonical: str) -> str:
-    """The 16-hex-digit identity of a text made by :func:`canonical_json` (for a caller that already has it).
-
-    Example:
-        >>> canonical_hash(canonical_json({"a": 1})[0]) == schema_hash({"a": 1})
-        True
-    """
-    return short_hash(canonical, _HASH_LEN)
-
-
 def schema_hash(obj: Any) -> str:
     """A 16-hex-digit identity of a JSON value (canonical JSON, sorted keys), for comparing tool specs.
 
@@ -81,7 +75,7 @@ def schema_hash(obj: Any) -> str:
         >>> len(schema_hash([]))
         16
     """
-    return canonical_hash(canonical_json(obj)[0])
+    return short_hash(canonical_json(obj)[0], _HASH_LEN)
 
 
 def normalize_spec(spec: Any) -> dict[str, Any]:
@@ -126,3 +120,137 @@ def normalize_spec(spec: Any) -> dict[str, Any]:
         else ("" if description is None else str(description)),
         "input_schema": {} if schema is None else schema,
     }
+
+
+@dataclass(frozen=True)
+class ToolConflict:
+    """Two or more probes disagreed about one tool; ``resolution`` says which shape was kept.
+
+    ``variants`` are the :func:`~ormix.tools.specs.schema_hash` values of the differing schemas (or
+    descriptions).
+
+    Example:
+        >>> _, (conflict,) = merge_tool_specs([[{"name": "x", "description": "v1"}], [{"name": "x"}]])
+        >>> conflict.name, conflict.kind, conflict.resolution
+        ('x', 'description', 'kept the first description')
+    """
+
+    name: str
+    kind: Literal["schema", "description", "invalid"]
+    resolution: str
+    variants: tuple[str, ...] = ()
+
+
+def merge_tool_specs(
+    spec_lists: Iterable[Iterable[Any]],
+) -> tuple[list[dict[str, Any]], list[ToolConflict]]:
+    """Merge tool lists from several probes (e.g. ``/task_tools`` of several tasks) into one list, by name.
+
+    Same name and identical input schema → one spec. Different descriptions → the first is kept (conflict
+    ``"description"``). Different schemas → if they are compatible (object schemas whose shared properties and
+    ``$defs`` are identical), the union of their properties, where a parameter is required only if every
+    variant requires it (conflict ``"schema"``, resolution says "union"); otherwise the first variant in probe
+    order is kept (conflict ``"schema"``, resolution names the differing property). Specs without a usable
+    name are dropped (conflict ``"invalid"``). Output order: first appearance. Deterministic for a given input
+    order.
+
+    Example:
+        >>> a = {"name": "ls", "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+        >>> b = {"name": "ls", "input_schema": {"type": "object", "properties": {"all": {"type": "boolean"}}}}
+        >>> merged, conflicts = merge_tool_specs([[a], [b]])
+        >>> sorted(merged[0]["input_schema"]["properties"]), conflicts[0].kind
+        (['all', 'path'], 'schema')
+    """
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    conflicts: list[ToolConflict] = []
+    for specs in spec_lists or ():
+        for spec in specs or ():
+            try:
+                norm = normalize_spec(spec)
+            except Exception as exc:  # noqa: BLE001 - hostile probe data never stops a merge
+                conflicts.append(ToolConflict("", "invalid", f"dropped: {exc}"))
+                continue
+            grouped.setdefault(norm["name"], []).append(norm)
+
+    merged: list[dict[str, Any]] = []
+    for name, variants in grouped.items():
+        first = variants[0]
+        by_schema: dict[str, dict[str, Any]] = {}
+        for v in variants:
+            by_schema.setdefault(schema_hash(v["input_schema"]), v)
+        descriptions = list(dict.fromkeys(v["description"] for v in variants))
+        if len(descriptions) > 1:
+            conflicts.append(
+                ToolConflict(
+                    name,
+                    "description",
+                    "kept the first description",
+                    tuple(schema_hash(d) for d in descriptions),
+                )
+            )
+        if len(by_schema) == 1:
+            merged.append(dict(first))
+            continue
+        schemas = [v["input_schema"] for v in by_schema.values()]
+        union, why = _union_schemas(schemas)
+        hashes = tuple(by_schema)
+        if union is not None:
+            merged.append({**first, "input_schema": union})
+            conflicts.append(
+                ToolConflict(name, "schema", f"union of properties of {len(schemas)} variants", hashes)
+            )
+        else:
+            merged.append(dict(first))
+            conflicts.append(ToolConflict(name, "schema", f"kept the first variant: {why}", hashes))
+    return merged, conflicts
+
+
+def _union_schemas(schemas: list[Any]) -> tuple[dict[str, Any] | None, str]:
+    if not all(isinstance(s, dict) for s in schemas):
+        return None, "a variant is not an object schema"
+    for s in schemas:
+        declared = s.get("type", "object")
+        if declared != "object" or (
+            s.get("properties") is not None and not isinstance(s.get("properties"), dict)
+        ):
+            return None, "a variant is not an object schema with properties"
+    props: dict[str, Any] = {}
+    defs: dict[str, dict[str, Any]] = {}
+    for s in schemas:
+        for name, sub in (s.get("properties") or {}).items():
+            if name in props and canonical_json(props[name])[0] != canonical_json(sub)[0]:
+                return None, f"property {name!r} differs between variants"
+            props.setdefault(name, sub)
+        for key in ("$defs", "definitions"):
+            for def_name, sub in (s.get(key) or {}).items() if isinstance(s.get(key), dict) else ():
+                bucket = defs.setdefault(key, {})
+                if def_name in bucket and canonical_json(bucket[def_name])[0] != canonical_json(sub)[0]:
+                    return None, f"definition {def_name!r} differs between variants"
+                bucket.setdefault(def_name, sub)
+    union: dict[str, Any] = {
+        k: v for k, v in schemas[0].items() if k not in ("properties", "required", "$defs", "definitions")
+    }
+    union.update(union_of_objects(schemas))
+    union.update(defs)
+    return union, ""
+
+
+def union_of_objects(schemas: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """One object schema for an input that may take any of these object shapes: every property (the first
+    definition of a name wins), required only where every shape requires it.
+
+    Example:
+        >>> union_of_objects([{"properties": {"a": {}, "b": {}}, "required": ["a", "b"]},
+        ...                   {"properties": {"a": {}, "c": {}}, "required": ["a"]}])
+        {'type': 'object', 'properties': {'a': {}, 'b': {}, 'c': {}}, 'required': ['a']}
+    """
+    props: dict[str, Any] = {}
+    for schema in schemas:
+        if isinstance(schema.get("properties"), Mapping):
+            for name, sub in schema["properties"].items():
+                props.setdefault(name, sub)
+    required = set.intersection(*(set(required_names(schema)) for schema in schemas))
+    union: dict[str, Any] = {"type": "object", "properties": props}
+    if any(name in required for name in props):
+        union["required"] = [name for name in props if name in required]
+    return union

@@ -1,13 +1,4 @@
-"""Small text helpers shared by the tool-binding modules: one-line text and bounded JSON snippets.
-
-Example:
-    >>> one_line("two\\n  lines")
-    'two lines'
-    >>> snippet({"a": [1, 2]})
-    '{"a": [1, 2]}'
-    >>> len(snippet("x" * 1000)) == SNIPPET_LIMIT
-    True
-"""
+"""Small text helpers shared by the tool-binding modules: one-line text and bounded JSON snippets."""
 
 from __future__ import annotations
 
@@ -24,7 +15,7 @@ def one_line(text: Any) -> str:
     """``text`` with every run of whitespace, unicode line breaks included, collapsed to one space.
 
     ``inspect.getdoc`` would turn ``\\u2028`` and friends into real newlines, and a new line that looks like
-    ``name:`` would be read as another docstring argument, so text that must stay on one line goes through here.
+    ``name:`` would be read as another docstring argument: text that must stay on one line goes through here.
 
     Example:
         >>> one_line(" a\\u2028b\\n\\tc ")
@@ -34,7 +25,7 @@ def one_line(text: Any) -> str:
 
 
 def snippet(value: Any, limit: int = SNIPPET_LIMIT, *, python: bool = False) -> str:
-    """``value`` as JSON (or ``repr`` with ``python=True``), cut to ``limit`` characters with a trailing ``…``.
+    """``value`` as JSON (or ``repr`` with ``python=True``), cut to ``limit`` characters ending in ``…``.
 
     Never raises: a value that cannot be rendered shows as ``<typename>``.
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ormix.tools import example_arguments, example_value
+from ormix.diagnostics.check import example_arguments, example_value
 
 SURFACES = Path(__file__).resolve().parents[1] / "data" / "tool-surfaces"
 
@@ -105,7 +105,7 @@ FIELD_TYPES = {
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.sampled_from(sorted(FIELD_TYPES)), min_size=0, max_size=8, unique=True))
 def test_generated_arguments_validate_against_the_pydantic_model_that_made_the_schema(names):
-    """Real validator: the ORS SDK builds tool schemas from pydantic models (extra='forbid'), and so do we here."""
+    """Real validator: the ORS SDK builds tool schemas from pydantic models (extra='forbid'); so do we."""
     model = create_model(
         "Params", __config__=ConfigDict(extra="forbid"), **{n: FIELD_TYPES[n] for n in names}
     )
