@@ -21,8 +21,6 @@ expanded when the file is loaded, and a missing variable is an error naming it. 
 version control, and know that `MixtureConfig.to_yaml` writes such literals back as they were. Secret values
 never appear in reprs, error messages or `MixtureConfig.manifest_dict` (which keeps only secret names).
 
-This module imports nothing of ormix except `ormix.targets`.
-
 Example:
     >>> cfg = MixtureConfig.from_yaml_text('''
     ... members:
@@ -36,8 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -70,6 +66,7 @@ from ormix.config.yaml_io import (
     syntax_problem,
 )
 from ormix.errors import TargetError
+from ormix.hashing import content_hash
 from ormix.targets import Target, parse_target
 
 __all__ = [
@@ -318,7 +315,7 @@ class AdaptiveConfig(BaseModel):
     ``score ** sharpness``, times the member's headroom (reward left to gain, on the range of rewards seen)
     ``** headroom`` (0 turns it off); ``prior_groups`` is the strength of the prior a member's rate is shrunk
     toward; ``thompson_draws`` the draws per decision. The statistics of step *t* decide step *t + 2* (see
-    `ormix.mixture.adaptive`, which checks the same bounds).
+    `ormix.mixture.adaptive` and `ormix.mixture.planner`).
 
     Example:
         >>> AdaptiveConfig(signal="thompson").floor
@@ -643,10 +640,7 @@ class MixtureConfig(BaseModel):
 
     def config_hash(self) -> str:
         """sha256 (hex) of the canonical JSON of `manifest_dict`: stable across key order and runs."""
-        canonical = json.dumps(
-            self.manifest_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return content_hash(self.manifest_dict())
 
     # ---- ablations ------------------------------------------------------------------------------------
 
