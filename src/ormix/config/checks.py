@@ -149,7 +149,8 @@ def schedule_problems(
     """Everything wrong with a schedule's phase boundaries, as ``(phase index, field, message)``.
 
     The rules, written once: at least one phase; only the last phase may be open-ended (``until_step``
-    ``None``); boundaries strictly increase; the last phase cannot interpolate (nothing comes after it).
+    ``None``); boundaries strictly increase, from after step 1 (``until_step`` is exclusive and steps count
+    from 1); the last phase cannot interpolate (nothing comes after it).
     Mixture files report these with their key path.
 
     Example:
@@ -171,8 +172,9 @@ def schedule_problems(
                     "only the last phase may be open-ended; give this phase an until_step or move it last",
                 )
             )
-        if step is not None and step <= (prev if prev is not None else 0):
-            after = f"the previous phase's {prev}" if prev is not None else "step 0"
+        # Steps count from 1 and until_step is exclusive: a first phase needs until_step >= 2 to hold a step.
+        if step is not None and step <= (prev if prev is not None else 1):
+            after = f"the previous phase's {prev}" if prev is not None else "step 1, the first step"
             out.append(
                 (
                     i,

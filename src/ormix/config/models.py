@@ -401,7 +401,8 @@ class TelemetryConfig(BaseModel):
 
 
 class PhaseConfig(BaseModel):
-    """One phase of a step schedule: the weights in force until ``until_step`` (exclusive).
+    """One phase of a step schedule: the weights in force until ``until_step`` (exclusive; steps count from 1,
+    so ``until_step: 100`` covers steps 1-99 of a first phase).
 
     ``until_step: None`` marks the open-ended last phase. With ``interpolate: true`` the weights move
     linearly from this phase's weights at its first step to the next phase's weights at ``until_step``.
