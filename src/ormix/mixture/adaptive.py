@@ -58,12 +58,9 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from ormix.config import AdaptiveConfig
 from ormix.telemetry.metrics import is_informative
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ormix.config import AdaptiveConfig
 
 __all__ = ["SIGNALS", "Group", "StepStats", "constrain", "present_rewards", "scores", "step_stats"]
 

@@ -67,13 +67,11 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ormix.config import AdaptiveConfig, MixtureConfig
 from ormix.errors import MixtureError
 from ormix.mixture.adaptive import Group, StepStats, constrain, present_rewards, scores, step_stats
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ormix.config import MixtureConfig
 
 __all__ = ["LAG", "Planner", "PlanRow", "derive_seed", "starvation_probability"]
 
@@ -153,8 +151,6 @@ class Planner:
         metadata: Mapping[str, Mapping[int, Mapping[str, Any]]] | None = None,
         lag: int = LAG,
     ) -> None:
-        from ormix.config import AdaptiveConfig
-
         if not tasks:
             raise MixtureError("the mixture has no train members; add at least one environment")
         empty = sorted(m for m, t in tasks.items() if not t)
@@ -170,13 +166,14 @@ class Planner:
         self.lag = max(1, lag)
         self.phases = list(config.schedule or [])
         self.base = self._fixed_weights()
-        self.filters = {m: config.members[m].filter for m in self.members if config.members[m].filter}
+        self.filters = {m: f for m in self.members if (f := config.members[m].filter) is not None}
         # Pooled statistics, by step (adaptive plans): member → [(task, rewards)].
         self.history: dict[int, dict[str, list[Group]]] = {}
         self._weights: dict[int, dict[str, float]] = {}
         self._rows: dict[int, list[tuple[str, int]]] = {}
-        self._target = dict.fromkeys(self.members, 0.0)  # T_i since the segment began
-        self._count = dict.fromkeys(self.members, 0)  # C_i
+        # The carried credit since the phase began: F_i (sum of fractional shares), E_i (extra rows it got).
+        self._frac_target = dict.fromkeys(self.members, 0.0)
+        self._extras = dict.fromkeys(self.members, 0)
         self._cursor = dict.fromkeys(self.members, 0)  # position in the member's current permutation
         self._cycle = dict.fromkeys(self.members, 0)
         self._perms: dict[str, tuple[int, list[int]]] = {}  # cache: member → (cycle, permutation)
@@ -185,7 +182,7 @@ class Planner:
         # member → task → (first step set aside, first step back)
         self._aside: dict[str, dict[int, tuple[int, int]]] = {m: {} for m in self.members}
         for member, rule in self.filters.items():
-            if rule is not None and rule.prior is not None:
+            if rule.prior is not None:
                 for index, spec in (metadata or {}).get(member, {}).items():
                     rate = rule.prior.pass_rates.get(str(spec.get(rule.prior.field)))
                     if rate is not None and (rate >= 0.9 or rate <= 0.1):
@@ -313,8 +310,8 @@ class Planner:
         elif self.phases:
             weights, start = self._phase_weights(step)
             if step == start:  # each phase's quotas start over (the constant-weight bound holds per phase)
-                self._target = dict.fromkeys(self.members, 0.0)
-                self._count = dict.fromkeys(self.members, 0)
+                self._frac_target = dict.fromkeys(self.members, 0.0)
+                self._extras = dict.fromkeys(self.members, 0)
         else:
             weights = self.base
         self._weights[step] = weights
@@ -335,21 +332,24 @@ class Planner:
         quota = {m: math.floor(share[m] + _EPS) for m in self.members}
         frac = {m: max(0.0, share[m] - quota[m]) for m in self.members}
         extras = k - sum(quota.values())
-        base, taken = dict(self._target), set()
+        base, taken = dict(self._frac_target), set()
         for seat in range(1, extras + 1):
-            best: tuple[bool, float, float] | None = None
+            best: tuple[bool, bool, float, float] | None = None
             chosen = self.members[0]
             for m in self.members:
-                if m in taken or frac[m] <= _EPS:
+                if m in taken:
                     continue
                 target = base[m] + frac[m] * seat / extras
-                key = (self._count[m] < target - _EPS, target / (self._count[m] + 1), tie[m])
+                got = self._extras[m]
+                # A member with a share to round up first (floats may leave one a hair short), then one below
+                # its target at this row, then the quota method's priority, then the seeded tie.
+                key = (frac[m] > _EPS, got < target - _EPS, target / (got + 1), tie[m])
                 if best is None or key > best:
                     best, chosen = key, m
             taken.add(chosen)
-            self._count[chosen] += 1
+            self._extras[chosen] += 1
             quota[chosen] += 1
-        self._target = {m: base[m] + frac[m] for m in self.members}
+        self._frac_target = {m: base[m] + frac[m] for m in self.members}
         if self.config.strategy != "round_robin":
             return [m for m in self.members for _ in range(quota[m])]
         # The rotation's order, continuing after the previous step's last row.
@@ -459,7 +459,6 @@ class Planner:
         """Advance task filtering with the groups of step `observed` (what it sets aside applies from
         `step`)."""
         for member, rule in self.filters.items():
-            assert rule is not None
             past = self._task_history[member]
             for task, rewards in self.history[observed].get(member, []):
                 present = present_rewards(rewards)
@@ -499,8 +498,8 @@ class Planner:
             },
             "weights": {str(s): dict(w) for s, w in self._weights.items()},
             "rows": {str(s): [list(r) for r in rows] for s, rows in self._rows.items()},
-            "target": dict(self._target),
-            "count": dict(self._count),
+            "extra_target": dict(self._frac_target),
+            "extras": dict(self._extras),
             "cursor": dict(self._cursor),
             "cycle": dict(self._cycle),
             "task_history": {
@@ -517,8 +516,8 @@ class Planner:
         }
         self._weights = {int(s): {m: float(v) for m, v in w.items()} for s, w in state["weights"].items()}
         self._rows = {int(s): [(str(m), int(t)) for m, t in rows] for s, rows in state["rows"].items()}
-        self._target = {m: float(v) for m, v in state["target"].items()}
-        self._count = {m: int(v) for m, v in state["count"].items()}
+        self._frac_target = {m: float(v) for m, v in state["extra_target"].items()}
+        self._extras = {m: int(v) for m, v in state["extras"].items()}
         self._cursor = {m: int(v) for m, v in state["cursor"].items()}
         self._cycle = {m: int(v) for m, v in state["cycle"].items()}
         self._perms, self._summary = {}, {}
