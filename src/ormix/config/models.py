@@ -135,7 +135,8 @@ class EvalConfig(BaseModel):
 
 
 class SpecConfig(BaseModel):
-    """Every option of one environment (an `ormix.OpenRewardSpec`): where it is, which tasks, how it is driven.
+    """Every option of one environment (an `ormix.OpenRewardSpec`): where it is, which tasks, how it is
+    driven.
 
     Selection: ``target`` (catalog ``owner/name``, ``http(s)://`` URL, ``local:NAME`` or ``module:Class``),
     ``split``, ``num_tasks`` or ``indices``, ``where`` (metadata filter: a value or a list of accepted values
@@ -226,8 +227,8 @@ class SpecConfig(BaseModel):
         """The variable holding the API key: ``api_key_env``, else ``OPENREWARD_API_KEY`` for catalog targets.
 
         Example:
-            >>> SpecConfig(target="Eigent/SETA").resolved_api_key_env, SpecConfig(target="local:echo").resolved_api_key_env
-            ('OPENREWARD_API_KEY', None)
+            >>> [SpecConfig(target=t).resolved_api_key_env for t in ("Eigent/SETA", "local:echo")]
+            ['OPENREWARD_API_KEY', None]
         """
         if self.api_key_env is not None:
             return self.api_key_env
@@ -427,9 +428,9 @@ class WarmStartConfig(BaseModel):
     ``local:seta``) of the first ``fraction`` of each train member's tasks; GRPO then starts from a model that
     can call tools and still has the other tasks to learn. The warmed model is cached, so a second run reuses
     it; a resumed run starts from its checkpoint instead. ``ormix train --warmup-sft N`` / ``--warmup-fraction
-    F`` override the file (``--warmup-sft 0`` skips it). ``near_misses: true`` also demonstrates a near miss of
-    each warmed task that has one (``local:terminals``, ``local:seta``: a plausible attempt that scores less), so
-    GRPO starts from a policy split between the two and has a choice to learn from the rewards.
+    F`` override the file (``--warmup-sft 0`` skips it). ``near_misses: true`` also demonstrates a near miss
+    of each warmed task that has one (``local:terminals``, ``local:seta``: a plausible attempt that scores
+    less), so GRPO starts from a policy split between the two and has a choice to learn from the rewards.
 
     Example:
         >>> WarmStartConfig(sft_steps=150, fraction=0.5).fraction
@@ -540,9 +541,9 @@ class MixtureConfig(BaseModel):
 
         ``resolve_targets``: import `local:`/`module:` targets now (a file's typo is reported with its line).
 
-        Without a ``name:`` key the name is the stem of ``source`` when it is a path. ``train_check`` checks the
-        ``train:`` section (trainer settings: ``ormix.integrations.trl.args.setting_problems`` knows them);
-        its problems are reported with the file's others, with their lines.
+        Without a ``name:`` key the name is the stem of ``source`` when it is a path. ``train_check``
+        checks the ``train:`` section (trainer settings: ``ormix.integrations.trl.args.setting_problems``
+        knows them); its problems are reported with the file's others, with their lines.
 
         Example:
             >>> MixtureConfig.from_yaml_text("members: {a: {target: 'local:echo'}}", "mixtures/x.yaml").name
@@ -676,7 +677,8 @@ class MixtureConfig(BaseModel):
         Named ``<name>-reweight-<member><weight>...`` (the members given, sorted).
 
         Example:
-            >>> cfg = MixtureConfig(name="m", members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}})
+            >>> cfg = MixtureConfig(name="m", members={"a": {"target": "local:echo"},
+            ...                                        "b": {"target": "local:seta"}})
             >>> derived = cfg.reweight(b=3)
             >>> derived.name, derived.weights
             ('m-reweight-b3', {'a': 1.0, 'b': 3.0})
