@@ -1,10 +1,10 @@
-"""Does adaptive mixing reach a target faster than the best static weights? Simulated learners, seconds to run.
+"""Does adaptive mixing reach a target faster than the best static weights? Simulated learners, seconds to
+run.
 
 No LLM: the policy is one skill level per member, and each planned row is one GRPO group of rollouts whose
-successes are drawn from that skill. The rows come from ormix's own planners — `plan_rows` (the sampler a
-trainer uses for static weights and schedules) and `AdaptivePlanner` (the one it uses for ``strategy:
-adaptive``) — and the adaptive planner is fed the pooled groups of every step exactly as the trainer's callback
-feeds it, two steps late (its lag).
+successes are drawn from that skill. The rows come from ormix's own `Planner` (the one a trainer uses for
+every strategy, built from a `MixtureConfig` as a mixture file gives it), and an adaptive planner is fed the
+pooled groups of every step exactly as the trainer's callback feeds it, two steps late (its lag).
 
 Dynamics (the same for every variant; each run's randomness comes from its seed alone, so every variant meets
 the same draws on the same seed):
@@ -38,13 +38,14 @@ members, which would favour spreading the budget (static weights, a higher ``flo
 
 Variants: ``uniform``; ``best static``: a grid search over the simplex (every member's weight a multiple of
 0.1: 1001 points; then the multiples of 0.05 within 0.1 of the 8 best), screened on the same seeds with the
-quotas a static plan has (largest remainder, remainders carried; only tie-breaking and task order differ
-from `plan_rows`), runs cut at the uniform plan's median (a slower point can't be the best); the 10 best
-screened points are rerun through `plan_rows` on the same seeds, and the figure shown is the best of those;
-``schedule``: a hand-made three-phase curriculum (`Phase`) that follows the chain, written knowing it; one
-line per adaptive signal, with `AdaptivePlanner`'s default settings; the default signal with ``headroom: 0``
-(weights from informativeness alone, as before headroom existed: what headroom adds); the default signal with
-task filtering (`TaskFilterSettings` defaults) on every member, and, like for like, the best static weights
+per-step quotas close to a static plan's (largest remainder, remainders carried; tie-breaking, task order
+and the rare step where the two rules differ aside), runs cut at the uniform plan's median (a slower point
+can't be the best); the 10 best screened points are rerun through the `Planner` on the same seeds, and the
+figure shown is the best of those; ``schedule``: a hand-made three-phase curriculum that follows the chain,
+written knowing it; one line per adaptive signal, with the default `AdaptiveConfig`; the default signal with
+``headroom: 0`` (weights from informativeness alone, as before headroom existed: what headroom adds); the
+default signal with task filtering (`TaskFilterConfig` defaults) on every member, and, like for like, the best
+static weights
 with the same task filter (the planner kept on its static weights for the whole run); and ``oracle``, for
 reference only: a policy that reads the learner's true skills and gives each row to the member whose expected
 gain in mean success is the largest (what perfect knowledge could do greedily; no planner could).
@@ -62,11 +63,13 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from ormix.mixture.adaptive import SIGNALS, AdaptivePlanner, AdaptiveSettings, TaskFilterSettings
-from ormix.mixture.sampling import Phase, plan_rows
+from ormix.config import MixtureConfig
+from ormix.mixture.adaptive import SIGNALS
+from ormix.mixture.planner import Planner
 
 MEMBERS = ("basics", "compose", "expert", "saturating", "never")
 RATE = {"basics": 0.005, "compose": 0.005, "expert": 0.0025, "saturating": 0.005, "never": 0.0}
@@ -174,23 +177,23 @@ def planned(plans: Sequence[Sequence[tuple[str, int]]]) -> tuple[np.ndarray, np.
     return members, tasks
 
 
+def planner(seed: int, filtered: bool = False, **config: Any) -> Planner:
+    """The `Planner` a trainer builds for this mixture of the five members (config keys as in a file)."""
+    members = {m: {"target": "local:echo", **({"filter": {}} if filtered else {})} for m in MEMBERS}
+    mixture = MixtureConfig(members=members, prompts_per_step=K, seed=seed, **config)
+    return Planner(mixture, {m: list(range(TASKS)) for m in MEMBERS})
+
+
 def static_runs(
     seeds: Sequence[int],
     weights: Mapping[str, float] | None = None,
-    schedule: Sequence[Phase] | None = None,
+    schedule: Sequence[Mapping[str, Any]] | None = None,
     horizon: int = MAX_STEPS,
 ) -> np.ndarray:
-    """Steps to target with a static plan from `plan_rows` (the trainer's sampler), one plan per seed."""
+    """Steps to target with a static plan from the `Planner`, one plan per seed."""
     plans = []
     for seed in seeds:
-        rows = plan_rows(
-            {m: list(range(TASKS)) for m in MEMBERS},
-            weights=weights,
-            schedule=schedule,
-            prompts_per_step=K,
-            num_steps=horizon,
-            seed=seed,
-        )
+        rows = planner(seed, weights=weights, schedule=schedule, num_steps=horizon).plan()
         plans.append([(r.member, r.task_index) for r in rows])
     members, tasks = planned(plans)
     return simulate(
@@ -201,9 +204,9 @@ def static_runs(
 def screen(points: np.ndarray, seeds: Sequence[int], horizon: int) -> np.ndarray:
     """Median steps to target of many static weight vectors at once (points: (P, members)), for the grid.
 
-    Quotas as a static plan makes them (largest remainder with the remainders carried; ties by member
-    order), tasks cycled in order: only tie-breaking differs from `plan_rows`, whose figures are the ones
-    reported (see `best_static`).
+    Quotas close to a static plan's (largest remainder with the remainders carried; ties by member order),
+    tasks cycled in order, in numpy for speed; the `Planner`'s figures are the ones reported (see
+    `best_static`).
     """
     n_points, n_seeds = len(points), len(seeds)
     weights = np.repeat(points, n_seeds, axis=0)
@@ -252,7 +255,7 @@ def simplex(step: float) -> np.ndarray:
 
 def best_static(horizon: int) -> tuple[dict[str, float], np.ndarray, int]:
     """The grid search: every point of the 0.1 simplex, then the 0.05 points next to the best ones, screened
-    on the seeds; the ten best screened points are rerun through `plan_rows` on the same seeds, and the best
+    on the seeds; the ten best screened points are rerun through the `Planner` on the same seeds, and the best
     of those wins. (weights, its steps per seed, grid points searched)."""
     coarse = simplex(0.1)
     scores = screen(coarse, SEEDS, horizon)
@@ -273,21 +276,15 @@ def best_static(horizon: int) -> tuple[dict[str, float], np.ndarray, int]:
 
 
 def adaptive_runs(
-    settings: AdaptiveSettings, filtered: bool = False, base_weights: Mapping[str, float] | None = None
+    settings: Mapping[str, Any], filtered: bool = False, base_weights: Mapping[str, float] | None = None
 ) -> np.ndarray:
-    """Steps to target with one `AdaptivePlanner` per seed, fed each step's groups (two steps late).
+    """Steps to target with one adaptive `Planner` per seed (``adaptive:`` settings as in a file), fed each
+    step's groups (two steps late).
 
     ``base_weights`` are its starting weights; with a ``warmup_steps`` beyond the horizon they are kept for
     the whole run (static weights, through the planner that filters tasks)."""
     planners = [
-        AdaptivePlanner(
-            {m: list(range(TASKS)) for m in MEMBERS},
-            prompts_per_step=K,
-            seed=seed,
-            settings=settings,
-            base_weights=base_weights,
-            filters=dict.fromkeys(MEMBERS, TaskFilterSettings()) if filtered else None,
-        )
+        planner(seed, filtered, strategy="adaptive", adaptive=dict(settings), weights=base_weights)
         for seed in SEEDS
     ]
 
@@ -337,9 +334,15 @@ def oracle_runs() -> np.ndarray:
 
 
 SCHEDULE = [
-    Phase(40, {"basics": 0.7, "compose": 0.1, "expert": 0.1, "saturating": 0.1, "never": 0.0}),
-    Phase(80, {"basics": 0.2, "compose": 0.6, "expert": 0.1, "saturating": 0.1, "never": 0.0}),
-    Phase(None, {"basics": 0.1, "compose": 0.2, "expert": 0.6, "saturating": 0.1, "never": 0.0}),
+    {
+        "until_step": 41,
+        "weights": {"basics": 0.7, "compose": 0.1, "expert": 0.1, "saturating": 0.1, "never": 0.0},
+    },
+    {
+        "until_step": 81,
+        "weights": {"basics": 0.2, "compose": 0.6, "expert": 0.1, "saturating": 0.1, "never": 0.0},
+    },
+    {"weights": {"basics": 0.1, "compose": 0.2, "expert": 0.6, "saturating": 0.1, "never": 0.0}},
 ]
 
 
@@ -366,11 +369,11 @@ def main() -> None:
     best_w, runs["best static"], n_points = best_static(horizon)
     runs["schedule (hand-made)"] = static_runs(SEEDS, schedule=SCHEDULE)
     for signal in SIGNALS:
-        runs[f"adaptive: {signal}"] = adaptive_runs(AdaptiveSettings(signal=signal))  # type: ignore[arg-type]
-    runs["adaptive: informative, headroom off"] = adaptive_runs(AdaptiveSettings(headroom=0.0))
-    runs["adaptive: informative + task filter"] = adaptive_runs(AdaptiveSettings(), filtered=True)
+        runs[f"adaptive: {signal}"] = adaptive_runs({"signal": signal})
+    runs["adaptive: informative, headroom off"] = adaptive_runs({"headroom": 0.0})
+    runs["adaptive: informative + task filter"] = adaptive_runs({}, filtered=True)
     runs["best static + task filter"] = adaptive_runs(
-        AdaptiveSettings(warmup_steps=MAX_STEPS + 1), filtered=True, base_weights=best_w
+        {"warmup_steps": MAX_STEPS + 1}, filtered=True, base_weights=best_w
     )
     runs["oracle (reference only)"] = oracle_runs()
     results = {name: median(r) for name, r in runs.items()}
@@ -389,7 +392,8 @@ def main() -> None:
             print(f"  {name} {verdict} the best static weights: {steps:.1f} vs {best:.1f} steps")
         if name.startswith("adaptive") and steps > results["schedule (hand-made)"]:
             print(
-                f"  {name} loses to the hand-made schedule: {steps:.1f} vs {results['schedule (hand-made)']:.1f}"
+                f"  {name} loses to the hand-made schedule: {steps:.1f} vs "
+                f"{results['schedule (hand-made)']:.1f}"
             )
     filtered = results["adaptive: informative + task filter"] / results["best static + task filter"]
     print(f"  with the task filter on both sides: best_static/adaptive {1 / filtered:.2f}")

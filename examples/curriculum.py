@@ -40,7 +40,12 @@ def main() -> None:
                 "seta": OpenRewardSpec("local:seta", num_tasks=16),
             },
             schedule=[
-                {"until_step": steps // 2, "weights": {"terminals": 0.9, "seta": 0.1}, "interpolate": True},
+                # Steps 1 to steps/2 (until_step is exclusive; steps count from 1).
+                {
+                    "until_step": steps // 2 + 1,
+                    "weights": {"terminals": 0.9, "seta": 0.1},
+                    "interpolate": True,
+                },
                 {"until_step": None, "weights": {"terminals": 0.25, "seta": 0.75}},  # open-ended last phase
             ],
             prompts_per_step=per_step,

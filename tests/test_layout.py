@@ -106,7 +106,7 @@ def test_arrows_point_one_way(layer, above):
 @pytest.mark.parametrize(
     "pure",
     [
-        "ormix.mixture.sampling",
+        "ormix.mixture.planner",
         "ormix.mixture.adaptive",
         "ormix.rollout.outcome",
         "ormix.telemetry.metrics",

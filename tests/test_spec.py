@@ -250,7 +250,7 @@ def test_import_ormix_does_not_import_torch_or_trl():
     import sys
 
     code = (
-        "import sys, ormix, ormix.ors, ormix.mixture.sampling, ormix.config; "
+        "import sys, ormix, ormix.ors, ormix.mixture.planner, ormix.config; "
         "print(sorted(m for m in ('torch','transformers','trl') if m in sys.modules))"
     )
     out = subprocess.run(

@@ -136,7 +136,7 @@ def test_single_seta() -> None:
     assert list(cfg.members) == ["seta"] and cfg.members["seta"].target == "Eigent/SETA"
 
 
-# ---------------------------------------------------------------------------------------------- one message per problem
+# ------------------------------------------------------------------------------------ one message per problem
 
 
 def test_num_tasks_with_indices() -> None:
@@ -233,6 +233,21 @@ def test_phases_out_of_order() -> None:
     )
     line = line_with(msg, "schedule[1].until_step")
     assert "50 does not come after the previous phase's 100" in line and "strictly increasing" in line
+
+
+def test_a_first_phase_must_hold_a_step() -> None:
+    # until_step is exclusive and steps count from 1: `until_step: 1` would be a phase of no step.
+    msg = problems_of(
+        two(
+            """
+        prompts_per_step: 4
+        schedule:
+          - {until_step: 1, weights: {terminals: 1, seta: 0}}
+          - {weights: {terminals: 0, seta: 1}}
+        """
+        )
+    )
+    assert "1 does not come after step 1, the first step" in line_with(msg, "schedule[0].until_step")
 
 
 def test_open_ended_phase_only_last() -> None:

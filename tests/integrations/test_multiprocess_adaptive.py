@@ -21,7 +21,7 @@ import pytest
 
 import ormix
 from ormix.config import MixtureConfig
-from ormix.mixture.adaptive import AdaptivePlanner, AdaptiveSettings
+from ormix.mixture.planner import Planner
 from ormix.telemetry.records import read_records
 from support.mp_adaptive_train import MAX_STEPS, MIXTURE, NUM_GENERATIONS
 from support.torchrun import rank_env, torchrun
@@ -33,16 +33,10 @@ K = MIXTURE["prompts_per_step"]
 PER_RANK = K // 2  # prompts (GRPO groups) each rank holds per step
 
 
-def _planner() -> AdaptivePlanner:
+def _planner() -> Planner:
     """A fresh planner of the driver's mixture (what one process would build)."""
     cfg = MixtureConfig.from_dict(MIXTURE)
-    return AdaptivePlanner(
-        {m: list(v["indices"]) for m, v in MIXTURE["members"].items()},
-        prompts_per_step=K,
-        seed=MIXTURE["seed"],
-        settings=AdaptiveSettings(**cfg.adaptive.model_dump()),
-        base_weights=cfg.static_weights(),
-    )
+    return Planner(cfg, {m: list(v["indices"]) for m, v in MIXTURE["members"].items()})
 
 
 def _groups(records: list[dict]) -> dict[str, list[list]]:

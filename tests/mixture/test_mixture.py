@@ -1,4 +1,5 @@
-"""MixtureSpec against real local servers: composition, routing, rewards, ablations, manifest, trainer checks."""
+"""MixtureSpec against real local servers: composition, routing, rewards, ablations, manifest, trainer
+checks."""
 
 from __future__ import annotations
 

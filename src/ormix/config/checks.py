@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import InitErrorDetails
 
 from ormix.config.problems import PROBLEM_TYPE, Loc, Problem, problem_error, suggest
-from ormix.mixture.sampling import schedule_problems, weight_problems
 
 __all__ = [
     "MEMBER_NAME_RE",
@@ -18,7 +18,9 @@ __all__ = [
     "member_checks",
     "member_name_problem",
     "mixture_checks",
+    "schedule_problems",
     "selection_checks",
+    "weight_problems",
 ]
 
 # The checks read raw input (dicts from YAML, or model instances) defensively, so they run even when pydantic
@@ -68,6 +70,129 @@ def member_checks(d: Mapping[str, Any]) -> list[Problem]:
                         "an empty list matches no task; list at least one value or remove the key",
                     )
                 )
+    return out
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def weight_problems(
+    weights: Mapping[str, object], members: Sequence[str], where: str = ""
+) -> list[tuple[str | None, str]]:
+    """Everything wrong with a weight map over ``members``, as ``(member or None, message)`` pairs.
+
+    The rules, written once (mixture files report them with their key path): a weight names a known member,
+    is a finite number >= 0, and not every weight is zero.
+
+    Example:
+        >>> [m for m, _ in weight_problems({"a": -1, "zz": 1}, ["a", "b"])]
+        ['a', 'zz']
+        >>> weight_problems({"a": 0, "b": 0.0}, ["a", "b"])[0][1][:21]
+        'all weights are zero '
+    """
+    known = sorted(members)
+    out: list[tuple[str | None, str]] = []
+    values: list[float] = []
+    for member in sorted(weights, key=str):
+        value = weights[member]
+        if member not in known:
+            out.append(
+                (
+                    member,
+                    f"weights{where} name unknown member {member!r}; members are {known}: "
+                    "fix the name or add the member",
+                )
+            )
+            continue
+        w = _number(value)
+        if w is None:
+            out.append(
+                (
+                    member,
+                    f"weight of member {member!r}{where} is {value!r}, not a number; set a "
+                    "non-negative number",
+                )
+            )
+        elif math.isnan(w) or math.isinf(w):
+            out.append(
+                (member, f"weight of member {member!r}{where} is {w}; set a finite non-negative number")
+            )
+        elif w < 0:
+            out.append(
+                (
+                    member,
+                    f"weight of member {member!r}{where} is negative ({w}); weights must be >= 0 "
+                    "(0 leaves it out)",
+                )
+            )
+        else:
+            values.append(w)
+    if not out and math.fsum(values) <= 0:
+        out.append(
+            (
+                None,
+                f"all weights{where} are zero (members {known}); give at least one member a positive weight",
+            )
+        )
+    return out
+
+
+def schedule_problems(
+    until_steps: Sequence[object], interpolates: Sequence[object]
+) -> list[tuple[int | None, str, str]]:
+    """Everything wrong with a schedule's phase boundaries, as ``(phase index, field, message)``.
+
+    The rules, written once: at least one phase; only the last phase may be open-ended (``until_step``
+    ``None``); boundaries strictly increase, from after step 1 (``until_step`` is exclusive and steps count
+    from 1); the last phase cannot interpolate (nothing comes after it).
+    Mixture files report these with their key path.
+
+    Example:
+        >>> schedule_problems([None, 10], [False, True])[0][2]
+        'only the last phase may be open-ended; give this phase an until_step or move it last'
+    """
+    if not until_steps:
+        return [(None, "", "the schedule is empty; add phases (the last may be open-ended) or remove it")]
+    out: list[tuple[int | None, str, str]] = []
+    last = len(until_steps) - 1
+    prev: int | None = None
+    for i, until in enumerate(until_steps):
+        step = until if isinstance(until, int) and not isinstance(until, bool) else None
+        if until is None and i != last:
+            out.append(
+                (
+                    i,
+                    "until_step",
+                    "only the last phase may be open-ended; give this phase an until_step or move it last",
+                )
+            )
+        # Steps count from 1 and until_step is exclusive: a first phase needs until_step >= 2 to hold a step.
+        if step is not None and step <= (prev if prev is not None else 1):
+            after = f"the previous phase's {prev}" if prev is not None else "step 1, the first step"
+            out.append(
+                (
+                    i,
+                    "until_step",
+                    f"until_step {step} does not come after {after}; order phases by "
+                    "strictly increasing until_step",
+                )
+            )
+        if step is not None:
+            prev = step
+        if i == last and interpolates[i] is True:
+            out.append(
+                (
+                    i,
+                    "interpolate",
+                    "the last phase has no next phase to interpolate toward; remove interpolate",
+                )
+            )
     return out
 
 
@@ -135,16 +260,21 @@ def member_name_problem(name: str) -> str | None:
     """
     if not MEMBER_NAME_RE.fullmatch(name):
         return (
-            f"invalid member name {name!r}; use a short identifier: a lowercase letter, then lowercase letters, "
+            f"invalid member name {name!r}; use a short identifier: a lowercase letter, then lowercase "
+            "letters, "
             "digits or '_', at most 32 characters (e.g. seta, endless_terminals)"
         )
     if "__" in name:
         return (
-            f"member name {name!r} contains '__', which ormix uses to join <member>__<tool> in namespaced tool "
+            f"member name {name!r} contains '__', which ormix uses to join <member>__<tool> in namespaced "
+            "tool "
             "names; use a single '_'"
         )
     if name.endswith("_"):
-        return f"member name {name!r} ends with '_', which makes <member>__<tool> names ambiguous; drop the trailing '_'"
+        return (
+            f"member name {name!r} ends with '_', which makes <member>__<tool> names ambiguous; "
+            "drop the trailing '_'"
+        )
     return None
 
 
@@ -204,14 +334,16 @@ def mixture_checks(d: Mapping[str, Any]) -> list[Problem]:
             out.append(
                 Problem(
                     ("schedule",),
-                    "strategy adaptive moves the weights itself; remove the schedule (or use strategy: weights)",
+                    "strategy adaptive moves the weights itself; remove the schedule "
+                    "(or use strategy: weights)",
                 )
             )
         if d.get("prompts_per_step") is None:
             out.append(
                 Problem(
                     ("prompts_per_step",),
-                    "strategy adaptive decides each step's rows, so ormix needs the number of prompts per step; "
+                    "strategy adaptive decides each step's rows, so ormix needs the number of prompts per "
+                    "step; "
                     "add `prompts_per_step: N`",
                 )
             )

@@ -21,8 +21,6 @@ expanded when the file is loaded, and a missing variable is an error naming it. 
 version control, and know that `MixtureConfig.to_yaml` writes such literals back as they were. Secret values
 never appear in reprs, error messages or `MixtureConfig.manifest_dict` (which keeps only secret names).
 
-This module imports nothing of ormix except `ormix.targets`.
-
 Example:
     >>> cfg = MixtureConfig.from_yaml_text('''
     ... members:
@@ -36,8 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -70,6 +66,7 @@ from ormix.config.yaml_io import (
     syntax_problem,
 )
 from ormix.errors import TargetError
+from ormix.hashing import content_hash
 from ormix.targets import Target, parse_target
 
 __all__ = [
@@ -138,7 +135,8 @@ class EvalConfig(BaseModel):
 
 
 class SpecConfig(BaseModel):
-    """Every option of one environment (an `ormix.OpenRewardSpec`): where it is, which tasks, how it is driven.
+    """Every option of one environment (an `ormix.OpenRewardSpec`): where it is, which tasks, how it is
+    driven.
 
     Selection: ``target`` (catalog ``owner/name``, ``http(s)://`` URL, ``local:NAME`` or ``module:Class``),
     ``split``, ``num_tasks`` or ``indices``, ``where`` (metadata filter: a value or a list of accepted values
@@ -229,8 +227,8 @@ class SpecConfig(BaseModel):
         """The variable holding the API key: ``api_key_env``, else ``OPENREWARD_API_KEY`` for catalog targets.
 
         Example:
-            >>> SpecConfig(target="Eigent/SETA").resolved_api_key_env, SpecConfig(target="local:echo").resolved_api_key_env
-            ('OPENREWARD_API_KEY', None)
+            >>> [SpecConfig(target=t).resolved_api_key_env for t in ("Eigent/SETA", "local:echo")]
+            ['OPENREWARD_API_KEY', None]
         """
         if self.api_key_env is not None:
             return self.api_key_env
@@ -318,7 +316,7 @@ class AdaptiveConfig(BaseModel):
     ``score ** sharpness``, times the member's headroom (reward left to gain, on the range of rewards seen)
     ``** headroom`` (0 turns it off); ``prior_groups`` is the strength of the prior a member's rate is shrunk
     toward; ``thompson_draws`` the draws per decision. The statistics of step *t* decide step *t + 2* (see
-    `ormix.mixture.adaptive`, which checks the same bounds).
+    `ormix.mixture.adaptive` and `ormix.mixture.planner`).
 
     Example:
         >>> AdaptiveConfig(signal="thompson").floor
@@ -404,7 +402,8 @@ class TelemetryConfig(BaseModel):
 
 
 class PhaseConfig(BaseModel):
-    """One phase of a step schedule: the weights in force until ``until_step`` (exclusive).
+    """One phase of a step schedule: the weights in force until ``until_step`` (exclusive; steps count from 1,
+    so ``until_step: 100`` covers steps 1-99 of a first phase).
 
     ``until_step: None`` marks the open-ended last phase. With ``interpolate: true`` the weights move
     linearly from this phase's weights at its first step to the next phase's weights at ``until_step``.
@@ -429,9 +428,9 @@ class WarmStartConfig(BaseModel):
     ``local:seta``) of the first ``fraction`` of each train member's tasks; GRPO then starts from a model that
     can call tools and still has the other tasks to learn. The warmed model is cached, so a second run reuses
     it; a resumed run starts from its checkpoint instead. ``ormix train --warmup-sft N`` / ``--warmup-fraction
-    F`` override the file (``--warmup-sft 0`` skips it). ``near_misses: true`` also demonstrates a near miss of
-    each warmed task that has one (``local:terminals``, ``local:seta``: a plausible attempt that scores less), so
-    GRPO starts from a policy split between the two and has a choice to learn from the rewards.
+    F`` override the file (``--warmup-sft 0`` skips it). ``near_misses: true`` also demonstrates a near miss
+    of each warmed task that has one (``local:terminals``, ``local:seta``: a plausible attempt that scores
+    less), so GRPO starts from a policy split between the two and has a choice to learn from the rewards.
 
     Example:
         >>> WarmStartConfig(sft_steps=150, fraction=0.5).fraction
@@ -542,9 +541,9 @@ class MixtureConfig(BaseModel):
 
         ``resolve_targets``: import `local:`/`module:` targets now (a file's typo is reported with its line).
 
-        Without a ``name:`` key the name is the stem of ``source`` when it is a path. ``train_check`` checks the
-        ``train:`` section (trainer settings: ``ormix.integrations.trl.args.setting_problems`` knows them);
-        its problems are reported with the file's others, with their lines.
+        Without a ``name:`` key the name is the stem of ``source`` when it is a path. ``train_check``
+        checks the ``train:`` section (trainer settings: ``ormix.integrations.trl.args.setting_problems``
+        knows them); its problems are reported with the file's others, with their lines.
 
         Example:
             >>> MixtureConfig.from_yaml_text("members: {a: {target: 'local:echo'}}", "mixtures/x.yaml").name
@@ -643,10 +642,7 @@ class MixtureConfig(BaseModel):
 
     def config_hash(self) -> str:
         """sha256 (hex) of the canonical JSON of `manifest_dict`: stable across key order and runs."""
-        canonical = json.dumps(
-            self.manifest_dict(), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
-        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+        return content_hash(self.manifest_dict())
 
     # ---- ablations ------------------------------------------------------------------------------------
 
@@ -681,7 +677,8 @@ class MixtureConfig(BaseModel):
         Named ``<name>-reweight-<member><weight>...`` (the members given, sorted).
 
         Example:
-            >>> cfg = MixtureConfig(name="m", members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}})
+            >>> cfg = MixtureConfig(name="m", members={"a": {"target": "local:echo"},
+            ...                                        "b": {"target": "local:seta"}})
             >>> derived = cfg.reweight(b=3)
             >>> derived.name, derived.weights
             ('m-reweight-b3', {'a': 1.0, 'b': 3.0})

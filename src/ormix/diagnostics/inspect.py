@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ormix.config import AdaptiveConfig
 from ormix.errors import OrmixError
-from ormix.mixture import sampling
-from ormix.mixture.adaptive import LAG, AdaptivePlanner, AdaptiveSettings
 from ormix.mixture.mixture import MixtureSpec
+from ormix.mixture.planner import LAG, Planner, starvation_probability
 from ormix.ors.errors import ORSError
 from ormix.tools import NO_DEFAULT, ToolBinding
 
@@ -34,9 +32,7 @@ __all__ = [
     "Inspection",
     "MemberSummary",
     "adaptive_explanation",
-    "fixed_steps",
     "inspect_mixture",
-    "member_probabilities_at",
     "tool_signature",
 ]
 
@@ -153,118 +149,38 @@ def tool_signature(binding: ToolBinding, prefix: str = "") -> str:
     return f"{prefix}{binding.method_name}({', '.join(params)})" + (f" — {first}" if first else "")
 
 
-def member_probabilities_at(
-    mix: MixtureSpec, step: int, counts: dict[str, int] | None = None
-) -> dict[str, float]:
-    """The sampling probabilities in force at a training step (steps count from 1, as training does).
-
-    ``counts`` (task counts per train member) are needed only for the ``temperature`` strategy.
-
-    Example:
-        >>> from ormix.config import MixtureConfig
-        >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
-        ...                     weights={"a": 3, "b": 1})
-        >>> member_probabilities_at(MixtureSpec.from_config(cfg), 1)
-        {'a': 0.75, 'b': 0.25}
-    """
-    cfg = mix.config
-    if mix.schedule:
-        weights = sampling.weights_at_step(mix.schedule, step - 1)
-        total = sum(weights.values())
-        return {k: v / total for k, v in weights.items()}
-    if cfg.strategy == "temperature":
-        if counts is None:
-            raise ValueError("the temperature strategy needs task counts")
-        return sampling.member_probabilities(counts, strategy="temperature", temperature=cfg.temperature)
-    if cfg.strategy == "adaptive":  # the starting point; training moves it (see `adaptive_explanation`)
-        weights = cfg.static_weights() or dict.fromkeys(cfg.train_members, 1.0)
-        total = sum(weights.values())
-        return {m: weights[m] / total for m in sorted(weights)}
-    if cfg.strategy == "round_robin":
-        return {m: 1.0 / len(cfg.train_members) for m in sorted(cfg.train_members)}
-    weights = cfg.static_weights() or {}
-    total = sum(weights.values())
-    return {m: weights[m] / total for m in sorted(weights)}
-
-
-def _composition(
-    mix: MixtureSpec, counts: dict[str, int], first_steps: int
-) -> list[tuple[str, dict[str, int]]]:
-    cfg = mix.config
-    k = cfg.prompts_per_step
-    if not k:
+def _composition(planner: Planner, mix: MixtureSpec, first_steps: int) -> list[tuple[str, dict[str, int]]]:
+    """The members of the first steps' rows and of each later phase's first step, from the planner training
+    builds (an adaptive plan: its steps decided before any statistics count)."""
+    if planner.k is None:
         return []
-    if cfg.strategy == "adaptive":
-        return _adaptive_composition(mix, counts, first_steps)
-    seq = sampling.plan_members(
-        counts,
-        strategy=cfg.strategy,
-        weights=cfg.static_weights() if cfg.strategy == "weights" and not cfg.schedule else None,
-        temperature=cfg.temperature,
-        schedule=mix.schedule or None,
-        num_samples=cfg.num_samples,
-        prompts_per_step=k,
-        num_steps=cfg.num_steps,
-        seed=cfg.seed,
-    )
-    rows = [sampling.PlanRow(m, 0, step, i) for i, (m, step) in enumerate(seq)]
-    per_step = sampling.composition(rows, k, members=cfg.train_members)
-    out = [(f"step {i + 1}", counts_) for i, counts_ in enumerate(per_step[:first_steps])]
-    start = 0
-    for index, phase in enumerate(mix.schedule):
-        if first_steps <= start < len(per_step):
-            out.append((f"phase {index + 1} (step {start + 1})", per_step[start]))
+    last = -(-planner.num_rows // planner.k)
+    labels = {s: f"step {s}" for s in range(1, min(first_steps, last) + 1)}
+    if planner.adaptive:
+        labels = {s: label for s, label in labels.items() if s <= _fixed_steps(mix)}
+    start = 1
+    for index, phase in enumerate(mix.config.schedule or []):
+        if first_steps < start <= last:
+            labels[start] = f"phase {index + 1} (step {start})"
         if phase.until_step is None:
             break
         start = phase.until_step
-    return out
-
-
-def _adaptive_planner(mix: MixtureSpec, counts: Mapping[str, int]) -> AdaptivePlanner:
-    # The same planner training builds, on task positions instead of the server's indices: the composition
-    # of the steps decided before any statistics depends only on the counts.
-    cfg = mix.config
-    assert cfg.prompts_per_step is not None  # the config requires it for adaptive mixing
-    return AdaptivePlanner(
-        {m: list(range(max(1, counts[m]))) for m in cfg.train_members},
-        prompts_per_step=cfg.prompts_per_step,
-        seed=cfg.seed,
-        settings=AdaptiveSettings(**(cfg.adaptive.model_dump() if cfg.adaptive is not None else {})),
-        base_weights=cfg.static_weights(),
-    )
-
-
-def fixed_steps(mix: MixtureSpec) -> int:
-    """How many first steps of an adaptive mixture are decided before any statistics can count: the warm-up,
-    and at least the planner's lag (the statistics of step *t* decide step *t + lag*).
-
-    Example:
-        >>> from ormix.config import MixtureConfig
-        >>> from ormix.mixture import MixtureSpec
-        >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
-        ...                     strategy="adaptive", prompts_per_step=2, adaptive={"warmup_steps": 3})
-        >>> fixed_steps(MixtureSpec.from_config(cfg))
-        3
-    """
-    cfg = mix.config
-    warmup = cfg.adaptive.warmup_steps if cfg.adaptive is not None else AdaptiveConfig().warmup_steps
-    return max(warmup, LAG)
-
-
-def _adaptive_composition(
-    mix: MixtureSpec, counts: Mapping[str, int], first_steps: int
-) -> list[tuple[str, dict[str, int]]]:
-    planner = _adaptive_planner(mix, counts)
-    shown = min(first_steps, fixed_steps(mix))
     out = []
-    for step in range(1, shown + 1):
-        if step > LAG:
+    for step in sorted(labels):
+        if planner.adaptive and step > planner.lag:
             # Warm-up weights do not depend on statistics; the planner still wants each step observed
             # (task filters read them), so the look-ahead observes nothing.
-            planner.observe(step - LAG, {})
+            planner.observe(step - planner.lag, {})
         members = [m for m, _ in planner.rows(step)]
-        out.append((f"step {step}", {m: members.count(m) for m in mix.config.train_members}))
+        out.append((labels[step], {m: members.count(m) for m in mix.config.train_members}))
     return out
+
+
+def _fixed_steps(mix: MixtureSpec) -> int:
+    """How many first steps of an adaptive mixture are decided before any statistics can count: the warm-up,
+    and at least the planner's lag (the statistics of step *t* decide step *t + lag*)."""
+    a = mix.config.adaptive or AdaptiveConfig()
+    return max(a.warmup_steps, LAG)
 
 
 def adaptive_explanation(mix: MixtureSpec) -> list[str]:
@@ -282,17 +198,20 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
     if cfg.strategy != "adaptive":
         return []
     a = cfg.adaptive or AdaptiveConfig()
-    fixed = fixed_steps(mix)
+    fixed = _fixed_steps(mix)
     signal = {
-        "informative": "the share of its recent GRPO groups whose rewards differ (groups that teach something)",
+        "informative": "the share of its recent GRPO groups whose rewards differ "
+        "(groups that teach something)",
         "progress": "its learning progress (informative share times reward gained per informative group)",
         "thompson": "a Thompson-sampling bandit on its learning progress",
     }[a.signal]
     start = "the file's weights" if cfg.weights else "uniform"
     lines = [
-        f"adaptive: steps 1-{fixed} use the starting weights ({start}); from step {fixed + 1} on, each member's "
+        f"adaptive: steps 1-{fixed} use the starting weights ({start}); from step {fixed + 1} on, "
+        "each member's "
         f"weight follows {signal}, over the last {a.window} step(s) of statistics pooled over all processes",
-        f"  the statistics of step t decide step t+{LAG}; every member keeps at least {a.floor:.0%} of a step; a "
+        f"  the statistics of step t decide step t+{LAG}; every member keeps at least {a.floor:.0%} of a "
+        "step; a "
         f"weight moves at most {a.max_change:.0%} per step; the composition table shows steps 1-{fixed} only",
     ]
     if a.headroom > 0:
@@ -311,7 +230,8 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
             else ""
         )
         lines.append(
-            f"  {name}: a task whose last {rule.window} group(s) were all solved (reward >= {rule.solved:g}) or "
+            f"  {name}: a task whose last {rule.window} group(s) were all solved "
+            f"(reward >= {rule.solved:g}) or "
             f"all failed (<= {rule.failed:g}) is set aside for {rule.cooldown_steps} steps{prior}"
         )
     lines.append(
@@ -341,25 +261,24 @@ def inspect_mixture(
     )
     if missing and needs_counts:
         notes.append(
-            f"composition not shown: the task count of {', '.join(missing)} is unknown (set num_tasks, or make "
+            f"composition not shown: the task count of {', '.join(missing)} is unknown "
+            "(set num_tasks, or make "
             "the server reachable)"
         )
     else:
-        known = {n: (c if c is not None else 1) for n, c in counts.items()}
-        probabilities = member_probabilities_at(mix, 1, known)
-        composition = _composition(mix, known, first_steps)
-        cfg = mix.config
-        rows = cfg.num_samples or (
-            cfg.num_steps * cfg.prompts_per_step
-            if cfg.num_steps and cfg.prompts_per_step
-            else sum(known.values())
-        )
+        # The planner training builds, on task positions instead of the server's indices: the composition
+        # depends only on the task counts.
+        known = {n: max(1, c or 1) for n, c in counts.items()}
+        planner = Planner(mix.config, {n: list(range(c)) for n, c in known.items()})
+        probabilities = planner.weights(1) if planner.k else dict(planner.base)
+        composition = _composition(planner, mix, first_steps)
+        rows = planner.num_rows
     starvation: dict[str, dict[str, float]] = {}
     k = batch or mix.config.prompts_per_step
     if k and probabilities:
         starvation = {
-            "iid": sampling.starvation_probability(probabilities, k, mode="iid"),
-            "quotas": sampling.starvation_probability(probabilities, k, mode="quotas"),
+            "iid": starvation_probability(probabilities, k, mode="iid"),
+            "quotas": starvation_probability(probabilities, k, mode="quotas"),
         }
     notes += adaptive_explanation(mix)
     return Inspection(
@@ -375,10 +294,3 @@ def inspect_mixture(
         starvation=starvation,
         notes=notes,
     )
-
-
-def describe(info: Inspection) -> dict[str, Any]:
-    """The inspection as plain data (for ``--json`` output and tests)."""
-    from dataclasses import asdict
-
-    return asdict(info)

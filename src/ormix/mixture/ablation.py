@@ -20,8 +20,9 @@ def derive(
     Example:
         >>> from ormix.config import load_mixture_config
         >>> cfg = load_mixture_config("mixtures/local-demo.yaml")
-        >>> [c.name for c in derive(cfg, leave_one_out=True, only=["seta"])]
-        ['local-demo-without-echo', 'local-demo-without-terminals', 'local-demo-without-seta', 'local-demo-only-seta']
+        >>> [c.name for c in derive(cfg, leave_one_out=True, only=["seta"])]  # doctest: +NORMALIZE_WHITESPACE
+        ['local-demo-without-echo', 'local-demo-without-terminals', 'local-demo-without-seta',
+         'local-demo-only-seta']
     """
     derived = []
     if leave_one_out:

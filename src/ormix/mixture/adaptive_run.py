@@ -1,6 +1,7 @@
-"""An adaptive mixture in a trainer: rows decided as they are fetched, statistics gathered as rollouts are scored.
+"""An adaptive mixture in a trainer: rows decided as they are fetched, statistics gathered as rollouts are
+scored.
 
-`AdaptiveRun` ties the pure `AdaptivePlanner` to TRL's data flow:
+`AdaptiveRun` ties the pure `Planner` to TRL's data flow:
 
 - the training dataset (`dataset`) is one placeholder row per planned row; a `datasets` transform fills each
   row in when the trainer fetches it, from ``planner.rows(step)`` (step = row // prompts_per_step + 1);
@@ -12,8 +13,9 @@
   ``planner.state_dict()`` with the trainer's checkpoints.
 
 Example:
-    >>> from ormix.mixture.adaptive import AdaptivePlanner
-    >>> run = AdaptiveRun(AdaptivePlanner({"a": [0, 1]}, prompts_per_step=2), rows={"a": {0: {}, 1: {}}})
+    >>> from ormix.config import MixtureConfig
+    >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, strategy="adaptive", prompts_per_step=2)
+    >>> run = AdaptiveRun(Planner(cfg, {"a": [0, 1]}), rows={"a": {0: {}, 1: {}}})
     >>> run.step_of(3)
     2
 """
@@ -24,9 +26,10 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ormix.mixture.adaptive import AdaptivePlanner
+from ormix.mixture.planner import Planner
 from ormix.rollout.rewards import ScoredBatch
 from ormix.telemetry.metrics import group_ids, metric_key
+from ormix.telemetry.records import trainer_mode
 
 __all__ = ["ROW_COLUMN", "AdaptiveRun"]
 
@@ -38,13 +41,14 @@ class AdaptiveRun:
     """The planner plus what a trainer needs around it (see the module docstring).
 
     Args:
-        planner: the `AdaptivePlanner`.
+        planner: the mixture's `Planner`.
         rows: member → task index → that task's dataset row (``prompt``, ``task_index``, metadata), as
             `OpenRewardSpec.dataset_rows` gives them.
     """
 
-    def __init__(self, planner: AdaptivePlanner, rows: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> None:
-        self.planner = planner
+    def __init__(self, planner: Planner, rows: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> None:
+        assert planner.k is not None  # the config requires prompts_per_step for adaptive mixing
+        self.planner, self.k = planner, planner.k
         self.rows = {m: dict(r) for m, r in rows.items()}
         self.columns = sorted({k for r in self.rows.values() for row in r.values() for k in row} - {"prompt"})
         self._lock = threading.Lock()
@@ -57,11 +61,11 @@ class AdaptiveRun:
 
     def step_of(self, row: int) -> int:
         """The training step (from 1) a row of the dataset belongs to."""
-        return row // self.planner.k + 1
+        return row // self.k + 1
 
     def row(self, index: int) -> dict[str, Any]:
         """The dataset row at `index`, decided now from the planner."""
-        step, position = self.step_of(index), index % self.planner.k
+        step, position = self.step_of(index), index % self.k
         member, task = self.planner.rows(step)[position]
         base = self.rows[member][task]
         out: dict[str, Any] = dict.fromkeys(self.columns)
@@ -91,7 +95,8 @@ class AdaptiveRun:
     # ── statistics ────────────────────────────────────────────────────
 
     def observer(self, member: str) -> Any:
-        """The reward-function observer of one member (pickles without the run's state: a worker logs nothing)."""
+        """The reward-function observer of one member (pickles without the run's state: a worker logs
+        nothing)."""
         return _Observer(self, member)
 
     def record(self, batch: ScoredBatch) -> None:
@@ -136,8 +141,7 @@ class _Observer:
         run = self.run
         if run is None:
             return
-        model = getattr(getattr(batch.log_metric, "__self__", None), "model", None)
-        if getattr(model, "training", True) is False:
+        if trainer_mode(batch.log_metric) == "eval":
             return  # evaluation batches do not steer training
         run.record(batch)
         step = int(getattr(batch.trainer_state, "global_step", 0) or 0) + 1

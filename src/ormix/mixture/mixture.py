@@ -6,8 +6,9 @@ plan, datasets, routing, reward functions, ablations, the manifest — is built 
 names, weights, schedules, strategies) is checked there, once, with every problem reported together.
 
 Members (each an `OpenRewardSpec` plus per-member options) are interleaved into one dataset keyed by an
-`environment` column, following a plan from `ormix.mixture.sampling` (weights, temperature, round robin,
-step schedules, exact per-step quotas). Tool calls are routed to the member's session, either per
+`environment` column, following the mixture's `ormix.mixture.planner.Planner` (weights, temperature, round
+robin, step schedules, adaptive weights; exact per-step quotas). Tool calls are routed to the member's
+session, either per
 environment (TRL's dict `environment_factory`) or through one `RoutingEnvironment` with namespaced methods.
 Rewards come back as one function per member, so TRL logs `rewards/<member>/mean`.
 
@@ -23,8 +24,6 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -34,6 +33,7 @@ from ormix.config import (
     AdaptiveConfig,
     MemberConfig,
     MixtureConfig,
+    PhaseConfig,
     SpecConfig,
     TaskFilterConfig,
     TelemetryConfig,
@@ -41,7 +41,9 @@ from ormix.config import (
 from ormix.connection import Connection, connection_key
 from ormix.dataset import rows_to_dataset
 from ormix.errors import MixtureError
-from ormix.mixture import sampling
+from ormix.hashing import content_hash
+from ormix.mixture.adaptive_run import AdaptiveRun
+from ormix.mixture.planner import Planner, PlanRow
 from ormix.rollout.batch import SPLIT_COLUMN
 from ormix.rollout.rewards import RewardFunction
 from ormix.rollout.routing import RoutingEnvironment, make_routing_class
@@ -152,8 +154,9 @@ class MixtureSpec:
             (weights move toward the members whose groups are informative; needs `prompts_per_step` and
             `callbacks=mix.callbacks`).
         temperature: T for the `temperature` strategy.
-        schedule: curriculum phases (dicts with `until_step`, `weights`, `interpolate`, or `sampling.Phase`);
-            needs `prompts_per_step`.
+        schedule: curriculum phases (dicts with `until_step`, `weights`, `interpolate`, or
+            `ormix.config.PhaseConfig`); needs `prompts_per_step`. Steps count from 1; a phase holds until
+            its `until_step` (exclusive).
         num_samples: rows in the training dataset (default: `num_steps * prompts_per_step`, else all tasks).
         prompts_per_step: unique prompts per optimizer step; every step then gets its exact quota.
         num_steps: planned training steps (sizes the dataset with `prompts_per_step`).
@@ -175,7 +178,7 @@ class MixtureSpec:
         weights: Mapping[str, float] | None = None,
         strategy: str = "weights",
         temperature: float = 1.0,
-        schedule: Sequence[sampling.Phase | Mapping[str, Any]] | None = None,
+        schedule: Sequence[PhaseConfig | Mapping[str, Any]] | None = None,
         num_samples: int | None = None,
         prompts_per_step: int | None = None,
         num_steps: int | None = None,
@@ -188,12 +191,7 @@ class MixtureSpec:
         given = {str(n): _member(str(n), v) for n, v in members.items()}
         phases = None
         if schedule is not None:
-            phases = [
-                {"until_step": p.until_step, "weights": dict(p.weights), "interpolate": p.interpolate}
-                if isinstance(p, sampling.Phase)
-                else dict(p)
-                for p in schedule
-            ]
+            phases = [p.model_dump() if isinstance(p, PhaseConfig) else dict(p) for p in schedule]
         data = {
             "name": name or "mixture",
             "members": {n: m.config() for n, m in given.items()},
@@ -282,14 +280,6 @@ class MixtureSpec:
         """The coverage alarm's settings."""
         return self.config.telemetry
 
-    @cached_property
-    def schedule(self) -> list[sampling.Phase]:
-        """The curriculum phases (empty without a schedule)."""
-        return [
-            sampling.Phase(until_step=p.until_step, weights=dict(p.weights), interpolate=p.interpolate)
-            for p in self.config.schedule or []
-        ]
-
     def spec(self, member: str) -> OpenRewardSpec:
         """The (member-named) spec of one member."""
         try:
@@ -301,87 +291,45 @@ class MixtureSpec:
 
     @property
     def adaptive(self) -> bool:
-        """Whether the weights follow training (``strategy: adaptive``): then rows are decided as they are fetched."""
+        """Whether the weights follow training (``strategy: adaptive``): then rows are decided on fetch."""
         return self.config.strategy == "adaptive"
 
     @property
     def num_rows(self) -> int:
         """Rows of the training dataset."""
-        cfg = self.config
-        if not self.adaptive:
-            return len(self.plan)
-        assert cfg.prompts_per_step is not None  # the config requires it for adaptive mixing
-        return cfg.num_samples or (cfg.num_steps or 1000) * cfg.prompts_per_step
+        return self.planner.num_rows
 
     @cached_property
-    def adaptive_run(self) -> Any:
-        """The adaptive planner in a trainer (`ormix.mixture.adaptive_run.AdaptiveRun`); adaptive mixtures only."""
-        from ormix.mixture.adaptive import AdaptivePlanner, AdaptiveSettings, TaskFilterSettings
-        from ormix.mixture.adaptive_run import AdaptiveRun
+    def planner(self) -> Planner:
+        """The mixture's `Planner` over its train members' task indices (the one training uses)."""
+        specs = {n: self.spec(n) for n in self.train_members}
+        with_prior = [n for n in specs if (rule := self.config.members[n].filter) and rule.prior]
+        try:
+            return Planner(
+                self.config,
+                {n: s.task_indices for n, s in specs.items()},
+                metadata={n: dict(specs[n].task_specs) for n in with_prior},
+            )
+        except MixtureError as e:
+            raise MixtureError(f"mixture {self.name!r}: {e}") from None
 
+    @cached_property
+    def adaptive_run(self) -> AdaptiveRun:
+        """The planner in a trainer's data flow (`AdaptiveRun`: rows decided on fetch); adaptive only."""
         if not self.adaptive:
             raise MixtureError(f"mixture {self.name!r} is not adaptive (strategy: {self.config.strategy})")
-        cfg = self.config
-        settings = cfg.adaptive.model_dump() if cfg.adaptive is not None else {}
-        filters = {}
-        for name in self.train_members:
-            rule = cfg.members[name].filter
-            if rule is not None:
-                filters[name] = TaskFilterSettings(
-                    window=rule.window,
-                    cooldown_steps=rule.cooldown_steps,
-                    solved=rule.solved,
-                    failed=rule.failed,
-                    prior_field=rule.prior.field if rule.prior else None,
-                    prior=dict(rule.prior.pass_rates) if rule.prior else {},
-                )
-        specs = {n: self.spec(n) for n in self.train_members}
-        assert cfg.prompts_per_step is not None
-        planner = AdaptivePlanner(
-            {n: s.task_indices for n, s in specs.items()},
-            prompts_per_step=cfg.prompts_per_step,
-            seed=cfg.seed,
-            settings=AdaptiveSettings(**settings),
-            base_weights=cfg.static_weights(),
-            filters=filters,
-            metadata={n: dict(s.task_specs) for n, s in specs.items()},
-        )
-        return AdaptiveRun(
-            planner, {n: {r["task_index"]: r for r in s.dataset_rows()} for n, s in specs.items()}
-        )
+        rows = {n: {r["task_index"]: r for r in self.spec(n).dataset_rows()} for n in self.train_members}
+        return AdaptiveRun(self.planner, rows)
 
     @cached_property
-    def plan(self) -> list[sampling.PlanRow]:
-        """The ordered rows (member, task_index, step) this mixture trains on (static strategies only: an
-        adaptive mixture decides its rows during training, see `adaptive_run`)."""
-        if self.adaptive:
-            raise MixtureError(
-                f"mixture {self.name!r} is adaptive: its rows are decided during training from the statistics "
-                "of earlier steps; see MixtureSpec.adaptive_run"
-            )
-        tasks = {n: self.spec(n).task_indices for n in self.train_members}
-        empty = sorted(n for n, t in tasks.items() if not t)
-        if empty:
-            raise MixtureError(f"member(s) {empty} have no tasks: check num_tasks / indices / where")
-        cfg = self.config
-        try:
-            return sampling.plan_rows(
-                tasks,
-                strategy=cfg.strategy,
-                weights=cfg.static_weights() if cfg.strategy == "weights" and not cfg.schedule else None,
-                temperature=cfg.temperature,
-                schedule=self.schedule or None,
-                num_samples=cfg.num_samples,
-                prompts_per_step=cfg.prompts_per_step,
-                num_steps=cfg.num_steps,
-                seed=cfg.seed,
-            )
-        except sampling.SamplingError as e:
-            raise MixtureError(str(e)) from None
+    def plan(self) -> list[PlanRow]:
+        """The rows (member, task_index, step) known before training: all of a static plan; an adaptive plan's
+        first steps (the rest are decided during training and written to the rollout records)."""
+        return self.planner.plan()
 
     @property
     def order_matters(self) -> bool:
-        """Whether the dataset order carries meaning (quotas, schedule, round robin): then shuffling breaks it."""
+        """Whether the dataset order carries meaning (quotas, schedule, round robin): shuffling breaks it."""
         cfg = self.config
         return bool(cfg.prompts_per_step or cfg.schedule or cfg.strategy in ("round_robin", "adaptive"))
 
@@ -467,7 +415,7 @@ class MixtureSpec:
 
     @cached_property
     def environment_factory(self) -> Callable[[], Any] | dict[str, Callable[[], Any]]:
-        """`per_env`: `{member: factory}`; `namespaced`: one factory of `RoutingEnvironment`; single: the spec's."""
+        """per_env: `{member: factory}`; namespaced: a `RoutingEnvironment` factory; single: its spec's."""
         if self.routing == "single":
             return self.spec(next(iter(self._specs))).environment_factory
         if self.routing == "per_env":
@@ -569,13 +517,10 @@ class MixtureSpec:
         resolved = {
             "members": members,
             "routing": self.routing,
-            # An adaptive plan is decided during training: its rows are in the rollout records.
-            "plan": None if self.adaptive else [[r.member, r.task_index] for r in self.plan],
+            "plan": [[r.member, r.task_index] for r in self.plan],
         }
         config_hash = self.config.config_hash()
-        resolved_hash = hashlib.sha256(
-            json.dumps({"config": config_hash, **resolved}, sort_keys=True, default=str).encode()
-        ).hexdigest()
+        resolved_hash = content_hash({"config": config_hash, **resolved})
         return {
             "name": self.name,
             "seed": self.seed,
@@ -603,7 +548,8 @@ def _versions() -> dict[str, str]:
 
 
 def trainer_settings_check() -> Any:
-    """The check of a file's ``train:`` section against the installed trainer's settings (``None`` without TRL)."""
+    """The check of a file's ``train:`` section against the installed trainer's settings (``None``
+    without TRL)."""
     try:
         from ormix.integrations.trl.args import setting_problems
     except ImportError:
@@ -612,7 +558,8 @@ def trainer_settings_check() -> Any:
 
 
 def load_mixture(path: str, *, defer_missing_secrets: bool = False, **overrides: Any) -> MixtureSpec:
-    """Build a `MixtureSpec` from a mixture file (`mixtures/*.yaml`), validated before any server is contacted.
+    """Build a `MixtureSpec` from a mixture file (`mixtures/*.yaml`), validated before any server is
+    contacted.
 
     ``overrides`` replace top-level config keys (e.g. ``num_samples=``, ``seed=``), validated again.
     ``defer_missing_secrets``: see `ormix.config.load_mixture_config`.

@@ -45,6 +45,7 @@ __all__ = [
     "TelemetryRun",
     "read_records",
     "rollout_record",
+    "trainer_mode",
 ]
 
 logger = logging.getLogger(__name__)
@@ -213,8 +214,14 @@ def _clip(text: str | None) -> str | None:
     return text[: _DETAIL_LIMIT - 3] + "..."
 
 
-def _trainer_mode(log_metric: Any) -> str:
-    # TRL passes its bound `_log_metric`: the trainer's model says whether this batch trains or evaluates.
+def trainer_mode(log_metric: Any) -> str:
+    """``"train"`` or ``"eval"``: what the batch whose `log_metric` this is does (TRL passes its bound
+    `_log_metric`: the trainer's model says whether it trains); ``"train"`` when it cannot tell.
+
+    Example:
+        >>> trainer_mode(None)
+        'train'
+    """
     model = getattr(getattr(log_metric, "__self__", None), "model", None)
     training = getattr(model, "training", True)
     return "train" if training or not isinstance(training, bool) else "eval"
@@ -262,7 +269,7 @@ class TelemetryObserver:
         if run is None and batch.trainer_state is not None:
             # Scored inside a trainer, yet no TelemetryCallback began the run: `callbacks=` was left out.
             self._missing_callbacks(batch)
-        mode = _trainer_mode(batch.log_metric)
+        mode = trainer_mode(batch.log_metric)
         n = len(batch.environments)
         rank = run.rank if run is not None else 0
         prompts = batch.prompts

@@ -299,9 +299,11 @@ class AdaptiveCallback(TrainerCallback):
     the planner the same statistics, so every rank decides the same rows).
 
     Example:
-        >>> from ormix.mixture.adaptive import AdaptivePlanner
+        >>> from ormix.config import MixtureConfig
         >>> from ormix.mixture.adaptive_run import AdaptiveRun
-        >>> AdaptiveCallback(AdaptiveRun(AdaptivePlanner({"a": [0]}, prompts_per_step=1), {"a": {0: {}}})).run.planner.k
+        >>> from ormix.mixture.planner import Planner
+        >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, strategy="adaptive", prompts_per_step=1)
+        >>> AdaptiveCallback(AdaptiveRun(Planner(cfg, {"a": [0]}), {"a": {0: {}}})).run.k
         1
     """
 

@@ -1,0 +1,28 @@
+"""Content hashes of JSON data: one canonical form, so the same content hashes the same everywhere (pure).
+
+Example:
+    >>> canonical_json({"b": 1, "a": [1.5, "é"]})
+    '{"a":[1.5,"é"],"b":1}'
+    >>> content_hash({"b": 1, "a": 2}) == content_hash({"a": 2, "b": 1})
+    True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+__all__ = ["canonical_json", "content_hash"]
+
+
+def canonical_json(data: Any) -> str:
+    """``data`` as JSON: sorted keys, no spaces, unescaped unicode; NaN refused; other objects as ``str``."""
+    return json.dumps(
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str
+    )
+
+
+def content_hash(data: Any) -> str:
+    """sha256 (hex) of `canonical_json` of ``data``."""
+    return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()

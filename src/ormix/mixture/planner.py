@@ -1,0 +1,553 @@
+"""The one planner of a mixture: which member and task each training row is, for every strategy (pure).
+
+A `Planner` is built from the mixture's `MixtureConfig` and each train member's task indices. Its weight
+source is the config's: fixed (``weights``, ``temperature``, ``round_robin``), a ``schedule`` of phases
+(optionally interpolated) or ``adaptive`` (`ormix.mixture.adaptive`: weights that follow the pooled
+statistics handed to `Planner.observe`). Every strategy then goes through the same steps: one quota rule, one
+task cycler, one state (`Planner.state_dict`). Static plans are materialised at once (`Planner.plan`); an
+adaptive plan's rows are decided as the trainer fetches them (`Planner.rows`), from the statistics of the
+steps up to ``step - lag`` (``lag`` = 2: when step *t* is fetched, step *t - 1* may still be running, step
+*t - 2* is complete on every rank). Asking for step *t* before step *t - lag* was observed raises
+`MixtureError` (a loader prefetching deeper than the lag would make ranks disagree).
+
+Steps count from 1, as training does. A phase holds until its ``until_step`` (exclusive): ``until_step: 100``
+covers steps 1-99 and step 100 is the next phase's first. Interpolated weights move linearly from the phase's
+weights at its first step to the next phase's at ``until_step``.
+
+Quotas ("no environment starves"). With ``prompts_per_step = k`` every step has exactly k rows. Member i's
+share of a step is ``w_i * k``: it gets ``floor(w_i * k)`` rows, and the ``r = k - sum of floors`` rows left
+go one each to members with a fractional part ``f_i > 0``, by carried credit: ``F_i``, the sum of the
+member's fractional parts since the current phase began (an adaptive plan never restarts), is its target of
+extra rows and ``E_i`` the extra rows it got. The j-th extra row of a step goes to a member that has had none
+this step, preferring one still below its target at that row (``E_i < F_i + f_i * j / r``), then the largest
+``(F_i + f_i * j / r) / (E_i + 1)``, then a seeded draw per step (by name for ``round_robin``, which makes it
+a strict rotation). With ``T_i`` the member's target (the sum of ``w_i * k``) and ``C_i`` its rows, ``T_i -
+C_i = F_i - E_i``. What holds:
+
+- for any weights, every step has exactly k rows and member i gets ``floor(w_i * k)`` or ``ceil(w_i * k)``
+  of them (so a member with ``w_i * k >= 1`` is in every step, and one at weight 0 in none);
+- for constant weights (a fixed strategy, a non-interpolated phase) the running count stays within one row of
+  its target: ``floor(T_i) <= C_i <= ceil(T_i)``, i.e. the credit ``T_i - C_i`` stays in (-1, 1). The extra
+  rows are a Pfair schedule (S. Baruah et al., "Proportionate progress", Algorithmica 15, 1996: r processors,
+  one per member per step, rates ``f_i``), for which such a sequence exists; the rule above is the quota
+  method of Balinski and Young (1975) restricted to one extra per step, and is property-tested, not proven,
+  to find one (tests/mixture/test_sampling.py). A member with p = 0.1 at k = 4 therefore appears in exactly 2
+  of every 5 steps, instead of never (per-step largest remainder) or at random (i.i.d. draws: starved in
+  0.9 ** 4 ≈ 66% of steps);
+- for weights that change between steps (interpolated phases, adaptive) no online rule can promise the
+  running bound for every weight sequence; the property tests check that a member is never two rows behind
+  or a whole row ahead (``T_i - 2 < C_i <= ceil(T_i)``).
+
+Without ``prompts_per_step`` rows are i.i.d. draws from the member probabilities (``round_robin``: the
+rotation), with no steps.
+
+Tasks: each member draws its tasks without replacement from a seeded permutation, a fresh one per cycle, that
+depends only on ``(seed, member name, its task list)``; tasks a member's adaptive ``filter`` has set aside are
+skipped (unless all are). Rows within a step are shuffled (seeded). Seeds come from `derive_seed` (SHA-256),
+never ``hash()``, so the same config and seed give the same rows on every rank, run and process.
+
+Task filtering (adaptive, per member, optional): a task whose last ``window`` groups were all solved or all
+failed is set aside for ``cooldown_steps`` steps, then comes back; a metadata prior (pass rates by a metadata
+value) can set tasks aside from the start. A decision made from the statistics of step *s* applies from step
+*s + lag*, like the weights.
+
+Example:
+    >>> from ormix.config import MixtureConfig
+    >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
+    ...                     weights={"a": 0.9, "b": 0.1}, prompts_per_step=4, num_steps=5)
+    >>> planner = Planner(cfg, {"a": [0, 1, 2], "b": [0, 1]})
+    >>> [sum(m == "b" for m, _ in planner.rows(s)) for s in range(1, 6)]
+    [0, 1, 0, 0, 1]
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ormix.config import AdaptiveConfig, MixtureConfig
+from ormix.errors import MixtureError
+from ormix.mixture.adaptive import Group, StepStats, constrain, present_rewards, scores, step_stats
+
+__all__ = ["LAG", "Planner", "PlanRow", "derive_seed", "starvation_probability"]
+
+#: Steps the statistics are behind the rows they decide (see the module docstring).
+LAG = 2
+#: Rows of an adaptive plan without ``num_samples`` or ``num_steps`` (the trainer's ``max_steps`` sizes it).
+ADAPTIVE_DEFAULT_STEPS = 1000
+# Targets are sums of floats: a member whose target is a whole number up to this much is on it, not below.
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One planned dataset row: which member, which of its task indices, at which step (from 1; ``None``
+    without ``prompts_per_step``) and position in the dataset.
+
+    Example:
+        >>> PlanRow("seta", 7, 1, 0).member
+        'seta'
+    """
+
+    member: str
+    task_index: int
+    step: int | None
+    position: int
+
+
+def derive_seed(seed: int, *parts: str) -> int:
+    """A 64-bit seed derived from ``seed`` and string parts by SHA-256 (stable across processes).
+
+    Example:
+        >>> derive_seed(0, "tasks", "a") == derive_seed(0, "tasks", "a") != derive_seed(1, "tasks", "a")
+        True
+    """
+    text = "\x1f".join([str(int(seed)), *parts])
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+def _normalised(weights: Mapping[str, float], members: Sequence[str]) -> dict[str, float]:
+    total = math.fsum(max(0.0, float(weights.get(m, 0.0))) for m in members)
+    if total <= 0:
+        return {m: 1.0 / len(members) for m in members}
+    return {m: max(0.0, float(weights.get(m, 0.0))) / total for m in members}
+
+
+class Planner:
+    """The rows of every training step of a mixture (see the module docstring).
+
+    Args:
+        config: the mixture (`ormix.config.MixtureConfig`, validated: its check-time rules hold).
+        tasks: train member → its task indices (every train member, each with at least one task).
+        metadata: member → task index → task spec, for an adaptive filter's ``prior``.
+        lag: steps between the statistics and the rows they decide (`LAG`).
+
+    Example:
+        >>> from ormix.config import MixtureConfig
+        >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
+        ...                     strategy="adaptive", prompts_per_step=4, adaptive={"warmup_steps": 1})
+        >>> p = Planner(cfg, {"a": [0, 1], "b": [0, 1]})
+        >>> sorted(m for m, _ in p.rows(1)), p.weights(1)
+        (['a', 'a', 'b', 'b'], {'a': 0.5, 'b': 0.5})
+        >>> p.observe(1, {"a": [(0, [1.0, 1.0]), (1, [1.0, 1.0])], "b": [(0, [0.0, 1.0]), (1, [1.0, 0.0])]})
+        >>> p.weights(3)["b"] > p.weights(3)["a"]
+        True
+        >>> try:
+        ...     p.rows(4)
+        ... except MixtureError as err:
+        ...     print("step(s) [2]" in str(err))
+        True
+    """
+
+    def __init__(
+        self,
+        config: MixtureConfig,
+        tasks: Mapping[str, Sequence[int]],
+        *,
+        metadata: Mapping[str, Mapping[int, Mapping[str, Any]]] | None = None,
+        lag: int = LAG,
+    ) -> None:
+        if not tasks:
+            raise MixtureError("the mixture has no train members; add at least one environment")
+        empty = sorted(m for m, t in tasks.items() if not t)
+        if empty:
+            raise MixtureError(f"member(s) {empty} have no tasks: check num_tasks / indices / where")
+        self.config = config
+        self.members = sorted(tasks)
+        self.tasks = {m: list(tasks[m]) for m in self.members}
+        self.k = config.prompts_per_step
+        self.seed = config.seed
+        self.adaptive = config.strategy == "adaptive"
+        self.settings = config.adaptive or AdaptiveConfig()
+        self.lag = max(1, lag)
+        self.phases = list(config.schedule or [])
+        self.base = self._fixed_weights()
+        self.filters = {m: f for m in self.members if (f := config.members[m].filter) is not None}
+        # Pooled statistics, by step (adaptive plans): member → [(task, rewards)].
+        self.history: dict[int, dict[str, list[Group]]] = {}
+        self._weights: dict[int, dict[str, float]] = {}
+        self._rows: dict[int, list[tuple[str, int]]] = {}
+        # The carried credit since the phase began: F_i (sum of fractional shares), E_i (extra rows it got).
+        self._frac_target = dict.fromkeys(self.members, 0.0)
+        self._extras = dict.fromkeys(self.members, 0)
+        self._cursor = dict.fromkeys(self.members, 0)  # position in the member's current permutation
+        self._cycle = dict.fromkeys(self.members, 0)
+        self._perms: dict[str, tuple[int, list[int]]] = {}  # cache: member → (cycle, permutation)
+        self._summary: dict[int, dict[str, StepStats]] = {}  # cache of history
+        self._task_history: dict[str, dict[int, list[str]]] = {m: {} for m in self.members}
+        # member → task → (first step set aside, first step back)
+        self._aside: dict[str, dict[int, tuple[int, int]]] = {m: {} for m in self.members}
+        for member, rule in self.filters.items():
+            if rule.prior is not None:
+                for index, spec in (metadata or {}).get(member, {}).items():
+                    rate = rule.prior.pass_rates.get(str(spec.get(rule.prior.field)))
+                    if rate is not None and (rate >= 0.9 or rate <= 0.1):
+                        self._aside[member][int(index)] = (1, 1 + rule.cooldown_steps)
+
+    # ── sizes and weights ─────────────────────────────────────────────
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of the training dataset: ``num_samples``, else ``num_steps * prompts_per_step``, else (static)
+        every task once or (adaptive) `ADAPTIVE_DEFAULT_STEPS` steps."""
+        cfg = self.config
+        if cfg.num_samples is not None:
+            return cfg.num_samples
+        if cfg.num_steps is not None and self.k is not None:
+            return cfg.num_steps * self.k
+        if self.adaptive and self.k is not None:
+            return ADAPTIVE_DEFAULT_STEPS * self.k
+        return sum(len(t) for t in self.tasks.values())
+
+    def _fixed_weights(self) -> dict[str, float]:
+        cfg = self.config
+        if cfg.strategy == "temperature":
+            # Log space keeps small temperatures (huge exponents) from overflowing.
+            logs = {m: math.log(len(self.tasks[m])) / cfg.temperature for m in self.members}
+            top = max(logs.values())
+            return _normalised({m: math.exp(v - top) for m, v in logs.items()}, self.members)
+        return _normalised(cfg.static_weights() or {}, self.members)
+
+    def _phase_weights(self, step: int) -> tuple[dict[str, float], int]:
+        """The schedule's weights at ``step`` and the first step of its phase."""
+        start = 1
+        for i, phase in enumerate(self.phases):
+            end = phase.until_step
+            if end is None or step < end:
+                here = _normalised(phase.weights, self.members)
+                if phase.interpolate and end is not None and i + 1 < len(self.phases):
+                    after = _normalised(self.phases[i + 1].weights, self.members)
+                    a = (step - start) / (end - start)
+                    return {m: (1.0 - a) * here[m] + a * after[m] for m in self.members}, start
+                return here, start
+            start = end
+        return _normalised(self.phases[-1].weights, self.members), start
+
+    def weights(self, step: int) -> dict[str, float]:
+        """The member weights in force at `step` (deciding the steps before it first).
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
+            ...                     prompts_per_step=2,
+            ...                     schedule=[{"until_step": 3, "weights": {"a": 1, "b": 0}},
+            ...                               {"weights": {"a": 0, "b": 1}}])
+            >>> [Planner(cfg, {"a": [0], "b": [0]}).weights(s)["a"] for s in (1, 2, 3)]
+            [1.0, 1.0, 0.0]
+        """
+        self._decide_through(step)
+        return dict(self._weights[step])
+
+    # ── rows ──────────────────────────────────────────────────────────
+
+    def rows(self, step: int) -> list[tuple[str, int]]:
+        """The (member, task index) rows of `step`, in their order within the step (needs
+        ``prompts_per_step``).
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, prompts_per_step=3)
+            >>> Planner(cfg, {"a": [4, 5]}).rows(1)
+            [('a', 5), ('a', 4), ('a', 5)]
+        """
+        self._decide_through(step)
+        return list(self._rows[step])
+
+    def plan(self) -> list[PlanRow]:
+        """The rows known before training: every row of a static plan (`num_rows` of them); an adaptive plan's
+        first ``lag`` steps (the rest depend on statistics). Call it on a fresh planner.
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
+            ...                     strategy="round_robin", num_samples=3)
+            >>> [(r.member, r.step) for r in Planner(cfg, {"a": [0], "b": [0]}).plan()]
+            [('a', None), ('b', None), ('a', None)]
+        """
+        size = self.num_rows
+        if self.k is None:
+            if self.config.strategy == "round_robin":
+                seq = [self.members[i % len(self.members)] for i in range(size)]
+            else:
+                names = [m for m in self.members if self.base[m] > 0]
+                draws = random.Random(derive_seed(self.seed, "draws"))
+                seq = draws.choices(names, weights=[self.base[m] for m in names], k=size)
+            return [PlanRow(m, self._next_task(m, 1), None, i) for i, m in enumerate(seq)]
+        steps = min(self.lag, -(-size // self.k)) if self.adaptive else -(-size // self.k)
+        out = [(m, t, s) for s in range(1, steps + 1) for m, t in self.rows(s)]
+        return [PlanRow(m, t, s, i) for i, (m, t, s) in enumerate(out[:size])]
+
+    def tasks_set_aside(self, member: str, step: int) -> int:
+        """How many of a member's tasks are set aside at `step` (deciding the steps before it first).
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> rule = {"cooldown_steps": 1, "prior": {"field": "level", "pass_rates": {"easy": 0.95}}}
+            >>> cfg = MixtureConfig(strategy="adaptive", prompts_per_step=1,
+            ...                     members={"a": {"target": "local:echo", "filter": rule}})
+            >>> p = Planner(cfg, {"a": [0, 1]}, metadata={"a": {0: {"level": "easy"}, 1: {"level": "hard"}}})
+            >>> p.tasks_set_aside("a", 1), p.tasks_set_aside("a", 2)
+            (1, 0)
+        """
+        self._decide_through(step)
+        return sum(1 for start, back in self._aside.get(member, {}).values() if start <= step < back)
+
+    def _decide_through(self, step: int) -> None:
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+            raise MixtureError(f"steps count from 1, not {step!r}")
+        if self.k is None:
+            raise MixtureError("a plan without prompts_per_step has no steps; set prompts_per_step")
+        for s in range(max(self._rows, default=0) + 1, step + 1):
+            self._decide(s, self.k)
+
+    def _decide(self, step: int, k: int) -> None:
+        if self.adaptive:
+            weights = self._adaptive_weights(step)
+        elif self.phases:
+            weights, start = self._phase_weights(step)
+            if step == start:  # each phase's quotas start over (the constant-weight bound holds per phase)
+                self._frac_target = dict.fromkeys(self.members, 0.0)
+                self._extras = dict.fromkeys(self.members, 0)
+        else:
+            weights = self.base
+        self._weights[step] = weights
+        block = self._seats(weights, step, k)
+        if self.config.strategy != "round_robin":
+            random.Random(derive_seed(self.seed, "positions", str(step))).shuffle(block)
+        self._rows[step] = [(m, self._next_task(m, step)) for m in block]
+
+    def _seats(self, weights: Mapping[str, float], step: int, k: int) -> list[str]:
+        """The members of the step's k rows (the quota rule of the module docstring)."""
+        tie: dict[str, float]
+        if self.config.strategy == "round_robin":
+            tie = {m: -float(i) for i, m in enumerate(self.members)}  # by name: a strict rotation
+        else:
+            ties = random.Random(derive_seed(self.seed, "ties", str(step)))
+            tie = {m: ties.random() for m in self.members}
+        share = {m: weights[m] * k for m in self.members}
+        quota = {m: math.floor(share[m] + _EPS) for m in self.members}
+        frac = {m: max(0.0, share[m] - quota[m]) for m in self.members}
+        extras = k - sum(quota.values())
+        base, taken = dict(self._frac_target), set()
+        for seat in range(1, extras + 1):
+            best: tuple[bool, bool, float, float] | None = None
+            chosen = self.members[0]
+            for m in self.members:
+                if m in taken:
+                    continue
+                target = base[m] + frac[m] * seat / extras
+                got = self._extras[m]
+                # A member with a share to round up first (floats may leave one a hair short), then one below
+                # its target at this row, then the quota method's priority, then the seeded tie.
+                key = (frac[m] > _EPS, got < target - _EPS, target / (got + 1), tie[m])
+                if best is None or key > best:
+                    best, chosen = key, m
+            taken.add(chosen)
+            self._extras[chosen] += 1
+            quota[chosen] += 1
+        self._frac_target = {m: base[m] + frac[m] for m in self.members}
+        if self.config.strategy != "round_robin":
+            return [m for m in self.members for _ in range(quota[m])]
+        # The rotation's order, continuing after the previous step's last row.
+        out: list[str] = []
+        n, i = len(self.members), (step - 1) * k
+        while len(out) < k:
+            m = self.members[i % n]
+            if quota[m] > 0:
+                out.append(m)
+                quota[m] -= 1
+            i += 1
+        return out
+
+    def _next_task(self, member: str, step: int) -> int:
+        tasks = self.tasks[member]
+        aside = {t for t, (start, back) in self._aside[member].items() if start <= step < back}
+        every = len(aside) >= len(set(tasks))
+        task = tasks[0]
+        for _ in range(2 * len(tasks) + 1):  # every task is seen within two cycles
+            task = self._permutation(member)[self._cursor[member]]
+            self._cursor[member] += 1
+            if self._cursor[member] >= len(tasks):
+                self._cursor[member], self._cycle[member] = 0, self._cycle[member] + 1
+            if every or task not in aside:
+                break
+        return task
+
+    def _permutation(self, member: str) -> list[int]:
+        cycle = self._cycle[member]
+        cached = self._perms.get(member)
+        if cached is None or cached[0] != cycle:
+            order = list(self.tasks[member])
+            random.Random(derive_seed(self.seed, "tasks", member, str(cycle))).shuffle(order)
+            self._perms[member] = cached = (cycle, order)
+        return cached[1]
+
+    # ── adaptive: statistics in, weights out ──────────────────────────
+
+    def observe(self, step: int, groups: Mapping[str, Sequence[Group]]) -> None:
+        """The pooled groups of a completed training step: member → [(task index, rewards of its rollouts)].
+
+        A static plan ignores them. Members the planner does not train are ignored; a NaN reward is kept as
+        ``None``. Observing a step again is allowed until a decision used it; after that only with the same
+        groups.
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
+            ...                     strategy="adaptive", prompts_per_step=2)
+            >>> p = Planner(cfg, {"a": [0], "b": [0]})
+            >>> p.observe(1, {"a": [(0, [1.0, float("nan")])], "elsewhere": [(0, [0.0])]})
+            >>> p.history[1]
+            {'a': [(0, [1.0, None])], 'b': []}
+        """
+        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+            raise MixtureError(f"steps count from 1, not {step!r}")
+        if not self.adaptive:
+            return
+        recorded: dict[str, list[Group]] = {
+            m: [
+                (int(t), [None if r is None or math.isnan(float(r)) else float(r) for r in rewards])
+                for t, rewards in groups.get(m, ())
+            ]
+            for m in self.members
+        }
+        decided = max(self._rows, default=0)
+        if step <= decided - self.lag and step in self.history and self.history[step] != recorded:
+            raise MixtureError(
+                f"step {step}'s statistics were already used to decide the rows of step {step + self.lag}; "
+                "they cannot change now (is the trainer replaying a step?)"
+            )
+        self.history[step] = recorded
+        self._summary.pop(step, None)
+
+    def _adaptive_weights(self, step: int) -> dict[str, float]:
+        cfg = self.settings
+        previous = self._weights.get(step - 1, self.base)
+        seen_through = step - self.lag
+        if seen_through >= 1:
+            if seen_through not in self.history:
+                missing = [s for s in range(1, seen_through + 1) if s not in self.history]
+                raise MixtureError(
+                    f"the rows of step {step} need the statistics of step(s) {missing[-8:]}, which were not "
+                    f"observed: adaptive mixing decides step t from steps <= t-{self.lag}; keep "
+                    "dataloader_num_workers=0 so the trainer does not fetch rows further ahead"
+                )
+            self._filter_from(seen_through, step)
+        if step <= cfg.warmup_steps or seen_through < 1:
+            return dict(self.base)
+        first = max(1, seen_through - max(cfg.window, cfg.progress_window) + 1)
+        window = [self._stats(s) for s in range(first, seen_through + 1) if s in self.history]
+        rng = random.Random(derive_seed(self.seed, "adaptive", str(step)))
+        score = scores(window, self.members, rng, cfg)
+        if all(v is None for v in score.values()):
+            target = dict(previous)  # nothing to go on: stay
+        else:
+            target = {m: (score[m] or 0.0) + 1e-12 for m in self.members}
+        return constrain(target, previous, floor=cfg.floor, max_change=cfg.max_change)
+
+    def _stats(self, step: int) -> dict[str, StepStats]:
+        if step not in self._summary:
+            self._summary[step] = step_stats(self.history[step], self.members)
+            self._summary.pop(step - max(self.settings.window, self.settings.progress_window) - 1, None)
+        return self._summary[step]
+
+    def _filter_from(self, observed: int, step: int) -> None:
+        """Advance task filtering with the groups of step `observed` (what it sets aside applies from
+        `step`)."""
+        for member, rule in self.filters.items():
+            past = self._task_history[member]
+            for task, rewards in self.history[observed].get(member, []):
+                present = present_rewards(rewards)
+                if not present:
+                    continue
+                kind = (
+                    "solved"
+                    if min(present) >= rule.solved
+                    else "failed"
+                    if max(present) <= rule.failed
+                    else "mixed"
+                )
+                recent = past.setdefault(task, [])
+                recent.append(kind)
+                del recent[: -rule.window]
+                if len(recent) == rule.window and len(set(recent)) == 1 and recent[0] != "mixed":
+                    self._aside[member][task] = (step, step + rule.cooldown_steps)
+                    recent.clear()
+
+    # ── checkpoints ───────────────────────────────────────────────────
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue exactly, as JSON data (every strategy).
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, prompts_per_step=2)
+            >>> p = Planner(cfg, {"a": [0, 1, 2]}); _ = p.rows(2)
+            >>> q = Planner(cfg, {"a": [0, 1, 2]}); q.load_state_dict(p.state_dict())
+            >>> q.rows(3) == p.rows(3)
+            True
+        """
+        return {
+            "history": {
+                str(s): {m: [[t, list(r)] for t, r in g] for m, g in h.items()}
+                for s, h in self.history.items()
+            },
+            "weights": {str(s): dict(w) for s, w in self._weights.items()},
+            "rows": {str(s): [list(r) for r in rows] for s, rows in self._rows.items()},
+            "extra_target": dict(self._frac_target),
+            "extras": dict(self._extras),
+            "cursor": dict(self._cursor),
+            "cycle": dict(self._cycle),
+            "task_history": {
+                m: {str(t): list(k) for t, k in h.items()} for m, h in self._task_history.items()
+            },
+            "aside": {m: {str(t): list(b) for t, b in a.items()} for m, a in self._aside.items()},
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from `state_dict` (of a planner built from the same mixture and tasks)."""
+        self.history = {
+            int(s): {m: [(int(t), list(r)) for t, r in g] for m, g in h.items()}
+            for s, h in state["history"].items()
+        }
+        self._weights = {int(s): {m: float(v) for m, v in w.items()} for s, w in state["weights"].items()}
+        self._rows = {int(s): [(str(m), int(t)) for m, t in rows] for s, rows in state["rows"].items()}
+        self._frac_target = {m: float(v) for m, v in state["extra_target"].items()}
+        self._extras = {m: int(v) for m, v in state["extras"].items()}
+        self._cursor = {m: int(v) for m, v in state["cursor"].items()}
+        self._cycle = {m: int(v) for m, v in state["cycle"].items()}
+        self._perms, self._summary = {}, {}
+        self._task_history = {m: {} for m in self.members}
+        self._aside = {m: {} for m in self.members}
+        for m, h in state["task_history"].items():
+            self._task_history[m] = {int(t): list(k) for t, k in h.items()}
+        for m, a in state["aside"].items():
+            self._aside[m] = {int(t): (int(b[0]), int(b[1])) for t, b in a.items()}
+
+
+def starvation_probability(
+    probs: Mapping[str, float], prompts_per_step: int, *, mode: str = "iid"
+) -> dict[str, float]:
+    """Long-run fraction of steps in which each member gets no prompt.
+
+    - ``mode="iid"`` (no ``prompts_per_step`` in the plan: independent draws): ``(1 - p) ** k``.
+    - ``mode="quotas"`` (the planner's quotas, constant weights): 0 when ``p*k >= 1``, else ``1 - p*k`` (the
+      member gets one row in a ``p*k`` fraction of steps, evenly spread); 1 when p = 0.
+
+    Example:
+        >>> starvation_probability({"a": 0.9, "b": 0.1}, 4)["b"]  # doctest: +ELLIPSIS
+        0.656...
+        >>> starvation_probability({"a": 0.9, "b": 0.1}, 4, mode="quotas")["b"]  # doctest: +ELLIPSIS
+        0.6...
+    """
+    if mode not in ("iid", "quotas"):
+        raise MixtureError(f"unknown mode {mode!r}; use 'iid' or 'quotas'")
+    total = math.fsum(float(v) for v in probs.values())
+    p = {m: float(probs[m]) / total if total > 0 else 0.0 for m in sorted(probs)}
+    if mode == "iid":
+        return {m: (1.0 - v) ** prompts_per_step for m, v in p.items()}
+    return {m: max(0.0, 1.0 - v * prompts_per_step) for m, v in p.items()}
