@@ -1,1 +1,2 @@
-"""Demo and test tooling: the offline tiny model, a scripted policy, a warm start. Never imported by the library."""
+"""Demo and test tooling: the offline tiny model, a scripted policy, a warm start. Never imported by the
+library."""
