@@ -1,9 +1,9 @@
 """Long runs: resumed after SIGTERM or SIGKILL, a run continues exactly; nothing is lost or counted twice.
 
-Each run is a real `ormix train` (`train_command`, tiny model) in its own process (tests/support/resume_train.py)
-on a mixture of `local:terminals` (served by the trainer in a child process, sandboxes under ORMIX_SANDBOX_DIR)
-and a `latency` environment served by this test process over HTTP (a "remote" server whose open sessions the
-test can see). The uninterrupted 6-step run is the reference.
+Each run is a real `ormix train` (`train_command`, tiny model) in its own process
+(tests/support/resume_train.py) on a mixture of `local:terminals` (served by the trainer in a child process,
+sandboxes under ORMIX_SANDBOX_DIR) and a `latency` environment served by this test process over HTTP (a
+"remote" server whose open sessions the test can see). The uninterrupted 6-step run is the reference.
 """
 
 from __future__ import annotations

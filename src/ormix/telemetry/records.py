@@ -63,11 +63,6 @@ class TelemetryRun:
 
     Built by `ormix.integrations.trl.TelemetryCallback.on_train_begin` from the trainer's arguments and
     handed to the members' `TelemetryObserver`s.
-
-    Example:
-        >>> run = TelemetryRun(None, rank=0, num_generations=4)
-        >>> run.records_path is None
-        True
     """
 
     def __init__(
@@ -105,7 +100,8 @@ class TelemetryRun:
         return self.num_generations_eval if mode == "eval" else self.num_generations
 
     def write(self, records: Sequence[dict[str, Any]]) -> None:
-        """Append records (one JSON line each) to this rank's file; a disk error is logged once, not raised."""
+        """Append records (one JSON line each) to this rank's file; a disk error is logged once, not
+        raised."""
         if self.records_path is None or not records:
             return
         with self._lock:
@@ -164,7 +160,8 @@ def rollout_record(
         >>> from ormix.rollout.episode import close_episode
         >>> ep = OpenRewardSpec("local:echo", num_tasks=1, local_serve="thread").environment_factory()
         >>> _ = ep.reset(task_index=0); _ = ep.echo(text="apple"); close_episode(ep)
-        >>> record = rollout_record(ep, member="echo", training_reward=1.0, step=3, rank=0, mode="train", group=0)
+        >>> record = rollout_record(ep, member="echo", training_reward=1.0, step=3, rank=0, mode="train",
+        ...                         group=0)
         >>> record["outcome"], record["reward"], [call["tool"] for call in record["calls"]]
         ('scored', 1.0, ['echo'])
     """
@@ -233,10 +230,6 @@ class TelemetryObserver:
     run (no trainer callback), metrics are still logged, GRPO groups being read from equal prompts; a
     `TelemetryCallback` sets `run` at train begin (rank, group size, run directory, secrets to redact) and
     clears it at train end. It pickles without its run (a worker process logs metrics, not records).
-
-    Example:
-        >>> TelemetryObserver("seta").run is None
-        True
     """
 
     def __init__(self, member: str, *, callbacks_required: bool = False) -> None:
@@ -320,7 +313,8 @@ MISSING_CALLBACKS = (
 
 
 class MissingCallbacksWarning(UserWarning):
-    """A trainer scores ormix rollouts without ormix's callbacks: the run is degraded (no records, no alarm)."""
+    """A trainer scores ormix rollouts without ormix's callbacks: the run is degraded (no records, no
+    alarm)."""
 
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────
