@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ __all__ = [
     "checkpoint_path",
     "config_changes",
     "default_run_dir",
+    "read_jsonl",
     "truncate_jsonl",
 ]
 
@@ -90,6 +92,33 @@ def config_changes(old: Any, new: Any, path: str = "") -> list[str]:
     if old != new:
         return [f"{path}: {json.dumps(old, default=str)} → {json.dumps(new, default=str)}"]
     return []
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The objects of a file a run appends to (one JSON object a line; none when there is no file).
+
+    A torn line (the process died mid-write) is skipped with a warning.
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "x.jsonl"
+        >>> _ = p.write_text('{"step": 1}\\n{"step": 2}\\n{"st')
+        >>> read_jsonl(p)
+        [{'step': 1}, {'step': 2}]
+    """
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            if line.strip():
+                logging.getLogger("ormix").warning("ormix: skipping a torn line in %s", path)
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
 
 
 def truncate_jsonl(path: Path, after_step: int) -> int:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ormix.runs import RunDirectory
+from ormix.runs import RunDirectory, read_jsonl
 from ormix.telemetry.metrics import batch_metrics, member_values, metric_key, summarize
 from ormix.telemetry.records import read_records
 
@@ -331,19 +331,6 @@ def _markdown(
     return "\n".join(lines) + "\n"
 
 
-def _read_alarms(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "alarms.jsonl"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
 #: Marker and line style per member (by position), so members stay apart where their lines overlap.
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _STYLES = ("-", "--", "-.", ":")
@@ -360,16 +347,9 @@ def logged_series(run_dir: Path, metrics: Sequence[str]) -> dict[int, dict[str, 
         >>> logged_series(d, ["weight"])
         {2: {'ormix/a/weight': 0.7}}
     """
-    path = Path(run_dir) / "log_history.jsonl"
     out: dict[int, dict[str, float]] = {}
-    if not path.is_file():
-        return out
     completed = RunDirectory(run_dir).completed_step()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a crash
+    for entry in read_jsonl(Path(run_dir) / "log_history.jsonl"):
         step = entry.get("step")
         if not isinstance(step, int) or (completed is not None and step > completed):
             continue
@@ -571,7 +551,7 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
     members = _members(records)
     summary = member_summary(train)
     series = step_series(train)
-    alarms = _read_alarms(run_dir)
+    alarms = read_jsonl(run_dir / "alarms.jsonl")
     folder = run_dir / "report"
     folder.mkdir(parents=True, exist_ok=True)
     result = ReportResult(

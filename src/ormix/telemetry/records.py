@@ -34,6 +34,7 @@ from typing import Any
 from ormix.errors import UsageError
 from ormix.ors.errors import redact_text
 from ormix.rollout.rewards import ScoredBatch, close_episodes, episode_of
+from ormix.runs import read_jsonl, truncate_jsonl
 from ormix.telemetry.metrics import group_ids, member_values, metric_key
 
 __all__ = [
@@ -89,8 +90,6 @@ class TelemetryRun:
         if resume_step is not None and self.records_path is not None:
             # A resumed run redoes the steps after its checkpoint: their records (from the interrupted
             # process) go, so no step is counted twice.
-            from ormix.runs import truncate_jsonl
-
             truncate_jsonl(self.records_path, resume_step)
             with contextlib.suppress(OSError):
                 self._seq = sum(1 for _ in self.records_path.open(encoding="utf-8"))
@@ -334,18 +333,9 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         ...     [(r["step"], r["rank"]) for r in read_records(run_dir)]
         [(1, 0), (2, 0), (2, 1)]
     """
-    folder = Path(run_dir) / "rollouts"
-    records: list[dict[str, Any]] = []
-    for path in sorted(folder.glob("rank-*.jsonl")):
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    logger.warning("ormix: skipping a torn line in %s", path)
+    records = [
+        r for path in sorted((Path(run_dir) / "rollouts").glob("rank-*.jsonl")) for r in read_jsonl(path)
+    ]
     records.sort(
         key=lambda r: (r.get("mode") != "train", r.get("step") or 0, r.get("rank") or 0, r.get("seq") or 0)
     )
