@@ -67,8 +67,7 @@ class RunOptions:
         max_steps: overrides ``train.max_steps``.
         output_dir: run directory; default ``runs/<mixture name>-<timestamp>``.
         warmup_sft: steps of supervised warm start on reference solutions before GRPO (local members only;
-            cached, so a second run reuses it); ``None`` = the file's ``warm_start.sft_steps`` (else 0), 0 =
-            none.
+            cached, so a second run reuses it); ``None`` = the file's ``warm_start.sft_steps`` (else 0).
         warmup_fraction: warm only this fraction of each member's tasks (GRPO learns the rest); ``None`` = the
             file's ``warm_start.fraction`` (else 1.0).
         settings: GRPOConfig overrides, applied over the file's ``train:`` section.

@@ -198,8 +198,7 @@ def check(
     ] = False,
 ) -> None:
     """Connect to every environment, open a session, call each tool with schema-valid arguments; report
-    latency
-    and errors (exit 1 when an environment is unusable)."""
+    latency and errors (exit 1 when an environment is unusable)."""
     from ormix.diagnostics.check import check_command
 
     raise typer.Exit(check_command(path, console, tolerate_tool_errors=tolerate_tool_errors))
@@ -314,8 +313,7 @@ def report(
         Path, typer.Argument(metavar="RUN_DIR", help="run directory (the trainer's output_dir)")
     ],
 ) -> None:
-    """Per-environment table and plots (reward, coverage, share, errors, latency) from a run's rollout
-    records."""
+    """Per-environment tables and plots (reward, coverage, share, errors, latency) from rollout records."""
     from ormix.diagnostics.report import report_command
 
     raise typer.Exit(report_command(run_dir, console))

@@ -67,8 +67,7 @@ _REGISTRY_LIMIT = 50_000  # chained sequences remembered; cleared wholesale beyo
 
 
 class ScriptError(UsageError):
-    """A scripted policy was used in a way it cannot serve (no tokenizer, nothing to attach to, bad
-    output)."""
+    """A scripted policy used in a way it cannot serve (no tokenizer, nothing to attach to, bad output)."""
 
 
 @dataclass(frozen=True)

@@ -147,8 +147,7 @@ def _resolve_tool(tools: Sequence[str], member: str, name: str) -> str | None:
 
 
 def warm_tasks(mixture: Any, fraction: float) -> dict[str, set[int]]:
-    """The tasks a partial warm start covers: the first ``fraction`` of each train member's tasks (at least
-    one).
+    """The tasks a partial warm start covers: the first ``fraction`` of each train member's tasks (>= 1).
 
     Example:
         >>> from ormix import MixtureSpec, OpenRewardSpec
@@ -281,8 +280,7 @@ def _play(
 def _check_tool_calls(
     model: Any, tokenizer: Any, transcripts: Sequence[Transcript], *, limit: int = 4, max_new_tokens: int = 96
 ) -> tuple[int, int]:
-    """(first turns that parse as a tool call, first turns tried): greedy generation on up to `limit`
-    prompts."""
+    """(first turns parsed as a tool call, first turns tried): greedy generation, `limit` prompts at most."""
     import torch
 
     picked = list(transcripts)[:limit]
@@ -386,8 +384,7 @@ def warmup_sft(
     near_misses: bool = False,
     cache: bool = True,
 ) -> tuple[Any, Any]:
-    """Fine-tune the model at `model_path` for `steps` steps on reference transcripts; return (model,
-    tokenizer).
+    """Fine-tune the model at `model_path` for `steps` steps on reference transcripts: (model, tokenizer).
 
     ``fraction``: warm only the first part of each member's tasks (`warm_tasks`); GRPO then has tasks left to
     learn. ``near_misses``: also demonstrate a near miss of each warmed task that has one

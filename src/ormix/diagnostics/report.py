@@ -80,8 +80,7 @@ def _batches(records: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, Any], list
 
 
 def _pooled(batches: Iterable[Sequence[Mapping[str, Any]]], member: str) -> dict[str, list[float]]:
-    """A member's values of every batch (`ormix.telemetry.metrics.member_values`), pooled as TRL pools
-    them."""
+    """A member's values of every batch (`ormix.telemetry.metrics.member_values`), pooled as TRL does."""
     out: dict[str, list[float]] = defaultdict(list)
     for batch in batches:
         for metric, values in member_values(batch, member, len(batch)).items():
@@ -265,8 +264,8 @@ TABLE_COLUMNS = (
     "open ms p50/95",
     "tool ms p50/95",
 )
-#: Per rollout: calls, tool errs and wrong env are means per rollout; informative is the fraction of GRPO
-# groups : whose rewards differ.
+# Calls, tool errs and wrong env are means per rollout; informative is the fraction of GRPO groups whose
+# rewards differ.
 
 
 def table_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:

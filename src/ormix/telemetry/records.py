@@ -99,8 +99,7 @@ class TelemetryRun:
         return self.num_generations_eval if mode == "eval" else self.num_generations
 
     def write(self, records: Sequence[dict[str, Any]]) -> None:
-        """Append records (one JSON line each) to this rank's file; a disk error is logged once, not
-        raised."""
+        """Append records (a JSON line each) to this rank's file; a disk error is logged once, not raised."""
         if self.records_path is None or not records:
             return
         with self._lock:
@@ -312,8 +311,7 @@ MISSING_CALLBACKS = (
 
 
 class MissingCallbacksWarning(UserWarning):
-    """A trainer scores ormix rollouts without ormix's callbacks: the run is degraded (no records, no
-    alarm)."""
+    """A trainer scores ormix rollouts without ormix's callbacks: a degraded run (no records, no alarm)."""
 
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────

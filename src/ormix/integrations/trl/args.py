@@ -31,9 +31,8 @@ DEFAULTS: dict[str, Any] = {
     "disable_tqdm": True,  # one compact line per step instead
     "max_tool_calling_iterations": 10,
     "save_strategy": "no",
-    # transformers' Trainer copies this into model.config, and GRPO's transformers-backend generation then
-    # runs without a KV cache: quadratic in the episode length (measured 2x slower at 128 tokens, worse
-    # beyond).
+    # transformers' Trainer copies this into model.config; without it GRPO's transformers-backend generation
+    # runs without a KV cache: quadratic in the episode length (2x slower at 128 tokens, worse beyond).
     "use_cache": True,
 }
 
@@ -167,8 +166,7 @@ def derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: in
         settings["per_device_train_batch_size"] = per_rank // accum
         notes.append(f"per_device_train_batch_size={per_rank // accum} (derived from prompts_per_step)")
     else:
-        # The largest batch of at most 8 completions that divides the step: memory stays modest, few
-        # accumulations.
+        # The largest batch of at most 8 completions dividing the step: modest memory, few accumulations.
         batch = max(d for d in range(1, min(per_rank, 8) + 1) if per_rank % d == 0)
         settings["per_device_train_batch_size"] = batch
         settings["gradient_accumulation_steps"] = per_rank // batch

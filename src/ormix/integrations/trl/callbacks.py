@@ -42,8 +42,7 @@ STATE_FILE = "ormix_telemetry.json"
 
 
 def _state_file(args: Any, state: Any, name: str) -> Path | None:
-    """Where a callback keeps its state beside the trainer's checkpoint of this step (none without a run
-    directory)."""
+    """Where a callback keeps its state beside the trainer's checkpoint of this step (None: no run dir)."""
     output_dir = getattr(args, "output_dir", None)
     return checkpoint_path(output_dir, state.global_step) / name if output_dir else None
 
@@ -296,8 +295,8 @@ class AdaptiveCallback(TrainerCallback):
         if getattr(args, "dataloader_num_workers", 0):
             raise TrainConfigError(
                 "adaptive mixing decides each step's rows from the statistics of two steps before; loader "
-                f"workers (dataloader_num_workers={args.dataloader_num_workers}) fetch further ahead: set it "
-                "to 0"
+                f"workers (dataloader_num_workers={args.dataloader_num_workers}) fetch further ahead: "
+                "set it to 0"
             )
         self.run.rank = getattr(args, "process_index", 0) or 0
         self.run.num_generations = getattr(args, "num_generations", None)

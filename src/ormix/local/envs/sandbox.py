@@ -79,8 +79,7 @@ class SandboxUnavailableError(SandboxError):
 
 
 class SandboxPathError(SandboxError, ValueError):
-    """A path that does not name something inside the session's workspace (absolute elsewhere, `..`, symlink
-    out)."""
+    """A path outside the session's workspace (absolute elsewhere, through `..` or a symlink out)."""
 
 
 def _sanitise(text: str) -> str:
@@ -486,8 +485,7 @@ class Sandbox:
             os.close(fd)
 
     def read_bytes(self, path: str, max_size: int | None = 256 * 2**20) -> bytes:
-        """Read a workspace file (host side). Raises FileNotFoundError, IsADirectoryError,
-        SandboxPathError."""
+        """Read a workspace file (host side); FileNotFoundError, IsADirectoryError or SandboxPathError."""
         fd = self._open(path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
