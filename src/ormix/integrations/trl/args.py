@@ -122,6 +122,10 @@ def _gpu_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+#: The two settings whose product (× processes) is one optimizer step's completions.
+_BATCH_SETTINGS = ("per_device_train_batch_size", "gradient_accumulation_steps")
+
+
 def derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: int, where: str) -> list[str]:
     """Fill per_device_train_batch_size / gradient_accumulation_steps so one optimizer step takes exactly
     `prompts_per_step` unique prompts; explain what to change where the given values cannot."""
@@ -149,22 +153,17 @@ def derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: in
                 f" = {batch * accum}, but {explain}: set them so their product is {per_rank}, or "
                 "leave one out and ormix derives it"
             )
-    elif batch is not None:
-        if per_rank % batch:
+    elif batch is not None or accum is not None:
+        # One of the two given: the other follows, when the given one divides the step.
+        given, derived = _BATCH_SETTINGS if batch is not None else _BATCH_SETTINGS[::-1]
+        value = settings[given]
+        if per_rank % value:
             raise TrainConfigError(
-                f"{where}per_device_train_batch_size={batch} does not divide {per_rank}: {explain}"
-                "; pick a divisor, or leave it out and ormix derives it"
+                f"{where}{given}={value} does not divide {per_rank}: {explain}; pick a divisor, or leave it "
+                "out and ormix derives it"
             )
-        settings["gradient_accumulation_steps"] = per_rank // batch
-        notes.append(f"gradient_accumulation_steps={per_rank // batch} (derived from prompts_per_step)")
-    elif accum is not None:
-        if per_rank % accum:
-            raise TrainConfigError(
-                f"{where}gradient_accumulation_steps={accum} does not divide {per_rank}: {explain}"
-                "; pick a divisor, or leave it out and ormix derives it"
-            )
-        settings["per_device_train_batch_size"] = per_rank // accum
-        notes.append(f"per_device_train_batch_size={per_rank // accum} (derived from prompts_per_step)")
+        settings[derived] = per_rank // value
+        notes.append(f"{derived}={per_rank // value} (derived from prompts_per_step)")
     else:
         # The largest batch of at most 8 completions dividing the step: modest memory, few accumulations.
         batch = max(d for d in range(1, min(per_rank, 8) + 1) if per_rank % d == 0)
