@@ -1,9 +1,9 @@
 """Long runs: resumed after SIGTERM or SIGKILL, a run continues exactly; nothing is lost or counted twice.
 
-Each run is a real `ormix train` (`train_command`, tiny model) in its own process (tests/support/resume_train.py)
-on a mixture of `local:terminals` (served by the trainer in a child process, sandboxes under ORMIX_SANDBOX_DIR)
-and a `latency` environment served by this test process over HTTP (a "remote" server whose open sessions the
-test can see). The uninterrupted 6-step run is the reference.
+Each run is a real `ormix train` (`train_command`, tiny model) in its own process
+(tests/support/resume_train.py) on a mixture of `local:terminals` (served by the trainer in a child process,
+sandboxes under ORMIX_SANDBOX_DIR) and a `latency` environment served by this test process over HTTP (a
+"remote" server whose open sessions the test can see). The uninterrupted 6-step run is the reference.
 """
 
 from __future__ import annotations
@@ -137,6 +137,21 @@ def test_sigterm_checkpoints_the_step_and_resume_continues_exactly(setup, remote
     manifest = json.loads((base / "term" / "manifest.json").read_text())
     assert [r["step"] for r in manifest["resumes"]] == [4] and manifest["resumes"][0]["changed"] == []
     assert remote.active_sessions() == [] and leftovers(sandboxes) == ([], [])
+
+
+def test_ctrl_c_saves_the_last_step_and_resume_continues_from_it(setup, remote):
+    base, sandboxes, model = setup
+    first = drive(base, "int", model, sandboxes, kill="sigint@3")
+    assert first.returncode == 130, first.stderr[-3000:]
+    assert "interrupted" in first.stdout and "checkpoint-3" in first.stdout  # not a periodic one (every 2)
+    saved = base / "int" / "checkpoint-3"
+    assert {"trainer_state.json", "optimizer.pt", "scheduler.pt"} <= {p.name for p in saved.iterdir()}
+    assert leftovers(sandboxes) == ([], [])
+
+    second = drive(base, "int", model, sandboxes, resume="latest")
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "(step 3)" in second.stdout
+    assert steps_of(base / "int") == steps_of(base / "reference")  # every step once, the same rows
 
 
 def test_sigkill_resumes_from_the_last_periodic_checkpoint_without_duplicates(setup, remote):

@@ -17,10 +17,12 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
 from collections.abc import Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,10 @@ from ormix.errors import UsageError
 __all__ = [
     "APPEND_ONLY",
     "RunDirectory",
+    "checkpoint_path",
     "config_changes",
+    "default_run_dir",
+    "read_jsonl",
     "truncate_jsonl",
 ]
 
@@ -39,6 +44,31 @@ APPEND_ONLY = ("log_history.jsonl", "alarms.jsonl")
 RESUMABLE_KEYS = ("train", "telemetry", "name")
 
 _CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)$")
+
+
+def checkpoint_path(run_dir: str | os.PathLike[str], step: int) -> Path:
+    """Where the trainer saves (and ormix's callbacks keep their state for) the checkpoint of ``step``.
+
+    Example:
+        >>> checkpoint_path("runs/x", 40).as_posix()
+        'runs/x/checkpoint-40'
+    """
+    return Path(run_dir) / f"checkpoint-{step}"
+
+
+def default_run_dir(name: str, root: str | Path = "runs") -> Path:
+    """A fresh run directory ``<root>/<name>-<YYYYmmdd-HHMMSS>`` (a numeric suffix if taken); not created.
+
+    Example:
+        >>> default_run_dir("local-demo").name.startswith("local-demo-")
+        True
+    """
+    base = Path(root) / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
 
 
 def config_changes(old: Any, new: Any, path: str = "") -> list[str]:
@@ -62,6 +92,33 @@ def config_changes(old: Any, new: Any, path: str = "") -> list[str]:
     if old != new:
         return [f"{path}: {json.dumps(old, default=str)} → {json.dumps(new, default=str)}"]
     return []
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The objects of a file a run appends to (one JSON object a line; none when there is no file).
+
+    A torn line (the process died mid-write) is skipped with a warning.
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "x.jsonl"
+        >>> _ = p.write_text('{"step": 1}\\n{"step": 2}\\n{"st')
+        >>> read_jsonl(p)
+        [{'step': 1}, {'step': 2}]
+    """
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            if line.strip():
+                logging.getLogger("ormix").warning("ormix: skipping a torn line in %s", path)
+            continue
+        if isinstance(value, dict):
+            out.append(value)
+    return out
 
 
 def truncate_jsonl(path: Path, after_step: int) -> int:
@@ -97,14 +154,7 @@ def truncate_jsonl(path: Path, after_step: int) -> int:
 
 
 class RunDirectory:
-    """One run's directory (see the module docstring).
-
-    Example:
-        >>> import tempfile
-        >>> run = RunDirectory(tempfile.mkdtemp())
-        >>> run.holds_a_run(), run.latest_checkpoint()
-        (False, None)
-    """
+    """One run's directory (see the module docstring)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -142,13 +192,15 @@ class RunDirectory:
         return found[-1][1] if found else None
 
     def resolve_checkpoint(self, which: str | os.PathLike[str] | None) -> Path:
-        """The checkpoint to resume from: ``"latest"``/``None`` (the newest) or a path; `UsageError` if none."""
+        """The checkpoint to resume from: ``"latest"``/``None`` (the newest) or a path; `UsageError` if
+        none."""
         if which in (None, "latest"):
             latest = self.latest_checkpoint()
             if latest is None:
                 raise UsageError(
-                    f"{self.path} has no checkpoint to resume from (checkpoint-<step>/ with a trainer_state.json); "
-                    "set save_steps in the mixture's train: section (or --set save_steps=N) so runs leave them"
+                    f"{self.path} has no checkpoint to resume from (checkpoint-<step>/ with a "
+                    "trainer_state.json); set save_steps in the mixture's train: section (or --set "
+                    "save_steps=N) so runs leave them"
                 )
             return latest
         path = Path(which)
@@ -180,6 +232,66 @@ class RunDirectory:
         strip = lambda c: {k: v for k, v in c.items() if k not in RESUMABLE_KEYS}  # noqa: E731
         return config_changes(strip(stored), strip(dict(new_config)))
 
+    def prepare(
+        self,
+        config: Mapping[str, Any],
+        *,
+        resume: str | os.PathLike[str] | None,
+        overwrite: bool,
+        allow_changed: bool,
+    ) -> tuple[Path | None, list[str]]:
+        """Check the directory before a run starts: ``(checkpoint to resume, what changed in the config)``.
+
+        Without ``resume`` it must hold no run (or ``overwrite`` clears it); with it, it must hold one whose
+        config (``MixtureConfig.manifest_dict``) is unchanged unless ``allow_changed``. Every refusal is a
+        `UsageError` naming the flag that changes it.
+        """
+        if resume is None:
+            if self.holds_a_run():
+                if not overwrite:
+                    raise UsageError(
+                        f"{self.path} already holds a run; continue it with --resume, start it over with "
+                        "--overwrite, or pick another --output-dir"
+                    )
+                self.clear()
+            return None, []
+        if not self.holds_a_run():
+            raise UsageError(
+                f"{self.path} holds no run to resume (no manifest.json); drop --resume to start one there"
+            )
+        checkpoint = self.resolve_checkpoint(resume)
+        changes = self.changes_since(config)
+        if changes and not allow_changed:
+            raise UsageError(
+                f"the mixture changed since {self.path} was trained, so resuming would not continue the same "
+                "run:\n  "
+                + "\n  ".join(changes)
+                + "\nrestore the mixture, or pass --allow-changed-mixture to "
+                "resume anyway (recorded in the manifest)"
+            )
+        return checkpoint, changes
+
+    def resumed_manifest(
+        self, manifest: dict[str, Any], checkpoint: Path, changes: list[str], allowed: bool
+    ) -> dict[str, Any]:
+        """The manifest of a resumed run: the new one (`MixtureSpec.manifest`), refused when the servers now
+        answer differently (unless ``allowed``), with every resume recorded under ``resumes``."""
+        stored = self.read_manifest() or {}
+        if not allowed and stored.get("resolved_hash") not in (None, manifest["resolved_hash"]):
+            raise UsageError(
+                f"the servers answered differently than when {self.path} was trained (task lists, tools or "
+                "the plan changed), so resuming would not continue the same run; pass "
+                "--allow-changed-mixture to resume anyway"
+            )
+        resume = {
+            "from": str(checkpoint),
+            "step": self.step_of(checkpoint),
+            "time": datetime.now().isoformat(timespec="seconds"),
+            "changed": changes,
+            "allowed_changes": bool(allowed and changes),
+        }
+        return {**manifest, "resumes": [*stored.get("resumes", []), resume]}
+
     def cut_back(self, step: int) -> dict[str, int]:
         """Cut the run's own append-only files (logs, alarms) back to ``step`` and mark it the last completed
         one; returns the lines dropped per file. Each rank's rollout records are cut by its own telemetry
@@ -189,7 +301,8 @@ class RunDirectory:
         return dropped
 
     def clear(self) -> None:
-        """Remove an earlier run's files (`--overwrite`): manifest, logs, records, checkpoints, report, model."""
+        """Remove an earlier run's files (`--overwrite`): manifest, logs, records, checkpoints, report,
+        model."""
         for name in ("manifest.json", "train_args.json", "progress.json", *APPEND_ONLY):
             (self.path / name).unlink(missing_ok=True)
         for name in ("rollouts", "report", "model", "completions"):

@@ -177,3 +177,53 @@ def test_serve_command_serves_local_environments():
 def test_serve_rejects_unknown_environment():
     result = runner.invoke(app, ["serve", "local:nope"])
     assert result.exit_code == 2 and "local:echo" in result.output
+
+
+BROKEN_ENV = '''
+from openreward.environments import Environment, TextBlock, ToolOutput, tool
+from pydantic import BaseModel
+
+
+class Params(BaseModel):
+    text: str
+
+
+class BrokenEnv(Environment):
+    """Its server cannot start: listing its splits (which the server does when it builds) raises."""
+
+    @classmethod
+    def list_splits(cls):
+        raise RuntimeError("the task store is unreachable")
+
+    @classmethod
+    def list_tasks(cls, split):
+        return [{"text": "hi"}]
+
+    def get_prompt(self):
+        return [TextBlock(text="say hi")]
+
+    @tool
+    def say(self, params: Params) -> ToolOutput:
+        """Say something."""
+        return ToolOutput(blocks=[TextBlock(text=params.text)], reward=1.0, finished=True)
+'''
+
+
+@pytest.mark.parametrize("command", ["train", "inspect", "check"])
+def test_a_local_server_that_fails_to_start_is_reported_as_such(tmp_path, monkeypatch, command):
+    # A real child server (`python -m ormix.local broken_env:BrokenEnv`) that exits while starting.
+    monkeypatch.delenv("ORMIX_LOCAL_SERVE")
+    (tmp_path / "broken_env.py").write_text(BROKEN_ENV)
+    path = tmp_path / "broken.yaml"
+    path.write_text("members:\n  broken: {target: 'broken_env:BrokenEnv', num_tasks: 1}\n")
+    args = [command, str(path)]
+    if command == "train":
+        args += ["--max-steps", "1", "--output-dir", str(tmp_path / "run")]
+    result = runner.invoke(app, args, terminal_width=200)
+    # `inspect` is a look: it names what it could not show and exits 0.
+    assert result.exit_code == (0 if command == "inspect" else 1), result.output
+    out = " ".join(result.output.split())  # tables wrap their cells
+    assert "local ORS server for broken_env:BrokenEnv exited with code 1 while starting" in out, out
+    assert "Traceback" not in out and "training failed" not in out
+    if command == "train":
+        assert "error: local ORS server for broken_env:BrokenEnv" in out, out

@@ -1,4 +1,5 @@
-"""The offline tiny model: deterministic, cached, atomic, loadable, and accepted by TRL's tool-calling code."""
+"""The offline tiny model: deterministic, cached, atomic, loadable, and accepted by TRL's tool-calling
+code."""
 
 from __future__ import annotations
 

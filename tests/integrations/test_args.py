@@ -8,8 +8,7 @@ from hypothesis import strategies as st
 
 from ormix import MixtureSpec, OpenRewardSpec
 from ormix.errors import TrainConfigError
-from ormix.integrations.trl.args import build_grpo_config, derive_batch
-from ormix.train import parse_overrides
+from ormix.integrations.trl.args import build_grpo_config, derive_batch, parse_overrides
 
 
 def _echo_mix(**kwargs) -> MixtureSpec:
@@ -55,8 +54,8 @@ def test_settings_follow_the_mixture():
 @pytest.mark.parametrize(
     ("given_settings", "message"),
     [
-        ({"shuffle_dataset": True}, "shuffle_dataset=true would shuffle away"),
-        ({"remove_unused_columns": True}, "remove_unused_columns=true strips"),
+        ({"shuffle_dataset": True}, "shuffle_dataset=True would shuffle away"),
+        ({"remove_unused_columns": True}, "remove_unused_columns=True strips"),
         ({"per_device_train_batch_size": 4, "gradient_accumulation_steps": 2}, "their product is 6"),
         ({"per_device_train_batch_size": 4}, "does not divide 6"),
     ],

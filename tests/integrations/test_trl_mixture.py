@@ -143,7 +143,7 @@ def test_mixture_grpo_logs_each_members_reward(tiny_model, tmp_path, routing):
 def test_shuffled_plan_is_refused_when_training_starts(tiny_model, tmp_path):
     from trl import GRPOTrainer
 
-    from ormix.integrations.trl.callbacks import TrainerConfigError
+    from ormix.errors import TrainConfigError
 
     mix = MixtureSpec(
         {
@@ -162,6 +162,6 @@ def test_shuffled_plan_is_refused_when_training_starts(tiny_model, tmp_path):
         reward_funcs=mix.reward_funcs,
         callbacks=mix.callbacks,
     )
-    with pytest.raises(TrainerConfigError, match="shuffle_dataset=False"):
+    with pytest.raises(TrainConfigError, match="shuffle_dataset=False"):
         trainer.train()
     assert trainer.state.global_step == 0

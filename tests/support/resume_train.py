@@ -3,7 +3,8 @@
 Usage: python tests/support/resume_train.py MIXTURE RUN_DIR MODEL [KILL] [-- train options as JSON]
 
 KILL is ``none``, ``sigterm@N`` (the process sends itself SIGTERM at the end of step N: the current step then
-finishes, is checkpointed, and the run exits 143) or ``sigkill@N`` (the process SIGKILLs itself while the
+finishes, is checkpointed, and the run exits 143), ``sigint@N`` (SIGINT, as Ctrl-C sends, at the end of step
+N: the run stops at once, saves step N and exits 130) or ``sigkill@N`` (the process SIGKILLs itself while the
 step after N is being scored, after one member's records of that step were written: nothing is cleaned up).
 The options (JSON) go to `train_command` (``resume``, ``allow_changed_mixture``, ``max_steps``, ...).
 """
@@ -29,15 +30,16 @@ def main(mixture: str, run_dir: str, model: str, kill: str = "none", options: st
     mix = load_mixture(mixture)
     callbacks = []
     mode, _, at = kill.partition("@")
-    if mode == "sigterm":
+    if mode in ("sigterm", "sigint"):
+        signum = signal.SIGTERM if mode == "sigterm" else signal.SIGINT
 
-        class Terminate(TrainerCallback):
+        class Signal(TrainerCallback):
             def on_step_end(self, args, state, control, **kwargs):
                 if state.global_step == int(at):
-                    os.kill(os.getpid(), signal.SIGTERM)
+                    os.kill(os.getpid(), signum)
                 return control
 
-        callbacks.append(Terminate())
+        callbacks.append(Signal())
     elif mode == "sigkill":
         # Runs after the first member's telemetry observer wrote its records of step N+1.
         def kill_now(batch):

@@ -197,8 +197,8 @@ def check(
         typer.Option("--tolerate-tool-errors", help="exit 0 even when a tool fails on every call"),
     ] = False,
 ) -> None:
-    """Connect to every environment, open a session, call each tool with schema-valid arguments; report latency
-    and errors (exit 1 when an environment is unusable)."""
+    """Connect to every environment, open a session, call each tool with schema-valid arguments; report
+    latency and errors (exit 1 when an environment is unusable)."""
     from ormix.diagnostics.check import check_command
 
     raise typer.Exit(check_command(path, console, tolerate_tool_errors=tolerate_tool_errors))
@@ -222,7 +222,8 @@ def train(
         typer.Option(
             "--warmup-sft",
             metavar="N",
-            help="steps of SFT on reference solutions first (cached; default: the file's warm_start, 0 = none)",
+            help="steps of SFT on reference solutions first (cached; default: the file's warm_start, "
+            "0 = none)",
         ),
     ] = None,
     warmup_fraction: Annotated[
@@ -242,7 +243,8 @@ def train(
         typer.Option(
             "--resume",
             metavar="[CHECKPOINT]",
-            help="continue the run in --output-dir from its latest checkpoint (or the checkpoint directory given)",
+            help="continue the run in --output-dir from its latest checkpoint (or the checkpoint "
+            "directory given)",
         ),
     ] = None,
     overwrite: Annotated[
@@ -282,31 +284,27 @@ def train(
 
     Exit status: 0 done, 1 failed or stopped by the coverage alarm, 2 bad input, 130 Ctrl-C, 143 SIGTERM.
     """
-    from ormix.train import train_command
+    from ormix.train import RunOptions, train_command
 
     if on_sigterm not in ("checkpoint", "abandon"):
         err.print(f"[red]error:[/red] --on-sigterm is 'checkpoint' or 'abandon', not {on_sigterm!r}")
         raise typer.Exit(2)
-    raise typer.Exit(
-        train_command(
-            path,
-            model=model,
-            max_steps=max_steps,
-            output_dir=output_dir,
-            warmup_sft=warmup_sft,
-            warmup_fraction=warmup_fraction,
-            overrides=list(set_ or []),
-            console=console,
-            resume=resume,
-            overwrite=overwrite,
-            allow_changed_mixture=allow_changed_mixture,
-            on_sigterm=on_sigterm,
-            sigterm_grace_s=sigterm_grace,
-            save_on_interrupt=save_on_interrupt,
-            concurrent=not sequential_envs,
-            debug=_state["debug"],
-        )
+    options = RunOptions(
+        model=model,
+        max_steps=max_steps,
+        output_dir=output_dir,
+        warmup_sft=warmup_sft,
+        warmup_fraction=warmup_fraction,
+        resume=resume,
+        overwrite=overwrite,
+        allow_changed_mixture=allow_changed_mixture,
+        on_sigterm=on_sigterm,  # type: ignore[arg-type]  # checked just above
+        sigterm_grace_s=sigterm_grace,
+        save_on_interrupt=save_on_interrupt,
+        concurrent=not sequential_envs,
     )
+    status = train_command(path, options, overrides=set_ or [], console=console, debug=_state["debug"])
+    raise typer.Exit(status)
 
 
 @app.command(cls=_Command)
@@ -315,7 +313,7 @@ def report(
         Path, typer.Argument(metavar="RUN_DIR", help="run directory (the trainer's output_dir)")
     ],
 ) -> None:
-    """Per-environment table and plots (reward, coverage, share, errors, latency) from a run's rollout records."""
+    """Per-environment tables and plots (reward, coverage, share, errors, latency) from rollout records."""
     from ormix.diagnostics.report import report_command
 
     raise typer.Exit(report_command(run_dir, console))

@@ -56,6 +56,7 @@ from typing_extensions import Self
 from ormix.config.checks import checked, member_checks, mixture_checks, selection_checks
 from ormix.config.problems import MixtureConfigError, MixtureFileError, Problem, problem_error, problems_from
 from ormix.config.secrets import ENV_VAR_RE, Secret
+from ormix.config.trainer_rules import plan_length_problem
 from ormix.config.yaml_io import (
     derived_name,
     dump_yaml,
@@ -791,23 +792,13 @@ def _positive_int(value: Any) -> TypeGuard[int]:
 
 
 def _plan_length_problems(data: Mapping[str, Any]) -> list[Problem]:
-    """A run longer than the plan would replay it from its first step (a schedule from phase 1)."""
     raw_train = data.get("train")
-    train: Mapping[str, Any] = raw_train if isinstance(raw_train, Mapping) else {}
-    steps, k, rows = train.get("max_steps"), data.get("prompts_per_step"), data.get("num_samples")
-    if data.get("num_steps") is not None and rows is None and isinstance(k, int):
-        rows = data["num_steps"] * k
-    if not (_positive_int(steps) and _positive_int(k) and _positive_int(rows)):
-        return []
-    if rows // k < steps:
-        return [
-            Problem(
-                ("num_samples",),
-                f"{rows} rows make {rows // k} steps of {k} prompts, but train.max_steps is {steps}: the run would "
-                f"replay the plan from its first step; set num_samples >= {steps * k} (or lower max_steps)",
-            )
-        ]
-    return []
+    steps = raw_train.get("max_steps") if isinstance(raw_train, Mapping) else None
+    k, rows, num_steps = data.get("prompts_per_step"), data.get("num_samples"), data.get("num_steps")
+    if not all(v is None or _positive_int(v) for v in (steps, k, rows, num_steps)):
+        return []  # a wrong value is reported by its own check
+    problem = plan_length_problem(steps, k, rows, num_steps)
+    return [Problem(("num_samples",), problem)] if problem else []
 
 
 def load_mixture_config(

@@ -1,1 +1,1 @@
-"""Demo and test tooling: the offline tiny model, a scripted policy, a warm start. Never imported by the library."""
+"""Demo and test tooling: the offline tiny model, a scripted policy, a warm start (unused by the library)."""

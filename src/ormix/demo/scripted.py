@@ -56,6 +56,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ormix.errors import UsageError
+
 __all__ = ["Script", "ScriptContext", "ScriptError", "ScriptedPolicy", "ScriptedTurn", "tool_call"]
 
 _USER_RE = re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.DOTALL)
@@ -64,8 +66,8 @@ _TOOL_RESPONSE_RE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.D
 _REGISTRY_LIMIT = 50_000  # chained sequences remembered; cleared wholesale beyond this (tests never get near)
 
 
-class ScriptError(RuntimeError):
-    """A scripted policy was used in a way it cannot serve (no tokenizer, nothing to attach to, bad output)."""
+class ScriptError(UsageError):
+    """A scripted policy used in a way it cannot serve (no tokenizer, nothing to attach to, bad output)."""
 
 
 @dataclass(frozen=True)

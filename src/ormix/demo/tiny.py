@@ -37,6 +37,8 @@ import shutil
 import tempfile
 from typing import Any
 
+from ormix.errors import UsageError
+
 __all__ = [
     "TINY_MODEL",
     "TinyModelError",
@@ -74,7 +76,7 @@ _MODEL_CONFIG: dict[str, Any] = {
 _LIBRARIES = ("torch", "transformers", "tokenizers", "trl")
 
 
-class TinyModelError(RuntimeError):
+class TinyModelError(UsageError):
     """The tiny model could not be built or a target directory is unusable."""
 
 
@@ -251,9 +253,9 @@ def build_tiny_model(path: str | os.PathLike[str] | None = None, *, seed: int = 
     """Build (once) and return the directory of the offline tiny model.
 
     Args:
-        path: Target directory. Default: ``default_cache_dir() / "tiny-qwen3-<hash>"``. An existing directory is
-            reused when it holds a complete build with the same hash, rebuilt when it holds another tiny build,
-            and refused when it holds anything else.
+        path: Target directory. Default: ``default_cache_dir() / "tiny-qwen3-<hash>"``. An existing
+            directory is reused when it holds a complete build with the same hash, rebuilt when it holds
+            another tiny build, and refused when it holds anything else.
         seed: Seed of the random weights (the tokenizer does not depend on it).
 
     Returns:

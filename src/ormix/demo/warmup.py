@@ -2,12 +2,12 @@
 
 A randomly initialised model (ormix's offline tiny model) never emits a parseable ``<tool_call>``, so every
 rollout is unscored and GRPO has nothing to learn from. `warmup_sft` first plays every training task's
-reference solution (`ormix.local.envs.solutions`, for ``local:terminals`` and ``local:seta`` members) through the
-mixture's own environments, in real sessions, and records what the model would see in GRPO, token for token:
-the prompt rendered with the chat template and that environment's tools (as TRL renders it), the scripted
-tool calls (``<tool_call>{json}</tool_call>``), the real tool results framed as TRL frames them, the submit
-call and a short final answer. Then it runs a plain torch loop of next-token prediction on the assistant
-tokens only (prompt and tool results are masked out).
+reference solution (`ormix.local.envs.solutions`, for ``local:terminals`` and ``local:seta`` members) through
+the mixture's own environments, in real sessions, and records what the model would see in GRPO, token for
+token: the prompt rendered with the chat template and that environment's tools (as TRL renders it), the
+scripted tool calls (``<tool_call>{json}</tool_call>``), the real tool results framed as TRL frames them, the
+submit call and a short final answer. Then it runs a plain torch loop of next-token prediction on the
+assistant tokens only (prompt and tool results are masked out).
 
 With ``near_misses`` it also plays each task's near miss (`ormix.local.envs.solutions.near_miss_for`: a
 plausible attempt that scores less) the same way. SFT on both leaves the policy split between a right and a
@@ -44,16 +44,17 @@ from pathlib import Path
 from typing import Any
 
 from ormix.demo.scripted import tool_call
+from ormix.errors import UsageError
 from ormix.local.envs.solutions import near_miss_for, reference_for
 
-__all__ = ["Transcript", "WarmupError", "build_transcripts", "check_tool_calls", "sft_loop", "warmup_sft"]
+__all__ = ["Transcript", "WarmupError", "build_transcripts", "sft_loop", "warmup_sft"]
 
 #: What the model says after the submit call's result (short: it costs completion budget).
 FINAL_ANSWER = "Done."
 _TOOL_CALL_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
 
 
-class WarmupError(RuntimeError):
+class WarmupError(UsageError):
     """The warm start cannot run (no member with reference solutions, or a transcript could not be built)."""
 
 
@@ -146,7 +147,7 @@ def _resolve_tool(tools: Sequence[str], member: str, name: str) -> str | None:
 
 
 def warm_tasks(mixture: Any, fraction: float) -> dict[str, set[int]]:
-    """The tasks a partial warm start covers: the first ``fraction`` of each train member's tasks (at least one).
+    """The tasks a partial warm start covers: the first ``fraction`` of each train member's tasks (>= 1).
 
     Example:
         >>> from ormix import MixtureSpec, OpenRewardSpec
@@ -276,10 +277,10 @@ def _play(
     return Transcript(member, row.get("task_id"), reward, ids, labels, prompt_length, near_miss)
 
 
-def check_tool_calls(
+def _check_tool_calls(
     model: Any, tokenizer: Any, transcripts: Sequence[Transcript], *, limit: int = 4, max_new_tokens: int = 96
 ) -> tuple[int, int]:
-    """(first turns that parse as a tool call, first turns tried): greedy generation on up to `limit` prompts."""
+    """(first turns parsed as a tool call, first turns tried): greedy generation, `limit` prompts at most."""
     import torch
 
     picked = list(transcripts)[:limit]
@@ -327,8 +328,8 @@ def sft_loop(
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
-    # Short warmup, then linear decay to a tenth: the last steps sharpen what was learnt (sampled generation in
-    # GRPO breaks the JSON of a tool call on any stray token).
+    # Short warmup, then linear decay to a tenth: the last steps sharpen what was learnt (sampled generation
+    # in GRPO breaks the JSON of a tool call on any stray token).
     ramp = min(10, max(steps // 10, 1))
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda i: min((i + 1) / ramp, 1.0) * max(0.1, 1.0 - 0.9 * i / max(steps - 1, 1))
@@ -383,12 +384,13 @@ def warmup_sft(
     near_misses: bool = False,
     cache: bool = True,
 ) -> tuple[Any, Any]:
-    """Fine-tune the model at `model_path` for `steps` steps on reference transcripts; return (model, tokenizer).
+    """Fine-tune the model at `model_path` for `steps` steps on reference transcripts: (model, tokenizer).
 
     ``fraction``: warm only the first part of each member's tasks (`warm_tasks`); GRPO then has tasks left to
-    learn. ``near_misses``: also demonstrate a near miss of each warmed task that has one (`build_transcripts`),
-    so GRPO starts from a policy that tries both and learns from the rewards which one scores. ``cache``: keep the warmed model under ``~/.cache/ormix/warm-<hash>`` (the hash covers the model, the
-    tasks, the reference transcripts and every setting) and reuse it the next time.
+    learn. ``near_misses``: also demonstrate a near miss of each warmed task that has one
+    (`build_transcripts`), so GRPO starts from a policy that tries both and learns from the rewards which one
+    scores. ``cache``: keep the warmed model under ``~/.cache/ormix/warm-<hash>`` (the hash covers the model,
+    the tasks, the reference transcripts and every setting) and reuse it the next time.
 
     Args:
         mixture: the `MixtureSpec` to be trained (its environments play the references).
@@ -465,10 +467,10 @@ def warmup_sft(
             f"  sft step {step}/{steps}: loss {loss:.3f} ({time.monotonic() - started:.0f}s)"
         ),
     )
-    ok, tried = check_tool_calls(model, tokenizer, transcripts)
+    ok, tried = _check_tool_calls(model, tokenizer, transcripts)
     say(
-        f"warm start done in {time.monotonic() - started:.0f}s: final loss {loss_value:.3f}; greedy first turns "
-        f"that parse as a tool call: {ok}/{tried}"
+        f"warm start done in {time.monotonic() - started:.0f}s: final loss {loss_value:.3f}; greedy first "
+        f"turns that parse as a tool call: {ok}/{tried}"
     )
     if cache:
         tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")

@@ -11,9 +11,10 @@ JSON are still written.
 Example:
     >>> import tempfile
     >>> from ormix.telemetry.records import TelemetryRun
-    >>> with tempfile.TemporaryDirectory() as run_dir:    # two rollouts, as a trainer's callbacks record them
-    ...     TelemetryRun(run_dir).write([{"member": "echo", "step": 1, "outcome": "scored", "reward": 1.0},
-    ...                                  {"member": "echo", "step": 1, "outcome": "unscored", "reward": None}])
+    >>> rollouts = [{"member": "echo", "step": 1, "outcome": "scored", "reward": 1.0},   # as the callbacks
+    ...             {"member": "echo", "step": 1, "outcome": "unscored", "reward": None}]  # record them
+    >>> with tempfile.TemporaryDirectory() as run_dir:
+    ...     TelemetryRun(run_dir).write(rollouts)
     ...     result = write_report(run_dir)
     >>> [p.name for p in result.files]
     ['summary.json', 'report.md', 'reward_coverage.png', 'share.png', 'errors.png', 'latency.png']
@@ -31,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ormix.runs import RunDirectory
-from ormix.telemetry.metrics import batch_metrics, is_informative
+from ormix.runs import RunDirectory, read_jsonl
+from ormix.telemetry.metrics import batch_metrics, member_values, metric_key, summarize
 from ormix.telemetry.records import read_records
 
 __all__ = [
@@ -63,11 +64,6 @@ def percentile(values: Sequence[float], q: float) -> float | None:
     return data[lo] + (data[hi] - data[lo]) * (pos - lo)
 
 
-def _mean(values: Iterable[float]) -> float | None:
-    data = list(values)
-    return sum(data) / len(data) if data else None
-
-
 def _members(records: Sequence[Mapping[str, Any]]) -> list[str]:
     seen: dict[str, None] = {}
     for r in records:
@@ -75,61 +71,72 @@ def _members(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return list(seen)
 
 
+def _batches(records: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, Any], list[Mapping[str, Any]]]:
+    """The records of each batch the trainer scored (a mode and a step), in the order they came."""
+    out: dict[tuple[Any, Any], list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        out[(r.get("mode", "train"), r.get("step"))].append(r)
+    return out
+
+
+def _pooled(batches: Iterable[Sequence[Mapping[str, Any]]], member: str) -> dict[str, list[float]]:
+    """A member's values of every batch (`ormix.telemetry.metrics.member_values`), pooled as TRL does."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for batch in batches:
+        for metric, values in member_values(batch, member, len(batch)).items():
+            out[metric] += values
+    return out
+
+
 def member_summary(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Whole-run statistics per member: reward, coverage, error mix, tool use and latency percentiles.
+    """Whole-run statistics per member: the trainer's metrics over all its batches
+    (`ormix.telemetry.metrics`),
+    plus the training reward, the error and call-error mix, latency percentiles and per-tool figures.
 
     Example:
-        >>> member_summary([{"member": "a", "outcome": "scored", "env_reward": 1.0, "reward": 1.0, "calls": [],
-        ...                  "step": 1, "group": 0}])["a"]["coverage"]
+        >>> member_summary([{"member": "a", "outcome": "scored", "env_reward": 1.0, "reward": 1.0,
+        ...                  "calls": [], "step": 1, "group": 0}])["a"]["coverage"]
         1.0
     """
-    total = len(records)
+    batches = list(_batches(records).values())
     out: dict[str, dict[str, Any]] = {}
     for member in _members(records):
+        pooled = _pooled(batches, member)
+        mean = summarize(pooled)
         mine = [r for r in records if r.get("member") == member]
         calls = [c for r in mine for c in r.get("calls") or []]
-        sent = [c for c in calls if c.get("error") not in ("wrong_env", "session_open")]
-        open_ms = [r["open_ms"] for r in mine if r.get("open_ms") is not None]
-        tool_ms = [c["latency_ms"] for c in sent]
-        groups: dict[tuple, list[Any]] = defaultdict(list)
-        for r in mine:
-            groups[(r.get("mode"), r.get("step"), r.get("group"))].append(r.get("reward"))
-        informative = [is_informative(g) for g in groups.values()]
         per_tool: dict[str, dict[str, Any]] = {}
         for name in sorted({c["tool"] for c in calls}):
             these = [c for c in calls if c["tool"] == name]
-            lat = [c["latency_ms"] for c in these if c.get("error") not in ("wrong_env", "session_open")]
+            # The latencies of calls that reached the server, by the metrics' own rule.
+            only = [{**r, "calls": [c for c in r.get("calls") or [] if c["tool"] == name]} for r in mine]
+            latency = member_values(only, member, len(only)).get("tool_ms", [])
             per_tool[name] = {
                 "calls": len(these),
                 "errors": sum(c.get("error") is not None for c in these),
-                "p50_ms": percentile(lat, 50),
-                "p95_ms": percentile(lat, 95),
+                "p50_ms": percentile(latency, 50),
+                "p95_ms": percentile(latency, 95),
             }
+        training = [r["reward"] for r in mine if r.get("reward") is not None]
         out[member] = {
             "rollouts": len(mine),
-            "share": len(mine) / total if total else None,
-            "reward": _mean(
-                r["env_reward"] for r in mine if r["outcome"] == "scored" and r.get("env_reward") is not None
-            ),
-            "training_reward": _mean(r["reward"] for r in mine if r.get("reward") is not None),
-            "coverage": _mean(float(r["outcome"] == "scored") for r in mine),
-            "unscored_rate": _mean(float(r["outcome"] == "unscored") for r in mine),
-            "error_rate": _mean(float(r["outcome"] == "error") for r in mine),
+            "share": mean.get("share"),
+            "reward": mean.get("reward"),
+            "training_reward": sum(training) / len(training) if training else None,
+            "coverage": mean.get("coverage"),
+            "unscored_rate": mean.get("unscored_rate"),
+            "error_rate": mean.get("error_rate"),
             "errors": dict(Counter(r.get("error_kind") or "error" for r in mine if r["outcome"] == "error")),
-            "finished_rate": _mean(float(bool(r.get("finished"))) for r in mine),
-            "tool_calls": _mean(float(len(r.get("calls") or [])) for r in mine),
-            "tool_errors": _mean(
-                float(sum(c.get("error") is not None for c in r.get("calls") or [])) for r in mine
-            ),
-            "wrong_env_calls": _mean(
-                float(sum(c.get("error") == "wrong_env" for c in r.get("calls") or [])) for r in mine
-            ),
+            "finished_rate": mean.get("finished_rate"),
+            "tool_calls": mean.get("tool_calls"),
+            "tool_errors": mean.get("tool_errors"),
+            "wrong_env_calls": mean.get("wrong_env_calls"),
             "call_errors": dict(Counter(c["error"] for c in calls if c.get("error") is not None)),
-            "informative_groups": _mean(float(x) for x in informative),
-            "open_ms_p50": percentile(open_ms, 50),
-            "open_ms_p95": percentile(open_ms, 95),
-            "tool_ms_p50": percentile(tool_ms, 50),
-            "tool_ms_p95": percentile(tool_ms, 95),
+            "informative_groups": mean.get("informative_groups"),
+            "open_ms_p50": percentile(pooled["session_open_ms"], 50),
+            "open_ms_p95": percentile(pooled["session_open_ms"], 95),
+            "tool_ms_p50": percentile(pooled["tool_ms"], 50),
+            "tool_ms_p95": percentile(pooled["tool_ms"], 95),
             "tools": per_tool,
         }
     return out
@@ -145,27 +152,20 @@ def step_series(records: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, flo
         1.0
     """
     members = _members(records)
-    by_step: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
-    for r in records:
-        if r.get("mode", "train") == "train" and r.get("step") is not None:
-            by_step[int(r["step"])].append(r)
     out: dict[int, dict[str, float]] = {}
-    for step in sorted(by_step):
-        batch = by_step[step]
+    batches = _batches(records)
+    for mode, step in sorted(
+        (k for k in batches if k[0] == "train" and k[1] is not None), key=lambda k: k[1]
+    ):
+        batch = batches[(mode, step)]
         values = batch_metrics(batch, members)
         for member in members:
-            lat = [
-                c["latency_ms"]
-                for r in batch
-                if r.get("member") == member
-                for c in r.get("calls") or []
-                if c.get("error") not in ("wrong_env", "session_open")
-            ]
+            latency = member_values(batch, member, len(batch)).get("tool_ms", [])
             for q in (50, 95):
-                p = percentile(lat, q)
+                p = percentile(latency, q)
                 if p is not None:
-                    values[f"ormix/{member}/tool_ms_p{q}"] = p
-        out[step] = values
+                    values[metric_key(member, f"tool_ms_p{q}")] = p
+        out[int(step)] = values
     return out
 
 
@@ -207,7 +207,8 @@ def trend_lines(summary: Mapping[str, Any]) -> list[str]:
 
     Example:
         >>> t = {"first_steps": [1, 10], "last_steps": [21, 30],
-        ...      "members": {"echo": {"reward": [0.2, 0.36], "training_reward": [0.2, 0.36], "coverage": [1.0, 1.0]}}}
+        ...      "members": {"echo": {"reward": [0.2, 0.36], "training_reward": [0.2, 0.36],
+        ...                           "coverage": [1.0, 1.0]}}}
         >>> print("\\n".join(trend_lines({"trend": t})))
         first third (steps 1-10) -> last third (steps 21-30), rollouts pooled:
           echo: reward 0.20 -> 0.36 (scored rollouts), training reward 0.20 -> 0.36, coverage 1.00 -> 1.00
@@ -263,8 +264,8 @@ TABLE_COLUMNS = (
     "open ms p50/95",
     "tool ms p50/95",
 )
-#: Per rollout: calls, tool errs and wrong env are means per rollout; informative is the fraction of GRPO groups
-#: whose rewards differ.
+# Calls, tool errs and wrong env are means per rollout; informative is the fraction of GRPO groups whose
+# rewards differ.
 
 
 def table_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
@@ -329,19 +330,6 @@ def _markdown(
     return "\n".join(lines) + "\n"
 
 
-def _read_alarms(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "alarms.jsonl"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
 #: Marker and line style per member (by position), so members stay apart where their lines overlap.
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _STYLES = ("-", "--", "-.", ":")
@@ -358,16 +346,9 @@ def logged_series(run_dir: Path, metrics: Sequence[str]) -> dict[int, dict[str, 
         >>> logged_series(d, ["weight"])
         {2: {'ormix/a/weight': 0.7}}
     """
-    path = Path(run_dir) / "log_history.jsonl"
     out: dict[int, dict[str, float]] = {}
-    if not path.is_file():
-        return out
     completed = RunDirectory(run_dir).completed_step()
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a line cut short by a crash
+    for entry in read_jsonl(Path(run_dir) / "log_history.jsonl"):
         step = entry.get("step")
         if not isinstance(step, int) or (completed is not None and step > completed):
             continue
@@ -569,7 +550,7 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
     members = _members(records)
     summary = member_summary(train)
     series = step_series(train)
-    alarms = _read_alarms(run_dir)
+    alarms = read_jsonl(run_dir / "alarms.jsonl")
     folder = run_dir / "report"
     folder.mkdir(parents=True, exist_ok=True)
     result = ReportResult(

@@ -5,12 +5,11 @@ that everything (tests, demo, examples) runs offline.
 """
 
 from ormix.local.server.registry import LOCAL_ENVIRONMENTS, UnknownEnvironmentError, load_environment_class
-from ormix.local.server.serving import LocalServer, ServerStartError, serve_in_process, serve_in_thread
+from ormix.local.server.serving import LocalServer, serve_in_process, serve_in_thread
 
 __all__ = [
     "LOCAL_ENVIRONMENTS",
     "LocalServer",
-    "ServerStartError",
     "UnknownEnvironmentError",
     "load_environment_class",
     "serve_in_process",

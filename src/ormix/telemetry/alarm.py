@@ -32,7 +32,8 @@ class Alarm:
     """One alarm: which member, at which step, why, and its dominant failure cause.
 
     Example:
-        >>> Alarm(4, "seta", 0.1, 0.9, ("error rate 0.90 > 0.50",), ("session_open", 9, 9), 2, False).message[:40]
+        >>> alarm = Alarm(4, "seta", 0.1, 0.9, ("error rate 0.90 > 0.50",), ("session_open", 9, 9), 2, False)
+        >>> alarm.message[:40]
         "ormix: environment 'seta' is failing: er"
     """
 

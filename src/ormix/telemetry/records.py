@@ -35,6 +35,7 @@ from ormix.errors import UsageError
 from ormix.ors.errors import redact_text
 from ormix.rollout.episode import close_episodes
 from ormix.rollout.rewards import ScoredBatch, episode_of
+from ormix.runs import read_jsonl, truncate_jsonl
 from ormix.telemetry.metrics import group_ids, member_values, metric_key
 
 __all__ = [
@@ -65,11 +66,6 @@ class TelemetryRun:
 
     Built by `ormix.integrations.trl.TelemetryCallback.on_train_begin` from the trainer's arguments and
     handed to the members' `TelemetryObserver`s.
-
-    Example:
-        >>> run = TelemetryRun(None, rank=0, num_generations=4)
-        >>> run.records_path is None
-        True
     """
 
     def __init__(
@@ -96,8 +92,6 @@ class TelemetryRun:
         if resume_step is not None and self.records_path is not None:
             # A resumed run redoes the steps after its checkpoint: their records (from the interrupted
             # process) go, so no step is counted twice.
-            from ormix.runs import truncate_jsonl
-
             truncate_jsonl(self.records_path, resume_step)
             with contextlib.suppress(OSError):
                 self._seq = sum(1 for _ in self.records_path.open(encoding="utf-8"))
@@ -107,7 +101,7 @@ class TelemetryRun:
         return self.num_generations_eval if mode == "eval" else self.num_generations
 
     def write(self, records: Sequence[dict[str, Any]]) -> None:
-        """Append records (one JSON line each) to this rank's file; a disk error is logged once, not raised."""
+        """Append records (a JSON line each) to this rank's file; a disk error is logged once, not raised."""
         if self.records_path is None or not records:
             return
         with self._lock:
@@ -166,7 +160,8 @@ def rollout_record(
         >>> from ormix.rollout.episode import close_episode
         >>> ep = OpenRewardSpec("local:echo", num_tasks=1, local_serve="thread").environment_factory()
         >>> _ = ep.reset(task_index=0); _ = ep.echo(text="apple"); close_episode(ep)
-        >>> record = rollout_record(ep, member="echo", training_reward=1.0, step=3, rank=0, mode="train", group=0)
+        >>> record = rollout_record(ep, member="echo", training_reward=1.0, step=3, rank=0, mode="train",
+        ...                         group=0)
         >>> record["outcome"], record["reward"], [call["tool"] for call in record["calls"]]
         ('scored', 1.0, ['echo'])
     """
@@ -241,10 +236,6 @@ class TelemetryObserver:
     run (no trainer callback), metrics are still logged, GRPO groups being read from equal prompts; a
     `TelemetryCallback` sets `run` at train begin (rank, group size, run directory, secrets to redact) and
     clears it at train end. It pickles without its run (a worker process logs metrics, not records).
-
-    Example:
-        >>> TelemetryObserver("seta").run is None
-        True
     """
 
     def __init__(self, member: str, *, callbacks_required: bool = False) -> None:
@@ -328,7 +319,7 @@ MISSING_CALLBACKS = (
 
 
 class MissingCallbacksWarning(UserWarning):
-    """A trainer scores ormix rollouts without ormix's callbacks: the run is degraded (no records, no alarm)."""
+    """A trainer scores ormix rollouts without ormix's callbacks: a degraded run (no records, no alarm)."""
 
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────
@@ -348,18 +339,9 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         ...     [(r["step"], r["rank"]) for r in read_records(run_dir)]
         [(1, 0), (2, 0), (2, 1)]
     """
-    folder = Path(run_dir) / "rollouts"
-    records: list[dict[str, Any]] = []
-    for path in sorted(folder.glob("rank-*.jsonl")):
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError:
-                    logger.warning("ormix: skipping a torn line in %s", path)
+    records = [
+        r for path in sorted((Path(run_dir) / "rollouts").glob("rank-*.jsonl")) for r in read_jsonl(path)
+    ]
     records.sort(
         key=lambda r: (r.get("mode") != "train", r.get("step") or 0, r.get("rank") or 0, r.get("seq") or 0)
     )

@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ormix.config.problems import suggest
+from ormix.config.trainer_rules import columns_problem, shuffle_problem
 from ormix.errors import TrainConfigError
 from ormix.integrations.trl.compat import grpo_config_fields
 
-__all__ = ["DEFAULTS", "build_grpo_config", "check_settings", "derive_batch"]
+__all__ = ["DEFAULTS", "build_grpo_config", "check_settings", "derive_batch", "parse_overrides"]
 
 #: Settings ormix chooses when neither the file nor the caller does (reasoning next to `build_grpo_config`).
 DEFAULTS: dict[str, Any] = {
@@ -28,18 +31,18 @@ DEFAULTS: dict[str, Any] = {
     "disable_tqdm": True,  # one compact line per step instead
     "max_tool_calling_iterations": 10,
     "save_strategy": "no",
-    # transformers' Trainer copies this into model.config, and GRPO's transformers-backend generation then runs
-    # without a KV cache: quadratic in the episode length (measured 2x slower at 128 tokens, worse beyond).
+    # transformers' Trainer copies this into model.config; without it GRPO's transformers-backend generation
+    # runs without a KV cache: quadratic in the episode length (2x slower at 128 tokens, worse beyond).
     "use_cache": True,
 }
 
 
-def coerce_setting(name: str, value: Any, default: Any) -> Any:
+def _coerce_setting(name: str, value: Any, default: Any) -> Any:
     """``value`` converted to the type of the setting's ``default`` (YAML reads ``1e-5`` as text, flags arrive
     untyped); raises ``ValueError`` saying what was expected.
 
     Example:
-        >>> coerce_setting("max_steps", "4", -1), coerce_setting("learning_rate", 1, 1e-6)
+        >>> _coerce_setting("max_steps", "4", -1), _coerce_setting("learning_rate", 1, 1e-6)
         (4, 1.0)
     """
     if isinstance(default, bool) or default is None or isinstance(value, bool):
@@ -62,8 +65,10 @@ def setting_problems(settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[
     """Checked GRPOConfig keyword arguments, and ``(key, message)`` for every one that is wrong.
 
     Example:
-        >>> setting_problems({"max_step": 4, "num_generations": "x"})[1]
-        [('max_step', "not a GRPOConfig setting; did you mean 'max_steps'?"), ('num_generations', 'expected an int')]
+        >>> for problem in setting_problems({"max_step": 4, "num_generations": "x"})[1]:
+        ...     print(problem)
+        ('max_step', "not a GRPOConfig setting; did you mean 'max_steps'?")
+        ('num_generations', 'expected an int')
     """
     fields = grpo_config_fields()
     out: dict[str, Any] = {}
@@ -73,7 +78,7 @@ def setting_problems(settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[
             problems.append((key, f"not a GRPOConfig setting{suggest(key, fields)}"))
             continue
         try:
-            out[key] = coerce_setting(key, value, fields[key])
+            out[key] = _coerce_setting(key, value, fields[key])
         except ValueError as e:
             problems.append((key, str(e)))
     return out, problems
@@ -91,10 +96,34 @@ def check_settings(settings: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` (the CLI's ``--set``) as a dict; values are read as YAML scalars.
+
+    Example:
+        >>> parse_overrides(["max_steps=4", "report_to=none", "learning_rate=1e-5", "bf16=false"])
+        {'max_steps': 4, 'report_to': 'none', 'learning_rate': '1e-5', 'bf16': False}
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise TrainConfigError(f"--set {item!r} is not key=value; write e.g. --set learning_rate=1e-5")
+        try:
+            out[key] = yaml.safe_load(value.strip())
+        except yaml.YAMLError:
+            out[key] = value.strip()
+    return out
+
+
 def _gpu_available() -> bool:
     import torch
 
     return bool(torch.cuda.is_available())
+
+
+#: The two settings whose product (× processes) is one optimizer step's completions.
+_BATCH_SETTINGS = ("per_device_train_batch_size", "gradient_accumulation_steps")
 
 
 def derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: int, where: str) -> list[str]:
@@ -124,24 +153,19 @@ def derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: in
                 f" = {batch * accum}, but {explain}: set them so their product is {per_rank}, or "
                 "leave one out and ormix derives it"
             )
-    elif batch is not None:
-        if per_rank % batch:
+    elif batch is not None or accum is not None:
+        # One of the two given: the other follows, when the given one divides the step.
+        given, derived = _BATCH_SETTINGS if batch is not None else _BATCH_SETTINGS[::-1]
+        value = settings[given]
+        if per_rank % value:
             raise TrainConfigError(
-                f"{where}per_device_train_batch_size={batch} does not divide {per_rank}: {explain}"
-                "; pick a divisor, or leave it out and ormix derives it"
+                f"{where}{given}={value} does not divide {per_rank}: {explain}; pick a divisor, or leave it "
+                "out and ormix derives it"
             )
-        settings["gradient_accumulation_steps"] = per_rank // batch
-        notes.append(f"gradient_accumulation_steps={per_rank // batch} (derived from prompts_per_step)")
-    elif accum is not None:
-        if per_rank % accum:
-            raise TrainConfigError(
-                f"{where}gradient_accumulation_steps={accum} does not divide {per_rank}: {explain}"
-                "; pick a divisor, or leave it out and ormix derives it"
-            )
-        settings["per_device_train_batch_size"] = per_rank // accum
-        notes.append(f"per_device_train_batch_size={per_rank // accum} (derived from prompts_per_step)")
+        settings[derived] = per_rank // value
+        notes.append(f"{derived}={per_rank // value} (derived from prompts_per_step)")
     else:
-        # The largest batch of at most 8 completions that divides the step: memory stays modest, few accumulations.
+        # The largest batch of at most 8 completions dividing the step: modest memory, few accumulations.
         batch = max(d for d in range(1, min(per_rank, 8) + 1) if per_rank % d == 0)
         settings["per_device_train_batch_size"] = batch
         settings["gradient_accumulation_steps"] = per_rank // batch
@@ -189,8 +213,8 @@ def build_grpo_config(
       ``True`` given explicitly is refused, as is ``remove_unused_columns=True`` (rows need their
       ``environment`` and ``task_index`` columns);
     - the batch geometry, so that one optimizer step takes exactly ``prompts_per_step`` prompts;
-    - ``use_cpu`` (and no bf16/fp16/vLLM) without a GPU; ``use_vllm`` (colocate) with a GPU, vLLM installed and a
-      model other than the tiny one;
+    - ``use_cpu`` (and no bf16/fp16/vLLM) without a GPU; ``use_vllm`` (colocate) with a GPU, vLLM installed
+      and a model other than the tiny one;
     - ``report_to="none"``, ``logging_steps=1``, ``log_completions=True`` (files, not printed tables),
       ``max_tool_calling_iterations=10``, ``save_strategy="no"`` (the final model is saved anyway),
       ``use_cache=True`` (generation with a KV cache),
@@ -216,19 +240,15 @@ def build_grpo_config(
         merged["save_strategy"] = "steps"  # asking for save_steps means checkpoints
     notes: list[str] = []
 
-    if getattr(mixture, "order_matters", False):
-        if given.get("shuffle_dataset") is True:
-            raise TrainConfigError(
-                f"{where}shuffle_dataset=true would shuffle away the mixture's plan (exact per-step "
-                "quotas, a schedule or round robin): set shuffle_dataset: false, or drop "
-                "prompts_per_step / schedule from the mixture"
-            )
+    order_matters = bool(getattr(mixture, "order_matters", False))
+    for problem in (
+        shuffle_problem(order_matters, given.get("shuffle_dataset")),
+        columns_problem(given.get("remove_unused_columns")),
+    ):
+        if problem:
+            raise TrainConfigError(f"{where}{problem}")
+    if order_matters:
         merged["shuffle_dataset"] = False
-    if given.get("remove_unused_columns") is True:
-        raise TrainConfigError(
-            f"{where}remove_unused_columns=true strips the 'environment' and 'task_index' columns "
-            "every rollout needs: remove it (ormix sets it to false)"
-        )
     merged["remove_unused_columns"] = False
 
     pps = getattr(mixture, "prompts_per_step", None)

@@ -21,7 +21,9 @@ from typing import Any
 from transformers import TrainerCallback
 
 from ormix.config import TelemetryConfig
-from ormix.errors import UsageError
+from ormix.config.trainer_rules import columns_problem, plan_length_problem, shuffle_problem
+from ormix.errors import TrainConfigError
+from ormix.runs import checkpoint_path
 from ormix.telemetry.alarm import Alarm, AlarmTracker, CoverageAlarmWarning
 from ormix.telemetry.records import TelemetryObserver, TelemetryRun
 
@@ -30,10 +32,7 @@ __all__ = [
     "MixtureConfigCheck",
     "SessionCleanupCallback",
     "TelemetryCallback",
-    "TrainerConfigError",
-    "UnscoredNoticeFilter",
     "check_trainer_args",
-    "prompts_per_step_of",
 ]
 
 logger = logging.getLogger("ormix.telemetry")
@@ -42,13 +41,14 @@ logger = logging.getLogger("ormix.telemetry")
 STATE_FILE = "ormix_telemetry.json"
 
 
-class SessionCleanupCallback(TrainerCallback):
-    """Closes every ORS session still open when training ends (TRL never closes its environments).
+def _state_file(args: Any, state: Any, name: str) -> Path | None:
+    """Where a callback keeps its state beside the trainer's checkpoint of this step (None: no run dir)."""
+    output_dir = getattr(args, "output_dir", None)
+    return checkpoint_path(output_dir, state.global_step) / name if output_dir else None
 
-    Example:
-        >>> SessionCleanupCallback([]).specs
-        []
-    """
+
+class SessionCleanupCallback(TrainerCallback):
+    """Closes every ORS session still open when training ends (TRL never closes its environments)."""
 
     def __init__(self, specs: Iterable[Any]) -> None:
         self.specs = list(specs)
@@ -59,16 +59,12 @@ class SessionCleanupCallback(TrainerCallback):
         return control
 
 
-class TrainerConfigError(UsageError):
-    """The trainer's configuration would silently break the mixture's plan."""
-
-
-def prompts_per_step_of(args: Any, world_size: int | None = None) -> int | None:
+def _prompts_per_step_of(args: Any, world_size: int | None = None) -> int | None:
     """Unique prompts per optimizer step for a `GRPOConfig` (per-device batch × processes × accumulation / G).
 
     Example:
         >>> from types import SimpleNamespace
-        >>> prompts_per_step_of(SimpleNamespace(num_generations=4, per_device_train_batch_size=8,
+        >>> _prompts_per_step_of(SimpleNamespace(num_generations=4, per_device_train_batch_size=8,
         ...                                     gradient_accumulation_steps=2), world_size=1)
         4
     """
@@ -88,42 +84,27 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
     Example:
         >>> from types import SimpleNamespace
         >>> mix = SimpleNamespace(order_matters=True, prompts_per_step=None)
-        >>> print(check_trainer_args(mix, SimpleNamespace(shuffle_dataset=True))[0][:40])
-        the mixture's plan carries an order (exa
+        >>> print(check_trainer_args(mix, SimpleNamespace(shuffle_dataset=True))[0][:39])
+        shuffle_dataset=True would shuffle away
     """
-    problems = []
-    # A configuration without the setting (TRL's AsyncGRPOConfig) reads the dataset in order.
-    if mixture.order_matters and getattr(args, "shuffle_dataset", False):
-        problems.append(
-            "the mixture's plan carries an order (exact per-step quotas, a schedule or round robin) and "
-            "shuffle_dataset=True would silently shuffle it away: set shuffle_dataset=False in GRPOConfig "
-            "(`ormix train` does this for you)"
-        )
-    if getattr(args, "remove_unused_columns", False):
-        problems.append(
-            "remove_unused_columns=True strips the 'environment' and 'task_index' columns every rollout needs: "
-            "set remove_unused_columns=False in GRPOConfig"
-        )
     wanted = getattr(mixture, "prompts_per_step", None)
-    max_steps = getattr(args, "max_steps", -1) or -1
-    if wanted and mixture.order_matters and max_steps > 0:
-        rows = getattr(mixture, "num_rows", None) or len(mixture.plan)
-        planned_steps = rows // wanted
-        if planned_steps < max_steps:
-            problems.append(
-                f"the mixture plans {rows} rows = {planned_steps} steps of {wanted} prompts, but "
-                f"max_steps={max_steps}: the dataset would start over and replay the plan (a schedule from its "
-                f"first phase); set num_samples >= {max_steps * wanted} (or num_steps) in the mixture"
-            )
-    if wanted:
-        actual = prompts_per_step_of(args, world_size)
-        if actual is not None and actual != wanted:
-            problems.append(
-                f"the mixture plans prompts_per_step={wanted} but the trainer takes {actual} unique prompts per "
-                "step (per_device_train_batch_size × processes × gradient_accumulation_steps / num_generations): "
-                "make them equal, or the per-step composition will not hold"
-            )
-    return problems
+    actual = _prompts_per_step_of(args, world_size) if wanted else None
+    problems = [
+        # A configuration without the setting (TRL's AsyncGRPOConfig) reads the dataset in order.
+        shuffle_problem(mixture.order_matters, getattr(args, "shuffle_dataset", False)),
+        columns_problem(getattr(args, "remove_unused_columns", False)),
+        plan_length_problem(
+            getattr(args, "max_steps", None),
+            wanted,
+            num_samples=(getattr(mixture, "num_rows", None) or len(mixture.plan)) if wanted else None,
+        ),
+        None
+        if actual in (None, wanted)
+        else f"the mixture plans prompts_per_step={wanted} but the trainer takes {actual} unique prompts per "
+        "step (per_device_train_batch_size × processes × gradient_accumulation_steps / num_generations): "
+        "make them equal, or the per-step composition will not hold",
+    ]
+    return [p for p in problems if p]
 
 
 class MixtureConfigCheck(TrainerCallback):
@@ -135,13 +116,13 @@ class MixtureConfigCheck(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         problems = check_trainer_args(self.mixture, args)
         if problems:
-            raise TrainerConfigError(
+            raise TrainConfigError(
                 "ormix cannot train this mixture with these settings:\n- " + "\n- ".join(problems)
             )
         return control
 
 
-class UnscoredNoticeFilter(logging.Filter):
+class _UnscoredNoticeFilter(logging.Filter):
     """Drops TRL's "All reward functions returned None" warning, counting what it dropped.
 
     TRL logs it, with the whole prompt and completion, for every rollout no reward function scored. With a
@@ -149,8 +130,9 @@ class UnscoredNoticeFilter(logging.Filter):
     alarm watches, so the dump floods the console with what is already measured.
 
     Example:
-        >>> notice = UnscoredNoticeFilter()
-        >>> record = logging.LogRecord("trl", logging.WARNING, "", 0, "All reward functions returned None.", (), None)
+        >>> notice = _UnscoredNoticeFilter()
+        >>> message = "All reward functions returned None."
+        >>> record = logging.LogRecord("trl", logging.WARNING, "", 0, message, (), None)
         >>> notice.filter(record), notice.dropped
         (False, 1)
     """
@@ -167,7 +149,7 @@ class UnscoredNoticeFilter(logging.Filter):
 
 
 #: The logger TRL's GRPO trainer warns on.
-TRL_GRPO_LOGGER = "trl.trainer.grpo_trainer"
+_TRL_GRPO_LOGGER = "trl.trainer.grpo_trainer"
 
 
 class TelemetryCallback(TrainerCallback):
@@ -211,7 +193,7 @@ class TelemetryCallback(TrainerCallback):
         self.alarms: list[Alarm] = []
         self.stopped_by: Alarm | None = None
         self._tracker = AlarmTracker(self.settings, self.observers)
-        self.unscored_notices = UnscoredNoticeFilter()
+        self.unscored_notices = _UnscoredNoticeFilter()
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         # Resuming (state.global_step > 0): records after the checkpoint's step are dropped and the alarm's
@@ -233,13 +215,12 @@ class TelemetryCallback(TrainerCallback):
             resume_step=resumed,
         )
         self._tracker = AlarmTracker(self.settings, self.observers)
-        if resumed is not None and output_dir:
-            saved = Path(output_dir) / f"checkpoint-{resumed}" / STATE_FILE
-            if saved.exists():
-                self._tracker.load_state(json.loads(saved.read_text()).get("alarm", {}))
+        saved = _state_file(args, state, STATE_FILE)
+        if resumed is not None and saved is not None and saved.exists():
+            self._tracker.load_state(json.loads(saved.read_text()).get("alarm", {}))
         for observer in self.observers.values():
             observer.run = self.run
-        logging.getLogger(TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
+        logging.getLogger(_TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
         return control
 
     def on_log(
@@ -271,21 +252,20 @@ class TelemetryCallback(TrainerCallback):
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """Save the alarm's counters beside the trainer's checkpoint (restored when training resumes)."""
-        output_dir = getattr(args, "output_dir", None)
-        folder = Path(output_dir) / f"checkpoint-{state.global_step}" if output_dir else None
-        if folder is not None and folder.is_dir() and state.is_world_process_zero:
-            (folder / STATE_FILE).write_text(json.dumps({"alarm": self._tracker.state()}, indent=1) + "\n")
+        saved = _state_file(args, state, STATE_FILE)
+        if saved is not None and saved.parent.is_dir() and state.is_world_process_zero:
+            saved.write_text(json.dumps({"alarm": self._tracker.state()}, indent=1) + "\n")
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         for observer in self.observers.values():
             if observer.run is self.run:
                 observer.run = None
-        logging.getLogger(TRL_GRPO_LOGGER).removeFilter(self.unscored_notices)
+        logging.getLogger(_TRL_GRPO_LOGGER).removeFilter(self.unscored_notices)
         if self.unscored_notices.dropped:
             logger.info(
-                "ormix: left out %d of TRL's 'All reward functions returned None' warnings (unscored or failed "
-                "rollouts, counted per member as coverage)",
+                "ormix: left out %d of TRL's 'All reward functions returned None' warnings (unscored or "
+                "failed rollouts, counted per member as coverage)",
                 self.unscored_notices.dropped,
             )
         return control
@@ -302,7 +282,9 @@ class AdaptiveCallback(TrainerCallback):
         >>> from ormix.config import MixtureConfig
         >>> from ormix.mixture.adaptive_run import AdaptiveRun
         >>> from ormix.mixture.planner import Planner
-        >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, strategy="adaptive", prompts_per_step=1)
+        >>> cfg = MixtureConfig(
+        ...     members={"a": {"target": "local:echo"}}, strategy="adaptive", prompts_per_step=1
+        ... )
         >>> AdaptiveCallback(AdaptiveRun(Planner(cfg, {"a": [0]}), {"a": {0: {}}})).run.k
         1
     """
@@ -314,17 +296,17 @@ class AdaptiveCallback(TrainerCallback):
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if getattr(args, "dataloader_num_workers", 0):
-            raise TrainerConfigError(
-                "adaptive mixing decides each step's rows from the statistics of two steps before; loader workers "
-                f"(dataloader_num_workers={args.dataloader_num_workers}) fetch further ahead: set it to 0"
+            raise TrainConfigError(
+                "adaptive mixing decides each step's rows from the statistics of two steps before; loader "
+                f"workers (dataloader_num_workers={args.dataloader_num_workers}) fetch further ahead: "
+                "set it to 0"
             )
         self.run.rank = getattr(args, "process_index", 0) or 0
         self.run.num_generations = getattr(args, "num_generations", None)
-        output_dir = getattr(args, "output_dir", None)
-        if state.global_step > 0 and output_dir:
-            saved = Path(output_dir) / f"checkpoint-{state.global_step}" / self.STATE_FILE
+        saved = _state_file(args, state, self.STATE_FILE)
+        if state.global_step > 0 and saved is not None:
             if not saved.exists():
-                raise TrainerConfigError(
+                raise TrainConfigError(
                     f"resuming an adaptive mixture needs its planner's state, and {saved} is missing: resume "
                     "from a checkpoint this mixture's callbacks wrote"
                 )
@@ -346,8 +328,7 @@ class AdaptiveCallback(TrainerCallback):
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        output_dir = getattr(args, "output_dir", None)
-        folder = Path(output_dir) / f"checkpoint-{state.global_step}" if output_dir else None
-        if folder is not None and folder.is_dir() and state.is_world_process_zero:
-            (folder / self.STATE_FILE).write_text(json.dumps(self.run.planner.state_dict()) + "\n")
+        saved = _state_file(args, state, self.STATE_FILE)
+        if saved is not None and saved.parent.is_dir() and state.is_world_process_zero:
+            saved.write_text(json.dumps(self.run.planner.state_dict()) + "\n")
         return control

@@ -1,9 +1,4 @@
-"""What ormix needs of the installed TRL, checked rather than assumed.
-
-Example:
-    >>> isinstance(accepts_dict_factory(), bool)
-    True
-"""
+"""What ormix needs of the installed TRL, checked rather than assumed."""
 
 from __future__ import annotations
 

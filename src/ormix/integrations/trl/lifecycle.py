@@ -1,34 +1,42 @@
-"""A run's lifecycle: progress marks, and stopping cleanly when the cluster asks (SIGTERM).
+"""A run's lifecycle: progress marks and lines, stopping cleanly when the cluster asks (SIGTERM), and the
+checkpoint a Ctrl-C leaves.
 
 Schedulers preempt with SIGTERM, then SIGKILL after a grace period. `handle_termination` turns the first
 SIGTERM into a `StopRequest`: with the default policy ``checkpoint``, `RunLifecycle` asks the trainer to save
 a checkpoint when the current step ends and to stop; if the step does not end within the grace bound, or on
 a second SIGTERM (or Ctrl-C), the main thread is interrupted at once. With ``abandon`` the first SIGTERM
 interrupts at once. Either way the caller's cleanup (closing sessions, stopping servers) still runs.
-
-Example:
-    >>> stop = StopRequest()
-    >>> stop.requested, stop.signal_name
-    (False, None)
 """
 
 from __future__ import annotations
 
 import _thread
 import contextlib
+import json
 import logging
+import math
 import signal
 import threading
-from collections.abc import Iterator
+import time
+import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from transformers import TrainerCallback
 
-from ormix.runs import RunDirectory
+from ormix.runs import RunDirectory, checkpoint_path
 
-__all__ = ["RunLifecycle", "StopRequest", "TerminationPolicy", "handle_termination"]
+__all__ = [
+    "ProgressLine",
+    "RunLifecycle",
+    "StopRequest",
+    "TerminationPolicy",
+    "handle_termination",
+    "quiet_trainer",
+    "save_checkpoint",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +58,7 @@ class StopRequest:
 
 
 class RunLifecycle(TrainerCallback):
-    """Marks each completed step in the run directory and honours a `StopRequest` at the step's end.
-
-    Example:
-        >>> RunLifecycle(None, StopRequest()).run is None
-        True
-    """
+    """Marks each completed step in the run directory and honours a `StopRequest` at the step's end."""
 
     def __init__(self, run_dir: str | Path | None, stop: StopRequest | None = None) -> None:
         self.run = RunDirectory(run_dir) if run_dir is not None else None
@@ -109,3 +112,96 @@ def handle_termination(
         signal.signal(signal.SIGTERM, previous)
         if stop._timer is not None:
             stop._timer.cancel()
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "  -  "
+    return f"{value:5.2f}"
+
+
+class ProgressLine(TrainerCallback):
+    """One compact line per logging step (step, loss, reward, then reward / coverage per member, tool calls
+    and where the step's time went), and every log entry appended to ``<run dir>/log_history.jsonl``."""
+
+    def __init__(self, members: Sequence[str], console: Any, run_dir: str | Path) -> None:
+        self.members, self.console = list(members), console
+        self.started = time.monotonic()
+        self.path = Path(run_dir) / "log_history.jsonl"
+
+    def on_log(
+        self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kw: Any
+    ) -> Any:
+        if not state.is_world_process_zero or not logs:
+            return control
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps({"step": state.global_step, **logs}, default=str) + "\n")
+        if "train_runtime" not in logs:
+            self.console.print(" │ ".join(self.parts(state, logs)), highlight=False, soft_wrap=True)
+        return control
+
+    def parts(self, state: Any, logs: dict[str, Any]) -> list[str]:
+        p = "eval_" if any(k.startswith("eval_") for k in logs) else ""
+        parts = [f"[bold]{'eval' if p else 'step'} {state.global_step}/{state.max_steps}[/bold]"]
+        if f"{p}loss" in logs:
+            parts.append(f"loss {logs[f'{p}loss']:.4f}")
+        if f"{p}reward" in logs:
+            parts.append(f"reward {_fmt(logs[f'{p}reward'])}")
+        for m in self.members:
+            text = f"[cyan]{m}[/cyan] r {_fmt(logs.get(f'{p}rewards/{m}/mean'))}"
+            if f"{p}ormix/{m}/coverage" in logs:
+                text += f" cov {_fmt(logs[f'{p}ormix/{m}/coverage'])}"
+            parts.append(text)
+        calls = logs.get(f"{p}tools/call_frequency")
+        if calls is not None:
+            parts.append(f"tools/rollout {calls:.2f}")
+        waits: list[Any] = [logs.get(f"{p}ormix/env/{k}_s") for k in ("open", "tools", "generate")]
+        if all(isinstance(w, (int, float)) for w in waits):
+            parts.append("env open {:.1f}s tools {:.1f}s gen {:.1f}s".format(*waits))
+        parts.append(f"{time.monotonic() - self.started:.0f}s")
+        return parts
+
+
+def save_checkpoint(trainer: Any) -> Path | None:
+    """Save the last completed step as a checkpoint ``--resume`` reads back, after Ctrl-C stopped the
+    trainer mid-step: the model, the optimizer and scheduler (not under DeepSpeed or FSDP, whose optimizer
+    state is sharded: resuming then starts a fresh optimizer), and the trainer state, written last so a
+    checkpoint cut short is not taken for a complete one. ``None`` when nothing could be saved.
+    """
+    import torch
+    from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
+
+    path = checkpoint_path(trainer.args.output_dir, trainer.state.global_step)
+    if (path / TRAINER_STATE_NAME).exists():
+        return path
+    try:
+        trainer.save_model(str(path))
+        if trainer.args.should_save:
+            if not (
+                getattr(trainer, "is_deepspeed_enabled", False) or getattr(trainer, "is_fsdp_enabled", False)
+            ):
+                torch.save(trainer.optimizer.state_dict(), path / OPTIMIZER_NAME)
+                if trainer.lr_scheduler is not None:
+                    torch.save(trainer.lr_scheduler.state_dict(), path / SCHEDULER_NAME)
+            trainer.state.save_to_json(str(path / TRAINER_STATE_NAME))
+    except Exception as e:  # noqa: BLE001 - an interrupted run must still close everything
+        logger.warning("ormix: could not save a checkpoint after the interrupt: %s", e)
+        return None
+    return path if path.is_dir() else None
+
+
+@contextlib.contextmanager
+def quiet_trainer() -> Iterator[None]:
+    """Within the block, no transformers progress bars and no deprecation notices TRL triggers inside
+    transformers (ormix prints its own line per step)."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
+            yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()

@@ -40,7 +40,7 @@ from typing import Any
 
 from trl import GRPOTrainer
 
-from ormix.integrations.trl.callbacks import TrainerConfigError
+from ormix.errors import TrainConfigError
 from ormix.rollout.batch import DEFAULT_MAX_IN_FLIGHT, OpenRequest, ToolRound, open_sessions
 from ormix.rollout.episode import Episode, set_tool_round
 from ormix.rollout.routing import RoutingEnvironment
@@ -96,8 +96,8 @@ def _parquet_safe(value: Any) -> Any:
     """A copy of logged messages with every empty dict replaced by ``None`` (pyarrow writes no empty struct).
 
     Example:
-        >>> _parquet_safe([{"role": "assistant", "tool_calls": [{"function": {"name": "submit", "arguments": {}}}]}])
-        [{'role': 'assistant', 'tool_calls': [{'function': {'name': 'submit', 'arguments': None}}]}]
+        >>> _parquet_safe([{"tool_calls": [{"function": {"name": "submit", "arguments": {}}}]}])
+        [{'tool_calls': [{'function': {'name': 'submit', 'arguments': None}}]}]
     """
     if isinstance(value, dict):
         return {k: _parquet_safe(v) for k, v in value.items()} if value else None
@@ -116,14 +116,15 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
             `max_concurrent_sessions` bounds its own. More wait their turn.
         concurrent: ``False`` gives TRL's own sequential loop (the opt-out), everything else unchanged.
 
-    Raises `TrainerConfigError` at construction when the installed TRL's internals differ from those it was
+    Raises `TrainConfigError` at construction when the installed TRL's internals differ from those it was
     tested with (`TESTED_TRL`); use `trl.GRPOTrainer` (sequential) there, or pin TRL.
 
     Example:
         Not run as a doctest: it needs a torch model and a `GRPOConfig` (see `ormix.train`).
 
-        >>> trainer = ConcurrentGRPOTrainer(model=..., args=..., train_dataset=mix.train_dataset,   # doctest: +SKIP
-        ...     environment_factory=mix.environment_factory, reward_funcs=mix.reward_funcs, callbacks=mix.callbacks)
+        >>> trainer = ConcurrentGRPOTrainer(                                    # doctest: +SKIP
+        ...     model=..., args=..., train_dataset=mix.train_dataset, reward_funcs=mix.reward_funcs,
+        ...     environment_factory=mix.environment_factory, callbacks=mix.callbacks)
     """
 
     def __init__(
@@ -133,8 +134,9 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         if problems:
             import trl
 
-            raise TrainerConfigError(
-                f"ormix's concurrent environments do not support the installed TRL {trl.__version__} (tested with "
+            raise TrainConfigError(
+                f"ormix's concurrent environments do not support the installed TRL {trl.__version__} (tested "
+                "with "
                 f"{', '.join(TESTED_TRL)}): " + "; ".join(problems) + ". Use trl.GRPOTrainer (sequential "
                 "environments), pass concurrent=False, or install a tested TRL."
             )
@@ -143,8 +145,8 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
 
         if concurrent and not trl.__version__.startswith(TESTED_TRL):
             warnings.warn(
-                f"ormix's ConcurrentGRPOTrainer is tested with TRL {', '.join(TESTED_TRL)}, not {trl.__version__}; "
-                "its internals still look the same, so it runs",
+                f"ormix's ConcurrentGRPOTrainer is tested with TRL {', '.join(TESTED_TRL)}, not "
+                f"{trl.__version__}; its internals still look the same, so it runs",
                 stacklevel=2,
             )
         self.max_in_flight = max(1, int(max_in_flight))

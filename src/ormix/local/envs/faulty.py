@@ -6,7 +6,7 @@ Server env name `faulty`. Every behaviour is chosen by the TASK SPEC, so a test 
 | field              | effect                                                                          |
 |--------------------|---------------------------------------------------------------------------------|
 | `fail_open`        | the constructor raises → `/create` answers 500 (`SessionOpenError`)             |
-| `flaky_open`       | a key: the FIRST open with that key in this process fails like `fail_open`, later ones work |
+| `flaky_open`       | a key: the FIRST open with that key in this process fails as `fail_open`; later work |
 | `fail_setup`       | `setup()` raises → `/prompt`, `/call` answer 500 (`SessionOpenError`)            |
 | `setup_s`          | `setup()` sleeps this long (prompt waits for it)                                 |
 | `slow_s`           | default duration of the `slow` tool (0.5 s when unset)                           |
@@ -15,11 +15,11 @@ Server env name `faulty`. Every behaviour is chosen by the TASK SPEC, so a test 
 | `die_after`        | the server forgets the session after this many tool calls (`SessionDeadError`)  |
 | `answer`           | the answer `submit` rewards with 1.0 (else 0.0); default `"42"`                   |
 
-Tools (all `async`, so they run on the server's loop): `echo{text}`; `submit{answer}` (reward, finishes); `slow{seconds?}` (concurrent, sleeps);
-`big{n?}` (returns `big_text(n)`); `boom{}` (always raises); `count{key, sleep_s?}` (increments a
-per-process counter, optionally sleeps after, returns the new count: proves a retried call ran once);
-`read_count{key}`; `check_secret{key, value}` (did the session get that secret; never reveals one);
-`die{}` (the server forgets this session right after the call returns, as when the
+Tools (all `async`, so they run on the server's loop): `echo{text}`; `submit{answer}` (reward, finishes);
+`slow{seconds?}` (concurrent, sleeps); `big{n?}` (returns `big_text(n)`); `boom{}` (always raises);
+`count{key, sleep_s?}` (increments a per-process counter, optionally sleeps after, returns the new count:
+proves a retried call ran once); `read_count{key}`; `check_secret{key, value}` (did the session get that
+secret; never reveals one); `die{}` (the server forgets this session right after the call returns, as when the
 reaper or a restart removes it).
 
 Split `train` has 36 tasks mixing behaviours deterministically by index `i`:
@@ -28,8 +28,7 @@ Split `train` has 36 tasks mixing behaviours deterministically by index `i`:
   4 → `die_after = 2`; 9 → `fail_setup`.
 Split `test` has 4 plain tasks.
 
-The counter is per process: in thread mode the test reads it with `count_of(key)`; in any mode
-through the `read_count` tool.
+The counter is per process; the `read_count` tool reads it.
 
 Example:
     >>> [t["behaviour"] for t in Faulty.list_tasks("train")[:6]]
@@ -44,7 +43,7 @@ import threading
 from openreward.environments import Environment, TextBlock, ToolOutput, tool
 from pydantic import BaseModel
 
-__all__ = ["Faulty", "big_text", "count_of"]
+__all__ = ["Faulty", "big_text"]
 
 _COUNTS: dict[str, int] = {}
 _COUNTS_LOCK = threading.Lock()
@@ -52,13 +51,8 @@ _DEFAULT_BIG = 150_000
 _DEFAULT_SLOW_S = 0.5
 
 
-def count_of(key: str) -> int:
-    """How many times `count{key}` ran in this process (thread-mode servers share it with the test).
-
-    Example:
-        >>> count_of("never-used")
-        0
-    """
+def _count_of(key: str) -> int:
+    """How many times `count{key}` ran in this process (a thread-mode server shares it with its caller)."""
     with _COUNTS_LOCK:
         return _COUNTS.get(key, 0)
 
@@ -259,7 +253,7 @@ class Faulty(Environment):
     @tool
     async def read_count(self, params: KeyParams) -> ToolOutput:
         """Read the counter `key` without changing it."""
-        value = count_of(params.key)
+        value = _count_of(params.key)
         return ToolOutput(blocks=[TextBlock(text=str(value))], metadata={"count": value})
 
     @tool

@@ -41,6 +41,8 @@ from pathlib import Path
 
 from openreward.api.sandboxes.types import RunResult
 
+from ormix.errors import OrmixRuntimeError
+
 __all__ = [
     "DEFAULT_MAX_BYTES",
     "DEFAULT_TIMEOUT_S",
@@ -68,7 +70,7 @@ _CONTROL_CHARS = {c: None for c in (*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E,
 _PROBES: dict[str, str | None] = {}
 
 
-class SandboxError(RuntimeError):
+class SandboxError(OrmixRuntimeError):
     """Base class of sandbox errors."""
 
 
@@ -77,7 +79,7 @@ class SandboxUnavailableError(SandboxError):
 
 
 class SandboxPathError(SandboxError, ValueError):
-    """A path that does not name something inside the session's workspace (absolute elsewhere, `..`, symlink out)."""
+    """A path outside the session's workspace (absolute elsewhere, through `..` or a symlink out)."""
 
 
 def _sanitise(text: str) -> str:
@@ -91,11 +93,11 @@ def _env_flag(name: str) -> bool:
 
 def _unavailable_message(bwrap: str, why: str) -> str:
     return (
-        f"ormix sandbox: model commands are refused because bubblewrap is not usable ({why}; bwrap={bwrap!r}). "
-        "Install it (Debian/Ubuntu: `apt-get install -y bubblewrap`; it needs unprivileged user namespaces or "
-        "root), or point ORMIX_BWRAP at a working bwrap binary. To run model commands WITHOUT isolation "
-        "(no sandbox: they can read and write your files and reach the network), set ORMIX_ALLOW_UNSANDBOXED=1 "
-        "or pass allow_unsandboxed=True."
+        f"ormix sandbox: model commands are refused because bubblewrap is not usable ({why}; "
+        f"bwrap={bwrap!r}). Install it (Debian/Ubuntu: `apt-get install -y bubblewrap`; it needs "
+        "unprivileged user namespaces or root), or point ORMIX_BWRAP at a working bwrap binary. To run model "
+        "commands WITHOUT isolation (no sandbox: they can read and write your files and reach the network), "
+        "set ORMIX_ALLOW_UNSANDBOXED=1 or pass allow_unsandboxed=True."
     )
 
 
@@ -483,7 +485,7 @@ class Sandbox:
             os.close(fd)
 
     def read_bytes(self, path: str, max_size: int | None = 256 * 2**20) -> bytes:
-        """Read a workspace file (host side). Raises FileNotFoundError, IsADirectoryError, SandboxPathError."""
+        """Read a workspace file (host side); FileNotFoundError, IsADirectoryError or SandboxPathError."""
         fd = self._open(path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())

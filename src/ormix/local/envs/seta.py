@@ -1,11 +1,11 @@
 """`local:seta`: software-engineering tasks in the style of Eigent/SETA.
 
 The tool surface is the openreward SDK's real `CLIToolset` (`bash, glob, grep, ls, read, write, edit,
-multi_edit, todo_write`), rooted at the session's workspace, plus `submit_solution{}`. Each session gets its own
-sandbox (`ormix.local.envs.sandbox.Sandbox`) seeded with the task's files. `submit_solution` runs the task's
-weighted checks: reward = weighted fraction passing, `finished=True`; a second submission scores -0.1 (as in
-SETA; note that the openreward server refuses every call after `finished=True`, so over ORS the second one
-is answered `episode_finished` before it reaches the environment).
+multi_edit, todo_write`), rooted at the session's workspace, plus `submit_solution{}`. Each session gets its
+own sandbox (`ormix.local.envs.sandbox.Sandbox`) seeded with the task's files. `submit_solution` runs the
+task's weighted checks: reward = weighted fraction passing, `finished=True`; a second submission scores -0.1
+(as in SETA; note that the openreward server refuses every call after `finished=True`, so over ORS the second
+one is answered `episode_finished` before it reaches the environment).
 
 Splits: `train` (25 tasks) and `test` (5 tasks); difficulties Easy/Medium/Hard. Task spec (SETA-shaped):
 `{task_id, difficulty, category, tags}`; the instructions and checks stay on the server, looked up by id.
@@ -60,8 +60,8 @@ class Seta(SandboxedTaskEnvironment):
                 text=(
                     f"You are working in {self.sandbox.workdir} (a Linux sandbox without network access).\n\n"
                     f"Task ({self.task.difficulty}, {self.task.category}): {self.task.instructions}\n\n"
-                    "Use the tools to inspect and change the files. When you are done, call submit_solution once: your "
-                    "work is checked and the episode ends."
+                    "Use the tools to inspect and change the files. When you are done, call submit_solution "
+                    "once: your work is checked and the episode ends."
                 )
             )
         ]

@@ -1,8 +1,8 @@
 """Reference (and near-miss) solutions for every task of `local:terminals` and `local:seta`, as tool calls.
 
-``*_REFERENCE[task_id]`` earns reward 1.0. ``TERMINALS_WRONG[task_id]`` is a plausible near miss that earns 0.0;
-``SETA_WRONG[task_id]`` is ``(expected reward, calls)``, the reward being the weighted fraction of checks the
-near miss still passes. Every list ends before the submit tool (``submit`` / ``submit_solution``).
+``*_REFERENCE[task_id]`` earns reward 1.0. ``TERMINALS_WRONG[task_id]`` is a plausible near miss that earns
+0.0; ``SETA_WRONG[task_id]`` is ``(expected reward, calls)``, the reward being the weighted fraction of checks
+the near miss still passes. Every list ends before the submit tool (``submit`` / ``submit_solution``).
 
 They ship in the package for the supervised warm start (`ormix.demo.warmup`: `reference_for`, and
 `near_miss_for` when it also demonstrates mistakes) and back the scripted tests.
@@ -186,8 +186,9 @@ _INVENTORY_FIX = [
         {
             "file_path": "inventory.py",
             "old_string": "        self.items[name] = self.items[name] - qty",
-            "new_string": "        if self.count(name) < qty:\n            raise ValueError(f'only {self.count(name)} "
-            "{name} in stock')\n        self.items[name] = self.items[name] - qty",
+            "new_string": "        if self.count(name) < qty:\n"
+            "            raise ValueError(f'only {self.count(name)} {name} in stock')\n"
+            "        self.items[name] = self.items[name] - qty",
         },
     ),
     (
@@ -358,7 +359,8 @@ _ORDER = (
 _MEMO = (
     "import functools\n\n\ndef memoize(fn):\n    cache = {}\n\n    @functools.wraps(fn)\n"
     "    def wrapper(*args, **kwargs):\n        key = (args, tuple(sorted(kwargs.items())))\n"
-    "        if key not in cache:\n            cache[key] = fn(*args, **kwargs)\n        return cache[key]\n\n"
+    "        if key not in cache:\n            cache[key] = fn(*args, **kwargs)\n"
+    "        return cache[key]\n\n"
     "    wrapper.cache_clear = cache.clear\n    return wrapper\n"
 )
 
@@ -528,7 +530,8 @@ NEAR_MISSES: dict[str, tuple[dict[str, list[tuple[str, dict]]], str]] = {
     "local:seta": ({task: calls for task, (_, calls) in SETA_WRONG.items()}, "submit_solution"),
 }
 
-#: A task's dataset row -> the tool calls of one attempt at it, the submit call included (None: no such attempt).
+#: A task's dataset row -> the tool calls of one attempt at it, the submit call included (None: no such
+# attempt).
 Solver = Callable[[Mapping[str, Any]], list[tuple[str, dict]] | None]
 
 

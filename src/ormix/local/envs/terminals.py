@@ -4,8 +4,8 @@ Each session gets its own sandbox (`ormix.local.envs.sandbox.Sandbox`: a tempora
 network) seeded with the task's files. Five tools: `bash`, `view`, `create_file`, `str_replace` and `submit`.
 `submit` grades the workspace (all checks must pass: reward 1.0, else 0.0) and finishes the episode.
 
-Splits: `train` (28 tasks) and `test` (6 tasks); difficulties easy/medium/hard; categories files/text/scripting.
-Task spec: `{task_id, difficulty, category, instructions}`.
+Splits: `train` (28 tasks) and `test` (6 tasks); difficulties easy/medium/hard; categories
+files/text/scripting. Task spec: `{task_id, difficulty, category, instructions}`.
 
 Example:
     >>> from ormix.local import serve_in_thread
@@ -80,11 +80,11 @@ class Terminals(SandboxedTaskEnvironment):
         return [
             TextBlock(
                 text=(
-                    f"You are in a Linux shell; your working directory is {wd} and it holds the task's files. "
-                    "There is no network.\n\n"
+                    f"You are in a Linux shell; your working directory is {wd} and it holds the task's "
+                    "files. There is no network.\n\n"
                     f"Task: {self.task.instructions}\n\n"
-                    "Use the tools to do the work (bash, view, create_file, str_replace). When you are done, call "
-                    "submit: the workspace is then checked and the episode ends."
+                    "Use the tools to do the work (bash, view, create_file, str_replace). When you are done, "
+                    "call submit: the workspace is then checked and the episode ends."
                 )
             )
         ]

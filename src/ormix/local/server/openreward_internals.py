@@ -23,7 +23,8 @@ from ormix.errors import OrmixRuntimeError
 
 __all__ = ["SESSION_STATE", "delete_session", "idle_sessions", "session_ids", "session_of"]
 
-#: The openreward `Server` attributes holding per-session state, in the order its `_delete_session` takes them.
+#: The openreward `Server` attributes holding per-session state, in the order its `_delete_session` takes
+# them.
 SESSION_STATE = (
     "_active_envs",
     "_active_toolsets",
@@ -40,9 +41,10 @@ def _state(ors_server: Any) -> list[Any]:
         import openreward
 
         raise OrmixRuntimeError(
-            f"this openreward ({getattr(openreward, '__version__', '?')}) keeps its session state differently "
-            f"(no {', '.join(missing)}): ormix's local servers support the versions pinned in pyproject.toml; "
-            "install one of those"
+            f"this openreward ({getattr(openreward, '__version__', '?')}) keeps its session state "
+            f"differently (no {', '.join(missing)}): ormix's local servers need those attributes (they are "
+            "tested with openreward 0.1.167; pyproject.toml sets only a lower bound): install a release "
+            "that has them"
         )
     return [getattr(ors_server, name) for name in SESSION_STATE]
 

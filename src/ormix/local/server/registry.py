@@ -96,13 +96,13 @@ def _import(module_name: str, ref: str) -> object:
     except ModuleNotFoundError as e:
         if e.name != module_name and not module_name.startswith(f"{e.name}."):
             raise UnknownEnvironmentError(
-                f"importing module {module_name!r} for target {ref!r} failed: it needs {e.name!r}, which is not "
-                "installed (pip install it)"
+                f"importing module {module_name!r} for target {ref!r} failed: it needs {e.name!r}, which is "
+                "not installed (pip install it)"
             ) from e
         raise UnknownEnvironmentError(
-            f"no module {module_name!r} for target {ref!r}: looked in the mixture file's directory, the working "
-            f"directory {os.getcwd()} and sys.path; put {module_name.replace('.', '/')}.py next to the mixture "
-            "file or install it"
+            f"no module {module_name!r} for target {ref!r}: looked in the mixture file's directory, the "
+            f"working directory {os.getcwd()} and sys.path; put {module_name.replace('.', '/')}.py next to "
+            "the mixture file or install it"
         ) from None
     except Exception as e:  # noqa: BLE001 - a user module that fails to import: say where
         raise UnknownEnvironmentError(

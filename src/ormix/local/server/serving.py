@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ormix.errors import ServerStartError
 from ormix.local.server.openreward_internals import delete_session, idle_sessions, session_ids
 from ormix.local.server.registry import env_name_of, load_environment_class
 
@@ -54,14 +55,11 @@ CHILD_EXIT_TIMEOUT_S = 20.0
 _PARENT_PIPE_ENV = "ORMIX_SERVE_PARENT_PIPE"
 #: Seconds uvicorn keeps an idle keep-alive connection open, unless `keep_alive_s` says otherwise.
 DEFAULT_KEEP_ALIVE_S = 60.0
-# Set by `serve_in_process` in the child's environment: uvicorn options `python -m ormix.local` has no flag for.
+# Set by `serve_in_process` in the child's environment: uvicorn options `python -m ormix.local` has no flag
+# for.
 _KEEP_ALIVE_ENV = "ORMIX_SERVE_KEEP_ALIVE_S"
 _CERTFILE_ENV = "ORMIX_SERVE_SSL_CERTFILE"
 _KEYFILE_ENV = "ORMIX_SERVE_SSL_KEYFILE"
-
-
-class ServerStartError(RuntimeError):
-    """A local server did not become ready."""
 
 
 _sse_patched = False
@@ -389,8 +387,8 @@ def serve_in_process(
     cmd = [sys.executable, "-m", "ormix.local", "--host", host, "--port", str(port), *names]
     if idle_limit_s is not None:
         cmd += ["--idle-limit", str(idle_limit_s)]
-    # Own session: a Ctrl-C at the terminal reaches only this process, which closes its sessions first and then
-    # stops the child (SIGTERM). stdin is a pipe the child watches: EOF means this process is gone.
+    # Own session: a Ctrl-C at the terminal reaches only this process, which closes its sessions first and
+    # then stops the child (SIGTERM). stdin is a pipe the child watches: EOF means this process is gone.
     child_env = {**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"}
     for var, value in (
         (_KEEP_ALIVE_ENV, keep_alive_s),
@@ -435,22 +433,24 @@ def serve_in_process(
             with contextlib.suppress(OSError):
                 proc.stdin.close()
 
+    what = f"local ORS server for {', '.join(names)}"
+    exited = f"{what} exited with code {{}} while starting (its error is above, on stderr; `{' '.join(cmd)}`)"
     deadline = time.monotonic() + ready_timeout_s
     while not bound:
         if proc.poll() is not None:
-            raise ServerStartError(
-                f"`{' '.join(cmd)}` exited with code {proc.returncode} before it was ready"
-            )
+            raise ServerStartError(exited.format(proc.returncode))
         if time.monotonic() > deadline:
             close()
-            raise ServerStartError(f"`{' '.join(cmd)}` not ready after {ready_timeout_s:.0f}s")
+            raise ServerStartError(f"{what} not ready after {ready_timeout_s:.0f}s (`{' '.join(cmd)}`)")
         time.sleep(0.02)
     url = f"{'https' if ssl_certfile else 'http'}://{host}:{bound[0]}"
     try:
         _wait_healthy(url, ready_timeout_s, alive=lambda: proc.poll() is None)
     except ServerStartError:
         close()
-        raise
+        if proc.returncode is None:
+            raise
+        raise ServerStartError(exited.format(proc.returncode)) from None
     server = LocalServer(
         url=url,
         port=bound[0],
@@ -501,9 +501,13 @@ def run_forever(
 def _watch_parent() -> None:
     """Shut down like on SIGTERM (sessions torn down) once stdin, a pipe from the parent, reaches EOF."""
 
+    fd = sys.stdin.fileno()
+
     def watch() -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while sys.stdin.buffer.read(65536):
+        # The raw descriptor, not sys.stdin: a daemon thread blocked inside a buffered reader makes the
+        # interpreter abort at exit ("could not acquire lock"), e.g. when the server failed to start.
+        with contextlib.suppress(OSError):
+            while os.read(fd, 65536):
                 pass
         os.kill(os.getpid(), signal.SIGTERM)
 

@@ -181,7 +181,8 @@ TASKS: list[Task] = [
         "seta-count-words",
         "Easy",
         "data-processing",
-        "Write the number of words in `essay.txt` (whitespace-separated) to `wordcount.txt`, just the number.",
+        "Write the number of words in `essay.txt` (whitespace-separated) to `wordcount.txt`, just the "
+        "number.",
         files={"essay.txt": _ESSAY},
         checks=[
             Exists("wordcount.txt exists", 1, paths=("wordcount.txt",)),
@@ -193,7 +194,8 @@ TASKS: list[Task] = [
         "seta-env-file",
         "Easy",
         "system-administration",
-        "In `.env`, set `DEBUG=false` (it is `true`) and add the line `LOG_LEVEL=warning`. Keep the other lines.",
+        "In `.env`, set `DEBUG=false` (it is `true`) and add the line `LOG_LEVEL=warning`. Keep the other "
+        "lines.",
         files={".env": _ENV},
         checks=[
             FileMatches("DEBUG=false", path=".env", patterns=(r"^DEBUG=false$",), absent=(r"^DEBUG=true",)),
@@ -242,8 +244,8 @@ TASKS: list[Task] = [
         "seta-slugify",
         "Medium",
         "software-engineering",
-        "Implement `slugify(text)` in `text_utils.py`: lower-case the text, turn every run of characters that "
-        "are not ASCII letters or digits into a single `-`, and strip leading and trailing `-`. "
+        "Implement `slugify(text)` in `text_utils.py`: lower-case the text, turn every run of characters "
+        "that are not ASCII letters or digits into a single `-`, and strip leading and trailing `-`. "
         "Example: `slugify('Hello, World!') == 'hello-world'`.",
         files={"text_utils.py": "def slugify(text):\n    raise NotImplementedError\n"},
         checks=[
@@ -265,8 +267,8 @@ TASKS: list[Task] = [
         "seta-fix-pagination",
         "Medium",
         "debugging",
-        "`pagination.py`'s `page(items, n, size)` should return page `n` (0-based) of `items`, `size` items per "
-        "page, but it drops an item. Fix it.",
+        "`pagination.py`'s `page(items, n, size)` should return page `n` (0-based) of `items`, `size` items "
+        "per page, but it drops an item. Fix it.",
         files={"pagination.py": "def page(items, n, size):\n    return items[n * size:(n + 1) * size - 1]\n"},
         checks=[
             python_check(
@@ -298,8 +300,8 @@ TASKS: list[Task] = [
         "seta-errors-by-hour",
         "Medium",
         "data-processing",
-        "From `app.log`, write `errors_by_hour.txt`: for each hour (two digits, `HH`) that has ERROR lines, a "
-        "line `HH COUNT`, sorted by hour.",
+        "From `app.log`, write `errors_by_hour.txt`: for each hour (two digits, `HH`) that has ERROR lines, "
+        "a line `HH COUNT`, sorted by hour.",
         files={"app.log": _APP_LOG},
         checks=[
             Exists("file exists", paths=("errors_by_hour.txt",)),
@@ -311,8 +313,8 @@ TASKS: list[Task] = [
         "seta-backup-script",
         "Medium",
         "scripting",
-        "Write `backup.sh`: `bash backup.sh SRC DEST` copies every `.conf` file directly inside SRC into DEST "
-        "(creating DEST if needed) and prints the number of files it copied.",
+        "Write `backup.sh`: `bash backup.sh SRC DEST` copies every `.conf` file directly inside SRC into "
+        "DEST (creating DEST if needed) and prints the number of files it copied.",
         checks=[
             Command(
                 "prints count",
@@ -356,8 +358,8 @@ TASKS: list[Task] = [
         "Medium",
         "software-engineering",
         "Make the tests in `test_inventory.py` pass by fixing `inventory.py` (do not change the tests): "
-        "removing more than is in stock raises ValueError and leaves the stock unchanged; counting an unknown "
-        "item gives 0.",
+        "removing more than is in stock raises ValueError and leaves the stock unchanged; counting an "
+        "unknown item gives 0.",
         files={"inventory.py": _INVENTORY_PY, "test_inventory.py": _TEST_INVENTORY},
         checks=[
             Command(
@@ -377,7 +379,8 @@ TASKS: list[Task] = [
         "seta-ini-to-json",
         "Medium",
         "data-processing",
-        "Convert `settings.ini` to `settings.json`: one object per section, mapping each key to its value as a "
+        "Convert `settings.ini` to `settings.json`: one object per section, mapping each key to its value as "
+        "a "
         'string (e.g. `{"server": {"host": "0.0.0.0", ...}, ...}`).',
         files={"settings.ini": _INI},
         checks=[
@@ -398,9 +401,9 @@ TASKS: list[Task] = [
         "seta-find-duplicates",
         "Medium",
         "file-operations",
-        "Find the files under `docs/` with identical content. Write `duplicates.txt` with one line per group of "
-        "two or more identical files: their paths (relative to the workspace, e.g. `docs/a.txt`) sorted and "
-        "separated by single spaces; lines sorted.",
+        "Find the files under `docs/` with identical content. Write `duplicates.txt` with one line per group "
+        "of two or more identical files: their paths (relative to the workspace, e.g. `docs/a.txt`) sorted "
+        "and separated by single spaces; lines sorted.",
         files={
             "docs/a.txt": "same\n",
             "docs/b.txt": "other\n",
@@ -467,8 +470,9 @@ TASKS: list[Task] = [
         "seta-word-index",
         "Medium",
         "data-processing",
-        "Write `index.py`: `python3 index.py FILE` prints every distinct word of FILE (lower-cased; words are "
-        "runs of ASCII letters) with the line numbers it occurs on, as `word: 1,3`, words sorted alphabetically.",
+        "Write `index.py`: `python3 index.py FILE` prints every distinct word of FILE (lower-cased; words "
+        "are runs of ASCII letters) with the line numbers it occurs on, as `word: 1,3`, words sorted "
+        "alphabetically.",
         files={"sample.txt": "The cat\nthe dog\nA cat, a DOG.\n"},
         checks=[
             Command(
@@ -490,10 +494,11 @@ TASKS: list[Task] = [
         "Hard",
         "software-engineering",
         "Implement `LRUCache(capacity)` in `lru.py` with `get(key)` (the value, or -1 when absent) and "
-        "`put(key, value)`; when full, `put` of a new key evicts the least recently used key (a `get` or `put` "
-        "counts as a use).",
+        "`put(key, value)`; when full, `put` of a new key evicts the least recently used key (a `get` or "
+        "`put` counts as a use).",
         files={
-            "lru.py": "class LRUCache:\n    def __init__(self, capacity):\n        raise NotImplementedError\n"
+            "lru.py": "class LRUCache:\n    def __init__(self, capacity):\n"
+            "        raise NotImplementedError\n"
         },
         checks=[
             python_check(
@@ -598,9 +603,9 @@ TASKS: list[Task] = [
         "seta-validate-json",
         "Hard",
         "software-engineering",
-        "Write `validate.py`: `python3 validate.py FILE` exits 0 when FILE is a JSON array of objects that each "
-        "have `name` (a non-empty string) and `age` (an integer from 0 to 150); otherwise it prints an error "
-        "message and exits 1.",
+        "Write `validate.py`: `python3 validate.py FILE` exits 0 when FILE is a JSON array of objects that "
+        "each have `name` (a non-empty string) and `age` (an integer from 0 to 150); otherwise it prints an "
+        "error message and exits 1.",
         checks=[
             Command(
                 "accepts valid",
@@ -664,8 +669,8 @@ TASKS: list[Task] = [
         "seta-fix-precedence",
         "Hard",
         "debugging",
-        "`calc_eval.py`'s `evaluate(expr)` ignores operator precedence: `evaluate('2+3*4')` gives 20 instead of "
-        "14. Fix it so that * and / bind tighter than + and -, all operators are left-associative, and "
+        "`calc_eval.py`'s `evaluate(expr)` ignores operator precedence: `evaluate('2+3*4')` gives 20 instead "
+        "of 14. Fix it so that * and / bind tighter than + and -, all operators are left-associative, and "
         "parentheses still work.",
         files={"calc_eval.py": _CALC_EVAL_PY},
         checks=[
@@ -688,8 +693,8 @@ TASKS: list[Task] = [
         "seta-login-users",
         "Hard",
         "system-administration",
-        "`passwd.txt` is in /etc/passwd format. Write `users.txt` with the login names of the users whose UID "
-        "is at least 1000 and whose shell is neither `/usr/sbin/nologin` nor `/bin/false`, sorted by UID "
+        "`passwd.txt` is in /etc/passwd format. Write `users.txt` with the login names of the users whose "
+        "UID is at least 1000 and whose shell is neither `/usr/sbin/nologin` nor `/bin/false`, sorted by UID "
         "(numerically), one per line.",
         files={"passwd.txt": _PASSWD},
         checks=[
@@ -749,8 +754,8 @@ TASKS: list[Task] = [
         "seta-build-order",
         "Hard",
         "software-engineering",
-        "`deps.txt` lists packages as `NAME: DEP DEP ...`. Write `order.txt`, one package per line, such that "
-        "every package comes after its dependencies; whenever several packages are ready, take the "
+        "`deps.txt` lists packages as `NAME: DEP DEP ...`. Write `order.txt`, one package per line, such "
+        "that every package comes after its dependencies; whenever several packages are ready, take the "
         "alphabetically smallest first.",
         files={"deps.txt": _DEPS},
         checks=[
@@ -767,9 +772,9 @@ TASKS: list[Task] = [
         "seta-memoize",
         "Hard",
         "software-engineering",
-        "Implement the decorator `memoize` in `memo.py`: the wrapped function caches results by its positional "
-        "and keyword arguments (calling the original once per distinct arguments), and the wrapper has a "
-        "`cache_clear()` method that empties the cache.",
+        "Implement the decorator `memoize` in `memo.py`: the wrapped function caches results by its "
+        "positional and keyword arguments (calling the original once per distinct arguments), and the "
+        "wrapper has a `cache_clear()` method that empties the cache.",
         files={"memo.py": "def memoize(fn):\n    raise NotImplementedError\n"},
         checks=[
             python_check(

@@ -119,7 +119,8 @@ TASKS: list[Task] = [
         "files-mkdir-note",
         "easy",
         "files",
-        "Create a directory `notes` in the workspace containing a file `todo.txt` whose only line is `buy milk`.",
+        "Create a directory `notes` in the workspace containing a file `todo.txt` whose only line is `buy "
+        "milk`.",
         checks=[FileEquals("notes/todo.txt content", path="notes/todo.txt", expected="buy milk\n")],
     ),
     Task(
@@ -205,7 +206,8 @@ TASKS: list[Task] = [
         "text-grep-errors",
         "easy",
         "text",
-        "Write every line of `app.log` that contains `ERROR` (upper case) to `errors.txt`, in their original order.",
+        "Write every line of `app.log` that contains `ERROR` (upper case) to `errors.txt`, in their "
+        "original order.",
         files={"app.log": _APP_LOG},
         checks=[
             FileEquals(
@@ -246,8 +248,8 @@ TASKS: list[Task] = [
         "medium",
         "text",
         "Count how often each word occurs in `text.txt` (words are separated by whitespace, case-sensitive). "
-        "Write `freq.txt` with one line per word, `COUNT WORD`, sorted by count (highest first), ties by word "
-        "in alphabetical order.",
+        "Write `freq.txt` with one line per word, `COUNT WORD`, sorted by count (highest first), ties by "
+        "word in alphabetical order.",
         files={"text.txt": _TEXT},
         checks=[FileEquals("freq.txt", path="freq.txt", expected=_freq(_TEXT))],
     ),
@@ -322,8 +324,8 @@ TASKS: list[Task] = [
         "files-find-large",
         "medium",
         "files",
-        "List the files under `data/` (recursively) that are larger than 1000 bytes. Write their paths relative "
-        "to the workspace (like `data/x.bin`), sorted, one per line, to `large.txt`.",
+        "List the files under `data/` (recursively) that are larger than 1000 bytes. Write their paths "
+        "relative to the workspace (like `data/x.bin`), sorted, one per line, to `large.txt`.",
         files={
             "data/small.txt": "s" * 500,
             "data/edge.txt": "e" * 1000,
@@ -362,8 +364,8 @@ TASKS: list[Task] = [
         "script-fizzbuzz",
         "medium",
         "scripting",
-        "Create `fizzbuzz.py`: `python3 fizzbuzz.py N` prints the numbers 1 to N, one per line, except `Fizz` "
-        "for multiples of 3, `Buzz` for multiples of 5 and `FizzBuzz` for multiples of both.",
+        "Create `fizzbuzz.py`: `python3 fizzbuzz.py N` prints the numbers 1 to N, one per line, except "
+        "`Fizz` for multiples of 3, `Buzz` for multiples of 5 and `FizzBuzz` for multiples of both.",
         checks=[
             Command("N=15", cmd="python3 fizzbuzz.py 15", output=_fizzbuzz(15)),
             Command("N=5", cmd="python3 fizzbuzz.py 5", output=_fizzbuzz(5)),
@@ -430,8 +432,8 @@ TASKS: list[Task] = [
         "files-archive",
         "hard",
         "files",
-        "Create `backup.tar.gz`, a gzip-compressed tar archive of the `src` directory whose member paths start "
-        "with `src/` (e.g. `src/main.py`). Keep `src/` itself.",
+        "Create `backup.tar.gz`, a gzip-compressed tar archive of the `src` directory whose member paths "
+        "start with `src/` (e.g. `src/main.py`). Keep `src/` itself.",
         files={"src/main.py": "import lib.util\n", "src/lib/util.py": "X = 1\n", "src/README": "readme\n"},
         checks=[
             Command("member paths", cmd="tar -tzf backup.tar.gz | grep -qx 'src/lib/util.py'"),
@@ -463,8 +465,9 @@ TASKS: list[Task] = [
         "script-rename-ext",
         "hard",
         "scripting",
-        "Write `rename_ext.sh`: `bash rename_ext.sh DIR FROM TO` renames every file directly inside DIR whose "
-        "name ends in `.FROM` so that it ends in `.TO` instead (`a.txt` -> `a.md`). Names may contain spaces.",
+        "Write `rename_ext.sh`: `bash rename_ext.sh DIR FROM TO` renames every file directly inside DIR "
+        "whose name ends in `.FROM` so that it ends in `.TO` instead (`a.txt` -> `a.md`). Names may contain "
+        "spaces.",
         checks=[
             Command(
                 "renames, spaces included",
@@ -544,8 +547,8 @@ TASKS: list[Task] = [
         "text-transpose",
         "hard",
         "text",
-        "Transpose `matrix.txt` (rows of space-separated numbers): write the columns as rows, space-separated, "
-        "to `transposed.txt`.",
+        "Transpose `matrix.txt` (rows of space-separated numbers): write the columns as rows, "
+        "space-separated, to `transposed.txt`.",
         files={"matrix.txt": _MATRIX},
         checks=[
             FileEquals(
