@@ -17,6 +17,7 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from openreward.api.sandboxes.secrets import WELL_KNOWN_SECRETS, build_secrets_header
 
 from ormix.local import serve_in_process
 from ormix.local.envs.faulty import big_text
@@ -41,7 +42,6 @@ from ormix.ors import (
 )
 from ormix.ors.client import DEFAULT_MAX_KEPT_CHARS
 from ormix.ors.http import HTTPClient
-from ormix.ors.secrets import WELL_KNOWN_SECRETS, augment_with_api_key
 from ormix.ors.sse import CallStream, SSEParser, encode_event
 from support.tcp_proxy import TCPProxy
 
@@ -623,24 +623,16 @@ def test_secrets_roundtrip_through_server_decoder(secrets):
         st.tuples(_secret_values, st.lists(st.text(max_size=10), max_size=3)),
         max_size=3,
     ),
-    api_key=st.one_of(st.none(), st.text(min_size=1, max_size=20)),
+    unknown=st.dictionaries(st.text(min_size=1, max_size=10).map("x-{}".format), _secret_values, max_size=3),
 )
-def test_secrets_encoding_matches_the_sdk(known, explicit, api_key):
-    from openreward.api.sandboxes.secrets import augment_secrets_with_api_key, build_secrets_header
-
+def test_secrets_encoding_is_the_sdks_and_sends_unknown_keys_without_domains(known, explicit, unknown):
     secrets = {**explicit, **known}
-    session_url, api_url = "https://sessions.openreward.ai", "https://api.openreward.ai"
-    ours = augment_with_api_key(secrets, api_key, session_url, api_url)
-    sdk = augment_secrets_with_api_key(secrets, api_key, base_url=session_url, api_base_url=api_url)
-    assert ours == sdk
-    if sdk:
-        assert encode_secrets(ours) == build_secrets_header(sdk)
-
-
-def test_well_known_table_matches_the_sdk():
-    from openreward.api.sandboxes.secrets import WELL_KNOWN_SECRETS as SDK_TABLE
-
-    assert WELL_KNOWN_SECRETS == SDK_TABLE
+    assert encode_secrets(secrets) == build_secrets_header(secrets)
+    # Where the SDK raises (a plain string under a key it does not know), ormix allows no domain.
+    domains = {
+        k: v["allowed_domains"] for k, v in json.loads(base64.b64decode(encode_secrets(unknown))).items()
+    }
+    assert domains == {k: [] for k in unknown}
 
 
 def test_secret_values_never_in_type_errors():

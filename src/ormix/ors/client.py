@@ -45,7 +45,7 @@ from ormix.ors.endpoint import Endpoint, is_url, normalize_url, resolve_endpoint
 from ormix.ors.errors import ORSError, ProtocolError, SessionDeadError, SessionOpenError, TransportError
 from ormix.ors.http import HTTPClient, Response
 from ormix.ors.models import Split, ToolSpec
-from ormix.ors.secrets import augment_with_api_key, encode_secrets
+from ormix.ors.secrets import encode_secrets
 from ormix.ors.session import Session, tool_specs_of
 from ormix.ors.sse import CallStream, SSEParser
 from ormix.ors.transport import Transport, json_of, kind_of
@@ -424,9 +424,17 @@ class ORSClient:
             with self._deadline(timeout_s):
                 sid = session_id or (await self._platform_sid(tr) if ep.is_platform else str(uuid.uuid4()))
                 extra: dict[str, str] = {}
-                all_secrets = augment_with_api_key(
-                    secrets, ep.api_key if ep.is_platform else None, ep.session_url, ep.api_url
-                )
+                all_secrets = dict(secrets or {})
+                if ep.is_platform and ep.api_key:
+                    # The SDK adds the key, allowed to reach the platform's own hosts from a sandbox.
+                    from openreward.api.sandboxes.secrets import augment_secrets_with_api_key
+
+                    all_secrets = (
+                        augment_secrets_with_api_key(
+                            secrets, ep.api_key, base_url=ep.session_url, api_base_url=ep.api_url
+                        )
+                        or {}
+                    )
                 if all_secrets:
                     extra["X-Secrets"] = encode_secrets(all_secrets)
                     redact = _sensitive(all_secrets, extra["X-Secrets"], ep.api_key)
