@@ -181,12 +181,12 @@ _SLICE = 16_384
 _scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]  # typeshed omits it
 
 
-def _decoded_len(s: str, i: int, e: int) -> int:
-    # s[i:e] is whole units of a JSON string: its length once decoded.
+def _decoded(s: str, i: int, e: int) -> str:
+    # s[i:e] is whole units of a JSON string: the text they decode to.
     try:
-        return len(_scanstring(s[i:e] + '"', 0, False)[0])
+        return _scanstring(s[i:e] + '"', 0, False)[0]
     except ValueError:
-        return e - i
+        return s[i:e]
 
 
 class ClippedJSON:
@@ -218,6 +218,7 @@ class ClippedJSON:
         "_left",
         "_cut",
         "_drop",
+        "_high",
     )
 
     def __init__(self, budget: int, limit: int) -> None:
@@ -233,6 +234,7 @@ class ClippedJSON:
         self._left = 0  # raw characters the current string may still keep
         self._cut = False  # the current string is being dropped
         self._drop = 0  # decoded characters dropped from the current string
+        self._high = False  # what was dropped last ends in the first half of a surrogate pair
 
     def _keep(self, text: str) -> None:
         if self.overflow:
@@ -271,6 +273,7 @@ class ClippedJSON:
                 self._left = max(self.budget, MIN_KEEP)
                 self._cut = False
                 self._drop = 0
+                self._high = False
                 continue
             e = _units_end(s, i, len(s))
             if e > i:
@@ -306,7 +309,12 @@ class ClippedJSON:
                 self.budget -= c - i
             self._cut = True
             i = c
-        self._drop += _decoded_len(s, i, e)
+        text = _decoded(s, i, e)
+        if text:
+            if self._high and "\udc00" <= text[0] <= "\udfff":
+                self._drop -= 1  # a surrogate pair split between two pieces is one character
+            self._high = "\ud800" <= text[-1] <= "\udbff"
+            self._drop += len(text)
 
     def finish(self) -> str:
         """The kept JSON text (empty after an overflow)."""
