@@ -6,11 +6,8 @@ one round trip per call (env name in the path), typed errors, bounded concurrenc
 and bounded memory for huge tool outputs. Every request, stateless or of a session, plain or TLS, goes
 through one `ormix.ors.http.HTTPClient` per client (aiohttp, one keep-alive connection pool).
 
-Background tasks: used as `async with ORSClient(...)`, the client owns an anyio task group that runs the
-keepalive loops of its sessions; otherwise they run in the portal's service task group
-(`ormix.ors.bridge`), the case of every client driven through `run_sync`. A session opened on another
-loop without `async with` has its pings hosted by the portal too, over an HTTP client of the portal's
-loop. Each ping loop is cancelled when its session closes.
+Keepalive pings of every session run in the portal's service task group (`ormix.ors.bridge`), whatever
+loop opened the session; each ping loop is cancelled when its session closes.
 
 Example:
     >>> import anyio
@@ -30,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 import uuid
 import weakref
@@ -38,7 +34,6 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
-import anyio.abc
 
 from ormix.ors import bridge
 from ormix.ors.endpoint import Endpoint, is_url, normalize_url, resolve_endpoint
@@ -102,15 +97,10 @@ class ORSClient:
         self.max_concurrency = max(1, int(max_concurrency))
         self.max_kept_chars = None if max_kept_chars is None else max(1, int(max_kept_chars))
         self._http = HTTPClient(connect_timeout_s=connect_timeout_s)
-        # An HTTP client of the portal's loop, for pings the portal hosts for sessions of another loop.
-        self._portal_http: HTTPClient | None = None
         self._endpoint: Endpoint | None = None
         self._transport: Transport | None = None
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._closed = False
-        self._tg_cm: anyio.abc.TaskGroup | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._tg_thread: int | None = None
         if isinstance(target, Endpoint):
             self._set_endpoint(target)
         elif not (is_url(target) and env_name is None):
@@ -151,21 +141,10 @@ class ORSClient:
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> ORSClient:
-        tg = anyio.create_task_group()
-        self._tg = await tg.__aenter__()
-        self._tg_cm = tg
-        self._tg_thread = threading.get_ident()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        tg, self._tg_cm, self._tg = self._tg_cm, None, None
-        try:
-            await self.aclose()  # closing the sessions stops their ping loops, the task group's only tasks
-        finally:
-            if tg is not None:
-                # Not handed the body's exception: a task group would wrap it in an ExceptionGroup. It
-                # only waits for ping loops here, which never raise.
-                await tg.__aexit__(None, None, None)
+        await self.aclose()
 
     async def aclose(self) -> None:
         """Close every session this client opened, then its HTTP connections. Idempotent."""
@@ -179,32 +158,15 @@ class ORSClient:
                         tg.start_soon(s.close)
             self._closed = True
             await self._http.aclose()
-            portal_http, self._portal_http = self._portal_http, None
-            if portal_http is not None:  # it lives on the portal's loop: closed there
-                if bridge.on_portal_thread():
-                    await portal_http.aclose()
-                else:
-                    bridge.portal().start_task_soon(portal_http.aclose)
 
     def forget(self, session: Session) -> None:
         """Drop a closed session from the ones `aclose()` closes (sessions call it when they close)."""
         self._sessions.discard(session)
 
     async def _start_keepalive(self, session: Session) -> None:
-        if not (self.ping_interval_s and self.ping_interval_s > 0):
-            return
-        name = f"ormix-ping-{session.id}"
-        if self._tg is not None and self._tg_thread == threading.get_ident():
-            await self._tg.start(session.keepalive, None, name=name)
-        elif bridge.on_portal_thread():
-            await bridge.service_task_group().start(session.keepalive, None, name=name)
-        else:
-            # A session of another loop, outside `async with`: the portal hosts its ping loop, over an
-            # HTTP client of the portal's own loop (aiohttp connections belong to one loop).
-            if self._portal_http is None:
-                self._portal_http = HTTPClient(connect_timeout_s=self.connect_timeout_s)
-            tr = session.transport.with_http(self._portal_http)
-            session.ping_future = bridge.portal().start_task_soon(session.keepalive, tr, name=name)
+        if self.ping_interval_s and self.ping_interval_s > 0:
+            own_http = not bridge.on_portal_thread()  # aiohttp connections belong to one loop
+            await bridge.start_service_task(session.keepalive, own_http, name=f"ormix-ping-{session.id}")
 
     # ------------------------------------------------------------------ stateless calls
 

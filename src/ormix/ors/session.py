@@ -18,10 +18,11 @@ is sent again only when that cannot run the tool a second time:
 
 ## Keepalive pings
 
-An open session pings every `ping_interval_s` (`POST /ping`) in a background task: in the task group of the
-`ORSClient` when it is used as `async with ORSClient(...)`, else in the portal's service task group
-(`ormix.ors.bridge`). Each session's ping loop has its own cancel scope, cancelled at `close()`. Pings go
-over another pooled connection than a running call, so they keep the session alive during long tool calls.
+An open session pings every `ping_interval_s` (`POST /ping`) in a background task of the portal's service
+task group (`ormix.ors.bridge`), whatever loop opened it: a session of another loop pings over an HTTP
+client of the portal's loop, owned by its ping loop (aiohttp connections belong to one loop). The ping
+loop has its own cancel scope, cancelled at `close()`. Pings go over another pooled connection than a
+running call, so they keep the session alive during long tool calls.
 
 Example:
     >>> import anyio
@@ -46,12 +47,12 @@ import json
 import logging
 import math
 import time
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
+from ormix.ors import bridge
 from ormix.ors.errors import (
     DeadlineExceeded,
     ORSError,
@@ -62,7 +63,7 @@ from ormix.ors.errors import (
     ToolRejected,
     TransportError,
 )
-from ormix.ors.http import CertificateError, HTTPFailure, Response, ResponseCut
+from ormix.ors.http import CertificateError, HTTPClient, HTTPFailure, Response, ResponseCut
 from ormix.ors.models import ToolResult, ToolSpec, text_of
 from ormix.ors.sse import CallStream, SSEParser, unclip
 from ormix.ors.transport import (
@@ -176,11 +177,8 @@ class Session:
         self._headers = transport.headers(sid)
         self._closed = False
         self._ping_interval_s = ping_interval_s
-        # The ping loop's cancel scope; `ping_future` when the portal hosts the loop for a session of
-        # another loop. Cancelled at close.
+        # The ping loop's cancel scope (on the portal's loop), cancelled at close.
         self._ping_scope: anyio.CancelScope | None = None
-        #: The future of this session's keepalive loop when the portal hosts it (set by `ORSClient`).
-        self.ping_future: Future | None = None
         self._owner = owner
         self._max_kept_chars = max_kept_chars
         # Secret values and keys this session sent: scrubbed from every error it raises, in case the
@@ -213,50 +211,50 @@ class Session:
 
     @property
     def pinging(self) -> bool:
-        """True while this session's keepalive loop is running."""
-        return self._ping_scope is not None or (self.ping_future is not None and not self.ping_future.done())
+        """True while this session's keepalive loop runs (from open until the session closes or dies)."""
+        return self._ping_scope is not None and not self._closed and self.dead_reason is None
 
     async def keepalive(
-        self,
-        transport: Transport | None = None,
-        *,
-        task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED,
+        self, own_http: bool, *, task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """The keepalive loop: `POST /ping` every `ping_interval_s` until the session closes or dies.
 
-        `ORSClient` runs it in a task group (its own, or the portal's service task group) when it opens
-        the session; `transport` is the one of the loop it runs on (default: the session's). It never
-        raises: a failed ping is counted (`timings.ping_failures`) and tried again at the next tick; a 404
-        marks the session dead. Its cancel scope is cancelled by `close()`.
+        `ORSClient` starts it in the portal's service task group when it opens the session; `own_http`:
+        ping over an HTTP client of this loop's own (the session's is of another loop). It never raises:
+        a failed ping is counted (`timings.ping_failures`) and tried again at the next tick; a 404 marks
+        the session dead. Its cancel scope is cancelled by `close()`.
         """
         interval = float(self._ping_interval_s or 10.0)
-        tr = transport or self._t
-        with anyio.CancelScope() as scope:
-            self._ping_scope = scope
-            task_status.started()
-            try:
-                while not self._closed and self.dead_reason is None:
-                    await anyio.sleep(interval)
-                    if self._closed:
-                        return
-                    try:
-                        with anyio.fail_after(max(5.0, interval * 3)):
-                            await self._ping(tr)
-                    except SessionDeadError:
-                        return
-                    except Exception as e:  # noqa: BLE001 - a failed ping is retried at the next tick
-                        self.timings.ping_failures += 1
-                        logger.debug("ormix.ors: ping failed for session %s: %s", self.id, type(e).__name__)
-            finally:
-                self._ping_scope = None
+        async with contextlib.AsyncExitStack() as stack:
+            tr = self._t
+            if own_http:
+                http = HTTPClient(connect_timeout_s=tr.http.connect_timeout_s)
+                tr = tr.with_http(await stack.enter_async_context(http))
+            with anyio.CancelScope() as scope:
+                self._ping_scope = scope
+                task_status.started()
+                try:
+                    while not self._closed and self.dead_reason is None:
+                        await anyio.sleep(interval)
+                        if self._closed:
+                            return
+                        try:
+                            with anyio.fail_after(max(5.0, interval * 3)):
+                                await self._ping(tr)
+                        except SessionDeadError:
+                            return
+                        except Exception as e:  # noqa: BLE001 - a failed ping is retried at the next tick
+                            self.timings.ping_failures += 1
+                            logger.debug(
+                                "ormix.ors: ping failed for session %s: %s", self.id, type(e).__name__
+                            )
+                finally:
+                    self._ping_scope = None
 
     def _stop_keepalive(self) -> None:
-        future, self.ping_future = self.ping_future, None
-        if future is not None:
-            future.cancel()  # thread-safe: the portal cancels the task's scope on its own loop
         scope = self._ping_scope
-        if scope is not None and future is None:
-            scope.cancel()
+        if scope is not None:
+            bridge.call_soon(scope.cancel)  # the scope belongs to the portal's loop
 
     def _mark_dead(self, why: str) -> None:
         if self.dead_reason is None:
