@@ -43,7 +43,6 @@ import anyio.abc
 from anyio.from_thread import BlockingPortal
 
 __all__ = [
-    "at_portal_stop",
     "call_soon",
     "on_portal_thread",
     "portal",
@@ -228,44 +227,12 @@ def run_sync(async_fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -
         raise
 
 
-_STOP_HOOKS: list[Callable[[], Awaitable[None]]] = []
-
-
-def at_portal_stop(hook: Callable[[], Awaitable[None]]) -> None:
-    """Run `await hook()` on the portal's loop when the portal stops (`shutdown()`, interpreter exit),
-    before its tasks are cancelled: for closing connections that live on that loop. Each hook once.
-
-    Example:
-        >>> async def tidy():
-        ...     pass
-        >>> at_portal_stop(tidy)
-    """
-    if hook not in _STOP_HOOKS:
-        _STOP_HOOKS.append(hook)
-
-
-async def _run_stop_hooks() -> None:
-    for hook in list(_STOP_HOOKS):
-        try:
-            with anyio.fail_after(5):
-                await hook()
-        except Exception:  # noqa: BLE001 - best effort: the portal stops anyway
-            pass
-
-
 def shutdown() -> None:
-    """Stop the portal of this process (also registered at exit). A later `portal()` starts a new one.
-
-    The `at_portal_stop` hooks run first, on the portal's loop.
-    """
+    """Stop the portal of this process (also registered at exit). A later `portal()` starts a new one."""
     with _lock:
         p, thread, pid = _state["portal"], _state["thread"], _state["pid"]
         _state.update(pid=None, portal=None, thread=None, service=None)
     if p is not None and pid == os.getpid():
-        try:
-            p.call(_run_stop_hooks)
-        except Exception:  # noqa: BLE001 - best effort at exit
-            pass
         try:
             p.call(p.stop, True)
         except Exception:  # noqa: BLE001 - best effort at exit
