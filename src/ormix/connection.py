@@ -29,7 +29,7 @@ import anyio
 
 from ormix.config import SpecConfig
 from ormix.errors import SpecError
-from ormix.ors import ORSClient, ToolSpec, errors
+from ormix.ors import Endpoint, ORSClient, ToolSpec, errors
 from ormix.ors.bridge import run_sync
 from ormix.tools import merge_tool_specs
 
@@ -150,13 +150,17 @@ class Connection:
                 self._served = (url, env_name)
             else:
                 url, env_name = self.target, self.env_name
+            api_key = self._config.resolve_api_key()
+            endpoint = (
+                Endpoint.for_catalog(self.target, env_name, api_key)
+                if target.kind == "catalog"
+                else Endpoint.for_url(url, env_name, api_key)
+            )
             # The client keeps at most this much of one tool output in memory (bounded under a 50 MB
             # answer); 8x: the model still sees `max_output_chars` of text when every character is escaped.
             kept = max(8 * self._config.max_output_chars, 65_536)
             self._client = ORSClient(
-                url,
-                env_name=env_name,
-                api_key=self._config.resolve_api_key(),
+                endpoint,
                 timeout_s=self._config.call_timeout_s,
                 ping_interval_s=self._config.ping_interval_s,
                 max_kept_chars=kept,

@@ -36,7 +36,6 @@ from ormix.ors import (
     TransportError,
     encode_secrets,
     portal,
-    resolve_endpoint,
     run_sync,
     text_of,
 )
@@ -93,7 +92,7 @@ def test_every_stateless_endpoint_on_echo(echo_server):
 
 
 def test_env_name_discovered_when_omitted(echo_server):
-    assert resolve_endpoint(echo_server.url).env_name == "echo"
+    assert ORSClient(echo_server.url).endpoint.env_name == "echo"  # a blocking discovery
 
     async def main():
         async with ORSClient(echo_server.url) as c:
@@ -418,10 +417,13 @@ def test_server_error_for_bad_split(echo_server):
     run(main)
 
 
-@pytest.mark.parametrize("target", ["local:echo", "nonsense", "", "ftp://x/y", "a/b/c", "mod.ule:Class"])
-def test_bad_target(target):
+@pytest.mark.parametrize(
+    "target", ["local:echo", "nonsense", "", "ftp://x/y", "Eigent/SETA", "mod.ule:Class"]
+)
+def test_the_client_takes_a_url_or_an_endpoint(target):
+    # The target grammar is `ormix.targets`'; the protocol layer takes the parts (a catalog: an Endpoint).
     with pytest.raises(BadTargetError) as ei:
-        resolve_endpoint(target)
+        ORSClient(target)
     assert isinstance(ei.value, ValueError)
     assert "owner/name" in str(ei.value) and "http" in str(ei.value)
 
@@ -442,7 +444,7 @@ def test_transport_error_on_closed_port():
 
     run(main)
     with pytest.raises(TransportError):
-        resolve_endpoint(f"http://127.0.0.1:{port}")
+        ORSClient(f"http://127.0.0.1:{port}", retries=1).endpoint  # noqa: B018 - a blocking discovery
 
 
 # ----------------------------------------------------------------------------- endpoint
@@ -452,7 +454,7 @@ def test_catalog_endpoint_hosts_and_headers(monkeypatch):
     monkeypatch.setenv("OPENREWARD_API_URL", "https://api.example.test")
     monkeypatch.setenv("OPENREWARD_SESSION_URL", "https://sessions.example.test/")
     monkeypatch.setenv("OPENREWARD_API_KEY", "key-from-env")
-    ep = resolve_endpoint("Eigent/SETA")
+    ep = Endpoint.for_catalog("Eigent/SETA")
     assert (ep.api_url, ep.session_url, ep.deployment, ep.env_name) == (
         "https://api.example.test",
         "https://sessions.example.test",
@@ -463,16 +465,16 @@ def test_catalog_endpoint_hosts_and_headers(monkeypatch):
     h = ep.headers()
     assert h["X-Deployment"] == "Eigent/SETA" and h["X-API-Key"] == "key-from-env"
     assert "key-from-env" not in repr(ep)
-    assert resolve_endpoint("Eigent/SETA", api_key="explicit").api_key == "explicit"
+    assert Endpoint.for_catalog("Eigent/SETA", api_key="explicit").api_key == "explicit"
     monkeypatch.delenv("OPENREWARD_API_URL")
     monkeypatch.delenv("OPENREWARD_SESSION_URL")
-    ep = resolve_endpoint("kanishk/EndlessTerminals", env_name="endlessterminals")
+    ep = Endpoint.for_catalog("kanishk/EndlessTerminals", "endlessterminals")
     assert ep.api_url == "https://api.openreward.ai" and ep.session_url == "https://sessions.openreward.ai"
     assert ep.path("/call") == "/endlessterminals/call"
 
 
 def test_url_endpoint_has_no_platform_headers():
-    ep = resolve_endpoint("http://127.0.0.1:1/", env_name="Echo")
+    ep = Endpoint.for_url("http://127.0.0.1:1/", "Echo")
     assert ep.env_name == "echo" and not ep.is_platform
     assert "X-Deployment" not in ep.headers() and "X-API-Key" not in ep.headers()
     assert Endpoint("a", "a", "e", None, api_key="zzz") == Endpoint("a", "a", "e", None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ormix.ors.bridge import portal, run_sync
 from ormix.ors.client import DEFAULT_MAX_KEPT_CHARS, ORSClient
-from ormix.ors.endpoint import Endpoint, is_url, resolve_endpoint
+from ormix.ors.endpoint import Endpoint
 from ormix.ors.errors import (
     BadTargetError,
     DeadlineExceeded,
@@ -59,9 +59,7 @@ __all__ = [
     "ToolSpec",
     "TransportError",
     "encode_secrets",
-    "is_url",
     "portal",
-    "resolve_endpoint",
     "run_sync",
     "text_of",
 ]

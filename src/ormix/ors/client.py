@@ -36,7 +36,8 @@ from typing import Any
 import anyio
 
 from ormix.ors import bridge
-from ormix.ors.endpoint import Endpoint, is_url, normalize_url, resolve_endpoint
+from ormix.ors.bridge import run_in_new_loop
+from ormix.ors.endpoint import Endpoint
 from ormix.ors.errors import ORSError, ProtocolError, SessionDeadError, SessionOpenError, TransportError
 from ormix.ors.http import HTTPClient, Response
 from ormix.ors.models import Split, ToolSpec
@@ -53,12 +54,12 @@ DEFAULT_MAX_KEPT_CHARS = 4_000_000
 
 
 class ORSClient:
-    """Async client for one ORS environment (a URL, or a catalog `owner/name`).
+    """Async client for one ORS environment: a server's URL, or an `Endpoint` (`Endpoint.for_catalog`).
 
     Args:
-        target: `http(s)://host:port` (scheme in any case) or `owner/name`, or a resolved `Endpoint`.
+        target: `http(s)://host:port` (scheme in any case), or an `Endpoint`.
         env_name: environment name on a multi-env server (URL targets: discovered when None).
-        api_key: platform key (catalog targets; default `OPENREWARD_API_KEY`). Never logged.
+        api_key: key sent as `X-API-Key` with a URL target (an `Endpoint` carries its own). Never logged.
         timeout_s: default deadline of each call (None: no deadline).
         connect_timeout_s: TCP (and TLS) connect timeout.
         retries: retries of a failed request (transport errors, 429/502/503/504).
@@ -87,9 +88,6 @@ class ORSClient:
         max_concurrency: int = 16,
         max_kept_chars: int | None = DEFAULT_MAX_KEPT_CHARS,
     ) -> None:
-        self._target = target
-        self._env_name = env_name
-        self._api_key = api_key
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.retries = max(0, int(retries))
@@ -98,18 +96,21 @@ class ORSClient:
         self.max_kept_chars = None if max_kept_chars is None else max(1, int(max_kept_chars))
         self._http = HTTPClient(connect_timeout_s=connect_timeout_s)
         self._endpoint: Endpoint | None = None
+        self._unresolved: Endpoint | None = None
         self._transport: Transport | None = None
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._closed = False
-        if isinstance(target, Endpoint):
-            self._set_endpoint(target)
-        elif not (is_url(target) and env_name is None):
-            # Resolving does not touch the network here; a URL without env_name resolves on first use.
-            self._set_endpoint(resolve_endpoint(target, env_name=env_name, api_key=api_key))
+        endpoint = target if isinstance(target, Endpoint) else Endpoint.for_url(target, env_name, api_key)
+        if endpoint.env_name or endpoint.is_platform:
+            self._set_endpoint(endpoint)
+        else:
+            self._unresolved = endpoint  # its env name is discovered on first use
 
     def __repr__(self) -> str:
         return (
-            f"ORSClient({self._endpoint!r})" if self._endpoint else f"ORSClient({self._target!r}, unresolved)"
+            f"ORSClient({self._endpoint!r})"
+            if self._endpoint
+            else f"ORSClient({self._unresolved!r}, unresolved)"
         )
 
     def _set_endpoint(self, ep: Endpoint) -> None:
@@ -118,23 +119,30 @@ class ORSClient:
 
     @property
     def endpoint(self) -> Endpoint:
-        """The resolved endpoint (resolving a URL target without env_name makes one blocking request)."""
+        """The resolved endpoint (discovering the env name of a URL target makes one blocking request)."""
         if self._endpoint is None:
-            self._set_endpoint(resolve_endpoint(str(self._target), env_name=None, api_key=self._api_key))
+            self._set_endpoint(run_in_new_loop(self._discover, None))
         assert self._endpoint is not None
         return self._endpoint
+
+    async def _discover(self, http: HTTPClient | None) -> Endpoint:
+        """The endpoint with the first environment its server lists (`GET /list_environments`)."""
+        ep = self._unresolved
+        assert ep is not None
+        async with contextlib.AsyncExitStack() as stack:
+            if http is None:  # a blocking call on a private loop: an HTTP client of that loop
+                http = await stack.enter_async_context(HTTPClient(connect_timeout_s=self.connect_timeout_s))
+            resp = await Transport(ep, http, self.retries).request("GET", "/list_environments")
+        names = json_of(resp, "GET /list_environments", ep.target, None)
+        if not isinstance(names, list) or not names:
+            raise ORSError(f"the ORS server at {ep.target} lists no environments; pass env_name=")
+        return Endpoint.for_url(ep.session_url, str(names[0]), ep.api_key)
 
     async def _tr(self) -> Transport:
         if self._closed:
             raise ORSError("this ORSClient is closed; create a new one")
         if self._transport is None:
-            url = normalize_url(str(self._target))
-            probe = Transport(Endpoint(url, url, None, None, api_key=self._api_key), self._http, self.retries)
-            resp = await probe.request("GET", "/list_environments")
-            names = json_of(resp, "GET /list_environments", url, None)
-            if not isinstance(names, list) or not names:
-                raise ORSError(f"the ORS server at {url} lists no environments; pass env_name=")
-            self._set_endpoint(Endpoint(url, url, str(names[0]).lower(), None, api_key=self._api_key))
+            self._set_endpoint(await self._discover(self._http))
         assert self._transport is not None
         return self._transport
 

@@ -104,11 +104,11 @@ def _rebuild(cls, message, state):
 
 
 class BadTargetError(ORSError, ValueError):
-    """A target string that is neither a `http(s)://` URL nor a catalog `owner/name`.
+    """A client target that is not an `http(s)://` URL (a catalog name is `Endpoint.for_catalog(name)`).
 
     Example:
-        >>> from ormix.ors import resolve_endpoint
-        >>> resolve_endpoint("not a target")  # doctest: +IGNORE_EXCEPTION_DETAIL
+        >>> from ormix.ors import ORSClient
+        >>> ORSClient("Eigent/SETA")  # doctest: +IGNORE_EXCEPTION_DETAIL
         Traceback (most recent call last):
         BadTargetError: ...
     """

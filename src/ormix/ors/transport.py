@@ -135,8 +135,7 @@ class Transport:
     """Requests to one endpoint through one `HTTPClient`, with retries and typed errors.
 
     Example:
-        >>> from ormix.ors.endpoint import resolve_endpoint
-        >>> tr = Transport(resolve_endpoint("http://127.0.0.1:1", env_name="echo"), HTTPClient(), retries=3)
+        >>> tr = Transport(Endpoint.for_url("http://127.0.0.1:1", "echo"), HTTPClient(), retries=3)
         >>> tr.url(tr.endpoint.path("/call")), tr.headers("s1")["X-Session-ID"]
         ('http://127.0.0.1:1/echo/call', 's1')
     """
