@@ -491,7 +491,7 @@ def test_models():
         finished=False,
     )
     assert r.text == "a\nb" == text_of(r.blocks)
-    assert ToolSpec.from_wire({"name": "t", "description": None, "input_schema": None}) == ToolSpec(name="t")
+    assert ToolSpec.model_validate({"name": "t", "description": None, "input_schema": None}) == ToolSpec(name="t")
 
 
 # ----------------------------------------------------------------------------- bridge

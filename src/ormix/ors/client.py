@@ -34,19 +34,40 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
+from pydantic import BaseModel, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from ormix.ors import bridge
 from ormix.ors.bridge import run_in_new_loop
 from ormix.ors.endpoint import Endpoint
 from ormix.ors.errors import ORSError, ProtocolError, SessionDeadError, SessionOpenError, TransportError
 from ormix.ors.http import HTTPClient, Response
-from ormix.ors.models import Split, ToolSpec
+from ormix.ors.models import Split, ToolSpec, invalid_because
 from ormix.ors.secrets import encode_secrets
 from ormix.ors.session import Session, tool_specs_of
 from ormix.ors.sse import CallStream, SSEParser
-from ormix.ors.transport import Transport, json_of, kind_of
+from ormix.ors.transport import Transport, json_of
 
 __all__ = ["DEFAULT_MAX_KEPT_CHARS", "ORSClient"]
+
+
+class _NumTasks(BaseModel):
+    num_tasks: StrictInt = Field(ge=0)
+
+
+class _Task(BaseModel):
+    task: dict[str, Any]
+
+
+class _Tasks(BaseModel):
+    tasks: list[Any]
+
+
+# The shapes of the stateless answers ormix reads (anything else they hold is ignored).
+_SPLITS = TypeAdapter(list[Split | StrictStr])
+_NUM_TASKS = TypeAdapter(_NumTasks)
+_TASK = TypeAdapter(_Task)
+_TASKS = TypeAdapter(_Tasks)
+_OBJECT = TypeAdapter(dict[str, Any])
 
 #: Default cap on the characters of one tool result a client keeps in memory (not what a model is shown:
 #: that is `OpenRewardSpec(max_output_chars=...)`, far smaller).
@@ -204,26 +225,19 @@ class ORSClient:
         except ProtocolError as e:
             raise e.redact(tr.sensitive) from e.__cause__
 
-    async def _field(
-        self, method: str, suffix: str, body: Any, key: str, kinds: type | tuple[type, ...], expected: str
-    ) -> Any:
-        """`body[key]` of a stateless answer, checked to be of `kinds`; `ProtocolError` otherwise."""
+    async def _read(self, method: str, suffix: str, body: Any, shape: TypeAdapter) -> Any:
+        """A stateless answer validated as `shape`; `ProtocolError` when it is not of that shape."""
         answer = await self._stateless(method, suffix, body)
-        value = answer.get(key) if isinstance(answer, dict) else None
-        if not isinstance(value, kinds) or isinstance(value, bool):
+        try:
+            return shape.validate_python(answer)
+        except ValidationError as e:
             ep = self.endpoint
-            got = (
-                f"an object whose {key!r} is {kind_of(value)}"
-                if isinstance(answer, dict)
-                else kind_of(answer)
-            )
             raise ProtocolError(
-                f"{method} {ep.path(suffix)} to {ep.target} answered {got}; expected an object "
-                f"with {expected} {key!r}. The server does not speak ORS as ormix expects: check "
-                f"the URL, env_name and the server's version (GET /version).",
+                f"{method} {ep.path(suffix)} to {ep.target} answered something ormix cannot read "
+                f"({invalid_because(e)}). The server does not speak ORS as ormix expects: check the URL, "
+                f"env_name and the server's version (GET /version).",
                 env=ep.env_name or ep.deployment,
-            )
-        return value
+            ) from None
 
     def _deadline(self, timeout_s: float | None = None):
         t = self.timeout_s if timeout_s is None else timeout_s
@@ -242,38 +256,17 @@ class ORSClient:
         return await self._stateless("GET", "/list_environments", env_path=False)
 
     async def splits(self) -> list[Split]:
-        """The environment's splits."""
-        answer = await self._stateless("GET", "/splits")
-        try:
-            if not isinstance(answer, list):
-                raise TypeError(f"expected a list, got {kind_of(answer)}")
-            return [
-                Split(**s) if isinstance(s, dict) else Split(name=str(s), type="validation") for s in answer
-            ]
-        except (TypeError, ValueError) as e:
-            ep = self.endpoint
-            raise ProtocolError(
-                f"GET {ep.path('/splits')} to {ep.target} answered something that is not a list "
-                f"of splits ({str(e)[:120]}). Check the server's version (GET /version).",
-                env=ep.env_name or ep.deployment,
-            ) from None
+        """The environment's splits (a bare name is a validation split, as the SDK reads it)."""
+        splits = await self._read("GET", "/splits", None, _SPLITS)
+        return [Split(name=s, type="validation") if isinstance(s, str) else s for s in splits]
 
     async def num_tasks(self, split: str) -> int:
         """Number of tasks in `split`."""
-        n = await self._field("POST", "/num_tasks", {"split": split}, "num_tasks", int, "an integer")
-        if n < 0:
-            ep = self.endpoint
-            raise ProtocolError(
-                f"POST {ep.path('/num_tasks')} to {ep.target} answered a negative count ({n}).",
-                env=ep.env_name or ep.deployment,
-            )
-        return n
+        return (await self._read("POST", "/num_tasks", {"split": split}, _NUM_TASKS)).num_tasks
 
     async def task(self, split: str, index: int) -> dict:
         """The task spec at `index` of `split`."""
-        return await self._field(
-            "POST", "/task", {"split": split, "index": int(index)}, "task", dict, "an object"
-        )
+        return (await self._read("POST", "/task", {"split": split, "index": int(index)}, _TASK)).task
 
     async def task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict]:
         """Task specs `[start, stop)` of `split` (Python slice conventions)."""
@@ -282,23 +275,15 @@ class ORSClient:
             body["start"] = start
         if stop is not None:
             body["stop"] = stop
-        return await self._field("POST", "/task_range", body, "tasks", list, "a list")
+        return (await self._read("POST", "/task_range", body, _TASKS)).tasks
 
     async def tasks(self, split: str) -> list[dict]:
         """Every task spec of `split` (large environments may only serve `num_tasks` + `task`)."""
-        return await self._field("POST", "/tasks", {"split": split}, "tasks", list, "a list")
+        return (await self._read("POST", "/tasks", {"split": split}, _TASKS)).tasks
 
     async def tools_info(self) -> dict:
         """The raw `/tools` answer: `tools`, `terminal_tool`, `supports_score_group`, ..."""
-        info = await self._stateless("GET", "/tools")
-        if not isinstance(info, dict):
-            ep = self.endpoint
-            raise ProtocolError(
-                f"GET {ep.path('/tools')} to {ep.target} answered {kind_of(info)}, not an object. "
-                f"Check the server's version (GET /version).",
-                env=ep.env_name or ep.deployment,
-            )
-        return info
+        return await self._read("GET", "/tools", None, _OBJECT)
 
     async def tools(self) -> list[ToolSpec]:
         """The environment's shared tools (a session may add task tools: `Session.tools()`)."""

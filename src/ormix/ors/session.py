@@ -7,14 +7,14 @@ Open sessions through `ORSClient.open_session()` / `ORSClient.session()`.
 `POST /{env}/call` answers an SSE stream: the server's `task_id` first, then the result. A call that fails
 is sent again only when that cannot run the tool a second time:
 
-| failure | retried? |
-|---|---|
-| the connection could not be opened (`ConnectFailed`) | yes: the request never left |
-| closed or reset before any response byte, on a **reused** keep-alive connection | yes, at once, on a fresh connection: the idle-close race, the server never read it (`ormix.ors.http`) |
-| the same on a **fresh** connection | no: `TransportError` saying the tool may have run |
-| cut after the `task_id` event (a reset, a stream without `end`, a stalled stream) | yes, with that `task_id`: the server replays the one run's result |
-| cut after the response head but before `task_id` | no: `TransportError`, the tool may have run |
-| 429/502/503/504 (before the stream starts) | yes: the server has not started the tool |
+- the connection could not be opened (`ConnectFailed`): retried, the request never left;
+- closed or reset before any response byte on a **reused** keep-alive connection: resent at once on a
+  fresh connection (the idle-close race: the server never read it, see `ormix.ors.http`);
+- the same on a **fresh** connection: not retried, `TransportError` saying the tool may have run;
+- cut after the `task_id` event (a reset, a stream without `end`, a stalled stream): retried with that
+  `task_id`, and the server replays the one run's result;
+- cut after the response head but before `task_id`: not retried, `TransportError` (the tool may have run);
+- 429/502/503/504 (before the stream starts): retried, the server has not started the tool.
 
 ## Keepalive pings
 
@@ -45,12 +45,12 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import time
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+from pydantic import BaseModel, Field, ValidationError
 
 from ormix.ors import bridge
 from ormix.ors.errors import (
@@ -64,7 +64,7 @@ from ormix.ors.errors import (
     TransportError,
 )
 from ormix.ors.http import CertificateError, HTTPClient, HTTPFailure, Response, ResponseCut
-from ormix.ors.models import ToolResult, ToolSpec, text_of
+from ormix.ors.models import ToolResult, ToolSpec, invalid_because, text_of
 from ormix.ors.sse import CallStream, SSEParser, unclip
 from ormix.ors.transport import (
     RETRY_STATUSES,
@@ -111,6 +111,10 @@ class SessionTimings:
 
     def __repr__(self) -> str:
         return f"SessionTimings({self.as_dict()})"
+
+
+#: The fields of an `ok` result's `output` that make a `ToolResult`.
+_RESULT_FIELDS = ("blocks", "metadata", "reward", "finished")
 
 
 def _infer_reason(reason: str | None, error: str) -> str:
@@ -485,44 +489,29 @@ class Session:
             raise self._bad_result(name, f"an `end` event holding {kind_of(res)}, not an object", stream)
         if res.get("ok"):
             out = res.get("output")
-            out = {} if out is None else out
-            if not isinstance(out, dict):
-                raise self._bad_result(name, f"an `output` that is {kind_of(out)}, not an object", stream)
-            blocks = out.get("blocks")
-            blocks = [] if blocks is None else blocks
-            if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-                raise self._bad_result(name, "`blocks` that are not a list of objects", stream)
-            reward = out.get("reward")
-            if reward is not None and (
-                isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward)
-            ):
-                raise self._bad_result(
-                    name, f"a reward that is not a finite number ({str(reward)[:40]!r})", stream
+            try:
+                # Null fields are the defaults; anything else the output holds is ignored.
+                items = ({} if out is None else out).items()
+                fields = {k: v for k, v in items if k in _RESULT_FIELDS and v is not None}
+                result = ToolResult.model_validate(fields)
+            except (AttributeError, ValidationError) as e:
+                why = (
+                    invalid_because(e) if isinstance(e, ValidationError) else f"{kind_of(out)}, not an object"
                 )
-            metadata = out.get("metadata")
-            if metadata is not None and not isinstance(metadata, dict):
-                raise self._bad_result(name, f"`metadata` that is {kind_of(metadata)}, not an object", stream)
-            truncated = clip is not None and clip.clipped > 0
+                raise self._bad_result(
+                    name, f"an `output` that is not a tool result ({why})", stream
+                ) from None
             dropped = 0
-            if truncated:
+            if clip is not None and clip.clipped > 0:
+                result.truncated = True
                 kept = []
-                for b in blocks:
+                for b in result.blocks:
                     b, d = unclip(b)
                     kept.append(b)
                     if b.get("type", "text") == "text" and isinstance(b.get("text"), str):
                         dropped += d  # only what `text` is made of counts toward its full length
-                blocks = kept
-                metadata, _ = unclip(metadata)
-            try:
-                result = ToolResult(
-                    blocks=blocks,
-                    metadata=metadata,
-                    reward=reward,
-                    finished=bool(out.get("finished", False)),
-                    truncated=truncated,
-                )
-            except ValueError as e:  # pydantic's ValidationError
-                raise self._bad_result(name, "a result of the wrong shape", stream) from e
+                result.blocks = kept
+                result.metadata, _ = unclip(result.metadata)
             result.full_chars = len(result.text) + dropped
             return result
         error = res.get("error", "")
@@ -681,6 +670,10 @@ class Session:
             await self.close()
 
 
+class _ToolList(BaseModel):
+    tools: list[ToolSpec] = Field(default_factory=list)
+
+
 def tool_specs_of(body: Any, what: str, ctx: dict[str, Any]) -> list[ToolSpec]:
     """The `ToolSpec`s of a `/tools` or `/task_tools` answer; `ProtocolError` when it has the wrong shape.
 
@@ -688,26 +681,15 @@ def tool_specs_of(body: Any, what: str, ctx: dict[str, Any]) -> list[ToolSpec]:
         >>> [t.name for t in tool_specs_of({"tools": [{"name": "echo"}]}, "GET /tools", {})]
         ['echo']
     """
-    tools = body.get("tools", []) if isinstance(body, dict) else None
-    if not isinstance(tools, list):
+    try:
+        return _ToolList.model_validate(body).tools
+    except ValidationError as e:
         raise ProtocolError(
-            f"{what} answered {kind_of(body if tools is None else tools)} where an object with a "
-            f"`tools` list belongs. The server does not speak ORS as ormix expects; check its "
-            f"version (GET /version).",
+            f"{what} answered something that is not an object with a `tools` list of tool descriptions "
+            f"({invalid_because(e)}). The server does not speak ORS as ormix expects; check its version "
+            f"(GET /version) and the environment's tool definitions.",
             **ctx,
-        )
-    out = []
-    for i, t in enumerate(tools):
-        try:
-            out.append(ToolSpec.from_wire(t))
-        except (KeyError, TypeError, ValueError) as e:
-            raise ProtocolError(
-                f"{what}: tool #{i} is not a valid tool description ({type(e).__name__}: "
-                f"{str(e)[:120]}). The server does not speak ORS as ormix expects; fix the "
-                f"environment's tool definitions.",
-                **ctx,
-            ) from None
-    return out
+        ) from None
 
 
 def _clip_text(text: str, limit: int = 2000) -> str:
