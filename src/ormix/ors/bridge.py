@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import concurrent.futures
 import functools
 import os
 import threading
@@ -183,20 +184,8 @@ def run_in_new_loop(async_fn: Callable[..., Awaitable[T]], *args: Any) -> T:
         asyncio.get_running_loop()
     except RuntimeError:
         return anyio.run(async_fn, *args, backend="asyncio")
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = anyio.run(async_fn, *args, backend="asyncio")
-        except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
-            box["error"] = e
-
-    thread = threading.Thread(target=target, name="ormix-ors-oneshot", daemon=True)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box.pop("error")
-    return box["result"]
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ormix-ors-oneshot") as pool:
+        return pool.submit(anyio.run, async_fn, *args).result()
 
 
 def run_sync(async_fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:

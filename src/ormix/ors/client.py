@@ -26,7 +26,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import uuid
 import weakref
@@ -39,13 +38,13 @@ from pydantic import BaseModel, Field, StrictInt, StrictStr, TypeAdapter, Valida
 from ormix.ors import bridge
 from ormix.ors.bridge import run_in_new_loop
 from ormix.ors.endpoint import Endpoint
-from ormix.ors.errors import ORSError, ProtocolError, SessionDeadError, SessionOpenError, TransportError
-from ormix.ors.http import HTTPClient, Response
+from ormix.ors.errors import ORSError, ProtocolError, SessionOpenError, TransportError
+from ormix.ors.http import HTTPClient
 from ormix.ors.models import Split, ToolSpec, invalid_because
 from ormix.ors.secrets import encode_secrets
 from ormix.ors.session import Session, tool_specs_of
 from ormix.ors.sse import CallStream, SSEParser
-from ormix.ors.transport import Transport, json_of
+from ormix.ors.transport import Transport, detail_of, json_of
 
 __all__ = ["DEFAULT_MAX_KEPT_CHARS", "ORSClient"]
 
@@ -154,7 +153,7 @@ class ORSClient:
             if http is None:  # a blocking call on a private loop: an HTTP client of that loop
                 http = await stack.enter_async_context(HTTPClient(connect_timeout_s=self.connect_timeout_s))
             resp = await Transport(ep, http, self.retries).request("GET", "/list_environments")
-        names = json_of(resp, "GET /list_environments", ep.target, None)
+        names = json_of(resp, "GET /list_environments", ep.target)
         if not isinstance(names, list) or not names:
             raise ORSError(f"the ORS server at {ep.target} lists no environments; pass env_name=")
         return Endpoint.for_url(ep.session_url, str(names[0]), ep.api_key)
@@ -220,7 +219,10 @@ class ORSClient:
                 resp = await tr.request(method, path, json_body=body, sid=sid)
         try:
             return json_of(
-                resp, f"{method} {path}", tr.endpoint.target, tr.endpoint.env_name or tr.endpoint.deployment
+                resp,
+                f"{method} {path}",
+                tr.endpoint.target,
+                env=tr.endpoint.env_name or tr.endpoint.deployment,
             )
         except ProtocolError as e:
             raise e.redact(tr.sensitive) from e.__cause__
@@ -447,8 +449,6 @@ class ORSClient:
             )
         except TransportError:
             raise
-        except SessionDeadError as e:  # pragma: no cover - /create has no session yet
-            raise SessionOpenError(str(e), env=label, session_id=sid) from None
         except ORSError as e:
             detail = getattr(e, "detail", None) or e.message
             code = getattr(e, "status_code", None)
@@ -468,7 +468,7 @@ class ORSClient:
                 session_id=sid,
             ) from None
         if resp.status_code == 400:
-            detail = _detail(resp)
+            detail = detail_of(resp)
             # A retried /create whose first attempt went through: the fresh uuid exists, so it is ours.
             if "already exists" in detail and own_sid:
                 return
@@ -512,15 +512,6 @@ class ORSClient:
         finally:
             with anyio.CancelScope(shield=True):
                 await s.close()
-
-
-def _detail(resp: Response) -> str:
-    try:
-        body = resp.json()
-        d = body.get("detail", body) if isinstance(body, dict) else body
-        return d if isinstance(d, str) else json.dumps(d)
-    except ValueError:
-        return resp.text
 
 
 def _sensitive(secrets: dict[str, Any] | None, header: str | None, api_key: str | None) -> tuple[str, ...]:

@@ -115,12 +115,7 @@ class BadTargetError(ORSError, ValueError):
 
 
 class TransportError(ORSError):
-    """The server could not be reached or the connection failed, after the allowed retries.
-
-    Example:
-        >>> TransportError("connection refused", env="echo").env
-        'echo'
-    """
+    """The server could not be reached or the connection failed, after the allowed retries."""
 
 
 class DeadlineExceeded(ORSError, TimeoutError):
@@ -134,24 +129,12 @@ class DeadlineExceeded(ORSError, TimeoutError):
 
 class SessionDeadError(ORSError):
     """The session no longer exists on the server (reaped when idle, deleted, or the server restarted).
-
-    Open a new session; this one cannot be revived.
-
-    Example:
-        >>> SessionDeadError("reaped", session_id="s1").session_id
-        's1'
-    """
+    Open a new session; this one cannot be revived."""
 
 
 class SessionOpenError(ORSError):
-    """A session could not be opened: `/create` failed or the environment's `setup()` raised.
-
-    `detail` holds the server's own message.
-
-    Example:
-        >>> SessionOpenError("open failed", detail="RuntimeError: boom").detail
-        'RuntimeError: boom'
-    """
+    """A session could not be opened: `/create` failed or the environment's `setup()` raised. `detail`
+    holds the server's own message."""
 
     def __init__(
         self, message: str, *, detail: str | None = None, status_code: int | None = None, **ctx: str | None
@@ -183,12 +166,7 @@ class ToolRejected(ORSError):
 
 
 class ToolFailed(ORSError):
-    """The tool ran and raised inside the environment (SSE `error` event). `detail` is the server's text.
-
-    Example:
-        >>> ToolFailed("tool raised", detail="ValueError: x", tool="t").detail
-        'ValueError: x'
-    """
+    """The tool ran and raised inside the environment (SSE `error` event). `detail` is the server's text."""
 
     def __init__(self, message: str, *, detail: str | None = None, **ctx: str | None) -> None:
         self.detail = detail
@@ -196,12 +174,7 @@ class ToolFailed(ORSError):
 
 
 class ServerError(ORSError):
-    """The server answered an HTTP status the client has no better type for. `status_code`, `detail`.
-
-    Example:
-        >>> ServerError("bad request", status_code=400).status_code
-        400
-    """
+    """The server answered an HTTP status the client has no better type for. `status_code`, `detail`."""
 
     def __init__(
         self, message: str, *, status_code: int, detail: str | None = None, **ctx: str | None

@@ -174,12 +174,7 @@ class HTTPFailure(Exception):
 
 class ConnectFailed(HTTPFailure):
     """The connection could not be opened (refused, unreachable, name not resolved, connect timeout, TLS
-    handshake): the request never left this machine.
-
-    Example:
-        >>> ConnectFailed("connection refused").unsent
-        True
-    """
+    handshake): the request never left this machine (`unsent`)."""
 
     unsent = True
 
@@ -198,12 +193,7 @@ class CertificateError(ConnectFailed):
 
 class NoResponse(HTTPFailure):
     """The connection was closed or reset after the request was (maybe) written and before the response
-    head arrived. On a reused connection that is the idle-close race (`idle_race`).
-
-    Example:
-        >>> NoResponse("connection reset", reused=True).answered
-        False
-    """
+    head arrived. On a reused connection that is the idle-close race (`idle_race`)."""
 
     @property
     def idle_race(self) -> bool:
@@ -212,12 +202,7 @@ class NoResponse(HTTPFailure):
 
 
 class ResponseCut(HTTPFailure):
-    """The connection failed while the response body was arriving (the server had read the request).
-
-    Example:
-        >>> ResponseCut("payload not completed", answered=True).answered
-        True
-    """
+    """The connection failed while the response body was arriving (the server had read the request)."""
 
 
 class ReadTimeout(HTTPFailure):
@@ -232,12 +217,7 @@ class ReadTimeout(HTTPFailure):
 
 
 class BadResponse(HTTPFailure):
-    """The server's bytes are not a valid HTTP response.
-
-    Example:
-        >>> BadResponse("bad status line", answered=True).answered
-        True
-    """
+    """The server's bytes are not a valid HTTP response."""
 
 
 def is_tls(url: str) -> bool:

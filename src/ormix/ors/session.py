@@ -46,6 +46,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -70,7 +71,7 @@ from ormix.ors.transport import (
     RETRY_STATUSES,
     backoff_s,
     detail_of,
-    excerpt_of,
+    json_of,
     kind_of,
     retry_after_s,
 )
@@ -285,45 +286,42 @@ class Session:
 
     # ------------------------------------------------------------------ simple endpoints
 
+    @contextlib.contextmanager
+    def _redacting(self) -> Iterator[None]:
+        # A server may echo request headers back in its errors: this session's secrets never leave.
+        try:
+            yield
+        except ORSError as e:
+            e.redact(self._redact)
+            raise
+
     async def ping(self) -> None:
         """Tell the server the session is alive (`POST /ping`). Raises SessionDeadError if it is gone."""
         await self._ping(self._t)
 
     async def _ping(self, tr: Transport) -> None:
-        try:
-            await self._ping_once(tr)
-        except ORSError as e:
-            e.redact(self._redact)
-            raise
-
-    async def _ping_once(self, tr: Transport) -> None:
-        self._check_usable()
-        try:
-            await tr.request("POST", "/ping", sid=self.id, headers=self._headers)
-        except SessionDeadError as e:
-            raise self._dead_from(
-                SessionDeadError(
-                    "the server no longer knows this session (a keepalive ping got 404): it was reaped after "
-                    "idling past the server's limit, deleted, or the server restarted. Open a new session.",
-                    **self._ctx(),
-                )
-            ) from e
-        except ORSError as e:
-            if getattr(e, "status_code", None) == 404:
+        with self._redacting():
+            self._check_usable()
+            try:
+                await tr.request("POST", "/ping", sid=self.id, headers=self._headers)
+            except SessionDeadError as e:
                 raise self._dead_from(
-                    SessionDeadError(f"ping answered 404: {e.message}", **self._ctx())
+                    SessionDeadError(
+                        "the server no longer knows this session (a keepalive ping got 404): it was reaped "
+                        "after idling past the server's limit, deleted, or the server restarted. Open a new "
+                        "session.",
+                        **self._ctx(),
+                    )
                 ) from e
-            raise
-        self.timings.pings += 1
+            except ORSError as e:
+                if getattr(e, "status_code", None) == 404:
+                    raise self._dead_from(
+                        SessionDeadError(f"ping answered 404: {e.message}", **self._ctx())
+                    ) from e
+                raise
+            self.timings.pings += 1
 
     async def _get_ready(self, suffix: str, timeout_s: float | None) -> Any:
-        try:
-            return await self._get_ready_once(suffix, timeout_s)
-        except ORSError as e:
-            e.redact(self._redact)
-            raise
-
-    async def _get_ready_once(self, suffix: str, timeout_s: float | None) -> Any:
         self._check_usable()
         path = self._t.endpoint.path(suffix)
         try:
@@ -350,16 +348,7 @@ class Session:
                     **self._ctx(),
                 ) from None
             raise
-        try:
-            return resp.json()
-        except (ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise ProtocolError(
-                f"GET {path} answered {resp.status_code} with a body that is not JSON ({excerpt_of(resp)}). "
-                f"The server does not speak ORS as ormix expects: check the URL, env_name and the server's "
-                f"version (GET /version).",
-                status_code=resp.status_code,
-                **self._ctx(),
-            ) from e
+        return json_of(resp, f"GET {path}", self._t.endpoint.target, env=self._label, session_id=self.id)
 
     async def prompt(self, *, timeout_s: float | None = None) -> list[dict]:
         """The task's prompt blocks (`GET /{env}/prompt`); waits out a slow `setup()` until the deadline.
@@ -378,14 +367,15 @@ class Session:
             ...     [block["text"] for block in anyio.run(prompt, srv.url)]
             ["Call the echo tool with the word 'river'."]
         """
-        blocks = await self._get_ready("/prompt", timeout_s)
-        if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-            raise ProtocolError(
-                f"GET /prompt answered {kind_of(blocks)}, not a list of blocks. The server does not "
-                f"speak ORS as ormix expects; check its version (GET /version).",
-                **self._ctx(),
-            ).redact(self._redact)
-        return blocks
+        with self._redacting():
+            blocks = await self._get_ready("/prompt", timeout_s)
+            if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+                raise ProtocolError(
+                    f"GET /prompt answered {kind_of(blocks)}, not a list of blocks. The server does not "
+                    f"speak ORS as ormix expects; check its version (GET /version).",
+                    **self._ctx(),
+                )
+            return blocks
 
     async def prompt_text(self, *, timeout_s: float | None = None) -> str:
         """The prompt's text blocks joined by newlines."""
@@ -393,11 +383,10 @@ class Session:
 
     async def tools(self, *, timeout_s: float | None = None) -> list[ToolSpec]:
         """This session's tools: shared ones plus the task's own (`GET /{env}/task_tools`)."""
-        body = await self._get_ready("/task_tools", timeout_s)
-        try:
-            return tool_specs_of(body, "GET /task_tools", self._ctx())
-        except ProtocolError as e:
-            raise e.redact(self._redact) from None
+        with self._redacting():
+            return tool_specs_of(
+                await self._get_ready("/task_tools", timeout_s), "GET /task_tools", self._ctx()
+            )
 
     # ------------------------------------------------------------------ tool calls
 
@@ -426,11 +415,8 @@ class Session:
             >>> r.text, r.reward, r.finished
             ('apple', 1.0, False)
         """
-        try:
+        with self._redacting():
             return await self._call(name, input, timeout_s)
-        except ORSError as e:
-            e.redact(self._redact)
-            raise
 
     async def _call(self, name: str, input: Any, timeout_s: float | None) -> ToolResult:
         self._check_usable(name)

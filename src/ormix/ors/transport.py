@@ -112,11 +112,12 @@ def excerpt_of(resp: Response, limit: int = 80) -> str:
     return f"{len(body)} bytes: {body[:limit]!r}"
 
 
-def json_of(resp: Response, what: str, target: str, env: str | None) -> Any:
+def json_of(resp: Response, what: str, target: str, **ctx: str | None) -> Any:
     """The JSON body of an answer; `ProtocolError` (never a raw JSONDecodeError) when it is not JSON.
+    `ctx` (env, session_id) names what it happened to.
 
     Example:
-        >>> json_of(Response(200, {}, b"[1]"), "GET /x", "http://h", "echo")
+        >>> json_of(Response(200, {}, b"[1]"), "GET /x", "http://h", env="echo")
         [1]
     """
     try:
@@ -127,7 +128,7 @@ def json_of(resp: Response, what: str, target: str, env: str | None) -> Any:
             f"({excerpt_of(resp)}). The server does not speak ORS as ormix expects: check the "
             f"URL, env_name and the server's version (GET /version).",
             status_code=resp.status_code,
-            env=env,
+            **ctx,
         ) from e
 
 
@@ -229,36 +230,22 @@ class Transport:
         self, resp: Response, method: str, path: str, *, sid: str | None = None, tool: str | None = None
     ) -> ORSError:
         """The typed error for a non-success answer (the API key scrubbed from it)."""
-        return self._status_error(resp, method, path, sid=sid, tool=tool).redact(self.sensitive)
-
-    def _status_error(
-        self, resp: Response, method: str, path: str, *, sid: str | None = None, tool: str | None = None
-    ) -> ORSError:
-        env = self.endpoint.env_name or self.endpoint.deployment
+        ctx = {"env": self.endpoint.env_name or self.endpoint.deployment, "session_id": sid, "tool": tool}
         detail = detail_of(resp)
         code = resp.status_code
+        err: ORSError
         if sid and (code == 410 or (code == 404 and "Active environment not found" in detail)):
-            return SessionDeadError(
+            err = SessionDeadError(
                 f"session is gone on the server ({code} {detail!r}): it was reaped after idling, deleted, "
                 f"or the server restarted. Open a new session.",
-                env=env,
-                session_id=sid,
-                tool=tool,
+                **ctx,
             )
-        if code == 401:
-            return ServerError(
-                f"{method} {path}: 401 unauthorized ({detail}). Pass api_key= or set OPENREWARD_API_KEY.",
+        else:
+            hint = " Pass api_key= or set OPENREWARD_API_KEY." if code == 401 else ""
+            err = ServerError(
+                f"{method} {path} to {self.endpoint.target} answered {code}: {detail}.{hint}",
                 status_code=code,
                 detail=detail,
-                env=env,
-                session_id=sid,
-                tool=tool,
+                **ctx,
             )
-        return ServerError(
-            f"{method} {path} to {self.endpoint.target} answered {code}: {detail}",
-            status_code=code,
-            detail=detail,
-            env=env,
-            session_id=sid,
-            tool=tool,
-        )
+        return err.redact(self.sensitive)
