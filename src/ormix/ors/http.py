@@ -76,10 +76,11 @@ import asyncio
 import atexit
 import codecs
 import contextlib
+import dataclasses
+import functools
 import json as _json
 import os
 import ssl
-import threading
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -108,6 +109,7 @@ __all__ = [
 DEFAULT_KEEPALIVE_S = 15.0
 
 
+@dataclasses.dataclass(slots=True)
 class Response:
     """An HTTP answer: `status_code`, `headers` (case-insensitive), `content` (bytes), `reused` (whether
     it came over a reused keep-alive connection).
@@ -118,15 +120,10 @@ class Response:
         (200, {'a': 1}, '{"a": 1}')
     """
 
-    __slots__ = ("status_code", "headers", "content", "reused")
-
-    def __init__(
-        self, status_code: int, headers: Mapping[str, str], content: bytes = b"", reused: bool = False
-    ) -> None:
-        self.status_code = status_code
-        self.headers = headers
-        self.content = content
-        self.reused = reused
+    status_code: int
+    headers: Mapping[str, str] = dataclasses.field(repr=False)
+    content: bytes = dataclasses.field(default=b"", repr=False)
+    reused: bool = False
 
     @property
     def text(self) -> str:
@@ -136,9 +133,6 @@ class Response:
     def json(self) -> Any:
         """The body parsed as JSON; raises `ValueError` (or `UnicodeDecodeError`) when it is not JSON."""
         return _json.loads(self.content)
-
-    def __repr__(self) -> str:
-        return f"Response({self.status_code}, {len(self.content)} bytes)"
 
 
 class HTTPFailure(Exception):
@@ -230,10 +224,6 @@ def is_tls(url: str) -> bool:
     return url[:6].lower() == "https:"
 
 
-_SSL_LOCK = threading.Lock()
-_SSL: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
-
-
 def ssl_context() -> ssl.SSLContext:
     """The verifying TLS context every https request uses: the default CA store, honouring
     `SSL_CERT_FILE` / `SSL_CERT_DIR`; certifi's bundle when the system has no CA store and certifi is
@@ -243,23 +233,21 @@ def ssl_context() -> ssl.SSLContext:
         >>> ssl_context().verify_mode == ssl.CERT_REQUIRED and ssl_context().check_hostname
         True
     """
-    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
-    ctx = _SSL.get(key)
-    if ctx is not None:
-        return ctx
-    with _SSL_LOCK:
-        ctx = _SSL.get(key)
-        if ctx is None:
-            ctx = ssl.create_default_context()
-            if not _has_ca_store(ctx):
-                try:
-                    import certifi
-                except ImportError:
-                    pass
-                else:
-                    ctx.load_verify_locations(certifi.where())
-            ctx.set_alpn_protocols(["http/1.1"])
-            _SSL[key] = ctx
+    return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _ssl_context(_cert_file: str | None, _cert_dir: str | None) -> ssl.SSLContext:
+    # The arguments are the cache key: create_default_context reads the variables itself.
+    ctx = ssl.create_default_context()
+    if not _has_ca_store(ctx):
+        try:
+            import certifi
+        except ImportError:
+            pass
+        else:
+            ctx.load_verify_locations(certifi.where())
+    ctx.set_alpn_protocols(["http/1.1"])
     return ctx
 
 

@@ -43,6 +43,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import time
@@ -87,31 +88,17 @@ __all__ = ["Session", "SessionTimings", "tool_specs_of"]
 _STREAM_READ_TIMEOUT_S = 45.0
 
 
+@dataclasses.dataclass(slots=True)
 class SessionTimings:
-    """Cheap counters kept on every session (milliseconds).
+    """Cheap counters kept on every session (milliseconds)."""
 
-    Example:
-        >>> t = SessionTimings(); t.calls
-        0
-    """
-
-    __slots__ = ("open_ms", "calls", "call_ms_total", "last_call_ms", "retries", "pings", "ping_failures")
-
-    def __init__(self) -> None:
-        self.open_ms: float | None = None
-        self.calls = 0
-        self.call_ms_total = 0.0
-        self.last_call_ms: float | None = None
-        self.retries = 0
-        self.pings = 0
-        self.ping_failures = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """The counters as a plain dict."""
-        return {k: getattr(self, k) for k in self.__slots__}
-
-    def __repr__(self) -> str:
-        return f"SessionTimings({self.as_dict()})"
+    open_ms: float | None = None
+    calls: int = 0
+    call_ms_total: float = 0.0
+    last_call_ms: float | None = None
+    retries: int = 0
+    pings: int = 0
+    ping_failures: int = 0
 
 
 #: The fields of an `ok` result's `output` that make a `ToolResult`.
