@@ -41,7 +41,8 @@ from ormix.ors import (
 )
 from ormix.ors.client import DEFAULT_MAX_KEPT_CHARS
 from ormix.ors.http import HTTPClient
-from ormix.ors.sse import CallStream, SSEParser, encode_event
+from ormix.ors.sse import CallStream, SSEParser
+from support.hostile_server import encode_event
 from support.tcp_proxy import TCPProxy
 
 
@@ -491,7 +492,8 @@ def test_models():
         finished=False,
     )
     assert r.text == "a\nb" == text_of(r.blocks)
-    assert ToolSpec.model_validate({"name": "t", "description": None, "input_schema": None}) == ToolSpec(name="t")
+    wire = {"name": "t", "description": None, "input_schema": None}
+    assert ToolSpec.model_validate(wire) == ToolSpec(name="t")
 
 
 # ----------------------------------------------------------------------------- bridge

@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["PARTIAL", "CallStream", "ClippedJSON", "SSEParser", "encode_event", "unclip"]
+__all__ = ["PARTIAL", "CallStream", "ClippedJSON", "SSEParser", "unclip"]
 
 #: Event name of a piece of a large event's data, handed out before the event completes.
 PARTIAL = ""
@@ -147,19 +147,6 @@ class SSEParser:
                 self._parts = []
                 self._size = 0
         # `id:` and `retry:` carry nothing ORS uses.
-
-
-def encode_event(event: str, data: str, sep: str = "\r\n") -> str:
-    """Encode one event the way sse-starlette does (for tests and fakes).
-
-    Example:
-        >>> encode_event("end", "a\\nb")
-        'event: end\\r\\ndata: a\\r\\ndata: b\\r\\n\\r\\n'
-    """
-    lines = [f"event: {event}"] + [
-        f"data: {d}" for d in data.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    ]
-    return sep.join(lines) + sep + sep
 
 
 # Complete units of a JSON string's content: runs of plain characters and whole escapes.
