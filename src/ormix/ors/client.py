@@ -214,7 +214,7 @@ class ORSClient:
     async def _stateless(self, method: str, suffix: str, body: Any = None, *, env_path: bool = True) -> Any:
         tr = await self._tr()
         path = tr.endpoint.path(suffix) if env_path else suffix
-        with self._deadline():
+        with anyio.fail_after(self.timeout_s):
             async with self._throwaway_sid(tr) as sid:
                 resp = await tr.request(method, path, json_body=body, sid=sid)
         try:
@@ -240,10 +240,6 @@ class ORSClient:
                 f"env_name and the server's version (GET /version).",
                 env=ep.env_name or ep.deployment,
             ) from None
-
-    def _deadline(self, timeout_s: float | None = None):
-        t = self.timeout_s if timeout_s is None else timeout_s
-        return anyio.fail_after(t) if t is not None else contextlib.nullcontext()
 
     async def health(self) -> dict:
         """`GET /health` → `{"status": "ok"}`."""
@@ -378,7 +374,7 @@ class ORSClient:
         start = time.perf_counter()
         redact = _sensitive(None, None, ep.api_key)
         try:
-            with self._deadline(timeout_s):
+            with anyio.fail_after(self.timeout_s if timeout_s is None else timeout_s):
                 sid = session_id or (await self._platform_sid(tr) if ep.is_platform else str(uuid.uuid4()))
                 extra: dict[str, str] = {}
                 all_secrets = dict(secrets or {})

@@ -81,6 +81,7 @@ import functools
 import json as _json
 import os
 import ssl
+import types
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -262,19 +263,10 @@ def _has_ca_store(ctx: ssl.SSLContext) -> bool:
         return False
 
 
-class _Attempt:
-    """Per-request state the tracing hooks fill in."""
-
-    __slots__ = ("reused",)
-
-    def __init__(self) -> None:
-        self.reused = False
-
-
 async def _on_reuse(_session: Any, ctx: Any, _params: Any) -> None:
-    attempt = ctx.trace_request_ctx
-    if attempt is not None:
-        attempt.reused = True
+    # The request's `trace_request_ctx` (a namespace with `reused`) learns its connection was reused.
+    if ctx.trace_request_ctx is not None:
+        ctx.trace_request_ctx.reused = True
 
 
 class _Pool:
@@ -466,7 +458,7 @@ class HTTPClient:
         read_timeout_s: float | None,
         on_text: Callable[[str], None] | None,
     ) -> Response:
-        attempt = _Attempt()
+        attempt = types.SimpleNamespace(reused=False)
         try:
             resp = await session.request(
                 method,

@@ -27,7 +27,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 import weakref
@@ -86,7 +85,7 @@ class SdkSession:
 
     async def _run(self, coro, tool: str | None = None):
         try:
-            with anyio.fail_after(self.timeout_s) if self.timeout_s else contextlib.nullcontext():
+            with anyio.fail_after(self.timeout_s or None):
                 return await coro
         except errors.ORSError:
             raise
@@ -216,7 +215,7 @@ class SdkConnection:
                 sdk_session = env.session(task=task, secrets=secrets)
             else:
                 sdk_session = env.session(split=split, index=index, secrets=secrets)
-            with anyio.fail_after(self.timeout_s) if self.timeout_s else contextlib.nullcontext():
+            with anyio.fail_after(self.timeout_s or None):
                 await sdk_session.__aenter__()
         except Exception as e:  # noqa: BLE001
             mapped = _map_error(e, env=name, sid=None)

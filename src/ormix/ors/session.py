@@ -263,10 +263,6 @@ class Session:
                 f"session is dead: {self.dead_reason}. Open a new session.", **self._ctx(tool)
             )
 
-    def _deadline(self, timeout_s: float | None):
-        t = self._timeout_s if timeout_s is None else timeout_s
-        return anyio.fail_after(t) if t is not None else contextlib.nullcontext()
-
     def _dead_from(self, err: SessionDeadError) -> SessionDeadError:
         self._mark_dead(err.message)
         return err
@@ -312,7 +308,7 @@ class Session:
         self._check_usable()
         path = self._t.endpoint.path(suffix)
         try:
-            with self._deadline(timeout_s):
+            with anyio.fail_after(self._timeout_s if timeout_s is None else timeout_s):
                 resp = await self._t.request(
                     "GET", path, sid=self.id, headers=self._headers, ride_out_starting=True
                 )
@@ -412,7 +408,7 @@ class Session:
         start = time.perf_counter()
         stream = CallStream(self._max_kept_chars)
         try:
-            with self._deadline(timeout_s):
+            with anyio.fail_after(self._timeout_s if timeout_s is None else timeout_s):
                 await self._call_stream(name, input, stream)
         except TimeoutError as e:
             t = self._timeout_s if timeout_s is None else timeout_s
