@@ -31,27 +31,22 @@ from ormix.ors.errors import (
     ToolRejected,
     TransportError,
 )
-from ormix.ors.http import HTTPClient, HTTPFailure, Response
 from ormix.ors.models import Split, ToolResult, ToolSpec, text_of
 from ormix.ors.secrets import encode_secrets
-from ormix.ors.session import Session, SessionTimings
+from ormix.ors.session import Session
 
 __all__ = [
     "DEFAULT_MAX_KEPT_CHARS",
     "BadTargetError",
     "DeadlineExceeded",
     "Endpoint",
-    "HTTPClient",
-    "HTTPFailure",
     "ORSClient",
     "ORSError",
     "ProtocolError",
-    "Response",
     "ServerError",
     "Session",
     "SessionDeadError",
     "SessionOpenError",
-    "SessionTimings",
     "Split",
     "ToolFailed",
     "ToolRejected",

@@ -44,7 +44,7 @@ from ormix.ors.models import Split, ToolSpec, invalid_because
 from ormix.ors.secrets import encode_secrets
 from ormix.ors.session import Session, tool_specs_of
 from ormix.ors.sse import CallStream, SSEParser
-from ormix.ors.transport import Transport, detail_of, json_of
+from ormix.ors.transport import GONE_OK, Transport, detail_of, json_of
 
 __all__ = ["DEFAULT_MAX_KEPT_CHARS", "ORSClient"]
 
@@ -209,7 +209,7 @@ class ORSClient:
             yield sid
         finally:
             with contextlib.suppress(Exception):
-                await tr.request("POST", "/delete_session", sid=sid, ok_statuses=frozenset({200, 404, 410}))
+                await tr.request("POST", "/delete_session", sid=sid, ok_statuses=GONE_OK)
 
     async def _stateless(self, method: str, suffix: str, body: Any = None, *, env_path: bool = True) -> Any:
         tr = await self._tr()
@@ -391,14 +391,11 @@ class ORSClient:
                 if all_secrets:
                     extra["X-Secrets"] = encode_secrets(all_secrets)
                     redact = _sensitive(all_secrets, extra["X-Secrets"], ep.api_key)
-                body: dict[str, Any] = {}
-                if ep.env_name:
-                    body["env_name"] = ep.env_name
+                body: dict[str, Any] = {"env_name": ep.env_name} if ep.env_name else {}
                 if task_spec is not None:
                     body["task_spec"] = task_spec
                 else:
-                    body["split"] = split
-                    body["index"] = int(index)  # type: ignore[arg-type]
+                    body.update(split=split, index=int(index))  # type: ignore[arg-type]
                 await self._create(tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None)
         except TimeoutError as e:
             raise SessionOpenError(
@@ -437,11 +434,7 @@ class ORSClient:
         what = f"task {body['split']}[{body['index']}]" if "split" in body else "the given task_spec"
         try:
             resp = await tr.request(
-                "POST",
-                "/create",
-                json_body=body,
-                headers=headers,
-                ok_statuses=frozenset({200, 400}),
+                "POST", "/create", json_body=body, headers=headers, ok_statuses=frozenset({200, 400})
             )
         except TransportError:
             raise

@@ -69,6 +69,7 @@ from ormix.ors.http import CertificateError, HTTPClient, HTTPFailure, Response, 
 from ormix.ors.models import ToolResult, ToolSpec, invalid_because, text_of
 from ormix.ors.sse import CallStream, SSEParser, unclip
 from ormix.ors.transport import (
+    GONE_OK,
     RETRY_STATUSES,
     backoff_s,
     detail_of,
@@ -183,11 +184,6 @@ class Session:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("dead" if self.dead_reason else "open")
         return f"Session(id={self.id!r}, env={self._label!r}, {state})"
-
-    @property
-    def transport(self) -> Transport:
-        """The `Transport` (endpoint, HTTP client, retries) this session's requests go through."""
-        return self._t
 
     @property
     def closed(self) -> bool:
@@ -610,20 +606,9 @@ class Session:
         self._stop_keepalive()
         try:
             with anyio.fail_after(30.0):
-                await self._t.request(
-                    "POST",
-                    "/delete",
-                    sid=self.id,
-                    headers=self._headers,
-                    ok_statuses=frozenset({200, 404, 410}),
-                )
-                if self._t.endpoint.is_platform:
+                for path in ("/delete", "/delete_session") if self._t.endpoint.is_platform else ("/delete",):
                     await self._t.request(
-                        "POST",
-                        "/delete_session",
-                        sid=self.id,
-                        headers=self._headers,
-                        ok_statuses=frozenset({200, 404, 410}),
+                        "POST", path, sid=self.id, headers=self._headers, ok_statuses=GONE_OK
                     )
         except Exception as e:  # noqa: BLE001 - closing must not mask the caller's own error
             logger.debug("ormix.ors: closing session %s failed: %s", self.id, type(e).__name__)

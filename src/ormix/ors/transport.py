@@ -30,6 +30,7 @@ from ormix.ors.http import CertificateError, HTTPClient, HTTPFailure, Response
 logger = logging.getLogger("ormix.ors")
 
 __all__ = [
+    "GONE_OK",
     "RETRY_STATUSES",
     "Transport",
     "backoff_s",
@@ -42,6 +43,8 @@ __all__ = [
 
 #: Statuses a request is retried on (the server or a proxy in front of it is overloaded or restarting).
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+#: Answers to deleting a session that all mean it is gone.
+GONE_OK = frozenset({200, 404, 410})
 
 
 def detail_of(resp: Response) -> str:
