@@ -71,36 +71,32 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_reset_after_fork)
 
 
-def _start() -> tuple[BlockingPortal, threading.Thread]:
+def _start() -> None:
     # A hand-rolled start_blocking_portal: its generator-based context manager would, when finalized in
-    # a forked child, try to stop the parent's (absent) loop thread and hang.
+    # a forked child, try to stop the parent's (absent) loop thread and hang. Called under `_lock`.
     ready = threading.Event()
-    box: dict[str, Any] = {}
+    failed: list[BaseException] = []
+
+    async def main() -> None:
+        async with BlockingPortal() as p, anyio.create_task_group() as service:
+            _state.update(portal=p, service=service, loop=asyncio.get_running_loop())
+            ready.set()
+            await p.sleep_until_stopped()
+            service.cancel_scope.cancel()
 
     def runner() -> None:
-        async def main() -> None:
-            async with BlockingPortal() as p, anyio.create_task_group() as service:
-                box["portal"] = p
-                box["service"] = service
-                box["loop"] = asyncio.get_running_loop()
-                ready.set()
-                await p.sleep_until_stopped()
-                service.cancel_scope.cancel()
-
         try:
             anyio.run(main, backend="asyncio")
         except BaseException as e:  # reported to the starting thread
-            box["error"] = e
+            failed.append(e)
             ready.set()
 
     thread = threading.Thread(target=runner, name="ormix-ors-portal", daemon=True)
     thread.start()
     ready.wait()
-    if "error" in box:
-        raise RuntimeError(f"could not start the ormix ORS portal: {box['error']!r}") from box["error"]
-    _state["loop"] = box["loop"]
-    _state["service"] = box["service"]
-    return box["portal"], thread
+    if failed:
+        raise RuntimeError(f"could not start the ormix ORS portal: {failed[0]!r}") from failed[0]
+    _state.update(pid=os.getpid(), thread=thread)
 
 
 def portal() -> BlockingPortal:
@@ -116,8 +112,7 @@ def portal() -> BlockingPortal:
         return p
     with _lock:
         if _state["portal"] is None or _state["pid"] != pid:
-            p, thread = _start()
-            _state.update(pid=pid, portal=p, thread=thread)
+            _start()
         return _state["portal"]
 
 

@@ -507,5 +507,4 @@ def _sensitive(secrets: dict[str, Any] | None, header: str | None, api_key: str 
     """Every string a session sends that must never show up in an error: secret values, the encoded
     `X-Secrets` header, the API key."""
     values = [v[0] if isinstance(v, tuple) else v for v in (secrets or {}).values()]
-    values += [header, api_key]
-    return tuple(sorted({v for v in values if isinstance(v, str) and len(v) >= 4}, key=len, reverse=True))
+    return tuple(v for v in [*values, header, api_key] if isinstance(v, str))

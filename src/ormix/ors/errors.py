@@ -83,16 +83,16 @@ class ORSError(Exception):
 
 
 def redact_text(text: str, values: tuple[str, ...] | list[str] | None) -> str:
-    """`text` with every occurrence of each of `values` replaced by `[redacted]` (empty values and
-    values under 4 characters are left alone: they would blank out ordinary words).
+    """`text` with every occurrence of each of `values` replaced by `[redacted]`, longest first (so a
+    value inside another does not leave the rest showing). Values under 4 characters are left alone:
+    they would blank out ordinary words.
 
     Example:
-        >>> redact_text("key=abcd1234 ok", ["abcd1234"])
+        >>> redact_text("key=abcd1234 ok", ["abcd", "abcd1234"])
         'key=[redacted] ok'
     """
-    for v in values or ():
-        if v and len(v) >= 4 and v in text:
-            text = text.replace(v, "[redacted]")
+    for v in sorted({v for v in values or () if v and len(v) >= 4}, key=len, reverse=True):
+        text = text.replace(v, "[redacted]")
     return text
 
 
