@@ -7,7 +7,8 @@ and bounded memory for huge tool outputs. Every request, stateless or of a sessi
 through one `ormix.ors.http.HTTPClient` per client (aiohttp, one keep-alive connection pool).
 
 Keepalive pings of every session run in the portal's service task group (`ormix.ors.bridge`), whatever
-loop opened the session; each ping loop is cancelled when its session closes.
+loop opened the session (a session of another loop than the portal's pings over an HTTP client of the
+portal's loop, its ping loop's own); each ping loop is cancelled when its session closes.
 
 Example:
     >>> import anyio
