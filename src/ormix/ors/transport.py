@@ -10,7 +10,7 @@ at once on a fresh connection, outside the retry budget: the server never read t
 Tool calls (`POST /{env}/call`) have retry rules of their own (`ormix.ors.session`): they must never run a
 tool twice.
 
-The helpers `detail_of`, `retry_after_s`, `backoff_s`, `kind_of`, `excerpt_of` and `json_of` read
+The helpers `detail_of`, `retry_after_s`, `backoff_s`, `kind_of` and `json_of` read
 answers for messages; they are shared by the client and its sessions.
 """
 
@@ -35,7 +35,6 @@ __all__ = [
     "Transport",
     "backoff_s",
     "detail_of",
-    "excerpt_of",
     "json_of",
     "kind_of",
     "retry_after_s",
@@ -104,15 +103,9 @@ def kind_of(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def excerpt_of(resp: Response, limit: int = 80) -> str:
-    """The size and first bytes of a response body, for a message about a malformed answer.
-
-    Example:
-        >>> excerpt_of(Response(200, {}, b"<html>oops</html>"), limit=6)
-        "17 bytes: b'<html>'"
-    """
-    body = resp.content
-    return f"{len(body)} bytes: {body[:limit]!r}"
+def _excerpt(resp: Response, limit: int = 80) -> str:
+    # The size and first bytes of a body, for a message about a malformed answer.
+    return f"{len(resp.content)} bytes: {resp.content[:limit]!r}"
 
 
 def json_of(resp: Response, what: str, target: str, **ctx: str | None) -> Any:
@@ -128,7 +121,7 @@ def json_of(resp: Response, what: str, target: str, **ctx: str | None) -> Any:
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise ProtocolError(
             f"{what} to {target} answered {resp.status_code} with a body that is not JSON "
-            f"({excerpt_of(resp)}). The server does not speak ORS as ormix expects: check the "
+            f"({_excerpt(resp)}). The server does not speak ORS as ormix expects: check the "
             f"URL, env_name and the server's version (GET /version).",
             status_code=resp.status_code,
             **ctx,
