@@ -151,7 +151,8 @@ def test_bad_arguments_are_rejected_before_any_server_is_contacted():
 
 def test_prompt_rides_out_a_slow_setup_answered_503_starting(monkeypatch):
     """A sandbox that takes longer to start than the server waits: /prompt answers 503 "starting" with
-    Retry-After until setup() is done. The server's wait is shortened (25 s → 0.2 s), not the client's logic."""
+    Retry-After until setup() is done. The server's wait is shortened (25 s → 0.2 s), not the client's
+    logic."""
     import openreward.environments.server as ors_server
 
     monkeypatch.setattr(ors_server, "_SETUP_WAIT_TIMEOUT_S", 0.2)

@@ -48,16 +48,6 @@ def test_accepted_forms(text: str, kind: str, value: str) -> None:
     assert parse_target(str(t)) == t
 
 
-def test_parts() -> None:
-    t = parse_target("Eigent/SETA")
-    assert (t.owner, t.name, t.served_locally) == ("Eigent", "SETA", False)
-    m = parse_target("a.b.c:Env")
-    assert (m.module, m.attr, m.served_locally) == ("a.b.c", "Env", True)
-    assert parse_target("local:seta").name == "seta"
-    with pytest.raises(AttributeError, match="catalog"):
-        _ = m.owner
-
-
 @pytest.mark.parametrize(
     ("text", "why"),
     [
@@ -98,8 +88,7 @@ def test_non_string() -> None:
 @given(catalog_part, catalog_part)
 def test_catalog_names_parse(owner: str, name: str) -> None:
     t = parse_target(f"{owner}/{name}")
-    assert t.kind == "catalog"
-    assert (t.owner, t.name) == (owner, name)
+    assert t == Target("catalog", f"{owner}/{name}")
     assert str(t) == f"{owner}/{name}"
 
 
@@ -114,8 +103,7 @@ def test_local_names_parse(name: str) -> None:
 def test_module_targets_parse(parts: list[str], cls: str) -> None:
     text = ".".join(parts) + ":" + cls
     t = parse_target(text)
-    assert t.kind == "module"
-    assert (t.module, t.attr) == (".".join(parts), cls)
+    assert t == Target("module", text)
 
 
 @given(

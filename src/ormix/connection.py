@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Mapping, Sequence
@@ -29,7 +30,7 @@ import anyio
 
 from ormix.config import SpecConfig
 from ormix.errors import SpecError
-from ormix.ors import ORSClient, ToolSpec, errors
+from ormix.ors import Endpoint, ORSClient, ToolSpec, errors
 from ormix.ors.bridge import run_sync
 from ormix.tools import merge_tool_specs
 
@@ -41,7 +42,6 @@ logger = logging.getLogger(__name__)
 _PROBE_CONCURRENCY = 8
 
 _open: weakref.WeakSet[Connection] = weakref.WeakSet()
-_exit_hook_registered = False
 
 
 def matches_where(task: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
@@ -51,7 +51,8 @@ def matches_where(task: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
     list-valued field such as `tags`, when any element is); a scalar must be equal.
 
     Example:
-        >>> matches_where({"difficulty": "Easy", "tags": ["git"]}, {"difficulty": ["Easy", "Medium"], "tags": "git"})
+        >>> task = {"difficulty": "Easy", "tags": ["git"]}
+        >>> matches_where(task, {"difficulty": ["Easy", "Medium"], "tags": "git"})
         True
         >>> matches_where({"difficulty": "Hard"}, {"difficulty": ["Easy"]})
         False
@@ -71,7 +72,8 @@ def connection_key(config: SpecConfig) -> tuple[Any, ...]:
     """What makes two specs able to share a `Connection`: same server, same client settings, same key.
 
     Example:
-        >>> connection_key(SpecConfig(target="local:seta")) == connection_key(SpecConfig(target="local:seta", num_tasks=3))
+        >>> a, b = SpecConfig(target="local:seta"), SpecConfig(target="local:seta", num_tasks=3)
+        >>> connection_key(a) == connection_key(b)
         True
     """
     return (
@@ -97,7 +99,7 @@ class Connection:
 
     Example:
         >>> from ormix.ors import run_sync
-        >>> conn = Connection(SpecConfig(target="local:echo", local_serve="thread"))   # lazy: nothing served yet
+        >>> conn = Connection(SpecConfig(target="local:echo", local_serve="thread"))  # lazy: nothing served
         >>> [index for index, _ in run_sync(conn.select_tasks, split="train", num_tasks=2)]
         [0, 1]
         >>> conn.close()
@@ -150,13 +152,17 @@ class Connection:
                 self._served = (url, env_name)
             else:
                 url, env_name = self.target, self.env_name
+            api_key = self._config.resolve_api_key()
+            endpoint = (
+                Endpoint.for_catalog(self.target, env_name, api_key)
+                if target.kind == "catalog"
+                else Endpoint.for_url(url, env_name, api_key)
+            )
             # The client keeps at most this much of one tool output in memory (bounded under a 50 MB
             # answer); 8x: the model still sees `max_output_chars` of text when every character is escaped.
             kept = max(8 * self._config.max_output_chars, 65_536)
             self._client = ORSClient(
-                url,
-                env_name=env_name,
-                api_key=self._config.resolve_api_key(),
+                endpoint,
                 timeout_s=self._config.call_timeout_s,
                 ping_interval_s=self._config.ping_interval_s,
                 max_kept_chars=kept,
@@ -208,7 +214,8 @@ class Connection:
     ) -> list[tuple[int, dict[str, Any]]]:
         """The selected tasks as ``(task_index, task_spec)``, fetched once per selection.
 
-        ``num_tasks``: the first N (that pass ``where``); ``indices``: exactly these; neither: the whole split.
+        ``num_tasks``: the first N (that pass ``where``); ``indices``: exactly these; neither: the whole
+        split.
         Raises `SpecError` when ``where`` matches no task (``label`` names the spec in the message).
         """
         key = (split, num_tasks, tuple(indices) if indices is not None else None, _frozen(where or {}))
@@ -279,8 +286,9 @@ class Connection:
     ) -> list[ToolSpec]:
         """The tool surface: shared tools, plus (``discover_task_tools``) the task tools of probe sessions.
 
-        ``probes``: task indices to open probe sessions on (``None``: task 0). Indices out of range are skipped
-        with a warning; a probe that fails is skipped; conflicting task-tool schemas are merged (warned).
+        ``probes``: task indices to open probe sessions on (``None``: task 0). Indices out of range are
+        skipped with a warning; a probe that fails is skipped; conflicting task-tool schemas are merged
+        (warned).
         Fetched once per ``(split, discover_task_tools, probes)``.
         """
         key = (split, discover_task_tools, tuple(probes) if probes is not None else None)
@@ -311,7 +319,8 @@ class Connection:
         bad = [i for i in wanted if not 0 <= i < total]
         if bad:
             logger.warning(
-                "ormix %s: task tool probe index(es) %s out of range for split=%r (num_tasks=%s); ignoring them.",
+                "ormix %s: task tool probe index(es) %s out of range for split=%r (num_tasks=%s); "
+                "ignoring them.",
                 name,
                 bad,
                 split,
@@ -369,10 +378,8 @@ def close_all_connections() -> None:
             pass
 
 
+@functools.cache
 def _register_exit_hook() -> None:
-    global _exit_hook_registered
-    if not _exit_hook_registered:
-        from ormix.local.server.serving import at_exit_early
+    from ormix.local.server.serving import at_exit_early
 
-        at_exit_early(close_all_connections)
-        _exit_hook_registered = True
+    at_exit_early(close_all_connections)

@@ -55,9 +55,8 @@ class Target:
     string, which parses to an equal ``Target``.
 
     Example:
-        >>> t = parse_target("my_pkg.envs:MyEnv")
-        >>> (t.kind, t.module, t.attr)
-        ('module', 'my_pkg.envs', 'MyEnv')
+        >>> parse_target("my_pkg.envs:MyEnv")
+        Target(kind='module', value='my_pkg.envs:MyEnv')
     """
 
     kind: TargetKind
@@ -65,41 +64,6 @@ class Target:
 
     def __str__(self) -> str:
         return f"local:{self.value}" if self.kind == "local" else self.value
-
-    @property
-    def owner(self) -> str:
-        """The owner part of a catalog name (``"Eigent"`` for ``Eigent/SETA``)."""
-        self._require("catalog")
-        return self.value.split("/", 1)[0]
-
-    @property
-    def name(self) -> str:
-        """The name part of a catalog target, or the environment name of a ``local:`` target."""
-        if self.kind == "local":
-            return self.value
-        self._require("catalog")
-        return self.value.split("/", 1)[1]
-
-    @property
-    def module(self) -> str:
-        """The dotted module path of a ``module:Class`` target."""
-        self._require("module")
-        return self.value.split(":", 1)[0]
-
-    @property
-    def attr(self) -> str:
-        """The class name of a ``module:Class`` target."""
-        self._require("module")
-        return self.value.split(":", 1)[1]
-
-    @property
-    def served_locally(self) -> bool:
-        """True for ``local:`` and ``module:`` targets, which ormix serves itself on loopback."""
-        return self.kind in ("local", "module")
-
-    def _require(self, kind: str) -> None:
-        if self.kind != kind:
-            raise AttributeError(f"a {self.kind} target has no such part (only {kind} targets do): {self}")
 
 
 def _fail(s: str, why: str) -> TargetError:

@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ormix.local import serve_in_process
-from ormix.ors import ORSClient, is_url, resolve_endpoint, run_sync
-from ormix.ors.endpoint import normalize_url
+from ormix.ors import Endpoint, ORSClient, run_sync
+from ormix.ors.endpoint import is_url, normalize_url
 from ormix.ors.http import (
     ConnectFailed,
     HTTPClient,
@@ -219,5 +219,5 @@ def test_schemes_compare_case_insensitively_everywhere(scheme, port, slash):
     assert is_url(url) and is_tls(url) == (scheme.lower() == "https")
     assert normalize_url(url) == canonical
     assert parse_target(url).kind == "url"  # the target keeps the user's spelling; the endpoint normalizes
-    assert resolve_endpoint(url, env_name="echo").session_url == canonical
+    assert Endpoint.for_url(url, "echo").session_url == canonical
     assert ORSClient(url, env_name="echo").endpoint.api_url == canonical

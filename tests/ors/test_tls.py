@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from ormix.local import serve_in_process
-from ormix.ors import ORSClient, TransportError, resolve_endpoint
+from ormix.ors import ORSClient, TransportError
 from ormix.ors.http import CertificateError, HTTPClient, ssl_context
 
 x509 = pytest.importorskip(
@@ -93,7 +93,7 @@ def test_https_in_capitals_serves_stateless_calls_discovery_and_sessions(tls_ser
     srv, cert = tls_server
     monkeypatch.setenv("SSL_CERT_FILE", cert)
     url = _upper(srv.url)
-    ep = resolve_endpoint(url)  # discovery: a blocking GET /list_environments over TLS
+    ep = ORSClient(url).endpoint  # discovery: a blocking GET /list_environments over TLS
     assert ep.env_name == "echo" and ep.session_url == srv.url  # the scheme written lower-case
     key = f"tls-{uuid.uuid4()}"
 

@@ -12,8 +12,8 @@ What it serves depends on the environment name in the path (the first segment) a
 | `ok`         | well-formed answers: 2 tasks, the tools listed in `CALL_TOOLS`                              |
 | `badjson`    | `200` with a body that is not JSON (cut in the middle)                                      |
 | `wrongshape` | `200` with JSON of the wrong shape (`[]`, strings where numbers belong, ...)                |
-| `many`       | 3000 tools, some with `$ref` loops, non-object schemas, code in descriptions                 |
-| `echo`       | errors that echo the request's headers back (the secrets test): `/create` of task 1 (500), |
+| `many`       | 3000 tools, some with `$ref` loops, non-object schemas, code in descriptions                |
+| `echo`       | errors that echo the request's headers back (the secrets test): `/create` of task 1 (500),|
 |              | `/prompt` (404 "Active environment not found"), `/num_tasks` (not JSON), others (418)      |
 
 `POST /{env}/call` with tool (see `CALL_TOOLS`): `ok`, `badend` (`end` not JSON), `wrongend` (JSON of
@@ -53,6 +53,19 @@ CALL_TOOLS = [
 ENVS = ["ok", "badjson", "wrongshape", "many", "echo"]
 #: Text of one unit of a `big` output: plain text, JSON escapes (quote, backslash, newline, tab), non-ASCII.
 BIG_UNIT = 'line: "quoted" \\ tab\t é 漢字 end\n'
+
+
+def encode_event(event: str, data: str, sep: str = "\r\n") -> str:
+    """Encode one event the way sse-starlette does.
+
+    Example:
+        >>> encode_event("end", "a\\nb")
+        'event: end\\r\\ndata: a\\r\\ndata: b\\r\\n\\r\\n'
+    """
+    lines = [f"event: {event}"] + [
+        f"data: {d}" for d in data.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    ]
+    return sep.join(lines) + sep + sep
 
 
 def big_text(n: int) -> str:
@@ -271,7 +284,7 @@ class HostileServer:
 
     @staticmethod
     def _event(name: str, data: str) -> str:
-        return f"event: {name}\r\ndata: {data}\r\n\r\n"
+        return encode_event(name, data)
 
     async def _call(
         self, env: str, tool: str | None, args: dict, headers: dict[str, str], writer: asyncio.StreamWriter

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from ormix.ors.bridge import portal, run_sync
 from ormix.ors.client import DEFAULT_MAX_KEPT_CHARS, ORSClient
-from ormix.ors.endpoint import Endpoint, is_url, resolve_endpoint
+from ormix.ors.endpoint import Endpoint
 from ormix.ors.errors import (
     BadTargetError,
     DeadlineExceeded,
@@ -31,27 +31,22 @@ from ormix.ors.errors import (
     ToolRejected,
     TransportError,
 )
-from ormix.ors.http import HTTPClient, HTTPFailure, Response
 from ormix.ors.models import Split, ToolResult, ToolSpec, text_of
 from ormix.ors.secrets import encode_secrets
-from ormix.ors.session import Session, SessionTimings
+from ormix.ors.session import Session
 
 __all__ = [
     "DEFAULT_MAX_KEPT_CHARS",
     "BadTargetError",
     "DeadlineExceeded",
     "Endpoint",
-    "HTTPClient",
-    "HTTPFailure",
     "ORSClient",
     "ORSError",
     "ProtocolError",
-    "Response",
     "ServerError",
     "Session",
     "SessionDeadError",
     "SessionOpenError",
-    "SessionTimings",
     "Split",
     "ToolFailed",
     "ToolRejected",
@@ -59,9 +54,7 @@ __all__ = [
     "ToolSpec",
     "TransportError",
     "encode_secrets",
-    "is_url",
     "portal",
-    "resolve_endpoint",
     "run_sync",
     "text_of",
 ]

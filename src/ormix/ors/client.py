@@ -6,11 +6,9 @@ one round trip per call (env name in the path), typed errors, bounded concurrenc
 and bounded memory for huge tool outputs. Every request, stateless or of a session, plain or TLS, goes
 through one `ormix.ors.http.HTTPClient` per client (aiohttp, one keep-alive connection pool).
 
-Background tasks: used as `async with ORSClient(...)`, the client owns an anyio task group that runs the
-keepalive loops of its sessions; otherwise they run in the portal's service task group
-(`ormix.ors.bridge`), the case of every client driven through `run_sync`. A session opened on another
-loop without `async with` has its pings hosted by the portal too, over an HTTP client of the portal's
-loop. Each ping loop is cancelled when its session closes.
+Keepalive pings of every session run in the portal's service task group (`ormix.ors.bridge`), whatever
+loop opened the session (a session of another loop than the portal's pings over an HTTP client of the
+portal's loop, its ping loop's own); each ping loop is cancelled when its session closes.
 
 Example:
     >>> import anyio
@@ -29,8 +27,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
-import threading
 import time
 import uuid
 import weakref
@@ -38,19 +34,40 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
-import anyio.abc
+from pydantic import BaseModel, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from ormix.ors import bridge
-from ormix.ors.endpoint import Endpoint, is_url, normalize_url, resolve_endpoint
-from ormix.ors.errors import ORSError, ProtocolError, SessionDeadError, SessionOpenError, TransportError
-from ormix.ors.http import HTTPClient, Response
-from ormix.ors.models import Split, ToolSpec
-from ormix.ors.secrets import augment_with_api_key, encode_secrets
+from ormix.ors.bridge import run_in_new_loop
+from ormix.ors.endpoint import Endpoint
+from ormix.ors.errors import ORSError, ProtocolError, SessionOpenError, TransportError
+from ormix.ors.http import HTTPClient
+from ormix.ors.models import Split, ToolSpec, invalid_because
+from ormix.ors.secrets import encode_secrets
 from ormix.ors.session import Session, tool_specs_of
 from ormix.ors.sse import CallStream, SSEParser
-from ormix.ors.transport import Transport, json_of, kind_of
+from ormix.ors.transport import GONE_OK, Transport, detail_of, json_of
 
 __all__ = ["DEFAULT_MAX_KEPT_CHARS", "ORSClient"]
+
+
+class _NumTasks(BaseModel):
+    num_tasks: StrictInt = Field(ge=0)
+
+
+class _Task(BaseModel):
+    task: dict[str, Any]
+
+
+class _Tasks(BaseModel):
+    tasks: list[Any]
+
+
+# The shapes of the stateless answers ormix reads (anything else they hold is ignored).
+_SPLITS = TypeAdapter(list[Split | StrictStr])
+_NUM_TASKS = TypeAdapter(_NumTasks)
+_TASK = TypeAdapter(_Task)
+_TASKS = TypeAdapter(_Tasks)
+_OBJECT = TypeAdapter(dict[str, Any])
 
 #: Default cap on the characters of one tool result a client keeps in memory (not what a model is shown:
 #: that is `OpenRewardSpec(max_output_chars=...)`, far smaller).
@@ -58,12 +75,12 @@ DEFAULT_MAX_KEPT_CHARS = 4_000_000
 
 
 class ORSClient:
-    """Async client for one ORS environment (a URL, or a catalog `owner/name`).
+    """Async client for one ORS environment: a server's URL, or an `Endpoint` (`Endpoint.for_catalog`).
 
     Args:
-        target: `http(s)://host:port` (scheme in any case) or `owner/name`, or a resolved `Endpoint`.
+        target: `http(s)://host:port` (scheme in any case), or an `Endpoint`.
         env_name: environment name on a multi-env server (URL targets: discovered when None).
-        api_key: platform key (catalog targets; default `OPENREWARD_API_KEY`). Never logged.
+        api_key: key sent as `X-API-Key` with a URL target (an `Endpoint` carries its own). Never logged.
         timeout_s: default deadline of each call (None: no deadline).
         connect_timeout_s: TCP (and TLS) connect timeout.
         retries: retries of a failed request (transport errors, 429/502/503/504).
@@ -92,9 +109,6 @@ class ORSClient:
         max_concurrency: int = 16,
         max_kept_chars: int | None = DEFAULT_MAX_KEPT_CHARS,
     ) -> None:
-        self._target = target
-        self._env_name = env_name
-        self._api_key = api_key
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.retries = max(0, int(retries))
@@ -102,24 +116,22 @@ class ORSClient:
         self.max_concurrency = max(1, int(max_concurrency))
         self.max_kept_chars = None if max_kept_chars is None else max(1, int(max_kept_chars))
         self._http = HTTPClient(connect_timeout_s=connect_timeout_s)
-        # An HTTP client of the portal's loop, for pings the portal hosts for sessions of another loop.
-        self._portal_http: HTTPClient | None = None
         self._endpoint: Endpoint | None = None
+        self._unresolved: Endpoint | None = None
         self._transport: Transport | None = None
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         self._closed = False
-        self._tg_cm: anyio.abc.TaskGroup | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
-        self._tg_thread: int | None = None
-        if isinstance(target, Endpoint):
-            self._set_endpoint(target)
-        elif not (is_url(target) and env_name is None):
-            # Resolving does not touch the network here; a URL without env_name resolves on first use.
-            self._set_endpoint(resolve_endpoint(target, env_name=env_name, api_key=api_key))
+        endpoint = target if isinstance(target, Endpoint) else Endpoint.for_url(target, env_name, api_key)
+        if endpoint.env_name or endpoint.is_platform:
+            self._set_endpoint(endpoint)
+        else:
+            self._unresolved = endpoint  # its env name is discovered on first use
 
     def __repr__(self) -> str:
         return (
-            f"ORSClient({self._endpoint!r})" if self._endpoint else f"ORSClient({self._target!r}, unresolved)"
+            f"ORSClient({self._endpoint!r})"
+            if self._endpoint
+            else f"ORSClient({self._unresolved!r}, unresolved)"
         )
 
     def _set_endpoint(self, ep: Endpoint) -> None:
@@ -128,44 +140,40 @@ class ORSClient:
 
     @property
     def endpoint(self) -> Endpoint:
-        """The resolved endpoint (resolving a URL target without env_name makes one blocking request)."""
+        """The resolved endpoint (discovering the env name of a URL target makes one blocking request)."""
         if self._endpoint is None:
-            self._set_endpoint(resolve_endpoint(str(self._target), env_name=None, api_key=self._api_key))
+            self._set_endpoint(run_in_new_loop(self._discover, None))
         assert self._endpoint is not None
         return self._endpoint
+
+    async def _discover(self, http: HTTPClient | None) -> Endpoint:
+        """The endpoint with the first environment its server lists (`GET /list_environments`)."""
+        ep = self._unresolved
+        assert ep is not None
+        async with contextlib.AsyncExitStack() as stack:
+            if http is None:  # a blocking call on a private loop: an HTTP client of that loop
+                http = await stack.enter_async_context(HTTPClient(connect_timeout_s=self.connect_timeout_s))
+            resp = await Transport(ep, http, self.retries).request("GET", "/list_environments")
+        names = json_of(resp, "GET /list_environments", ep.target)
+        if not isinstance(names, list) or not names:
+            raise ORSError(f"the ORS server at {ep.target} lists no environments; pass env_name=")
+        return Endpoint.for_url(ep.session_url, str(names[0]), ep.api_key)
 
     async def _tr(self) -> Transport:
         if self._closed:
             raise ORSError("this ORSClient is closed; create a new one")
         if self._transport is None:
-            url = normalize_url(str(self._target))
-            probe = Transport(Endpoint(url, url, None, None, api_key=self._api_key), self._http, self.retries)
-            resp = await probe.request("GET", "/list_environments")
-            names = json_of(resp, "GET /list_environments", url, None)
-            if not isinstance(names, list) or not names:
-                raise ORSError(f"the ORS server at {url} lists no environments; pass env_name=")
-            self._set_endpoint(Endpoint(url, url, str(names[0]).lower(), None, api_key=self._api_key))
+            self._set_endpoint(await self._discover(self._http))
         assert self._transport is not None
         return self._transport
 
     # ------------------------------------------------------------------ lifecycle
 
     async def __aenter__(self) -> ORSClient:
-        tg = anyio.create_task_group()
-        self._tg = await tg.__aenter__()
-        self._tg_cm = tg
-        self._tg_thread = threading.get_ident()
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        tg, self._tg_cm, self._tg = self._tg_cm, None, None
-        try:
-            await self.aclose()  # closing the sessions stops their ping loops, the task group's only tasks
-        finally:
-            if tg is not None:
-                # Not handed the body's exception: a task group would wrap it in an ExceptionGroup. It
-                # only waits for ping loops here, which never raise.
-                await tg.__aexit__(None, None, None)
+        await self.aclose()
 
     async def aclose(self) -> None:
         """Close every session this client opened, then its HTTP connections. Idempotent."""
@@ -179,32 +187,15 @@ class ORSClient:
                         tg.start_soon(s.close)
             self._closed = True
             await self._http.aclose()
-            portal_http, self._portal_http = self._portal_http, None
-            if portal_http is not None:  # it lives on the portal's loop: closed there
-                if bridge.on_portal_thread():
-                    await portal_http.aclose()
-                else:
-                    bridge.portal().start_task_soon(portal_http.aclose)
 
     def forget(self, session: Session) -> None:
         """Drop a closed session from the ones `aclose()` closes (sessions call it when they close)."""
         self._sessions.discard(session)
 
     async def _start_keepalive(self, session: Session) -> None:
-        if not (self.ping_interval_s and self.ping_interval_s > 0):
-            return
-        name = f"ormix-ping-{session.id}"
-        if self._tg is not None and self._tg_thread == threading.get_ident():
-            await self._tg.start(session.keepalive, None, name=name)
-        elif bridge.on_portal_thread():
-            await bridge.service_task_group().start(session.keepalive, None, name=name)
-        else:
-            # A session of another loop, outside `async with`: the portal hosts its ping loop, over an
-            # HTTP client of the portal's own loop (aiohttp connections belong to one loop).
-            if self._portal_http is None:
-                self._portal_http = HTTPClient(connect_timeout_s=self.connect_timeout_s)
-            tr = session.transport.with_http(self._portal_http)
-            session.ping_future = bridge.portal().start_task_soon(session.keepalive, tr, name=name)
+        if self.ping_interval_s and self.ping_interval_s > 0:
+            own_http = not bridge.on_portal_thread()  # aiohttp connections belong to one loop
+            await bridge.start_service_task(session.keepalive, own_http, name=f"ormix-ping-{session.id}")
 
     # ------------------------------------------------------------------ stateless calls
 
@@ -219,45 +210,37 @@ class ORSClient:
             yield sid
         finally:
             with contextlib.suppress(Exception):
-                await tr.request("POST", "/delete_session", sid=sid, ok_statuses=frozenset({200, 404, 410}))
+                await tr.request("POST", "/delete_session", sid=sid, ok_statuses=GONE_OK)
 
     async def _stateless(self, method: str, suffix: str, body: Any = None, *, env_path: bool = True) -> Any:
         tr = await self._tr()
         path = tr.endpoint.path(suffix) if env_path else suffix
-        with self._deadline():
+        with anyio.fail_after(self.timeout_s):
             async with self._throwaway_sid(tr) as sid:
                 resp = await tr.request(method, path, json_body=body, sid=sid)
         try:
             return json_of(
-                resp, f"{method} {path}", tr.endpoint.target, tr.endpoint.env_name or tr.endpoint.deployment
+                resp,
+                f"{method} {path}",
+                tr.endpoint.target,
+                env=tr.endpoint.env_name or tr.endpoint.deployment,
             )
         except ProtocolError as e:
             raise e.redact(tr.sensitive) from e.__cause__
 
-    async def _field(
-        self, method: str, suffix: str, body: Any, key: str, kinds: type | tuple[type, ...], expected: str
-    ) -> Any:
-        """`body[key]` of a stateless answer, checked to be of `kinds`; `ProtocolError` otherwise."""
+    async def _read(self, method: str, suffix: str, body: Any, shape: TypeAdapter) -> Any:
+        """A stateless answer validated as `shape`; `ProtocolError` when it is not of that shape."""
         answer = await self._stateless(method, suffix, body)
-        value = answer.get(key) if isinstance(answer, dict) else None
-        if not isinstance(value, kinds) or isinstance(value, bool):
+        try:
+            return shape.validate_python(answer)
+        except ValidationError as e:
             ep = self.endpoint
-            got = (
-                f"an object whose {key!r} is {kind_of(value)}"
-                if isinstance(answer, dict)
-                else kind_of(answer)
-            )
             raise ProtocolError(
-                f"{method} {ep.path(suffix)} to {ep.target} answered {got}; expected an object "
-                f"with {expected} {key!r}. The server does not speak ORS as ormix expects: check "
-                f"the URL, env_name and the server's version (GET /version).",
+                f"{method} {ep.path(suffix)} to {ep.target} answered something ormix cannot read "
+                f"({invalid_because(e)}). The server does not speak ORS as ormix expects: check the URL, "
+                f"env_name and the server's version (GET /version).",
                 env=ep.env_name or ep.deployment,
-            )
-        return value
-
-    def _deadline(self, timeout_s: float | None = None):
-        t = self.timeout_s if timeout_s is None else timeout_s
-        return anyio.fail_after(t) if t is not None else contextlib.nullcontext()
+            ) from None
 
     async def health(self) -> dict:
         """`GET /health` → `{"status": "ok"}`."""
@@ -272,38 +255,17 @@ class ORSClient:
         return await self._stateless("GET", "/list_environments", env_path=False)
 
     async def splits(self) -> list[Split]:
-        """The environment's splits."""
-        answer = await self._stateless("GET", "/splits")
-        try:
-            if not isinstance(answer, list):
-                raise TypeError(f"expected a list, got {kind_of(answer)}")
-            return [
-                Split(**s) if isinstance(s, dict) else Split(name=str(s), type="validation") for s in answer
-            ]
-        except (TypeError, ValueError) as e:
-            ep = self.endpoint
-            raise ProtocolError(
-                f"GET {ep.path('/splits')} to {ep.target} answered something that is not a list "
-                f"of splits ({str(e)[:120]}). Check the server's version (GET /version).",
-                env=ep.env_name or ep.deployment,
-            ) from None
+        """The environment's splits (a bare name is a validation split, as the SDK reads it)."""
+        splits = await self._read("GET", "/splits", None, _SPLITS)
+        return [Split(name=s, type="validation") if isinstance(s, str) else s for s in splits]
 
     async def num_tasks(self, split: str) -> int:
         """Number of tasks in `split`."""
-        n = await self._field("POST", "/num_tasks", {"split": split}, "num_tasks", int, "an integer")
-        if n < 0:
-            ep = self.endpoint
-            raise ProtocolError(
-                f"POST {ep.path('/num_tasks')} to {ep.target} answered a negative count ({n}).",
-                env=ep.env_name or ep.deployment,
-            )
-        return n
+        return (await self._read("POST", "/num_tasks", {"split": split}, _NUM_TASKS)).num_tasks
 
     async def task(self, split: str, index: int) -> dict:
         """The task spec at `index` of `split`."""
-        return await self._field(
-            "POST", "/task", {"split": split, "index": int(index)}, "task", dict, "an object"
-        )
+        return (await self._read("POST", "/task", {"split": split, "index": int(index)}, _TASK)).task
 
     async def task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict]:
         """Task specs `[start, stop)` of `split` (Python slice conventions)."""
@@ -312,23 +274,15 @@ class ORSClient:
             body["start"] = start
         if stop is not None:
             body["stop"] = stop
-        return await self._field("POST", "/task_range", body, "tasks", list, "a list")
+        return (await self._read("POST", "/task_range", body, _TASKS)).tasks
 
     async def tasks(self, split: str) -> list[dict]:
         """Every task spec of `split` (large environments may only serve `num_tasks` + `task`)."""
-        return await self._field("POST", "/tasks", {"split": split}, "tasks", list, "a list")
+        return (await self._read("POST", "/tasks", {"split": split}, _TASKS)).tasks
 
     async def tools_info(self) -> dict:
         """The raw `/tools` answer: `tools`, `terminal_tool`, `supports_score_group`, ..."""
-        info = await self._stateless("GET", "/tools")
-        if not isinstance(info, dict):
-            ep = self.endpoint
-            raise ProtocolError(
-                f"GET {ep.path('/tools')} to {ep.target} answered {kind_of(info)}, not an object. "
-                f"Check the server's version (GET /version).",
-                env=ep.env_name or ep.deployment,
-            )
-        return info
+        return await self._read("GET", "/tools", None, _OBJECT)
 
     async def tools(self) -> list[ToolSpec]:
         """The environment's shared tools (a session may add task tools: `Session.tools()`)."""
@@ -421,23 +375,28 @@ class ORSClient:
         start = time.perf_counter()
         redact = _sensitive(None, None, ep.api_key)
         try:
-            with self._deadline(timeout_s):
+            with anyio.fail_after(self.timeout_s if timeout_s is None else timeout_s):
                 sid = session_id or (await self._platform_sid(tr) if ep.is_platform else str(uuid.uuid4()))
                 extra: dict[str, str] = {}
-                all_secrets = augment_with_api_key(
-                    secrets, ep.api_key if ep.is_platform else None, ep.session_url, ep.api_url
-                )
+                all_secrets = dict(secrets or {})
+                if ep.is_platform and ep.api_key:
+                    # The SDK adds the key, allowed to reach the platform's own hosts from a sandbox.
+                    from openreward.api.sandboxes.secrets import augment_secrets_with_api_key
+
+                    all_secrets = (
+                        augment_secrets_with_api_key(
+                            secrets, ep.api_key, base_url=ep.session_url, api_base_url=ep.api_url
+                        )
+                        or {}
+                    )
                 if all_secrets:
                     extra["X-Secrets"] = encode_secrets(all_secrets)
                     redact = _sensitive(all_secrets, extra["X-Secrets"], ep.api_key)
-                body: dict[str, Any] = {}
-                if ep.env_name:
-                    body["env_name"] = ep.env_name
+                body: dict[str, Any] = {"env_name": ep.env_name} if ep.env_name else {}
                 if task_spec is not None:
                     body["task_spec"] = task_spec
                 else:
-                    body["split"] = split
-                    body["index"] = int(index)  # type: ignore[arg-type]
+                    body.update(split=split, index=int(index))  # type: ignore[arg-type]
                 await self._create(tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None)
         except TimeoutError as e:
             raise SessionOpenError(
@@ -476,16 +435,10 @@ class ORSClient:
         what = f"task {body['split']}[{body['index']}]" if "split" in body else "the given task_spec"
         try:
             resp = await tr.request(
-                "POST",
-                "/create",
-                json_body=body,
-                headers=headers,
-                ok_statuses=frozenset({200, 400}),
+                "POST", "/create", json_body=body, headers=headers, ok_statuses=frozenset({200, 400})
             )
         except TransportError:
             raise
-        except SessionDeadError as e:  # pragma: no cover - /create has no session yet
-            raise SessionOpenError(str(e), env=label, session_id=sid) from None
         except ORSError as e:
             detail = getattr(e, "detail", None) or e.message
             code = getattr(e, "status_code", None)
@@ -505,7 +458,7 @@ class ORSClient:
                 session_id=sid,
             ) from None
         if resp.status_code == 400:
-            detail = _detail(resp)
+            detail = detail_of(resp)
             # A retried /create whose first attempt went through: the fresh uuid exists, so it is ours.
             if "already exists" in detail and own_sid:
                 return
@@ -551,18 +504,8 @@ class ORSClient:
                 await s.close()
 
 
-def _detail(resp: Response) -> str:
-    try:
-        body = resp.json()
-        d = body.get("detail", body) if isinstance(body, dict) else body
-        return d if isinstance(d, str) else json.dumps(d)
-    except ValueError:
-        return resp.text
-
-
 def _sensitive(secrets: dict[str, Any] | None, header: str | None, api_key: str | None) -> tuple[str, ...]:
     """Every string a session sends that must never show up in an error: secret values, the encoded
     `X-Secrets` header, the API key."""
     values = [v[0] if isinstance(v, tuple) else v for v in (secrets or {}).values()]
-    values += [header, api_key]
-    return tuple(sorted({v for v in values if isinstance(v, str) and len(v) >= 4}, key=len, reverse=True))
+    return tuple(v for v in [*values, header, api_key] if isinstance(v, str))

@@ -1,10 +1,12 @@
-"""Where an ORS environment lives: resolve a target string into hosts, env name and routing headers.
+"""Where an ORS environment lives: hosts, env name and routing headers, built from already-parsed parts.
 
-Accepted targets:
-- a URL `http(s)://host[:port]` of a self-hosted ORS server (`env_name` optional: when None it is
-  discovered once with `GET /list_environments`, taking the first). The scheme is case-insensitive
-  (`HTTPS://host` is TLS) and is written lower-case in the resolved URLs;
-- a catalog name `owner/name` on the OpenReward platform: sessions go to `OPENREWARD_SESSION_URL`
+The target grammar (catalog `owner/name`, URL, `local:NAME`, `module:Class`) is `ormix.targets`', and
+only there: this layer imports nothing of ormix outside `ormix.ors`, so its callers hand it the parts.
+
+- `Endpoint.for_url(url, env_name)`: a self-hosted ORS server. The scheme is case-insensitive
+  (`HTTPS://host` is TLS) and is written lower-case; with `env_name=None` the client discovers the first
+  environment the server lists (`GET /list_environments`) on first use.
+- `Endpoint.for_catalog("owner/name")`: the OpenReward platform. Sessions go to `OPENREWARD_SESSION_URL`
   (default `https://sessions.openreward.ai`, derived from `OPENREWARD_URL`) with the name in the
   `X-Deployment` header, the platform API is `OPENREWARD_API_URL` (default `https://api.openreward.ai`),
   and the key is `api_key=` or `OPENREWARD_API_KEY` (sent as `X-API-Key`).
@@ -13,7 +15,7 @@ The env name always goes in the request path when it is known, so a call costs o
 path is answered with a 308 redirect to the first environment).
 
 Example:
-    >>> ep = resolve_endpoint("http://127.0.0.1:8080/", env_name="echo")
+    >>> ep = Endpoint.for_url("HTTP://127.0.0.1:8080/", env_name="Echo")
     >>> ep.session_url, ep.env_name, ep.deployment
     ('http://127.0.0.1:8080', 'echo', None)
 """
@@ -21,20 +23,14 @@ Example:
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from urllib.parse import urlparse, urlsplit, urlunparse
 
-from ormix.ors.errors import BadTargetError, ORSError, TransportError
+from ormix.ors.errors import BadTargetError
 
-__all__ = ["DEFAULT_BASE_URL", "Endpoint", "discover_env_name", "is_url", "normalize_url", "resolve_endpoint"]
+__all__ = ["DEFAULT_BASE_URL", "Endpoint", "is_url", "normalize_url"]
 
 DEFAULT_BASE_URL = "https://openreward.ai"
-_CATALOG = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_ACCEPTED = (
-    "a URL 'http(s)://host:port' of an ORS server (with env_name=..., or the first environment "
-    "it lists), or a catalog name 'owner/name' such as 'Eigent/SETA'"
-)
 
 
 @dataclass(frozen=True)
@@ -42,7 +38,8 @@ class Endpoint:
     """A resolved ORS target. `api_key` is never shown in the repr.
 
     `env_name` is the server-side environment name used in paths (None for a catalog target without a
-    variant: the platform routes by `deployment`). `deployment` is the catalog name for platform targets.
+    variant: the platform routes by `deployment`; None for a URL: not discovered yet). `deployment` is
+    the catalog name for platform targets.
 
     Example:
         >>> Endpoint("http://h:1", "http://h:1", "echo", None, api_key="secret")
@@ -54,6 +51,34 @@ class Endpoint:
     env_name: str | None
     deployment: str | None = None
     api_key: str | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def for_url(cls, url: str, env_name: str | None = None, api_key: str | None = None) -> Endpoint:
+        """A self-hosted server at `url` (`BadTargetError` when it is not an `http(s)://` URL)."""
+        if not is_url(url):
+            raise BadTargetError(
+                f"{url!r} is not an http(s):// URL of an ORS server; a catalog name 'owner/name' is "
+                f"Endpoint.for_catalog(name), and `local:NAME` / `module:Class` targets are served on "
+                f"loopback by ormix.local (OpenRewardSpec does that for you), then reached by their URL"
+            )
+        url = normalize_url(url)
+        return cls(url, url, env_name.lower() if env_name else None, None, api_key=api_key)
+
+    @classmethod
+    def for_catalog(cls, name: str, env_name: str | None = None, api_key: str | None = None) -> Endpoint:
+        """The platform's deployment `name` (an `owner/name` that `ormix.targets` has checked).
+
+        Example:
+            >>> Endpoint.for_catalog("Eigent/SETA").session_url
+            'https://sessions.openreward.ai'
+        """
+        base = os.getenv("OPENREWARD_URL", DEFAULT_BASE_URL)
+        api_url = normalize_url(os.getenv("OPENREWARD_API_URL") or _prepend_subdomain(base, "api"))
+        session_url = normalize_url(
+            os.getenv("OPENREWARD_SESSION_URL") or _prepend_subdomain(base, "sessions")
+        )
+        key = api_key or os.getenv("OPENREWARD_API_KEY") or None
+        return cls(api_url, session_url, env_name, name, api_key=key)
 
     @property
     def is_platform(self) -> bool:
@@ -117,71 +142,3 @@ def normalize_url(url: str) -> str:
     url = url.strip().rstrip("/")
     scheme, sep, rest = url.partition("://")
     return f"{urlsplit(url).scheme}{sep}{rest}" if sep else url
-
-
-def discover_env_name(url: str, *, api_key: str | None = None, timeout_s: float = 10.0) -> str:
-    """The first environment a server lists (`GET /list_environments`), in a blocking call.
-
-    Example:
-        >>> from ormix.local import serve_in_thread
-        >>> with serve_in_thread(["local:echo"]) as srv:
-        ...     discover_env_name(srv.url)
-        'echo'
-    """
-    from ormix.ors.http import HTTPFailure, blocking_request
-
-    url = normalize_url(url)
-    headers = {"User-Agent": _user_agent()}
-    if api_key:
-        headers["X-API-Key"] = api_key
-    try:
-        resp = blocking_request("GET", f"{url}/list_environments", headers=headers, timeout_s=timeout_s)
-    except (HTTPFailure, TimeoutError) as e:
-        raise TransportError(
-            f"cannot reach the ORS server at {url} to discover its environments "
-            f"({type(e).__name__}: {e}). Check the server is running, or pass env_name=."
-        ) from e
-    if resp.status_code != 200:
-        raise ORSError(f"GET {url}/list_environments answered {resp.status_code}; pass env_name= explicitly")
-    try:
-        names = resp.json()
-    except (ValueError, UnicodeDecodeError):
-        names = None
-    if not isinstance(names, list) or not names:
-        raise ORSError(f"the ORS server at {url} lists no environments; pass env_name= explicitly")
-    return str(names[0])
-
-
-def resolve_endpoint(target: str, *, env_name: str | None = None, api_key: str | None = None) -> Endpoint:
-    """Resolve a target (`http(s)://...` or catalog `owner/name`) into an `Endpoint`.
-
-    For a URL without `env_name` this makes one request (`GET /list_environments`).
-
-    Example:
-        >>> resolve_endpoint("Eigent/SETA", api_key="k").deployment
-        'Eigent/SETA'
-    """
-    if not isinstance(target, str) or not target.strip():
-        raise BadTargetError(f"empty or non-string ORS target {target!r}; use {_ACCEPTED}")
-    target = target.strip()
-    if is_url(target):
-        url = normalize_url(target)
-        name = env_name or discover_env_name(url, api_key=api_key)
-        return Endpoint(api_url=url, session_url=url, env_name=name.lower(), deployment=None, api_key=api_key)
-    if _CATALOG.match(target):
-        base = os.getenv("OPENREWARD_URL", DEFAULT_BASE_URL)
-        api_url = normalize_url(os.getenv("OPENREWARD_API_URL") or _prepend_subdomain(base, "api"))
-        session_url = normalize_url(
-            os.getenv("OPENREWARD_SESSION_URL") or _prepend_subdomain(base, "sessions")
-        )
-        key = api_key or os.getenv("OPENREWARD_API_KEY") or None
-        return Endpoint(
-            api_url=api_url, session_url=session_url, env_name=env_name, deployment=target, api_key=key
-        )
-    hint = ""
-    if target.startswith("local:") or (":" in target and "://" not in target):
-        hint = (
-            " (`local:NAME` and `module:Class` targets are served on loopback by ormix.local — "
-            "OpenRewardSpec does that for you — and then reached by their URL)"
-        )
-    raise BadTargetError(f"cannot use {target!r} as an ORS target{hint}; use {_ACCEPTED}")

@@ -83,16 +83,16 @@ class ORSError(Exception):
 
 
 def redact_text(text: str, values: tuple[str, ...] | list[str] | None) -> str:
-    """`text` with every occurrence of each of `values` replaced by `[redacted]` (empty values and
-    values under 4 characters are left alone: they would blank out ordinary words).
+    """`text` with every occurrence of each of `values` replaced by `[redacted]`, longest first (so a
+    value inside another does not leave the rest showing). Values under 4 characters are left alone:
+    they would blank out ordinary words.
 
     Example:
-        >>> redact_text("key=abcd1234 ok", ["abcd1234"])
+        >>> redact_text("key=abcd1234 ok", ["abcd", "abcd1234"])
         'key=[redacted] ok'
     """
-    for v in values or ():
-        if v and len(v) >= 4 and v in text:
-            text = text.replace(v, "[redacted]")
+    for v in sorted({v for v in values or () if v and len(v) >= 4}, key=len, reverse=True):
+        text = text.replace(v, "[redacted]")
     return text
 
 
@@ -104,23 +104,18 @@ def _rebuild(cls, message, state):
 
 
 class BadTargetError(ORSError, ValueError):
-    """A target string that is neither a `http(s)://` URL nor a catalog `owner/name`.
+    """A client target that is not an `http(s)://` URL (a catalog name is `Endpoint.for_catalog(name)`).
 
     Example:
-        >>> from ormix.ors import resolve_endpoint
-        >>> resolve_endpoint("not a target")  # doctest: +IGNORE_EXCEPTION_DETAIL
+        >>> from ormix.ors import ORSClient
+        >>> ORSClient("Eigent/SETA")  # doctest: +IGNORE_EXCEPTION_DETAIL
         Traceback (most recent call last):
         BadTargetError: ...
     """
 
 
 class TransportError(ORSError):
-    """The server could not be reached or the connection failed, after the allowed retries.
-
-    Example:
-        >>> TransportError("connection refused", env="echo").env
-        'echo'
-    """
+    """The server could not be reached or the connection failed, after the allowed retries."""
 
 
 class DeadlineExceeded(ORSError, TimeoutError):
@@ -134,24 +129,12 @@ class DeadlineExceeded(ORSError, TimeoutError):
 
 class SessionDeadError(ORSError):
     """The session no longer exists on the server (reaped when idle, deleted, or the server restarted).
-
-    Open a new session; this one cannot be revived.
-
-    Example:
-        >>> SessionDeadError("reaped", session_id="s1").session_id
-        's1'
-    """
+    Open a new session; this one cannot be revived."""
 
 
 class SessionOpenError(ORSError):
-    """A session could not be opened: `/create` failed or the environment's `setup()` raised.
-
-    `detail` holds the server's own message.
-
-    Example:
-        >>> SessionOpenError("open failed", detail="RuntimeError: boom").detail
-        'RuntimeError: boom'
-    """
+    """A session could not be opened: `/create` failed or the environment's `setup()` raised. `detail`
+    holds the server's own message."""
 
     def __init__(
         self, message: str, *, detail: str | None = None, status_code: int | None = None, **ctx: str | None
@@ -183,12 +166,7 @@ class ToolRejected(ORSError):
 
 
 class ToolFailed(ORSError):
-    """The tool ran and raised inside the environment (SSE `error` event). `detail` is the server's text.
-
-    Example:
-        >>> ToolFailed("tool raised", detail="ValueError: x", tool="t").detail
-        'ValueError: x'
-    """
+    """The tool ran and raised inside the environment (SSE `error` event). `detail` is the server's text."""
 
     def __init__(self, message: str, *, detail: str | None = None, **ctx: str | None) -> None:
         self.detail = detail
@@ -196,12 +174,7 @@ class ToolFailed(ORSError):
 
 
 class ServerError(ORSError):
-    """The server answered an HTTP status the client has no better type for. `status_code`, `detail`.
-
-    Example:
-        >>> ServerError("bad request", status_code=400).status_code
-        400
-    """
+    """The server answered an HTTP status the client has no better type for. `status_code`, `detail`."""
 
     def __init__(
         self, message: str, *, status_code: int, detail: str | None = None, **ctx: str | None

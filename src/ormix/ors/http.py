@@ -50,10 +50,10 @@ request; no private attribute of aiohttp is touched.
 ## Loops and processes
 
 aiohttp's sessions belong to the event loop that created them. An `HTTPClient` opens its aiohttp session
-on first use in a loop; used from another loop, or in a child after `fork`, it opens a new one and leaves
-the old one to be closed on its own loop (or, in a child after fork, alone: its sockets are the parent's).
-Connections are closed by `aclose()`; those of a client dropped without it are closed anyway, on their
-loop, when the client is garbage-collected, and those on the portal's loop when the portal stops at exit.
+on first use in a loop; used from another loop, or in a child after `fork`, it opens a new one, and the
+old one is closed on its own loop (in a child after fork it is left alone: its sockets are the parent's).
+Connections are closed by `aclose()`; those of a client dropped without it, or still open at exit, are
+closed anyway, on their loop when it runs. A request sent `fresh=True` opens a connection of its own.
 
 TLS uses the default CA store (`ssl.create_default_context()`, which honours `SSL_CERT_FILE` and
 `SSL_CERT_DIR`), built once per process and per value of those variables; where the system has no CA
@@ -76,17 +76,18 @@ import asyncio
 import atexit
 import codecs
 import contextlib
+import dataclasses
+import functools
 import json as _json
 import os
 import ssl
-import threading
+import types
 import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
 
-from ormix.ors import bridge
 from ormix.ors.bridge import run_in_new_loop
 
 __all__ = [
@@ -109,6 +110,7 @@ __all__ = [
 DEFAULT_KEEPALIVE_S = 15.0
 
 
+@dataclasses.dataclass(slots=True)
 class Response:
     """An HTTP answer: `status_code`, `headers` (case-insensitive), `content` (bytes), `reused` (whether
     it came over a reused keep-alive connection).
@@ -119,15 +121,10 @@ class Response:
         (200, {'a': 1}, '{"a": 1}')
     """
 
-    __slots__ = ("status_code", "headers", "content", "reused")
-
-    def __init__(
-        self, status_code: int, headers: Mapping[str, str], content: bytes = b"", reused: bool = False
-    ) -> None:
-        self.status_code = status_code
-        self.headers = headers
-        self.content = content
-        self.reused = reused
+    status_code: int
+    headers: Mapping[str, str] = dataclasses.field(repr=False)
+    content: bytes = dataclasses.field(default=b"", repr=False)
+    reused: bool = False
 
     @property
     def text(self) -> str:
@@ -137,9 +134,6 @@ class Response:
     def json(self) -> Any:
         """The body parsed as JSON; raises `ValueError` (or `UnicodeDecodeError`) when it is not JSON."""
         return _json.loads(self.content)
-
-    def __repr__(self) -> str:
-        return f"Response({self.status_code}, {len(self.content)} bytes)"
 
 
 class HTTPFailure(Exception):
@@ -175,12 +169,7 @@ class HTTPFailure(Exception):
 
 class ConnectFailed(HTTPFailure):
     """The connection could not be opened (refused, unreachable, name not resolved, connect timeout, TLS
-    handshake): the request never left this machine.
-
-    Example:
-        >>> ConnectFailed("connection refused").unsent
-        True
-    """
+    handshake): the request never left this machine (`unsent`)."""
 
     unsent = True
 
@@ -199,12 +188,7 @@ class CertificateError(ConnectFailed):
 
 class NoResponse(HTTPFailure):
     """The connection was closed or reset after the request was (maybe) written and before the response
-    head arrived. On a reused connection that is the idle-close race (`idle_race`).
-
-    Example:
-        >>> NoResponse("connection reset", reused=True).answered
-        False
-    """
+    head arrived. On a reused connection that is the idle-close race (`idle_race`)."""
 
     @property
     def idle_race(self) -> bool:
@@ -213,12 +197,7 @@ class NoResponse(HTTPFailure):
 
 
 class ResponseCut(HTTPFailure):
-    """The connection failed while the response body was arriving (the server had read the request).
-
-    Example:
-        >>> ResponseCut("payload not completed", answered=True).answered
-        True
-    """
+    """The connection failed while the response body was arriving (the server had read the request)."""
 
 
 class ReadTimeout(HTTPFailure):
@@ -233,12 +212,7 @@ class ReadTimeout(HTTPFailure):
 
 
 class BadResponse(HTTPFailure):
-    """The server's bytes are not a valid HTTP response.
-
-    Example:
-        >>> BadResponse("bad status line", answered=True).answered
-        True
-    """
+    """The server's bytes are not a valid HTTP response."""
 
 
 def is_tls(url: str) -> bool:
@@ -251,10 +225,6 @@ def is_tls(url: str) -> bool:
     return url[:6].lower() == "https:"
 
 
-_SSL_LOCK = threading.Lock()
-_SSL: dict[tuple[str | None, str | None], ssl.SSLContext] = {}
-
-
 def ssl_context() -> ssl.SSLContext:
     """The verifying TLS context every https request uses: the default CA store, honouring
     `SSL_CERT_FILE` / `SSL_CERT_DIR`; certifi's bundle when the system has no CA store and certifi is
@@ -264,23 +234,21 @@ def ssl_context() -> ssl.SSLContext:
         >>> ssl_context().verify_mode == ssl.CERT_REQUIRED and ssl_context().check_hostname
         True
     """
-    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
-    ctx = _SSL.get(key)
-    if ctx is not None:
-        return ctx
-    with _SSL_LOCK:
-        ctx = _SSL.get(key)
-        if ctx is None:
-            ctx = ssl.create_default_context()
-            if not _has_ca_store(ctx):
-                try:
-                    import certifi
-                except ImportError:
-                    pass
-                else:
-                    ctx.load_verify_locations(certifi.where())
-            ctx.set_alpn_protocols(["http/1.1"])
-            _SSL[key] = ctx
+    return _ssl_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+
+
+@functools.cache
+def _ssl_context(_cert_file: str | None, _cert_dir: str | None) -> ssl.SSLContext:
+    # The arguments are the cache key: create_default_context reads the variables itself.
+    ctx = ssl.create_default_context()
+    if not _has_ca_store(ctx):
+        try:
+            import certifi
+        except ImportError:
+            pass
+        else:
+            ctx.load_verify_locations(certifi.where())
+    ctx.set_alpn_protocols(["http/1.1"])
     return ctx
 
 
@@ -295,126 +263,72 @@ def _has_ca_store(ctx: ssl.SSLContext) -> bool:
         return False
 
 
-class _Attempt:
-    """Per-request state the tracing hooks fill in."""
-
-    __slots__ = ("reused",)
-
-    def __init__(self) -> None:
-        self.reused = False
-
-
 async def _on_reuse(_session: Any, ctx: Any, _params: Any) -> None:
-    attempt = ctx.trace_request_ctx
-    if attempt is not None:
-        attempt.reused = True
+    # The request's `trace_request_ctx` (a namespace with `reused`) learns its connection was reused.
+    if ctx.trace_request_ctx is not None:
+        ctx.trace_request_ctx.reused = True
 
 
-# aiohttp sessions of a parent process (after fork): kept referenced so that their finalizers never run
-# here (they would reach the parent's loop and sockets).
-_ABANDONED: list[Any] = []
+class _Pool:
+    """The pooled aiohttp session of one `HTTPClient`, with the loop and process it belongs to (shared
+    with the client's finalizer)."""
 
-
-class _Pools:
-    """The aiohttp sessions of one `HTTPClient` and the loop they belong to (shared with its finalizer)."""
-
-    __slots__ = ("loop", "pid", "pooled", "fresh", "__weakref__")
+    __slots__ = ("loop", "pid", "session", "__weakref__")
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.pid: int | None = None
-        self.pooled: aiohttp.ClientSession | None = None
-        self.fresh: aiohttp.ClientSession | None = None
-
-    def take(self) -> list[aiohttp.ClientSession]:
-        sessions = [s for s in (self.pooled, self.fresh) if s is not None]
-        self.pooled = self.fresh = None
-        return sessions
+        self.session: aiohttp.ClientSession | None = None
 
 
-_LIVE: weakref.WeakSet[_Pools] = weakref.WeakSet()
+_LIVE: weakref.WeakSet[_Pool] = weakref.WeakSet()
+# aiohttp sessions of a parent process (after fork), kept referenced so that their finalizers never run
+# here: closing them would unregister the parent's sockets from the epoll instance the child shares.
+_FORKED: list[aiohttp.ClientSession] = []
 
 
-def _close_now(sessions: list[aiohttp.ClientSession]) -> None:
-    """Close aiohttp sessions without awaiting: on their loop's thread, or once their loop has closed.
+def _dispose(pool: _Pool, wait_s: float = 0.0) -> None:
+    """Close a pool's session from outside its loop (another loop, a finalizer, interpreter exit).
 
-    For a finalizer, which cannot await. Closing a connector shuts its connections at once; what is left
-    to wait for (the transports' last callbacks) needs no waiting here. The awaitable `close()` returns
-    is stepped once, so that it does not report itself as never awaited.
+    On its loop when that loop runs (waited for up to `wait_s`, never from that loop's own thread); when
+    it no longer runs, at once: closing a connector shuts its connections synchronously, and the
+    awaitable its `close()` returns is stepped once so that it does not report itself as never awaited.
     """
-    for session in sessions:
-        connector = session.connector
-        session.detach()
-        if connector is not None:
-            waiter = connector.close()
-            with contextlib.suppress(StopIteration):
-                waiter.__await__().send(None)
-
-
-def _dispose(sessions: list[aiohttp.ClientSession], loop: asyncio.AbstractEventLoop | None, pid: int | None):
-    """Get rid of aiohttp sessions that cannot be awaited closed here (another loop, a finalizer)."""
-    if not sessions:
+    session, loop, pool.session = pool.session, pool.loop, None
+    if session is None:
         return
-    if pid != os.getpid():
-        _ABANDONED.extend(sessions)  # a parent's: its sockets are the parent's business
+    if pool.pid != os.getpid():
+        _FORKED.append(session)
         return
-    if loop is not None and not loop.is_closed():
-        try:
-            loop.call_soon_threadsafe(_close_now, sessions)
+    if loop is not None and loop.is_running():
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            future = asyncio.run_coroutine_threadsafe(session.close(), loop)
+            if wait_s and not _on_loop(loop):
+                with contextlib.suppress(Exception):
+                    future.result(wait_s)
             return
-        except RuntimeError:  # the loop closed meanwhile
-            pass
-    _close_now(sessions)
+    connector = session.connector
+    session.detach()
+    if connector is not None:
+        with contextlib.suppress(StopIteration):
+            connector.close().__await__().send(None)
 
 
-def _finalize(pools: _Pools) -> None:
-    _dispose(pools.take(), pools.loop, pools.pid)
-
-
-async def _close_portal_clients() -> None:
-    """`at_portal_stop` hook: close the connections of every live client bound to the portal's loop."""
-    loop = asyncio.get_running_loop()
-    for pools in list(_LIVE):
-        if pools.loop is loop and pools.pid == os.getpid():
-            for s in pools.take():
-                await s.close()
-
-
-bridge.at_portal_stop(_close_portal_clients)
-
-
-def _close_and_set(sessions: list[aiohttp.ClientSession], done: threading.Event) -> None:
+def _on_loop(loop: asyncio.AbstractEventLoop | None) -> bool:
     try:
-        _close_now(sessions)
-    finally:
-        done.set()
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 @atexit.register
 def _settle_at_exit() -> None:
-    # At interpreter exit, clients still referenced (a cache, a parent's after fork) would each print
-    # aiohttp's "Unclosed client session" when torn down. Their sockets close with the process; ours are
-    # closed now where that is safe (their loop is not running), the rest are only detached.
-    for session in _ABANDONED:
+    # Clients still referenced at exit (a cache, the portal's) would each print aiohttp's "Unclosed client
+    # session" when torn down. Runs before the portal stops (registered after it), so theirs close there.
+    for session in _FORKED:
         session.detach()
-    for pools in list(_LIVE):
-        sessions = pools.take()
-        loop = pools.loop
-        if not sessions:
-            continue
-        if pools.pid != os.getpid():
-            for session in sessions:
-                session.detach()
-        elif loop is None or loop.is_closed() or not loop.is_running():
-            _close_now(sessions)
-        else:  # a loop still running in a (daemon) thread: close on it, briefly waited for
-            done = threading.Event()
-            try:
-                loop.call_soon_threadsafe(_close_and_set, sessions, done)
-            except RuntimeError:
-                _close_now(sessions)
-                continue
-            done.wait(1.0)
+    for pool in list(_LIVE):
+        _dispose(pool, wait_s=1.0)
 
 
 _WIRE_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
@@ -476,10 +390,10 @@ class HTTPClient:
     def __init__(self, *, connect_timeout_s: float = 10.0, keepalive_s: float = DEFAULT_KEEPALIVE_S) -> None:
         self.connect_timeout_s = connect_timeout_s
         self.keepalive_s = keepalive_s
-        self._p = _Pools()
-        _LIVE.add(self._p)
+        self._pool = _Pool()
+        _LIVE.add(self._pool)
         # Dropped without aclose(): its connections are closed anyway (see the module docstring).
-        weakref.finalize(self, _finalize, self._p).atexit = False
+        weakref.finalize(self, _dispose, self._pool).atexit = False
         self._timeouts: dict[float | None, aiohttp.ClientTimeout] = {}
 
     def __repr__(self) -> str:
@@ -499,34 +413,26 @@ class HTTPClient:
             )
         return t
 
-    def _session(self, fresh: bool) -> aiohttp.ClientSession:
-        p = self._p
+    def _session(self) -> aiohttp.ClientSession:
+        pool = self._pool
         loop = asyncio.get_running_loop()
-        if loop is not p.loop or p.pid != os.getpid():
-            _dispose(p.take(), p.loop, p.pid)
-            p.loop = loop
-            p.pid = os.getpid()
-        if fresh:
-            if p.fresh is None:
-                # force_close: every request of this session opens a connection of its own.
-                p.fresh = aiohttp.ClientSession(
-                    connector=aiohttp.TCPConnector(limit=0, force_close=True),
-                    timeout=self._timeout(None),
-                    json_serialize=encode_json,
-                )
-            return p.fresh
-        if p.pooled is None:
+        if loop is not pool.loop or pool.pid != os.getpid():
+            _dispose(pool)  # another loop's (or, after fork, the parent's)
+            pool.loop, pool.pid = loop, os.getpid()
+        if pool.session is None:
             trace = aiohttp.TraceConfig()
             trace.on_connection_reuseconn.append(_on_reuse)
-            p.pooled = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=self.keepalive_s),
-                timeout=self._timeout(None),
-                trace_configs=[trace],
-                json_serialize=encode_json,
+            pool.session = self._new_session(
+                aiohttp.TCPConnector(limit=0, keepalive_timeout=self.keepalive_s), trace_configs=[trace]
             )
-        return p.pooled
+        return pool.session
 
-    async def _open(
+    def _new_session(self, connector: aiohttp.BaseConnector, **kwargs: Any) -> aiohttp.ClientSession:
+        return aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout(None), json_serialize=encode_json, **kwargs
+        )
+
+    async def _exchange(
         self,
         method: str,
         url: str,
@@ -534,9 +440,25 @@ class HTTPClient:
         headers: Mapping[str, str] | None,
         read_timeout_s: float | None,
         fresh: bool,
-    ) -> tuple[aiohttp.ClientResponse, _Attempt]:
-        session = self._session(fresh)
-        attempt = _Attempt()
+        on_text: Callable[[str], None] | None,
+    ) -> Response:
+        args = (method, url, json, headers, read_timeout_s, on_text)
+        if fresh:  # a session of its own, whose one connection closes with it (rare: resends)
+            async with self._new_session(aiohttp.TCPConnector(limit=0, force_close=True)) as session:
+                return await self._send(session, *args)
+        return await self._send(self._session(), *args)
+
+    async def _send(
+        self,
+        session: aiohttp.ClientSession,
+        method: str,
+        url: str,
+        json: Any,
+        headers: Mapping[str, str] | None,
+        read_timeout_s: float | None,
+        on_text: Callable[[str], None] | None,
+    ) -> Response:
+        attempt = types.SimpleNamespace(reused=False)
         try:
             resp = await session.request(
                 method,
@@ -549,7 +471,20 @@ class HTTPClient:
             )
         except _WIRE_ERRORS as e:
             raise _failure(e, reused=attempt.reused, answered=False) from e
-        return resp, attempt
+        try:
+            if on_text is None or resp.status != 200:
+                return Response(resp.status, resp.headers, await resp.read(), attempt.reused)
+            decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+            async for piece in resp.content.iter_any():
+                if text := decode(piece):
+                    on_text(text)
+            if tail := decode(b"", True):
+                on_text(tail)
+            return Response(resp.status, resp.headers, b"", attempt.reused)
+        except _WIRE_ERRORS as e:
+            raise _failure(e, reused=attempt.reused, answered=True) from e
+        finally:
+            resp.release()
 
     async def request(
         self,
@@ -577,14 +512,7 @@ class HTTPClient:
             ...     anyio.run(num_tasks, srv.url)
             (200, {'num_tasks': 16})
         """
-        resp, attempt = await self._open(method, url, json, headers, read_timeout_s, fresh)
-        try:
-            body = await resp.read()
-        except _WIRE_ERRORS as e:
-            raise _failure(e, reused=attempt.reused, answered=True) from e
-        finally:
-            resp.release()
-        return Response(resp.status, resp.headers, body, attempt.reused)
+        return await self._exchange(method, url, json, headers, read_timeout_s, fresh, None)
 
     async def stream(
         self,
@@ -620,34 +548,17 @@ class HTTPClient:
             ...     anyio.run(call_echo, srv.url)
             ['event: task_id', 'event: end']
         """
-        resp, attempt = await self._open(method, url, json, headers, read_timeout_s, fresh)
-        try:
-            if resp.status != 200:
-                body = await resp.read()
-                return Response(resp.status, resp.headers, body, attempt.reused)
-            decode = codecs.getincrementaldecoder("utf-8")("replace").decode
-            async for piece in resp.content.iter_any():
-                text = decode(piece)
-                if text:
-                    on_text(text)
-            tail = decode(b"", True)
-            if tail:
-                on_text(tail)
-        except _WIRE_ERRORS as e:
-            raise _failure(e, reused=attempt.reused, answered=True) from e
-        finally:
-            resp.release()
-        return Response(resp.status, resp.headers, b"", attempt.reused)
+        return await self._exchange(method, url, json, headers, read_timeout_s, fresh, on_text)
 
     async def aclose(self) -> None:
         """Close this client's connections. Idempotent; the client can be used again afterwards."""
-        p = self._p
-        sessions = p.take()
-        if asyncio.get_running_loop() is p.loop and p.pid == os.getpid():
-            for s in sessions:
-                await s.close()
+        pool = self._pool
+        session = pool.session
+        if session is not None and _on_loop(pool.loop) and pool.pid == os.getpid():
+            pool.session = None
+            await session.close()
         else:
-            _dispose(sessions, p.loop, p.pid)
+            _dispose(pool)
 
 
 def blocking_request(

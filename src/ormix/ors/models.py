@@ -1,9 +1,8 @@
 """Data the ORS client hands back: tool specs, tool results, splits.
 
 Example:
-    >>> r = ToolResult(blocks=[{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}],
-    ...                metadata=None, reward=1.0, finished=True)
-    >>> r.text
+    >>> blocks = [{"type": "text", "text": "a"}, {"type": "image"}, {"type": "text", "text": "b"}]
+    >>> ToolResult(blocks=blocks, reward=1.0, finished=True).text
     'a\\nb'
 """
 
@@ -11,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
-__all__ = ["Split", "ToolResult", "ToolSpec", "text_of"]
+__all__ = ["Split", "ToolResult", "ToolSpec", "invalid_because", "text_of"]
 
 
 def text_of(blocks: list[dict[str, Any]] | None) -> str:
@@ -35,36 +34,31 @@ def text_of(blocks: list[dict[str, Any]] | None) -> str:
 class ToolSpec(BaseModel):
     """A tool as the server describes it: name, description, JSON-schema of its input.
 
+    Built from the server's dict with `model_validate`: a null `description` or `input_schema` is the
+    default, a description that is not a string is kept as its text, a name must be a string.
+
     Example:
-        >>> ToolSpec(name="echo").input_schema
-        {}
+        >>> ToolSpec.model_validate({"name": "echo", "description": None, "input_schema": None})
+        ToolSpec(name='echo', description='', input_schema={})
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    name: str
+    name: StrictStr
     description: str = ""
     # Normally a JSON-schema object; any other JSON value a server sends (`true`, a list, a string) is
     # kept as sent: the binder copes with it and says so in its notes.
     input_schema: Any = Field(default_factory=dict)
 
+    @field_validator("description", mode="before")
     @classmethod
-    def from_wire(cls, d: dict[str, Any]) -> ToolSpec:
-        """Build from the server's dict, where `description`/`input_schema` may be null.
+    def _text(cls, value: Any) -> str:
+        return "" if value is None else value if isinstance(value, str) else str(value)
 
-        Raises `KeyError`/`TypeError` when `d` is not a dict with a string `name` (the client turns
-        them into `ProtocolError`).
-        """
-        name = d["name"]
-        if not isinstance(name, str):
-            raise TypeError(f"tool name must be a string, got {type(name).__name__}")
-        desc = d.get("description")
-        schema = d.get("input_schema")
-        return cls(
-            name=name,
-            description=desc if isinstance(desc, str) else ("" if desc is None else str(desc)),
-            input_schema={} if schema is None else schema,
-        )
+    @field_validator("input_schema", mode="before")
+    @classmethod
+    def _schema(cls, value: Any) -> Any:
+        return {} if value is None else value
 
 
 class ToolResult(BaseModel):
@@ -76,15 +70,18 @@ class ToolResult(BaseModel):
     whoever built the result did not count).
 
     Example:
-        >>> ToolResult(blocks=[{"type": "text", "text": "ok"}], metadata=None, reward=None, finished=False).text
-        'ok'
+        >>> ToolResult(reward=float("nan"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        pydantic_core._pydantic_core.ValidationError: 1 validation error for ToolResult
+        reward
+          Input should be a finite number ...
     """
 
     model_config = ConfigDict(extra="ignore")
 
-    blocks: list[dict[str, Any]]
+    blocks: list[dict[str, Any]] = Field(default_factory=list)
     metadata: dict[str, Any] | None = None
-    reward: float | None = None
+    reward: float | None = Field(default=None, strict=True, allow_inf_nan=False)  # no bool, no NaN
     finished: bool = False
     truncated: bool = False
     full_chars: int | None = None
@@ -107,3 +104,19 @@ class Split(BaseModel):
 
     name: str
     type: str = "train"
+
+
+def invalid_because(e: ValidationError) -> str:
+    """The first problem pydantic found in a server's answer, as `` `where`: what `` (never the value:
+    it may be large, or echo a secret).
+
+    Example:
+        >>> try:
+        ...     ToolSpec.model_validate({"name": 7})
+        ... except ValidationError as e:
+        ...     invalid_because(e)
+        '`name`: Input should be a valid string'
+    """
+    err = e.errors()[0]
+    where = ".".join(map(str, err["loc"]))
+    return f"`{where}`: {err['msg']}" if where else err["msg"]

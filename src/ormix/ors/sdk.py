@@ -85,7 +85,7 @@ class SdkSession:
 
     async def _run(self, coro, tool: str | None = None):
         try:
-            with anyio.fail_after(self.timeout_s) if self.timeout_s else _null():
+            with anyio.fail_after(self.timeout_s or None):
                 return await coro
         except errors.ORSError:
             raise
@@ -129,14 +129,6 @@ class SdkSession:
             await self._s.__aexit__(None, None, None)
         except Exception:  # noqa: BLE001 - closing a dead session is not an error
             pass
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 class SdkConnection:
@@ -223,7 +215,7 @@ class SdkConnection:
                 sdk_session = env.session(task=task, secrets=secrets)
             else:
                 sdk_session = env.session(split=split, index=index, secrets=secrets)
-            with anyio.fail_after(self.timeout_s) if self.timeout_s else _null():
+            with anyio.fail_after(self.timeout_s or None):
                 await sdk_session.__aenter__()
         except Exception as e:  # noqa: BLE001
             mapped = _map_error(e, env=name, sid=None)

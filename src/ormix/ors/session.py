@@ -7,21 +7,22 @@ Open sessions through `ORSClient.open_session()` / `ORSClient.session()`.
 `POST /{env}/call` answers an SSE stream: the server's `task_id` first, then the result. A call that fails
 is sent again only when that cannot run the tool a second time:
 
-| failure | retried? |
-|---|---|
-| the connection could not be opened (`ConnectFailed`) | yes: the request never left |
-| closed or reset before any response byte, on a **reused** keep-alive connection | yes, at once, on a fresh connection: the idle-close race, the server never read it (`ormix.ors.http`) |
-| the same on a **fresh** connection | no: `TransportError` saying the tool may have run |
-| cut after the `task_id` event (a reset, a stream without `end`, a stalled stream) | yes, with that `task_id`: the server replays the one run's result |
-| cut after the response head but before `task_id` | no: `TransportError`, the tool may have run |
-| 429/502/503/504 (before the stream starts) | yes: the server has not started the tool |
+- the connection could not be opened (`ConnectFailed`): retried, the request never left;
+- closed or reset before any response byte on a **reused** keep-alive connection: resent at once on a
+  fresh connection (the idle-close race: the server never read it, see `ormix.ors.http`);
+- the same on a **fresh** connection: not retried, `TransportError` saying the tool may have run;
+- cut after the `task_id` event (a reset, a stream without `end`, a stalled stream): retried with that
+  `task_id`, and the server replays the one run's result;
+- cut after the response head but before `task_id`: not retried, `TransportError` (the tool may have run);
+- 429/502/503/504 (before the stream starts): retried, the server has not started the tool.
 
 ## Keepalive pings
 
-An open session pings every `ping_interval_s` (`POST /ping`) in a background task: in the task group of the
-`ORSClient` when it is used as `async with ORSClient(...)`, else in the portal's service task group
-(`ormix.ors.bridge`). Each session's ping loop has its own cancel scope, cancelled at `close()`. Pings go
-over another pooled connection than a running call, so they keep the session alive during long tool calls.
+An open session pings every `ping_interval_s` (`POST /ping`) in a background task of the portal's service
+task group (`ormix.ors.bridge`), whatever loop opened it: a session of another loop pings over an HTTP
+client of the portal's loop, owned by its ping loop (aiohttp connections belong to one loop). The ping
+loop has its own cancel scope, cancelled at `close()`. Pings go over another pooled connection than a
+running call, so they keep the session alive during long tool calls.
 
 Example:
     >>> import anyio
@@ -42,16 +43,18 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
-import math
 import time
-from concurrent.futures import Future
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
+from pydantic import BaseModel, Field, ValidationError
 
+from ormix.ors import bridge
 from ormix.ors.errors import (
     DeadlineExceeded,
     ORSError,
@@ -62,14 +65,15 @@ from ormix.ors.errors import (
     ToolRejected,
     TransportError,
 )
-from ormix.ors.http import CertificateError, HTTPFailure, Response, ResponseCut
-from ormix.ors.models import ToolResult, ToolSpec, text_of
+from ormix.ors.http import CertificateError, HTTPClient, HTTPFailure, Response, ResponseCut
+from ormix.ors.models import ToolResult, ToolSpec, invalid_because, text_of
 from ormix.ors.sse import CallStream, SSEParser, unclip
 from ormix.ors.transport import (
+    GONE_OK,
     RETRY_STATUSES,
     backoff_s,
     detail_of,
-    excerpt_of,
+    json_of,
     kind_of,
     retry_after_s,
 )
@@ -85,31 +89,21 @@ __all__ = ["Session", "SessionTimings", "tool_specs_of"]
 _STREAM_READ_TIMEOUT_S = 45.0
 
 
+@dataclasses.dataclass(slots=True)
 class SessionTimings:
-    """Cheap counters kept on every session (milliseconds).
+    """Cheap counters kept on every session (milliseconds)."""
 
-    Example:
-        >>> t = SessionTimings(); t.calls
-        0
-    """
+    open_ms: float | None = None
+    calls: int = 0
+    call_ms_total: float = 0.0
+    last_call_ms: float | None = None
+    retries: int = 0
+    pings: int = 0
+    ping_failures: int = 0
 
-    __slots__ = ("open_ms", "calls", "call_ms_total", "last_call_ms", "retries", "pings", "ping_failures")
 
-    def __init__(self) -> None:
-        self.open_ms: float | None = None
-        self.calls = 0
-        self.call_ms_total = 0.0
-        self.last_call_ms: float | None = None
-        self.retries = 0
-        self.pings = 0
-        self.ping_failures = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """The counters as a plain dict."""
-        return {k: getattr(self, k) for k in self.__slots__}
-
-    def __repr__(self) -> str:
-        return f"SessionTimings({self.as_dict()})"
+#: The fields of an `ok` result's `output` that make a `ToolResult`.
+_RESULT_FIELDS = ("blocks", "metadata", "reward", "finished")
 
 
 def _infer_reason(reason: str | None, error: str) -> str:
@@ -176,11 +170,8 @@ class Session:
         self._headers = transport.headers(sid)
         self._closed = False
         self._ping_interval_s = ping_interval_s
-        # The ping loop's cancel scope; `ping_future` when the portal hosts the loop for a session of
-        # another loop. Cancelled at close.
+        # The ping loop's cancel scope (on the portal's loop), cancelled at close.
         self._ping_scope: anyio.CancelScope | None = None
-        #: The future of this session's keepalive loop when the portal hosts it (set by `ORSClient`).
-        self.ping_future: Future | None = None
         self._owner = owner
         self._max_kept_chars = max_kept_chars
         # Secret values and keys this session sent: scrubbed from every error it raises, in case the
@@ -193,11 +184,6 @@ class Session:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("dead" if self.dead_reason else "open")
         return f"Session(id={self.id!r}, env={self._label!r}, {state})"
-
-    @property
-    def transport(self) -> Transport:
-        """The `Transport` (endpoint, HTTP client, retries) this session's requests go through."""
-        return self._t
 
     @property
     def closed(self) -> bool:
@@ -213,50 +199,50 @@ class Session:
 
     @property
     def pinging(self) -> bool:
-        """True while this session's keepalive loop is running."""
-        return self._ping_scope is not None or (self.ping_future is not None and not self.ping_future.done())
+        """True while this session's keepalive loop runs (from open until the session closes or dies)."""
+        return self._ping_scope is not None and not self._closed and self.dead_reason is None
 
     async def keepalive(
-        self,
-        transport: Transport | None = None,
-        *,
-        task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED,
+        self, own_http: bool, *, task_status: anyio.abc.TaskStatus = anyio.TASK_STATUS_IGNORED
     ) -> None:
         """The keepalive loop: `POST /ping` every `ping_interval_s` until the session closes or dies.
 
-        `ORSClient` runs it in a task group (its own, or the portal's service task group) when it opens
-        the session; `transport` is the one of the loop it runs on (default: the session's). It never
-        raises: a failed ping is counted (`timings.ping_failures`) and tried again at the next tick; a 404
-        marks the session dead. Its cancel scope is cancelled by `close()`.
+        `ORSClient` starts it in the portal's service task group when it opens the session; `own_http`:
+        ping over an HTTP client of this loop's own (the session's is of another loop). It never raises:
+        a failed ping is counted (`timings.ping_failures`) and tried again at the next tick; a 404 marks
+        the session dead. Its cancel scope is cancelled by `close()`.
         """
         interval = float(self._ping_interval_s or 10.0)
-        tr = transport or self._t
-        with anyio.CancelScope() as scope:
-            self._ping_scope = scope
-            task_status.started()
-            try:
-                while not self._closed and self.dead_reason is None:
-                    await anyio.sleep(interval)
-                    if self._closed:
-                        return
-                    try:
-                        with anyio.fail_after(max(5.0, interval * 3)):
-                            await self._ping(tr)
-                    except SessionDeadError:
-                        return
-                    except Exception as e:  # noqa: BLE001 - a failed ping is retried at the next tick
-                        self.timings.ping_failures += 1
-                        logger.debug("ormix.ors: ping failed for session %s: %s", self.id, type(e).__name__)
-            finally:
-                self._ping_scope = None
+        async with contextlib.AsyncExitStack() as stack:
+            tr = self._t
+            if own_http:
+                http = HTTPClient(connect_timeout_s=tr.http.connect_timeout_s)
+                tr = tr.with_http(await stack.enter_async_context(http))
+            with anyio.CancelScope() as scope:
+                self._ping_scope = scope
+                task_status.started()
+                try:
+                    while not self._closed and self.dead_reason is None:
+                        await anyio.sleep(interval)
+                        if self._closed:
+                            return
+                        try:
+                            with anyio.fail_after(max(5.0, interval * 3)):
+                                await self._ping(tr)
+                        except SessionDeadError:
+                            return
+                        except Exception as e:  # noqa: BLE001 - a failed ping is retried at the next tick
+                            self.timings.ping_failures += 1
+                            logger.debug(
+                                "ormix.ors: ping failed for session %s: %s", self.id, type(e).__name__
+                            )
+                finally:
+                    self._ping_scope = None
 
     def _stop_keepalive(self) -> None:
-        future, self.ping_future = self.ping_future, None
-        if future is not None:
-            future.cancel()  # thread-safe: the portal cancels the task's scope on its own loop
         scope = self._ping_scope
-        if scope is not None and future is None:
-            scope.cancel()
+        if scope is not None:
+            bridge.call_soon(scope.cancel)  # the scope belongs to the portal's loop
 
     def _mark_dead(self, why: str) -> None:
         if self.dead_reason is None:
@@ -273,59 +259,52 @@ class Session:
                 f"session is dead: {self.dead_reason}. Open a new session.", **self._ctx(tool)
             )
 
-    def _deadline(self, timeout_s: float | None):
-        t = self._timeout_s if timeout_s is None else timeout_s
-        return anyio.fail_after(t) if t is not None else contextlib.nullcontext()
-
     def _dead_from(self, err: SessionDeadError) -> SessionDeadError:
         self._mark_dead(err.message)
         return err
 
     # ------------------------------------------------------------------ simple endpoints
 
+    @contextlib.contextmanager
+    def _redacting(self) -> Iterator[None]:
+        # A server may echo request headers back in its errors: this session's secrets never leave.
+        try:
+            yield
+        except ORSError as e:
+            e.redact(self._redact)
+            raise
+
     async def ping(self) -> None:
         """Tell the server the session is alive (`POST /ping`). Raises SessionDeadError if it is gone."""
         await self._ping(self._t)
 
     async def _ping(self, tr: Transport) -> None:
-        try:
-            await self._ping_once(tr)
-        except ORSError as e:
-            e.redact(self._redact)
-            raise
-
-    async def _ping_once(self, tr: Transport) -> None:
-        self._check_usable()
-        try:
-            await tr.request("POST", "/ping", sid=self.id, headers=self._headers)
-        except SessionDeadError as e:
-            raise self._dead_from(
-                SessionDeadError(
-                    "the server no longer knows this session (a keepalive ping got 404): it was reaped after "
-                    "idling past the server's limit, deleted, or the server restarted. Open a new session.",
-                    **self._ctx(),
-                )
-            ) from e
-        except ORSError as e:
-            if getattr(e, "status_code", None) == 404:
+        with self._redacting():
+            self._check_usable()
+            try:
+                await tr.request("POST", "/ping", sid=self.id, headers=self._headers)
+            except SessionDeadError as e:
                 raise self._dead_from(
-                    SessionDeadError(f"ping answered 404: {e.message}", **self._ctx())
+                    SessionDeadError(
+                        "the server no longer knows this session (a keepalive ping got 404): it was reaped "
+                        "after idling past the server's limit, deleted, or the server restarted. Open a new "
+                        "session.",
+                        **self._ctx(),
+                    )
                 ) from e
-            raise
-        self.timings.pings += 1
+            except ORSError as e:
+                if getattr(e, "status_code", None) == 404:
+                    raise self._dead_from(
+                        SessionDeadError(f"ping answered 404: {e.message}", **self._ctx())
+                    ) from e
+                raise
+            self.timings.pings += 1
 
     async def _get_ready(self, suffix: str, timeout_s: float | None) -> Any:
-        try:
-            return await self._get_ready_once(suffix, timeout_s)
-        except ORSError as e:
-            e.redact(self._redact)
-            raise
-
-    async def _get_ready_once(self, suffix: str, timeout_s: float | None) -> Any:
         self._check_usable()
         path = self._t.endpoint.path(suffix)
         try:
-            with self._deadline(timeout_s):
+            with anyio.fail_after(self._timeout_s if timeout_s is None else timeout_s):
                 resp = await self._t.request(
                     "GET", path, sid=self.id, headers=self._headers, ride_out_starting=True
                 )
@@ -348,16 +327,7 @@ class Session:
                     **self._ctx(),
                 ) from None
             raise
-        try:
-            return resp.json()
-        except (ValueError, UnicodeDecodeError, RecursionError) as e:
-            raise ProtocolError(
-                f"GET {path} answered {resp.status_code} with a body that is not JSON ({excerpt_of(resp)}). "
-                f"The server does not speak ORS as ormix expects: check the URL, env_name and the server's "
-                f"version (GET /version).",
-                status_code=resp.status_code,
-                **self._ctx(),
-            ) from e
+        return json_of(resp, f"GET {path}", self._t.endpoint.target, env=self._label, session_id=self.id)
 
     async def prompt(self, *, timeout_s: float | None = None) -> list[dict]:
         """The task's prompt blocks (`GET /{env}/prompt`); waits out a slow `setup()` until the deadline.
@@ -376,14 +346,15 @@ class Session:
             ...     [block["text"] for block in anyio.run(prompt, srv.url)]
             ["Call the echo tool with the word 'river'."]
         """
-        blocks = await self._get_ready("/prompt", timeout_s)
-        if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-            raise ProtocolError(
-                f"GET /prompt answered {kind_of(blocks)}, not a list of blocks. The server does not "
-                f"speak ORS as ormix expects; check its version (GET /version).",
-                **self._ctx(),
-            ).redact(self._redact)
-        return blocks
+        with self._redacting():
+            blocks = await self._get_ready("/prompt", timeout_s)
+            if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
+                raise ProtocolError(
+                    f"GET /prompt answered {kind_of(blocks)}, not a list of blocks. The server does not "
+                    f"speak ORS as ormix expects; check its version (GET /version).",
+                    **self._ctx(),
+                )
+            return blocks
 
     async def prompt_text(self, *, timeout_s: float | None = None) -> str:
         """The prompt's text blocks joined by newlines."""
@@ -391,11 +362,10 @@ class Session:
 
     async def tools(self, *, timeout_s: float | None = None) -> list[ToolSpec]:
         """This session's tools: shared ones plus the task's own (`GET /{env}/task_tools`)."""
-        body = await self._get_ready("/task_tools", timeout_s)
-        try:
-            return tool_specs_of(body, "GET /task_tools", self._ctx())
-        except ProtocolError as e:
-            raise e.redact(self._redact) from None
+        with self._redacting():
+            return tool_specs_of(
+                await self._get_ready("/task_tools", timeout_s), "GET /task_tools", self._ctx()
+            )
 
     # ------------------------------------------------------------------ tool calls
 
@@ -424,11 +394,8 @@ class Session:
             >>> r.text, r.reward, r.finished
             ('apple', 1.0, False)
         """
-        try:
+        with self._redacting():
             return await self._call(name, input, timeout_s)
-        except ORSError as e:
-            e.redact(self._redact)
-            raise
 
     async def _call(self, name: str, input: Any, timeout_s: float | None) -> ToolResult:
         self._check_usable(name)
@@ -437,7 +404,7 @@ class Session:
         start = time.perf_counter()
         stream = CallStream(self._max_kept_chars)
         try:
-            with self._deadline(timeout_s):
+            with anyio.fail_after(self._timeout_s if timeout_s is None else timeout_s):
                 await self._call_stream(name, input, stream)
         except TimeoutError as e:
             t = self._timeout_s if timeout_s is None else timeout_s
@@ -487,44 +454,29 @@ class Session:
             raise self._bad_result(name, f"an `end` event holding {kind_of(res)}, not an object", stream)
         if res.get("ok"):
             out = res.get("output")
-            out = {} if out is None else out
-            if not isinstance(out, dict):
-                raise self._bad_result(name, f"an `output` that is {kind_of(out)}, not an object", stream)
-            blocks = out.get("blocks")
-            blocks = [] if blocks is None else blocks
-            if not isinstance(blocks, list) or not all(isinstance(b, dict) for b in blocks):
-                raise self._bad_result(name, "`blocks` that are not a list of objects", stream)
-            reward = out.get("reward")
-            if reward is not None and (
-                isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(reward)
-            ):
-                raise self._bad_result(
-                    name, f"a reward that is not a finite number ({str(reward)[:40]!r})", stream
+            try:
+                # Null fields are the defaults; anything else the output holds is ignored.
+                items = ({} if out is None else out).items()
+                fields = {k: v for k, v in items if k in _RESULT_FIELDS and v is not None}
+                result = ToolResult.model_validate(fields)
+            except (AttributeError, ValidationError) as e:
+                why = (
+                    invalid_because(e) if isinstance(e, ValidationError) else f"{kind_of(out)}, not an object"
                 )
-            metadata = out.get("metadata")
-            if metadata is not None and not isinstance(metadata, dict):
-                raise self._bad_result(name, f"`metadata` that is {kind_of(metadata)}, not an object", stream)
-            truncated = clip is not None and clip.clipped > 0
+                raise self._bad_result(
+                    name, f"an `output` that is not a tool result ({why})", stream
+                ) from None
             dropped = 0
-            if truncated:
+            if clip is not None and clip.clipped > 0:
+                result.truncated = True
                 kept = []
-                for b in blocks:
+                for b in result.blocks:
                     b, d = unclip(b)
                     kept.append(b)
                     if b.get("type", "text") == "text" and isinstance(b.get("text"), str):
                         dropped += d  # only what `text` is made of counts toward its full length
-                blocks = kept
-                metadata, _ = unclip(metadata)
-            try:
-                result = ToolResult(
-                    blocks=blocks,
-                    metadata=metadata,
-                    reward=reward,
-                    finished=bool(out.get("finished", False)),
-                    truncated=truncated,
-                )
-            except ValueError as e:  # pydantic's ValidationError
-                raise self._bad_result(name, "a result of the wrong shape", stream) from e
+                result.blocks = kept
+                result.metadata, _ = unclip(result.metadata)
             result.full_chars = len(result.text) + dropped
             return result
         error = res.get("error", "")
@@ -654,20 +606,9 @@ class Session:
         self._stop_keepalive()
         try:
             with anyio.fail_after(30.0):
-                await self._t.request(
-                    "POST",
-                    "/delete",
-                    sid=self.id,
-                    headers=self._headers,
-                    ok_statuses=frozenset({200, 404, 410}),
-                )
-                if self._t.endpoint.is_platform:
+                for path in ("/delete", "/delete_session") if self._t.endpoint.is_platform else ("/delete",):
                     await self._t.request(
-                        "POST",
-                        "/delete_session",
-                        sid=self.id,
-                        headers=self._headers,
-                        ok_statuses=frozenset({200, 404, 410}),
+                        "POST", path, sid=self.id, headers=self._headers, ok_statuses=GONE_OK
                     )
         except Exception as e:  # noqa: BLE001 - closing must not mask the caller's own error
             logger.debug("ormix.ors: closing session %s failed: %s", self.id, type(e).__name__)
@@ -683,6 +624,10 @@ class Session:
             await self.close()
 
 
+class _ToolList(BaseModel):
+    tools: list[ToolSpec] = Field(default_factory=list)
+
+
 def tool_specs_of(body: Any, what: str, ctx: dict[str, Any]) -> list[ToolSpec]:
     """The `ToolSpec`s of a `/tools` or `/task_tools` answer; `ProtocolError` when it has the wrong shape.
 
@@ -690,26 +635,15 @@ def tool_specs_of(body: Any, what: str, ctx: dict[str, Any]) -> list[ToolSpec]:
         >>> [t.name for t in tool_specs_of({"tools": [{"name": "echo"}]}, "GET /tools", {})]
         ['echo']
     """
-    tools = body.get("tools", []) if isinstance(body, dict) else None
-    if not isinstance(tools, list):
+    try:
+        return _ToolList.model_validate(body).tools
+    except ValidationError as e:
         raise ProtocolError(
-            f"{what} answered {kind_of(body if tools is None else tools)} where an object with a "
-            f"`tools` list belongs. The server does not speak ORS as ormix expects; check its "
-            f"version (GET /version).",
+            f"{what} answered something that is not an object with a `tools` list of tool descriptions "
+            f"({invalid_because(e)}). The server does not speak ORS as ormix expects; check its version "
+            f"(GET /version) and the environment's tool definitions.",
             **ctx,
-        )
-    out = []
-    for i, t in enumerate(tools):
-        try:
-            out.append(ToolSpec.from_wire(t))
-        except (KeyError, TypeError, ValueError) as e:
-            raise ProtocolError(
-                f"{what}: tool #{i} is not a valid tool description ({type(e).__name__}: "
-                f"{str(e)[:120]}). The server does not speak ORS as ormix expects; fix the "
-                f"environment's tool definitions.",
-                **ctx,
-            ) from None
-    return out
+        ) from None
 
 
 def _clip_text(text: str, limit: int = 2000) -> str:

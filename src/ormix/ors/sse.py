@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["PARTIAL", "CallStream", "ClippedJSON", "SSEParser", "encode_event", "unclip"]
+__all__ = ["PARTIAL", "CallStream", "ClippedJSON", "SSEParser", "unclip"]
 
 #: Event name of a piece of a large event's data, handed out before the event completes.
 PARTIAL = ""
@@ -149,19 +149,6 @@ class SSEParser:
         # `id:` and `retry:` carry nothing ORS uses.
 
 
-def encode_event(event: str, data: str, sep: str = "\r\n") -> str:
-    """Encode one event the way sse-starlette does (for tests and fakes).
-
-    Example:
-        >>> encode_event("end", "a\\nb")
-        'event: end\\r\\ndata: a\\r\\ndata: b\\r\\n\\r\\n'
-    """
-    lines = [f"event: {event}"] + [
-        f"data: {d}" for d in data.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    ]
-    return sep.join(lines) + sep + sep
-
-
 # Complete units of a JSON string's content: runs of plain characters and whole escapes.
 _UNITS = re.compile(r'(?:[^"\\]+|\\u[0-9a-fA-F]{4}|\\[^u])*')
 
@@ -181,12 +168,12 @@ _SLICE = 16_384
 _scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]  # typeshed omits it
 
 
-def _decoded_len(s: str, i: int, e: int) -> int:
-    # s[i:e] is whole units of a JSON string: its length once decoded.
+def _decoded(s: str, i: int, e: int) -> str:
+    # s[i:e] is whole units of a JSON string: the text they decode to.
     try:
-        return len(_scanstring(s[i:e] + '"', 0, False)[0])
+        return _scanstring(s[i:e] + '"', 0, False)[0]
     except ValueError:
-        return e - i
+        return s[i:e]
 
 
 class ClippedJSON:
@@ -218,6 +205,7 @@ class ClippedJSON:
         "_left",
         "_cut",
         "_drop",
+        "_high",
     )
 
     def __init__(self, budget: int, limit: int) -> None:
@@ -233,6 +221,7 @@ class ClippedJSON:
         self._left = 0  # raw characters the current string may still keep
         self._cut = False  # the current string is being dropped
         self._drop = 0  # decoded characters dropped from the current string
+        self._high = False  # what was dropped last ends in the first half of a surrogate pair
 
     def _keep(self, text: str) -> None:
         if self.overflow:
@@ -271,6 +260,7 @@ class ClippedJSON:
                 self._left = max(self.budget, MIN_KEEP)
                 self._cut = False
                 self._drop = 0
+                self._high = False
                 continue
             e = _units_end(s, i, len(s))
             if e > i:
@@ -306,7 +296,12 @@ class ClippedJSON:
                 self.budget -= c - i
             self._cut = True
             i = c
-        self._drop += _decoded_len(s, i, e)
+        text = _decoded(s, i, e)
+        if text:
+            if self._high and "\udc00" <= text[0] <= "\udfff":
+                self._drop -= 1  # a surrogate pair split between two pieces is one character
+            self._high = "\ud800" <= text[-1] <= "\udbff"
+            self._drop += len(text)
 
     def finish(self) -> str:
         """The kept JSON text (empty after an overflow)."""

@@ -10,7 +10,7 @@ at once on a fresh connection, outside the retry budget: the server never read t
 Tool calls (`POST /{env}/call`) have retry rules of their own (`ormix.ors.session`): they must never run a
 tool twice.
 
-The helpers `detail_of`, `retry_after_s`, `backoff_s`, `kind_of`, `excerpt_of` and `json_of` read
+The helpers `detail_of`, `retry_after_s`, `backoff_s`, `kind_of` and `json_of` read
 answers for messages; they are shared by the client and its sessions.
 """
 
@@ -30,11 +30,11 @@ from ormix.ors.http import CertificateError, HTTPClient, HTTPFailure, Response
 logger = logging.getLogger("ormix.ors")
 
 __all__ = [
+    "GONE_OK",
     "RETRY_STATUSES",
     "Transport",
     "backoff_s",
     "detail_of",
-    "excerpt_of",
     "json_of",
     "kind_of",
     "retry_after_s",
@@ -42,6 +42,8 @@ __all__ = [
 
 #: Statuses a request is retried on (the server or a proxy in front of it is overloaded or restarting).
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+#: Answers to deleting a session that all mean it is gone.
+GONE_OK = frozenset({200, 404, 410})
 
 
 def detail_of(resp: Response) -> str:
@@ -101,22 +103,17 @@ def kind_of(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def excerpt_of(resp: Response, limit: int = 80) -> str:
-    """The size and first bytes of a response body, for a message about a malformed answer.
-
-    Example:
-        >>> excerpt_of(Response(200, {}, b"<html>oops</html>"), limit=6)
-        "17 bytes: b'<html>'"
-    """
-    body = resp.content
-    return f"{len(body)} bytes: {body[:limit]!r}"
+def _excerpt(resp: Response, limit: int = 80) -> str:
+    # The size and first bytes of a body, for a message about a malformed answer.
+    return f"{len(resp.content)} bytes: {resp.content[:limit]!r}"
 
 
-def json_of(resp: Response, what: str, target: str, env: str | None) -> Any:
+def json_of(resp: Response, what: str, target: str, **ctx: str | None) -> Any:
     """The JSON body of an answer; `ProtocolError` (never a raw JSONDecodeError) when it is not JSON.
+    `ctx` (env, session_id) names what it happened to.
 
     Example:
-        >>> json_of(Response(200, {}, b"[1]"), "GET /x", "http://h", "echo")
+        >>> json_of(Response(200, {}, b"[1]"), "GET /x", "http://h", env="echo")
         [1]
     """
     try:
@@ -124,10 +121,10 @@ def json_of(resp: Response, what: str, target: str, env: str | None) -> Any:
     except (ValueError, UnicodeDecodeError, RecursionError) as e:
         raise ProtocolError(
             f"{what} to {target} answered {resp.status_code} with a body that is not JSON "
-            f"({excerpt_of(resp)}). The server does not speak ORS as ormix expects: check the "
+            f"({_excerpt(resp)}). The server does not speak ORS as ormix expects: check the "
             f"URL, env_name and the server's version (GET /version).",
             status_code=resp.status_code,
-            env=env,
+            **ctx,
         ) from e
 
 
@@ -135,8 +132,7 @@ class Transport:
     """Requests to one endpoint through one `HTTPClient`, with retries and typed errors.
 
     Example:
-        >>> from ormix.ors.endpoint import resolve_endpoint
-        >>> tr = Transport(resolve_endpoint("http://127.0.0.1:1", env_name="echo"), HTTPClient(), retries=3)
+        >>> tr = Transport(Endpoint.for_url("http://127.0.0.1:1", "echo"), HTTPClient(), retries=3)
         >>> tr.url(tr.endpoint.path("/call")), tr.headers("s1")["X-Session-ID"]
         ('http://127.0.0.1:1/echo/call', 's1')
     """
@@ -230,36 +226,22 @@ class Transport:
         self, resp: Response, method: str, path: str, *, sid: str | None = None, tool: str | None = None
     ) -> ORSError:
         """The typed error for a non-success answer (the API key scrubbed from it)."""
-        return self._status_error(resp, method, path, sid=sid, tool=tool).redact(self.sensitive)
-
-    def _status_error(
-        self, resp: Response, method: str, path: str, *, sid: str | None = None, tool: str | None = None
-    ) -> ORSError:
-        env = self.endpoint.env_name or self.endpoint.deployment
+        ctx = {"env": self.endpoint.env_name or self.endpoint.deployment, "session_id": sid, "tool": tool}
         detail = detail_of(resp)
         code = resp.status_code
+        err: ORSError
         if sid and (code == 410 or (code == 404 and "Active environment not found" in detail)):
-            return SessionDeadError(
+            err = SessionDeadError(
                 f"session is gone on the server ({code} {detail!r}): it was reaped after idling, deleted, "
                 f"or the server restarted. Open a new session.",
-                env=env,
-                session_id=sid,
-                tool=tool,
+                **ctx,
             )
-        if code == 401:
-            return ServerError(
-                f"{method} {path}: 401 unauthorized ({detail}). Pass api_key= or set OPENREWARD_API_KEY.",
+        else:
+            hint = " Pass api_key= or set OPENREWARD_API_KEY." if code == 401 else ""
+            err = ServerError(
+                f"{method} {path} to {self.endpoint.target} answered {code}: {detail}.{hint}",
                 status_code=code,
                 detail=detail,
-                env=env,
-                session_id=sid,
-                tool=tool,
+                **ctx,
             )
-        return ServerError(
-            f"{method} {path} to {self.endpoint.target} answered {code}: {detail}",
-            status_code=code,
-            detail=detail,
-            env=env,
-            session_id=sid,
-            tool=tool,
-        )
+        return err.redact(self.sensitive)
