@@ -27,6 +27,17 @@ def surfaces():
         yield server
 
 
+@pytest.fixture(autouse=True)
+def _session_url_restored():
+    """`_trl_spec` points the SDK at a test server through the environment; no later test may inherit it."""
+    before = os.environ.get("OPENREWARD_SESSION_URL")
+    yield
+    if before is None:
+        os.environ.pop("OPENREWARD_SESSION_URL", None)
+    else:
+        os.environ["OPENREWARD_SESSION_URL"] = before
+
+
 @pytest.fixture(scope="module")
 def single_servers():
     """One server per surface: the SDK behind TRL's spec reaches only a server's default environment."""
