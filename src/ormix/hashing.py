@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["canonical_json", "content_hash"]
 
 
-def canonical_json(data: Any) -> str:
-    """``data`` as JSON: sorted keys, no spaces, unescaped unicode; NaN refused; other objects as ``str``."""
+def canonical_json(data: Any, *, default: Callable[[Any], Any] = str) -> str:
+    """``data`` as JSON: sorted keys, no spaces, unescaped unicode; NaN refused; other objects through
+    ``default`` (``str``)."""
     return json.dumps(
-        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str
+        data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=default
     )
 
 

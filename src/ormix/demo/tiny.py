@@ -38,6 +38,7 @@ import tempfile
 from typing import Any
 
 from ormix.errors import UsageError
+from ormix.hashing import content_hash
 
 __all__ = [
     "TINY_MODEL",
@@ -153,7 +154,7 @@ def tiny_model_hash(seed: int = 0) -> str:
         "chat_template": _sha256(_trl_chat_template_path().read_bytes()),
         "versions": {name: _version(name) for name in _LIBRARIES},
     }
-    return _sha256(json.dumps(recipe, sort_keys=True).encode())
+    return content_hash(recipe)
 
 
 def _read_marker(path: pathlib.Path) -> dict[str, Any] | None:

@@ -43,7 +43,7 @@ from ormix.tools.docstrings import parse_docstring, render_docstring, safe_block
 from ormix.tools.hints import type_hint
 from ormix.tools.names import DEFAULT_MAX_LEN, BindingConflictError, safe_identifier, validate_prefix
 from ormix.tools.schema import Node, SchemaWalker, required_names
-from ormix.tools.specs import ToolSpecError, canonical_json, normalize_spec, union_of_objects
+from ormix.tools.specs import ToolSpecError, exact_json, normalize_spec, union_of_objects
 from ormix.tools.text import snippet
 
 __all__ = [
@@ -234,7 +234,7 @@ def plan_tool(spec: Any, *, method_name: str | None = None) -> ToolBinding:
     tool_notes = [f"tool {wire_name!r} is exposed as method {py_name!r}"] if py_name != wire_name else []
 
     raw_schema = norm["input_schema"]
-    canonical, exact = canonical_json(raw_schema)
+    canonical, exact = exact_json(raw_schema)
     shape = _SHAPE_CACHE.get(canonical) if exact else None
     if shape is None:
         shape = _plan_shape(raw_schema)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ormix.errors import UsageError
+from ormix.hashing import canonical_json
 from ormix.tools.names import short_hash
 from ormix.tools.schema import required_names
 from ormix.tools.text import snippet
@@ -25,7 +26,7 @@ from ormix.tools.text import snippet
 __all__ = [
     "ToolConflict",
     "ToolSpecError",
-    "canonical_json",
+    "exact_json",
     "merge_tool_specs",
     "normalize_spec",
     "schema_hash",
@@ -39,15 +40,15 @@ class ToolSpecError(UsageError):
     """A tool spec cannot be bound at all (it has no usable name). ``bind_tools`` skips such specs."""
 
 
-def canonical_json(obj: Any) -> tuple[str, bool]:
-    """Canonical JSON text of ``obj`` (sorted keys, no spaces) and whether it is exact.
+def exact_json(obj: Any) -> tuple[str, bool]:
+    """`ormix.hashing.canonical_json` of a server's schema, and whether it is exact; never raises.
 
-    Exact means pure JSON data: nothing had to be replaced by its ``repr``. Never raises.
+    Exact means pure JSON data: nothing (a set, NaN, a cycle) had to be replaced by its ``repr``.
 
     Example:
-        >>> canonical_json({"b": 1, "a": [True, None]})
+        >>> exact_json({"b": 1, "a": [True, None]})
         ('{"a":[true,null],"b":1}', True)
-        >>> canonical_json({"x": {1, 2}})[1]
+        >>> exact_json({"x": {1, 2}})[1]
         False
     """
     inexact: list[bool] = []
@@ -57,7 +58,7 @@ def canonical_json(obj: Any) -> tuple[str, bool]:
         return repr(value)
 
     try:
-        text = json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True, default=fallback)
+        text = canonical_json(obj, default=fallback)
         return text, not inexact
     except (TypeError, ValueError, RecursionError):
         try:
@@ -75,7 +76,7 @@ def schema_hash(obj: Any) -> str:
         >>> len(schema_hash([]))
         16
     """
-    return short_hash(canonical_json(obj)[0], _HASH_LEN)
+    return short_hash(exact_json(obj)[0], _HASH_LEN)
 
 
 def normalize_spec(spec: Any) -> dict[str, Any]:
@@ -218,13 +219,13 @@ def _union_schemas(schemas: list[Any]) -> tuple[dict[str, Any] | None, str]:
     defs: dict[str, dict[str, Any]] = {}
     for s in schemas:
         for name, sub in (s.get("properties") or {}).items():
-            if name in props and canonical_json(props[name])[0] != canonical_json(sub)[0]:
+            if name in props and exact_json(props[name])[0] != exact_json(sub)[0]:
                 return None, f"property {name!r} differs between variants"
             props.setdefault(name, sub)
         for key in ("$defs", "definitions"):
             for def_name, sub in (s.get(key) or {}).items() if isinstance(s.get(key), dict) else ():
                 bucket = defs.setdefault(key, {})
-                if def_name in bucket and canonical_json(bucket[def_name])[0] != canonical_json(sub)[0]:
+                if def_name in bucket and exact_json(bucket[def_name])[0] != exact_json(sub)[0]:
                     return None, f"definition {def_name!r} differs between variants"
                 bucket.setdefault(def_name, sub)
     union: dict[str, Any] = {
