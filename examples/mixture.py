@@ -3,8 +3,9 @@
     python examples/mixture.py             # 8 GRPO steps: 60 % local:terminals, 40 % local:seta, tiny model
     python examples/mixture.py --smoke     # 1 step (also: ORMIX_EXAMPLE_SHORT=1)
 
-The same mixture as a file is `mixtures/local-demo.yaml` (`ormix train mixtures/local-demo.yaml`). Swap the
-targets for `kanishk/EndlessTerminals` and `Eigent/SETA` (with OPENREWARD_API_KEY set) to train on the catalog.
+The same mixture as a file is `mixtures/local-demo.yaml` (`ormix train mixtures/local-demo.yaml`). Swap
+the targets for `kanishk/EndlessTerminals` and `Eigent/SETA` (with OPENREWARD_API_KEY set) to train on the
+catalog.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def main() -> None:
                 ]
                 print(f"step {log['step']}: " + "; ".join(cells))
         print(
-            f"mixture done: {trainer.state.global_step} step(s); routing {mix.routing}; output in {where(opts.output_dir, out)}"
+            f"mixture done: {trainer.state.global_step} step(s); routing {mix.routing}; "
+            f"output in {where(opts.output_dir, out)}"
         )
 
 

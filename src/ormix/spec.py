@@ -92,13 +92,15 @@ class _Option:
 
 
 class OpenRewardSpec:
-    """One ORS environment wired into TRL's `GRPOTrainer`: `train_dataset`, `environment_factory`, `reward_funcs`.
+    """One ORS environment wired into TRL's `GRPOTrainer`: `train_dataset`, `environment_factory`,
+    `reward_funcs`.
 
     Args:
         target: catalog name (`"Eigent/SETA"`), ORS server URL (`"http://localhost:8080"`), `"local:NAME"`
             (an environment that ships with ormix) or `"module:Class"` (your own
             `openreward.environments.Environment`); the last two are served on loopback automatically.
-        num_tasks: cap on the number of tasks (the first `num_tasks` that pass `where`). Exclusive with `indices`.
+        num_tasks: cap on the number of tasks (the first `num_tasks` that pass `where`); exclusive with
+            `indices`.
         split: the split to draw tasks from.
         indices: explicit task indices. Exclusive with `num_tasks`.
         api_key: OpenReward API key for catalog targets (default `OPENREWARD_API_KEY`); forwarded as the
@@ -132,10 +134,10 @@ class OpenRewardSpec:
         >>> spec = OpenRewardSpec("local:echo", num_tasks=4, local_serve="thread")
         >>> spec.train_dataset.column_names      # serves local:echo on loopback, fetches 4 tasks
         ['prompt', 'task_index', 'index', 'word', 'difficulty']
-        >>> OpenRewardSpec("local:echo", num_tasks=2, indices=[0])
+        >>> OpenRewardSpec("local:echo", num_tasks=2, indices=[0])  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ormix.errors.SpecError: OpenRewardSpec('local:echo'): num_tasks: num_tasks and indices are both set; use either num_tasks or indices, not both
+        ormix.errors.SpecError: OpenRewardSpec('local:echo'): num_tasks: num_tasks and indices are both set...
     """
 
     target = _Option()
@@ -231,7 +233,8 @@ class OpenRewardSpec:
         """A spec from a validated `SpecConfig` (or a `MemberConfig`: its spec options are used).
 
         Example:
-            >>> OpenRewardSpec.from_config(SpecConfig(target="local:seta", num_tasks=3), name="seta_easy").name
+            >>> config = SpecConfig(target="local:seta", num_tasks=3)
+            >>> OpenRewardSpec.from_config(config, name="seta_easy").name
             'seta_easy'
         """
         options = {k: getattr(config, k) for k in SpecConfig.model_fields}
@@ -372,7 +375,8 @@ class OpenRewardSpec:
 
     @cached_property
     def reward_funcs(self) -> RewardFunction:
-        """Outcome-only reward: the last non-null reward; `None` when unscored (unless `unscored_reward`) or error.
+        """Outcome-only reward: the last non-null reward; `None` when unscored (unless `unscored_reward`) or
+        error.
 
         Named after the spec (`__name__ == spec.name`), so TRL logs `rewards/<name>/mean`.
         """
@@ -420,7 +424,7 @@ class OpenRewardSpec:
         return {"api_key": key} if key else None
 
     def manifest_entry(self) -> dict[str, Any]:
-        """This spec's part of a manifest: target, selection, tools. Secret values never appear (names only)."""
+        """This spec's part of a manifest (target, selection, tools); secrets appear by name only."""
         return {
             "target": self.target,
             "split": self.split,

@@ -39,7 +39,8 @@ class WordEnv(Environment):
     @tool
     def say(self, params: Params) -> ToolOutput:
         """Say a word."""
-        return ToolOutput(blocks=[TextBlock(text=params.word)], reward=float(params.word == "hi"), finished=True)
+        reward = float(params.word == "hi")
+        return ToolOutput(blocks=[TextBlock(text=params.word)], reward=reward, finished=True)
 
 
 def not_an_env():
@@ -88,8 +89,8 @@ def test_every_bad_target_is_named_with_its_line(project):
 
 
 def test_a_module_next_to_the_mixture_file_is_found_by_the_server_child_too(project, tmp_path):
-    # Run from elsewhere, without PYTHONPATH: the file's directory is searched first, in the trainer and in the
-    # child process that serves the environment.
+    # Run from elsewhere, without PYTHONPATH: the file's directory is searched first, in the trainer and in
+    # the child process that serves the environment.
     file = project / "mix.yaml"
     file.write_text('members:\n  words: {target: "wordenv_mod:WordEnv", num_tasks: 1}\n')
     code = textwrap.dedent(

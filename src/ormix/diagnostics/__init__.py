@@ -1,1 +1,1 @@
-"""Looking at a mixture before and after a run: `check` (live environments), `inspect` (plan), `report` (records)."""
+"""A mixture before and after a run: `check` (live environments), `inspect` (plan), `report` (records)."""

@@ -13,7 +13,8 @@ Example:
     ...          "open_ms": 3.0, "group": 0, "calls": [{"tool": "submit", "latency_ms": 2.0, "error": None}]},
     ...         {"member": "a", "outcome": "error", "env_reward": None, "reward": None, "finished": False,
     ...          "open_ms": 1.0, "group": 0, "calls": []}]
-    >>> summarize(member_values(recs, "a", batch_size=4))["coverage"], summarize(member_values(recs, "a", 4))["share"]
+    >>> summary = summarize(member_values(recs, "a", batch_size=4))
+    >>> summary["coverage"], summary["share"]
     (0.5, 0.5)
 """
 
@@ -164,7 +165,8 @@ def batch_metrics(records: Sequence[Mapping[str, Any]], members: Iterable[str]) 
     """Recompute the `ormix/<member>/<metric>` log entries of one batch from its records (all ranks merged).
 
     Example:
-        >>> batch_metrics([{"member": "a", "outcome": "unscored", "calls": [], "reward": None}], ["a", "b"])["ormix/b/share"]
+        >>> records = [{"member": "a", "outcome": "unscored", "calls": [], "reward": None}]
+        >>> batch_metrics(records, ["a", "b"])["ormix/b/share"]
         0.0
     """
     out: dict[str, float] = {}
