@@ -165,8 +165,9 @@ class ProgressLine(TrainerCallback):
 def save_checkpoint(trainer: Any) -> Path | None:
     """Save the last completed step as a checkpoint ``--resume`` reads back, after Ctrl-C stopped the
     trainer mid-step: the model, the optimizer and scheduler (not under DeepSpeed or FSDP, whose optimizer
-    state is sharded: resuming then starts a fresh optimizer), and the trainer state, written last so a
-    checkpoint cut short is not taken for a complete one. ``None`` when nothing could be saved.
+    state is sharded: resuming then starts a fresh optimizer), what the callbacks save beside a checkpoint
+    (ormix's alarm counters and planner state, as at a periodic save), and the trainer state, written last so
+    a checkpoint cut short is not taken for a complete one. ``None`` when nothing could be saved.
     """
     import torch
     from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME, TRAINER_STATE_NAME
@@ -183,6 +184,8 @@ def save_checkpoint(trainer: Any) -> Path | None:
                 torch.save(trainer.optimizer.state_dict(), path / OPTIMIZER_NAME)
                 if trainer.lr_scheduler is not None:
                     torch.save(trainer.lr_scheduler.state_dict(), path / SCHEDULER_NAME)
+        trainer.control = trainer.callback_handler.on_save(trainer.args, trainer.state, trainer.control)
+        if trainer.args.should_save:
             trainer.state.save_to_json(str(path / TRAINER_STATE_NAME))
     except Exception as e:  # noqa: BLE001 - an interrupted run must still close everything
         logger.warning("ormix: could not save a checkpoint after the interrupt: %s", e)
