@@ -1,10 +1,18 @@
-"""Shared fixtures: real ORS servers on loopback, started on ephemeral ports and shut down after."""
+"""Shared fixtures: real ORS servers on loopback, started on ephemeral ports and shut down after.
+
+The suite runs under pytest-xdist (`make test`: several worker processes). Whatever a test writes goes under
+pytest's temporary directories, never the repository or the home directory: the tiny model and the warm-start
+cache live in one cache directory for the whole run (`ORMIX_CACHE_DIR`, shared by the workers and inherited by
+every subprocess a test starts), built once under a file lock.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
@@ -18,6 +26,27 @@ from ormix.local import serve_in_thread  # noqa: E402
 
 
 @pytest.fixture(scope="session")
+def run_root(tmp_path_factory) -> Path:
+    """A directory shared by the xdist workers of this run (without xdist: the session's temporary one)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_dir(run_root):
+    """Point ormix's cache (tiny model, warm starts) at this run's directory, not `~/.cache/ormix`."""
+    cache = run_root / "ormix-cache"
+    cache.mkdir(exist_ok=True)
+    saved = os.environ.get("ORMIX_CACHE_DIR")
+    os.environ["ORMIX_CACHE_DIR"] = str(cache)
+    yield cache
+    if saved is None:
+        os.environ.pop("ORMIX_CACHE_DIR", None)
+    else:
+        os.environ["ORMIX_CACHE_DIR"] = saved
+
+
+@pytest.fixture(scope="session")
 def echo_server():
     """`local:echo` served from a thread of the test process for the whole session."""
     with serve_in_thread(["local:echo"]) as server:
@@ -25,11 +54,15 @@ def echo_server():
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
-    """The offline tiny Qwen3 (random weights, local tokenizer, TRL's qwen3 template), built once per session."""
+def tiny_model(_cache_dir) -> str:
+    """The offline tiny Qwen3 (random weights, local tokenizer, TRL's qwen3 template), built once per run.
+
+    It is the cached default build, so `ormix train` (model `ormix:tiny`) in a test or a subprocess finds it.
+    """
     from ormix.demo.tiny import build_tiny_model
 
-    return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))
+    with FileLock(str(_cache_dir / "tiny.lock")):  # one worker builds; the others wait and read it
+        return str(build_tiny_model())
 
 
 @pytest.fixture(scope="session", autouse=True)
