@@ -9,6 +9,7 @@ every subprocess a test starts), built once under a file lock.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,25 +30,18 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from ormix.local import serve_in_thread  # noqa: E402
 
 
-@pytest.fixture(scope="session")
-def run_root(tmp_path_factory) -> Path:
-    """A directory shared by the xdist workers of this run (without xdist: the session's temporary one)."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-
-
 @pytest.fixture(scope="session", autouse=True)
-def _cache_dir(run_root):
-    """Point ormix's cache (tiny model, warm starts) at this run's directory, not `~/.cache/ormix`."""
-    cache = run_root / "ormix-cache"
+def _cache_dir(tmp_path_factory) -> Iterator[Path]:
+    """Point ormix's cache (tiny model, warm starts) at this run's directory, not `~/.cache/ormix`.
+
+    Under xdist the directory above a worker's temporary one is the run's, shared by its workers.
+    """
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "ormix-cache"
     cache.mkdir(exist_ok=True)
-    saved = os.environ.get("ORMIX_CACHE_DIR")
-    os.environ["ORMIX_CACHE_DIR"] = str(cache)
-    yield cache
-    if saved is None:
-        os.environ.pop("ORMIX_CACHE_DIR", None)
-    else:
-        os.environ["ORMIX_CACHE_DIR"] = saved
+    with pytest.MonkeyPatch.context() as patch:  # subprocesses the tests start inherit it
+        patch.setenv("ORMIX_CACHE_DIR", str(cache))
+        yield cache
 
 
 @pytest.fixture(scope="session")
