@@ -18,8 +18,10 @@ $(VENV)/.ormix-installed: pyproject.toml
 	$(PIP) install -q -e '.[trl,plot,dev]'
 	@touch $@
 
+# One pytest worker per core (pytest-xdist); --dist loadfile keeps each test file on one worker, so a file's
+# module-scoped servers and trained runs are built once.
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 # DEMO_ARGS lets CI shorten the run (e.g. DEMO_ARGS="--max-steps 2"); the README's command leaves it empty.
 demo: setup

@@ -21,6 +21,22 @@ from ormix import MixtureSpec, OpenRewardSpec
 from ormix.train import train
 
 
+def variants(steps: int) -> dict[str, MixtureSpec]:
+    """The runs this example compares: the full mixture first, then one without each member."""
+    base = MixtureSpec(
+        {
+            "terminals": OpenRewardSpec("local:terminals", num_tasks=8),
+            "seta": OpenRewardSpec("local:seta", num_tasks=8, unscored_reward=0.0),
+        },
+        weights={"terminals": 0.5, "seta": 0.5},
+        prompts_per_step=2,
+        num_steps=steps,
+        seed=0,
+        name="example-ablation",
+    )
+    return {"full": base, **{f"without-{m}": base.without(m) for m in base.members}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -35,22 +51,12 @@ def main() -> None:
         steps = 1 if smoke else opts.steps
         root = out
 
-        base = MixtureSpec(
-            {
-                "terminals": OpenRewardSpec("local:terminals", num_tasks=8),
-                "seta": OpenRewardSpec("local:seta", num_tasks=8, unscored_reward=0.0),
-            },
-            weights={"terminals": 0.5, "seta": 0.5},
-            prompts_per_step=2,
-            num_steps=steps,
-            seed=0,
-            name="example-ablation",
-        )
-        variants = {"full": base, **{f"without-{m}": base.without(m) for m in base.members}}
+        runs = variants(steps)
+        base = runs["full"]
 
         console = Console()
         results = {}
-        for label, mix in variants.items():
+        for label, mix in runs.items():
             console.rule(f"{label}: {', '.join(mix.members)}")
             results[label] = train(
                 mix,

@@ -20,6 +20,25 @@ from ormix import MixtureSpec, OpenRewardSpec
 from ormix.train import train
 
 
+def curriculum(steps: int, per_step: int = 4) -> MixtureSpec:
+    """The mixture this example trains: 0.9/0.1 sliding to 0.25/0.75 by the middle step, exact quotas."""
+    return MixtureSpec(
+        {
+            "terminals": OpenRewardSpec("local:terminals", num_tasks=16),
+            "seta": OpenRewardSpec("local:seta", num_tasks=16),
+        },
+        schedule=[
+            # Steps 1 to steps/2 (until_step is exclusive; steps count from 1).
+            {"until_step": steps // 2 + 1, "weights": {"terminals": 0.9, "seta": 0.1}, "interpolate": True},
+            {"until_step": None, "weights": {"terminals": 0.25, "seta": 0.75}},  # open-ended last phase
+        ],
+        prompts_per_step=per_step,
+        num_steps=steps,
+        seed=0,
+        name="example-curriculum",
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -34,25 +53,7 @@ def main() -> None:
         steps = 2 if smoke else opts.steps
         per_step = 4
 
-        mix = MixtureSpec(
-            {
-                "terminals": OpenRewardSpec("local:terminals", num_tasks=16),
-                "seta": OpenRewardSpec("local:seta", num_tasks=16),
-            },
-            schedule=[
-                # Steps 1 to steps/2 (until_step is exclusive; steps count from 1).
-                {
-                    "until_step": steps // 2 + 1,
-                    "weights": {"terminals": 0.9, "seta": 0.1},
-                    "interpolate": True,
-                },
-                {"until_step": None, "weights": {"terminals": 0.25, "seta": 0.75}},  # open-ended last phase
-            ],
-            prompts_per_step=per_step,
-            num_steps=steps,
-            seed=0,
-            name="example-curriculum",
-        )
+        mix = curriculum(steps, per_step)
 
         envs = mix.train_dataset["environment"]
         for step in range(steps):
@@ -73,9 +74,8 @@ def main() -> None:
                 "learning_rate": 1e-5,
             },
         )
-        print(
-            f"curriculum done: {len(envs)} rows over {steps} steps; run directory {where(opts.output_dir, result.run_dir)}"
-        )
+        where_to = where(opts.output_dir, result.run_dir)
+        print(f"curriculum done: {len(envs)} rows over {steps} steps; run directory {where_to}")
 
 
 if __name__ == "__main__":

@@ -20,6 +20,12 @@ from ormix import MixtureSpec, OpenRewardSpec
 from ormix.train import train
 
 
+def arithmetic(steps: int) -> MixtureSpec:
+    """The one-member mixture this example trains: `my_env.py`'s `Arithmetic`, served on loopback."""
+    spec = OpenRewardSpec("my_env:Arithmetic", num_tasks=8)
+    return MixtureSpec({"arithmetic": spec}, prompts_per_step=2, num_steps=steps, name="example-custom-env")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -33,13 +39,10 @@ def main() -> None:
         smoke = opts.smoke or os.environ.get("ORMIX_EXAMPLE_SHORT") == "1"
         steps = 1 if smoke else opts.steps
 
-        spec = OpenRewardSpec("my_env:Arithmetic", num_tasks=8)
+        mix = arithmetic(steps)
+        spec = mix.spec("arithmetic")
         print(f"tools the model sees: {[t.name for t in spec.tool_specs]}")
         print(f"first task: { {k: v for k, v in spec.train_dataset[0].items() if k != 'prompt'} }")
-
-        mix = MixtureSpec(
-            {"arithmetic": spec}, prompts_per_step=2, num_steps=steps, name="example-custom-env"
-        )
         result = train(
             mix,
             model=opts.model,

@@ -1,10 +1,19 @@
-"""Shared fixtures: real ORS servers on loopback, started on ephemeral ports and shut down after."""
+"""Shared fixtures: real ORS servers on loopback, started on ephemeral ports and shut down after.
+
+The suite runs under pytest-xdist (`make test`: several worker processes). Whatever a test writes goes under
+pytest's temporary directories, never the repository or the home directory: the tiny model and the warm-start
+cache live in one cache directory for the whole run (`ORMIX_CACHE_DIR`, shared by the workers and inherited by
+every subprocess a test starts), built once under a file lock.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
@@ -13,8 +22,26 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # TRL warns on every import of trl.experimental; the suite compares against its OpenRewardSpec on purpose.
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+# One torch thread per process (workers and the trainers they start): the tiny model's matrices are too small
+# to gain from threads, and with several workers per core OpenMP's spinning threads starve each other (a warm
+# start measured 162 s with the default threads, 70 s with one, on the same loaded 2-core machine).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from ormix.local import serve_in_thread  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cache_dir(tmp_path_factory) -> Iterator[Path]:
+    """Point ormix's cache (tiny model, warm starts) at this run's directory, not `~/.cache/ormix`.
+
+    Under xdist the directory above a worker's temporary one is the run's, shared by its workers.
+    """
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "ormix-cache"
+    cache.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:  # subprocesses the tests start inherit it
+        patch.setenv("ORMIX_CACHE_DIR", str(cache))
+        yield cache
 
 
 @pytest.fixture(scope="session")
@@ -25,11 +52,15 @@ def echo_server():
 
 
 @pytest.fixture(scope="session")
-def tiny_model(tmp_path_factory):
-    """The offline tiny Qwen3 (random weights, local tokenizer, TRL's qwen3 template), built once per session."""
+def tiny_model(_cache_dir) -> str:
+    """The offline tiny Qwen3 (random weights, local tokenizer, TRL's qwen3 template), built once per run.
+
+    It is the cached default build, so `ormix train` (model `ormix:tiny`) in a test or a subprocess finds it.
+    """
     from ormix.demo.tiny import build_tiny_model
 
-    return str(build_tiny_model(tmp_path_factory.mktemp("tiny") / "model"))
+    with FileLock(str(_cache_dir / "tiny.lock")):  # one worker builds; the others wait and read it
+        return str(build_tiny_model())
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,16 +1,19 @@
-"""Every example runs, offline, in its short mode (ORMIX_EXAMPLE_SHORT=1), as a user would run it."""
+"""The examples: two run end to end, offline, in their short mode (ORMIX_EXAMPLE_SHORT=1), as a user runs
+them; the others are imported and their mixtures built (servers started, tasks fetched, plans laid out), not
+trained: what they train with is what `tests/test_train.py` and `tests/integrations/` train."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-
-pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -38,19 +41,39 @@ def run_example(name: str, tmp_path: Path, *, keep: bool = True) -> str:
     return done.stdout
 
 
-def test_single_env(tmp_path):
-    out = run_example("single_env.py", tmp_path)
+@pytest.fixture
+def example(monkeypatch):
+    """Import an example as its script would run (its folder first on the path), without running `main`.
+
+    Its local environments are served in threads of this process: a build starts them and fetches tasks.
+    """
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.setenv("ORMIX_LOCAL_SERVE", "thread")
+
+    def load(name: str) -> ModuleType:
+        spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert callable(module.main)
+        return module
+
+    return load
+
+
+# ── run end to end ────────────────────────────────────────────────────
+
+
+@pytest.mark.slow
+def test_single_env_trains_and_leaves_no_temporary_directory(tmp_path):
+    out = run_example("single_env.py", tmp_path, keep=False)
     assert re.search(r"step 1: rewards/terminals/mean = \S+, coverage = 0\.0", out)
     assert "single_env done: 1 step(s) on local:terminals" in out
-    assert list((tmp_path / "out" / "rollouts").glob("*.jsonl"))
-
-
-def test_an_example_without_output_dir_leaves_no_temporary_directory(tmp_path):
-    out = run_example("single_env.py", tmp_path, keep=False)
     assert "output in a temporary directory (removed at exit" in out
     assert not [p.name for p in (tmp_path / "tmp").iterdir() if p.name.startswith("ormix-")]
 
 
+@pytest.mark.slow
 def test_mixture(tmp_path):
     out = run_example("mixture.py", tmp_path)
     plan = re.search(r"step 1 plan: (\{.*\})", out).group(1)
@@ -62,30 +85,44 @@ def test_mixture(tmp_path):
     )
     assert re.search(r"step 1: terminals: reward \S+, coverage \S+; seta: reward \S+, coverage \S+", out)
     assert "mixture done: 1 step(s); routing per_env" in out
-
-
-def test_curriculum(tmp_path):
-    out = run_example("curriculum.py", tmp_path)
-    plan = [tuple(map(int, m)) for m in re.findall(r"plan step \d: terminals (\d), seta (\d)", out)]
-    assert len(plan) == 2 and plan[0][0] > plan[1][0]  # the schedule shifts prompts from terminals to seta
-    assert "step 2/2" in out and (tmp_path / "out" / "manifest.json").is_file()
-    assert "curriculum done" in out
-
-
-def test_ablation(tmp_path):
-    out = run_example("ablation.py", tmp_path)
-    for label in ("full", "without-terminals", "without-seta"):
-        assert (tmp_path / "out" / label / "manifest.json").is_file()
-        assert re.search(rf"{label}\s+│", out), out
-    assert "(left out)" in out and "ablation done: 3 runs" in out
-    # A member no rollout was scored for shows that, not a reward of 0 (seta has unscored_reward: 0.0).
-    assert "0.00 / 0.00" not in out
-
-
-def test_custom_env(tmp_path):
-    out = run_example("custom_env.py", tmp_path)
-    assert "tools the model sees: ['answer', 'calculate']" in out
-    # a random model calls no tool: nothing scored, so no reward and coverage 0
-    assert "custom_env done: arithmetic reward None, coverage 0.0" in out
     records = list((tmp_path / "out" / "rollouts").glob("*.jsonl"))
-    assert records and '"member": "arithmetic"' in records[0].read_text()
+    assert records and '"member": "seta"' in "".join(r.read_text() for r in records)
+
+
+# ── imported and built ────────────────────────────────────────────────
+
+
+def test_curriculum_builds_a_schedule_that_shifts_prompts_to_seta(example):
+    mix = example("curriculum").curriculum(2)
+    try:
+        envs = mix.train_dataset["environment"]
+        plan = [Counter(envs[s * 4 : (s + 1) * 4]) for s in range(2)]
+        assert len(envs) == 8 and all(sum(step.values()) == 4 for step in plan)
+        assert plan[0]["terminals"] > plan[1]["terminals"]
+    finally:
+        mix.close()
+
+
+def test_ablation_builds_the_full_mixture_and_one_without_each_member(example):
+    runs = example("ablation").variants(1)
+    try:
+        assert {label: list(mix.members) for label, mix in runs.items()} == {
+            "full": ["terminals", "seta"],
+            "without-terminals": ["seta"],
+            "without-seta": ["terminals"],
+        }
+        assert len({mix.manifest()["hash"] for mix in runs.values()}) == 3
+        assert set(runs["without-seta"].train_dataset["environment"]) == {"terminals"}
+    finally:
+        for mix in runs.values():
+            mix.close()
+
+
+def test_custom_env_serves_the_users_environment_class(example):
+    mix = example("custom_env").arithmetic(1)
+    try:
+        spec = mix.spec("arithmetic")
+        assert [t.name for t in spec.tool_specs] == ["answer", "calculate"]
+        assert len(mix.train_dataset) == 2 and set(mix.train_dataset["environment"]) == {"arithmetic"}
+    finally:
+        mix.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -69,21 +70,29 @@ def test_bad_inputs_exit_2_before_any_server(tmp_path):
 # ── the main job, end to end ──────────────────────────────────────────
 
 
-@pytest.mark.slow
-def test_train_command_runs_the_demo_and_writes_the_run_directory(tmp_path):
-    console, out = _console()
-    run = tmp_path / "run"
-    rc = train_command(
-        DEMO,
-        model=None,
-        max_steps=2,
-        output_dir=run,
-        warmup_sft=0,
-        overrides=["max_completion_length=48"],
-        console=console,
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory) -> tuple[Path, str]:
+    """One run of the README's main job, read by the tests below: the installed `ormix` console script on the
+    demo file, 2 steps, no warm start (its SFT costs minutes); the run directory and what it printed."""
+    exe = shutil.which("ormix", path=str(Path(sys.executable).parent))
+    assert exe, "the ormix console script is not installed in this environment"
+    run = tmp_path_factory.mktemp("demo") / "run"
+    command = [exe, "train", str(DEMO), "--max-steps", "2", "--output-dir", str(run)]
+    done = subprocess.run(
+        [*command, "--set", "max_completion_length=48", "--warmup-sft", "0"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=run.parent,
+        env={**os.environ, "COLUMNS": "240"},  # one progress line per step, as on a wide terminal
     )
-    text = out.getvalue()
-    assert rc == 0, text
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return run, done.stdout
+
+
+@pytest.mark.slow
+def test_train_command_runs_the_demo_and_writes_the_run_directory(demo_run):
+    run, text = demo_run
 
     manifest = json.loads((run / "manifest.json").read_text())
     assert set(manifest["members"]) == {"echo", "terminals", "seta"} and len(manifest["hash"]) == 64
@@ -125,34 +134,14 @@ def test_train_command_runs_the_demo_and_writes_the_run_directory(tmp_path):
 
 
 @pytest.mark.slow
-def test_console_script_trains(tmp_path):
+def test_console_script_trains(demo_run):
     exe = shutil.which("ormix", path=str(Path(sys.executable).parent))
     assert exe, "the ormix console script is not installed in this environment"
     probe = subprocess.run([exe, "train", "--help"], capture_output=True, text=True, timeout=60)
     assert probe.returncode == 0 and "--warmup-sft" in probe.stdout, probe.stderr
-    run = tmp_path / "run"
-    done = subprocess.run(
-        [
-            exe,
-            "train",
-            str(DEMO),
-            "--max-steps",
-            "1",
-            "--output-dir",
-            str(run),
-            "--set",
-            "max_completion_length=32",
-            "--warmup-sft",
-            "0",  # the file's warm start costs minutes; 0 skips it
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run, out = demo_run  # trained by that script
     assert (run / "manifest.json").is_file() and list((run / "rollouts").glob("*.jsonl"))
-    assert "step 1/1" in done.stdout
+    assert "step 1/2" in out and "step 2/2" in out
 
 
 # ── warm start ────────────────────────────────────────────────────────

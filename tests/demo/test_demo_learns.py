@@ -1,10 +1,10 @@
 """The demo learns: `mixtures/local-demo.yaml` warms the tiny model up on a reference solution and a near miss
 of each task, then runs GRPO.
 
-The full run (`make demo`, about 8 minutes) is measured by hand, not here (the README quotes its trend). These
-tests check the mechanism that makes its learning visible: the file asks for a warm start with near misses and
-adaptive mixing, the warm start runs from the file alone (no command-line flag), and after it the policy
-scores above 0 in GRPO, so there is a reward to raise (a random tiny model scores 0 on every rollout).
+The full run (`make demo`, about 8 minutes) is measured by hand, not here (the README quotes its trend).
+These tests check the mechanism that makes its learning visible: the file asks for a warm start with near
+misses and adaptive mixing, the warm start runs from the file alone (no command-line flag), and after it the
+policy scores above 0 in GRPO, so there is a reward to raise (a random tiny model scores 0 on every rollout).
 """
 
 from __future__ import annotations
@@ -45,8 +45,7 @@ def test_the_demo_file_asks_for_a_warm_start_with_near_misses_adaptive_mixing_an
 @pytest.mark.slow
 def test_a_short_run_of_the_demo_recipe_scores_above_zero_after_the_warm_start(tmp_path, monkeypatch):
     """The demo's own file, shortened: echo (4 tasks, half warmed) and terminals (1 task, its reference and
-    its
-    near miss), 60 SFT steps, two GRPO steps (~1 min)."""
+    its near miss), 60 SFT steps, two GRPO steps (~1 min)."""
     from ormix.mixture import MixtureSpec
     from ormix.train import train
 
@@ -90,8 +89,7 @@ def test_a_short_run_of_the_demo_recipe_scores_above_zero_after_the_warm_start(t
 
 
 def test_completions_whose_tool_calls_take_no_arguments_can_be_logged(tmp_path):
-    """A learning demo calls `submit()` with no arguments; TRL's per-step parquet of completions must not
-    crash."""
+    """A learning demo calls `submit()` with no arguments; TRL's per-step parquet of completions must cope."""
     import pandas as pd
 
     from ormix.integrations.trl.trainer import _parquet_safe

@@ -1,5 +1,4 @@
-"""The offline tiny model: deterministic, cached, atomic, loadable, and accepted by TRL's tool-calling
-code."""
+"""The offline tiny model: deterministic, cached, atomic, loadable, accepted by TRL's tool-calling code."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ def _files(path: pathlib.Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> pathlib.Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+def built(tiny_model) -> pathlib.Path:
+    return pathlib.Path(tiny_model)  # the session's build, in its cache directory
 
 
 def test_build_is_deterministic_across_processes_and_import_is_light(built, tmp_path):

@@ -32,8 +32,7 @@ def _console() -> tuple[Console, io.StringIO]:
 
 @pytest.fixture(scope="module")
 def finished_run(tiny_model, tmp_path_factory):
-    """Three GRPO steps on a mixture of two `local:echo` members (scripted: one right, one wrong per
-    group)."""
+    """Three GRPO steps on a mixture of two `local:echo` members (scripted: one right, one wrong a group)."""
     import os
 
     from trl import GRPOTrainer

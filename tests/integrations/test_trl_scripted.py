@@ -12,7 +12,6 @@ import pathlib
 import pytest
 
 from ormix.demo.scripted import ScriptContext, ScriptedPolicy, ScriptError, tool_call
-from ormix.demo.tiny import build_tiny_model
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
@@ -21,8 +20,8 @@ WORDS = ["apple", "river", "stone", "cloud"]
 
 
 @pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory) -> pathlib.Path:
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+def tiny_path(tiny_model) -> pathlib.Path:
+    return pathlib.Path(tiny_model)
 
 
 @pytest.fixture(autouse=True)
