@@ -280,8 +280,8 @@ class RunDirectory:
         if not allowed and stored.get("resolved_hash") not in (None, manifest["resolved_hash"]):
             raise UsageError(
                 f"the servers answered differently than when {self.path} was trained (task lists, tools or "
-                "the plan changed), so resuming would not continue the same run; pass "
-                "--allow-changed-mixture to resume anyway"
+                "the plan changed, or the run was made by a version of ormix that plans differently), so "
+                "resuming would not continue the same run; pass --allow-changed-mixture to resume anyway"
             )
         resume = {
             "from": str(checkpoint),

@@ -324,6 +324,20 @@ def test_same_inputs_same_rows_and_a_restored_planner_continues_exactly(plan, st
     assert [resumed.weights(s) for s in range(1, 21)] == [straight.weights(s) for s in range(1, 21)]
 
 
+def test_a_planner_state_of_another_version_is_refused_with_what_to_do() -> None:
+    # The state an AdaptivePlanner of the previous release wrote: carried credit, no extra rows.
+    old = {
+        "history": {},
+        "weights": {},
+        "rows": {},
+        "credit": {"a": 0.0},
+        "cursor": {"a": 0},
+        "cycle": {"a": 0},
+    }
+    with pytest.raises(MixtureError, match="another version of ormix.*start a new run"):
+        _planner({"a": 2}, 2, 0).load_state_dict(old)
+
+
 def test_rows_are_the_same_in_another_process() -> None:
     # Seeds are derived with SHA-256, not hash(): a fresh interpreter with another PYTHONHASHSEED agrees.
     code = """

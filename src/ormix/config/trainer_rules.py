@@ -2,8 +2,8 @@
 
 Each function returns the problem in words, naming the setting and the fix, or ``None``. They are checked
 wherever the settings become known: a mixture file's ``train:`` section (`MixtureConfig.from_yaml`),
-`ormix train` before any server is contacted, `build_grpo_config`, and `mix.callbacks`' check of any
-trainer's arguments at its first step.
+`ormix train` before any server is contacted (plan length), `build_grpo_config` (shuffling, columns), and
+`mix.callbacks`' check of any trainer's arguments at its first step (all three).
 
 Example:
     >>> print(plan_length_problem(max_steps=10, prompts_per_step=4, num_samples=20)[:66])

@@ -510,6 +510,14 @@ class Planner:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continue from `state_dict` (of a planner built from the same mixture and tasks)."""
+        missing = sorted(
+            {"history", "weights", "rows", "extra_target", "extras", "cursor", "cycle"} - set(state)
+        )
+        if missing:
+            raise MixtureError(
+                f"this checkpoint's planner state has no {missing}: it was written by another version of "
+                "ormix, whose plans differ; start a new run (or resume with that version)"
+            )
         self.history = {
             int(s): {m: [(int(t), list(r)) for t, r in g] for m, g in h.items()}
             for s, h in state["history"].items()
