@@ -9,7 +9,7 @@ Create `ORSClient`s and open sessions *through* the portal (inside the coroutine
 
 Background work (the keepalive pings of every session, whatever loop opened it) runs in the portal's
 **service task group**, an anyio task group opened for the life of the portal (`start_service_task`); it
-is cancelled when the portal stops. Nothing in `ormix.ors` starts a free-floating task.
+is cancelled when the portal stops; no keepalive work runs outside it.
 
 `run_sync`'s hop onto the loop is `asyncio.run_coroutine_threadsafe` (the portal's loop is asyncio by
 construction: aiohttp runs on asyncio). Measured side by side (2026-12-02, one run, medians, load average

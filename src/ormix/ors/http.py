@@ -51,9 +51,12 @@ request; no private attribute of aiohttp is touched.
 
 aiohttp's sessions belong to the event loop that created them. An `HTTPClient` opens its aiohttp session
 on first use in a loop; used from another loop, or in a child after `fork`, it opens a new one, and the
-old one is closed on its own loop (in a child after fork it is left alone: its sockets are the parent's).
-Connections are closed by `aclose()`; those of a client dropped without it, or still open at exit, are
-closed anyway, on their loop when it runs. A request sent `fresh=True` opens a connection of its own.
+old one is closed on its own loop (in a child after fork it is left alone while the child runs: its sockets
+are the parent's; a child that ends through `sys.exit` after using the parent's client drops them at exit,
+which can cost the parent those pooled connections, while `os._exit`, as multiprocessing ends its children,
+does not). Connections are closed by `aclose()`; those of a client dropped without it, or still open at
+exit, are closed on their loop when it runs, and released when collected when that loop has closed. A
+request sent `fresh=True` opens a connection of its own.
 
 TLS uses the default CA store (`ssl.create_default_context()`, which honours `SSL_CERT_FILE` and
 `SSL_CERT_DIR`), built once per process and per value of those variables; where the system has no CA
