@@ -24,7 +24,7 @@ from typing import Any
 from ormix.config import AdaptiveConfig
 from ormix.errors import OrmixError
 from ormix.mixture.mixture import MixtureSpec
-from ormix.mixture.planner import LAG, Planner, starvation_probability
+from ormix.mixture.planner import LAG, Planner, fixed_steps, starvation_probability
 from ormix.ors.errors import ORSError
 from ormix.tools import NO_DEFAULT, ToolBinding
 
@@ -157,7 +157,7 @@ def _composition(planner: Planner, mix: MixtureSpec, first_steps: int) -> list[t
     last = -(-planner.num_rows // planner.k)
     labels = {s: f"step {s}" for s in range(1, min(first_steps, last) + 1)}
     if planner.adaptive:
-        labels = {s: label for s, label in labels.items() if s <= _fixed_steps(mix)}
+        labels = {s: label for s, label in labels.items() if s <= fixed_steps(planner.settings, planner.lag)}
     start = 1
     for index, phase in enumerate(mix.config.schedule or []):
         if first_steps < start <= last:
@@ -176,13 +176,6 @@ def _composition(planner: Planner, mix: MixtureSpec, first_steps: int) -> list[t
     return out
 
 
-def _fixed_steps(mix: MixtureSpec) -> int:
-    """How many first steps of an adaptive mixture are decided before any statistics can count: the warm-up,
-    and at least the planner's lag (the statistics of step *t* decide step *t + lag*)."""
-    a = mix.config.adaptive or AdaptiveConfig()
-    return max(a.warmup_steps, LAG)
-
-
 def adaptive_explanation(mix: MixtureSpec) -> list[str]:
     """How an adaptive mixture's weights will move, in words (empty for other strategies).
 
@@ -198,7 +191,7 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
     if cfg.strategy != "adaptive":
         return []
     a = cfg.adaptive or AdaptiveConfig()
-    fixed = _fixed_steps(mix)
+    fixed = fixed_steps(a)
     signal = {
         "informative": "the share of its recent GRPO groups whose rewards differ "
         "(groups that teach something)",

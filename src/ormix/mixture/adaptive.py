@@ -60,31 +60,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ormix.config import AdaptiveConfig
-from ormix.telemetry.metrics import is_informative
+from ormix.telemetry.metrics import is_informative, present_rewards
 
-__all__ = ["SIGNALS", "Group", "StepStats", "constrain", "present_rewards", "scores", "step_stats"]
+__all__ = ["SIGNALS", "Group", "StepStats", "constrain", "scores", "step_stats"]
 
 #: The adaptive signals, in the order the docs list them.
 SIGNALS: tuple[str, ...] = ("informative", "progress", "thompson")
 #: One GRPO group: (task index, the rewards of its rollouts; ``None`` for an error or an unscored one).
 Group = tuple[int, Sequence[float | None]]
-
-
-def present_rewards(rewards: Sequence[float | None]) -> list[float]:
-    """The rewards that count (``None`` and NaN left out).
-
-    Example:
-        >>> present_rewards([1.0, None, float("nan"), 0.0])
-        [1.0, 0.0]
-    """
-    out = []
-    for r in rewards:
-        if r is None:
-            continue
-        value = float(r)
-        if not math.isnan(value):
-            out.append(value)
-    return out
 
 
 # ── signals ───────────────────────────────────────────────────────────────────────────────────────────────

@@ -71,9 +71,10 @@ from typing import Any
 
 from ormix.config import AdaptiveConfig, MixtureConfig
 from ormix.errors import MixtureError
-from ormix.mixture.adaptive import Group, StepStats, constrain, present_rewards, scores, step_stats
+from ormix.mixture.adaptive import Group, StepStats, constrain, scores, step_stats
+from ormix.telemetry.metrics import present_rewards
 
-__all__ = ["LAG", "Planner", "PlanRow", "derive_seed", "starvation_probability"]
+__all__ = ["LAG", "Planner", "PlanRow", "derive_seed", "fixed_steps", "starvation_probability"]
 
 #: Steps the statistics are behind the rows they decide (see the module docstring).
 LAG = 2
@@ -108,6 +109,17 @@ def derive_seed(seed: int, *parts: str) -> int:
     """
     text = "\x1f".join([str(int(seed)), *parts])
     return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "big")
+
+
+def fixed_steps(settings: AdaptiveConfig, lag: int = LAG) -> int:
+    """How many first steps of an adaptive plan use the starting weights whatever the statistics: the
+    warm-up, and at least the lag (the statistics of step *t* decide step *t + lag*).
+
+    Example:
+        >>> fixed_steps(AdaptiveConfig(warmup_steps=1)), fixed_steps(AdaptiveConfig(warmup_steps=5))
+        (2, 5)
+    """
+    return max(settings.warmup_steps, max(1, lag))
 
 
 def _normalised(weights: Mapping[str, float], members: Sequence[str]) -> dict[str, float]:
@@ -437,7 +449,7 @@ class Planner:
                     "dataloader_num_workers=0 so the trainer does not fetch rows further ahead"
                 )
             self._filter_from(seen_through, step)
-        if step <= cfg.warmup_steps or seen_through < 1:
+        if step <= fixed_steps(cfg, self.lag):
             return dict(self.base)
         first = max(1, seen_through - max(cfg.window, cfg.progress_window) + 1)
         window = [self._stats(s) for s in range(first, seen_through + 1) if s in self.history]

@@ -34,6 +34,7 @@ __all__ = [
     "is_informative",
     "member_values",
     "metric_key",
+    "present_rewards",
     "summarize",
 ]
 
@@ -94,6 +95,16 @@ def group_ids(
     return out
 
 
+def present_rewards(rewards: Sequence[float | None]) -> list[float]:
+    """The rewards that count (``None`` and NaN left out): errors and unscored rollouts have none.
+
+    Example:
+        >>> present_rewards([1.0, None, float("nan"), 0.0])
+        [1.0, 0.0]
+    """
+    return [float(r) for r in rewards if r is not None and not math.isnan(float(r))]
+
+
 def is_informative(values: Sequence[float | None]) -> bool:
     """Whether a GRPO group's rewards differ (std > 0), ignoring `None` (errors, unscored).
 
@@ -101,7 +112,7 @@ def is_informative(values: Sequence[float | None]) -> bool:
         >>> is_informative([1.0, 0.0, None]), is_informative([1.0, 1.0]), is_informative([0.5, None])
         (True, False, False)
     """
-    present = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    present = present_rewards(values)
     if len(present) < 2:
         return False
     mean = sum(present) / len(present)
