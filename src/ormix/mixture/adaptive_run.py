@@ -48,7 +48,7 @@ class AdaptiveRun:
 
     def __init__(self, planner: Planner, rows: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> None:
         assert planner.k is not None  # the config requires prompts_per_step for adaptive mixing
-        self.planner, self.k = planner, planner.k
+        self.planner = planner
         self.rows = {m: dict(r) for m, r in rows.items()}
         self.columns = sorted({k for r in self.rows.values() for row in r.values() for k in row} - {"prompt"})
         self._lock = threading.Lock()
@@ -56,6 +56,12 @@ class AdaptiveRun:
         self._groups: dict[str, dict[int, tuple[int, list[float | None]]]] = {}
         self.rank = 0
         self.num_generations: int | None = None
+
+    @property
+    def k(self) -> int:
+        """Prompts per step (the planner's)."""
+        assert self.planner.k is not None
+        return self.planner.k
 
     # ── rows ──────────────────────────────────────────────────────────
 

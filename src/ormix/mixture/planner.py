@@ -122,6 +122,11 @@ def fixed_steps(settings: AdaptiveConfig, lag: int = LAG) -> int:
     return max(settings.warmup_steps, max(1, lag))
 
 
+def _check_step(step: object) -> None:
+    if isinstance(step, bool) or not isinstance(step, int) or step < 1:
+        raise MixtureError(f"steps count from 1, not {step!r}")
+
+
 def _normalised(weights: Mapping[str, float], members: Sequence[str]) -> dict[str, float]:
     total = math.fsum(max(0.0, float(weights.get(m, 0.0))) for m in members)
     if total <= 0:
@@ -309,8 +314,7 @@ class Planner:
         return sum(1 for start, back in self._aside.get(member, {}).values() if start <= step < back)
 
     def _decide_through(self, step: int) -> None:
-        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
-            raise MixtureError(f"steps count from 1, not {step!r}")
+        _check_step(step)
         if self.k is None:
             raise MixtureError("a plan without prompts_per_step has no steps; set prompts_per_step")
         for s in range(max(self._rows, default=0) + 1, step + 1):
@@ -416,8 +420,7 @@ class Planner:
             >>> p.history[1]
             {'a': [(0, [1.0, None])], 'b': []}
         """
-        if isinstance(step, bool) or not isinstance(step, int) or step < 1:
-            raise MixtureError(f"steps count from 1, not {step!r}")
+        _check_step(step)
         if not self.adaptive:
             return
         recorded: dict[str, list[Group]] = {
