@@ -72,6 +72,7 @@ def test_evaluate_and_predict_record_eval_rollouts_without_training(tiny_model, 
         assert {r["mode"] for r in records} == {"eval"} and {r["step"] for r in records} == {0}
         assert sorted({r["task_index"] for r in records}) == [0, 1, 2, 3]
         assert all(r["member"] == "a" and r["env_reward"] == 1.0 for r in records)
+        assert {r["split"] for r in records} == {"test"}  # the eval set's split, not the member's own
 
         assert metrics["eval_rewards/a/mean"] == pytest.approx(1.0)
 
