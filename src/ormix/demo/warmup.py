@@ -3,11 +3,11 @@
 A randomly initialised model (ormix's offline tiny model) never emits a parseable ``<tool_call>``, so every
 rollout is unscored and GRPO has nothing to learn from. `warmup_sft` first plays every training task's
 reference solution (`ormix.references.reference_solver`: a member's own ``reference:`` hook, else the shipped
-ones of ``local:echo``, ``local:terminals`` and ``local:seta``) through
-the mixture's own environments, in real sessions, and records what the model would see in GRPO, token for
-token: the prompt rendered with the chat template and that environment's tools (as TRL renders it), the
-scripted tool calls (``<tool_call>{json}</tool_call>``), the real tool results framed as TRL frames them, the
-submit call and a short final answer. Then it runs a plain torch loop of next-token prediction on the
+ones of ``local:echo``, ``local:terminals`` and ``local:seta``) through the mixture's own environments, in
+real sessions, and records what the model would see in GRPO, token for token: the prompt rendered with the
+chat template and that environment's tools (as TRL renders it), the scripted tool calls
+(``<tool_call>{json}</tool_call>``), the real tool results framed as TRL frames them, the submit call and a
+short final answer. Then it runs a plain torch loop of next-token prediction on the
 assistant tokens only (prompt and tool results are masked out).
 
 With ``near_misses`` it also plays each task's near miss (`ormix.local.envs.solutions.near_miss_for`: a
@@ -170,10 +170,10 @@ def build_transcripts(
     """Play each training task's reference solution in a real session and record it as a `Transcript`.
 
     Members without reference solutions (no ``reference:`` hook, and not ``local:echo``, ``local:terminals``
-    or ``local:seta``) are skipped; with ``fraction`` < 1 only the first part of each member's tasks is played (`warm_tasks`), so
-    GRPO still has tasks to learn. With ``near_misses`` each task that has a near miss (`near_miss_for`) is
-    also played that way, right after its reference: SFT on both leaves the policy split between a right and a
-    wrong attempt, a choice GRPO can learn from the rewards.
+    or ``local:seta``) are skipped; with ``fraction`` < 1 only the first part of each member's tasks is played
+    (`warm_tasks`), so GRPO still has tasks to learn. With ``near_misses`` each task that has a near miss
+    (`near_miss_for`) is also played that way, right after its reference: SFT on both leaves the policy split
+    between a right and a wrong attempt, a choice GRPO can learn from the rewards.
 
     Raises:
         WarmupError: no training member has reference solutions.
