@@ -385,7 +385,7 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
         (None, 'ormix:tiny', None)
         >>> resolve_eval_model("Qwen/Qwen3-0.6B")
         ('Qwen/Qwen3-0.6B', 'Qwen/Qwen3-0.6B', None)
-        >>> resolve_eval_model("./no/such/dir")
+        >>> resolve_eval_model("./no/such/dir")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
         ormix.evaluation.runner.ModelNotFoundError: --model ./no/such/dir: no such directory ...
