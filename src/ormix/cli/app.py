@@ -145,6 +145,22 @@ def inspect(
             console.print(f"  {m.name}: {note}")
     for note in info.notes:
         console.print(f"  {note}")
+    evaluating = [m for m in info.members if m.eval_set is not None or m.eval_unknown is not None]
+    if evaluating:
+        evals = Table("member", "split", "tasks", "chosen as", "also trained on", title="eval sets")
+        for m in evaluating:
+            e = m.eval_set
+            if e is None:
+                evals.add_row(m.name, "?", "?", m.eval_unknown, "?")
+                continue
+            indices = ", ".join(map(str, e.task_indices[:8])) + (", ..." if len(e.task_indices) > 8 else "")
+            evals.add_row(m.name, e.split, f"{len(e.task_indices)} ({indices})", e.source, str(e.overlap))
+        console.print(evals)
+        for m in evaluating:
+            for note in m.eval_set.notes if m.eval_set is not None else ():
+                console.print(f"  {note}", highlight=False)
+            if m.eval_error:
+                console.print(f"  [red]eval set:[/red] {m.eval_error}", highlight=False)
     train_names = [m.name for m in info.members if m.role != "eval"]
     if info.composition:
         comp = Table("step", *train_names, title="composition")
