@@ -325,14 +325,25 @@ def train(
 
 @app.command(cls=_Command)
 def report(
-    run_dir: Annotated[
-        Path, typer.Argument(metavar="RUN_DIR", help="run directory (the trainer's output_dir)")
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(metavar="RUN_DIR", help="run directory (the trainer's output_dir)", show_default=False),
     ],
 ) -> None:
-    """Per-environment tables and plots (reward, coverage, share, errors, latency) from rollout records."""
+    """Per-environment tables and plots (reward, coverage, share, errors, latency, eval curves) from rollout
+    records."""
     from ormix.diagnostics.report import report_command
 
-    raise typer.Exit(report_command(run_dir, console))
+    if len(run_dirs) > 1:
+        names = " ".join(str(p) for p in run_dirs)
+        err.print(
+            f"[red]error:[/red] ormix report reads one run directory; to compare runs, evaluate them and "
+            f"compare the evals: `ormix compare {names}` (each a run directory with an eval, or an eval "
+            "directory), or report one run at a time",
+            highlight=False,
+        )
+        raise typer.Exit(2)
+    raise typer.Exit(report_command(run_dirs[0], console))
 
 
 def _load(path: Path, *, defer_missing_secrets: bool = False):
