@@ -241,7 +241,10 @@ def test_an_eval_split_the_environment_lacks_is_refused_naming_the_member(tmp_pa
     rc = train_command(path, max_steps=1, output_dir=tmp_path / "run", warmup_sft=0, console=console)
     text = out.getvalue()
     assert rc == 2, text
-    assert "member 'held': eval split 'validation' does not exist on local:echo (its splits: train, test)" in text
+    assert (
+        "member 'held': eval split 'validation' does not exist on local:echo (its splits: train, test)"
+        in text
+    )
     assert "training rows" not in text  # refused when the servers answered, before the trainer (and model)
     assert not (tmp_path / "run").exists()
 
@@ -289,7 +292,13 @@ def eval_run(tiny_model, tmp_path_factory):
     run = tmp_path_factory.mktemp("eval") / "run"
     settings = {"eval_steps": 1, "num_generations": 2, "max_completion_length": 32}
     result = train(
-        mix, max_steps=2, output_dir=run, warmup_sft=0, settings=settings, console=console, callbacks=[Scripted()]
+        mix,
+        max_steps=2,
+        output_dir=run,
+        warmup_sft=0,
+        settings=settings,
+        console=console,
+        callbacks=[Scripted()],
     )
     return run, result, out.getvalue()
 

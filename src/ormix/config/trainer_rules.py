@@ -16,7 +16,13 @@ Example:
 
 from __future__ import annotations
 
-__all__ = ["columns_problem", "eval_settings_problem", "max_steps_problem", "plan_length_problem", "shuffle_problem"]
+__all__ = [
+    "columns_problem",
+    "eval_settings_problem",
+    "max_steps_problem",
+    "plan_length_problem",
+    "shuffle_problem",
+]
 
 
 def plan_length_problem(

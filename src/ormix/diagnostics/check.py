@@ -506,8 +506,10 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         evals.add_column(column)
     for r in results:
         if r.eval_set is not None:
-            e = r.eval_set
-            evals.add_row(r.member, e.split, str(len(e.task_indices)), e.source, str(e.overlap))
+            found = r.eval_set
+            evals.add_row(
+                r.member, found.split, str(len(found.task_indices)), found.source, str(found.overlap)
+            )
     if evals.row_count:
         console.print(evals)
     for r in results:

@@ -592,8 +592,12 @@ def eval_figure(series: Mapping[int, Mapping[str, Any]], members: Sequence[str])
             ax.plot(xs, [v["value"] for _, v in points], label=m, **style)
             if all(v.get("low") is not None and v.get("high") is not None for _, v in points):
                 ax.fill_between(
-                    xs, [v["low"] for _, v in points], [v["high"] for _, v in points], color=style["color"],
-                    alpha=0.15, linewidth=0,
+                    xs,
+                    [v["low"] for _, v in points],
+                    [v["high"] for _, v in points],
+                    color=style["color"],
+                    alpha=0.15,
+                    linewidth=0,
                 )
     confidence = next(iter(series.values()))["confidence"] if series else 0.95
     top.set_title(f"Evaluation per environment (shaded: {confidence:.0%} interval over tasks)")
@@ -801,10 +805,10 @@ def _print_eval(evaluation: Mapping[str, Any], console: Any) -> None:
         return
     series, last = evaluation["steps"], str(evaluation["last_step"])
     rows = summary_table(series[last])
-    k = series[last]["k"][-1]
+    k, rollouts = series[last]["k"][-1], evaluation["rollouts"]
     table = Table(
-        title=f"eval at step {last} ({k} sample{'s' if k > 1 else ''} per task; {evaluation['rollouts']} eval "
-        f"rollouts over {len(series)} evaluation(s), not in the tables above)"
+        title=f"eval at step {last} ({k} sample{'s' if k > 1 else ''} per task; {rollouts} eval rollouts "
+        f"over {len(series)} evaluation(s), not in the tables above)"
     )
     for column in rows[0]:
         table.add_column(column, overflow="fold")

@@ -415,7 +415,9 @@ class MixtureSpec:
 
     def eval_spec(self, member: str) -> OpenRewardSpec:
         """The spec selecting a member's eval tasks (`eval_set`: another split, held-out or given indices; its
-        own tasks otherwise)."""
+        own tasks otherwise, and for a member without an eval set)."""
+        if not self.config.members[member].evaluates if member in self.config.members else False:
+            return self.spec(member)
         self.eval_set(member)
         return self._eval_specs[member]
 
@@ -478,7 +480,9 @@ class MixtureSpec:
             kept = held_out(trained, candidates, wanted)
             if kept is not None:
                 derived = spec.derive(split=split, indices=kept, num_tasks=None)
-                source = f"held out: the first {wanted} tasks of split {split!r} that {member} does not train on"
+                source = (
+                    f"held out: the first {wanted} tasks of split {split!r} that {member} does not train on"
+                )
             else:
                 derived = spec.derive(split=split, indices=None, num_tasks=wanted)
                 source = f"the first {wanted} tasks of split {split!r} (overlapping training)"

@@ -146,7 +146,7 @@ class TelemetryRun:
 
         Example:
             >>> run = TelemetryRun(None)
-            >>> run.note("echo", [{"mode": "eval", "outcome": "scored"}, {"mode": "train", "outcome": "scored"}])
+            >>> run.note("echo", [{"mode": "eval", "outcome": "scored"}, {"mode": "train", "outcome": "ok"}])
             >>> [r["mode"] for r in run.take_eval_records()], run.take_eval_records()
             (['eval'], [])
         """

@@ -221,8 +221,10 @@ def derive_eval(
     if strategy is None:
         settings["eval_strategy"] = "steps" if steps is not None else "no"
         if steps is not None:
-            notes.append(f"eval_strategy=steps (eval_steps={steps}; members with an eval set: "
-                         f"{', '.join(eval_members)})")
+            notes.append(
+                f"eval_strategy=steps (eval_steps={steps}; members with an eval set: "
+                f"{', '.join(eval_members)})"
+            )
     if str(getattr(settings["eval_strategy"], "value", settings["eval_strategy"])) == "no":
         return notes
     generations = int(settings.get("num_generations_eval") or settings.get("num_generations") or 8)
@@ -236,9 +238,9 @@ def derive_eval(
         )
     elif (batch * world_size) % generations:
         raise TrainConfigError(
-            f"{where}per_device_eval_batch_size={batch} × {world_size} process(es) does not hold whole groups "
-            f"of num_generations_eval={generations} rollouts of a task: make it a multiple of {generations} "
-            "(or leave it out and ormix derives it)"
+            f"{where}per_device_eval_batch_size={batch} × {world_size} process(es) does not hold whole "
+            f"groups of num_generations_eval={generations} rollouts of a task: make it a multiple of "
+            f"{generations} (or leave it out and ormix derives it)"
         )
     return notes
 
@@ -268,7 +270,9 @@ def _planned_steps(config: Any) -> int | None:
     if not isinstance(k, int) or not k:
         return None
     num_samples, num_steps = getattr(config, "num_samples", None), getattr(config, "num_steps", None)
-    rows = num_samples if isinstance(num_samples, int) else (num_steps * k if isinstance(num_steps, int) else 0)
+    rows = (
+        num_samples if isinstance(num_samples, int) else (num_steps * k if isinstance(num_steps, int) else 0)
+    )
     return rows // k or None
 
 

@@ -156,7 +156,7 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         self._batch_started: float | None = None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
-        if not self.model.training:
+        if not getattr(self.model, "training", True):
             # An evaluation's entry: its per-member pass@k (ormix's telemetry callback, from the evaluation's
             # records) goes in before any logger or callback sees the entry.
             for callback in self.callback_handler.callbacks:
