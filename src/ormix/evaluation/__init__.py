@@ -29,22 +29,38 @@ _EXPORTS: dict[str, str] = {
     "summary_markdown": "ormix.evaluation.summary",
     "summary_table": "ormix.evaluation.summary",
     "task_samples": "ormix.evaluation.summary",
+    "CompareError": "ormix.evaluation.compare",
+    "EvalData": "ormix.evaluation.compare",
+    "compare": "ormix.evaluation.compare",
+    "comparison_markdown": "ormix.evaluation.compare",
+    "load_eval": "ormix.evaluation.compare",
+    "comparison_figure": "ormix.evaluation.plots",
+    "summary_figure": "ormix.evaluation.plots",
 }
 
 __all__ = [
+    "CompareError",
+    "EvalData",
     "Interval",
     "TaskSamples",
+    "compare",
+    "comparison_figure",
+    "comparison_markdown",
+    "load_eval",
     "mean_interval",
     "paired_interval",
     "pass_at_k",
     "pass_hat_k",
     "summarize",
+    "summary_figure",
     "summary_markdown",
     "summary_table",
     "task_samples",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
+    from ormix.evaluation.compare import CompareError, EvalData, compare, comparison_markdown, load_eval
+    from ormix.evaluation.plots import comparison_figure, summary_figure
     from ormix.evaluation.stats import Interval, mean_interval, paired_interval, pass_at_k, pass_hat_k
     from ormix.evaluation.summary import (
         TaskSamples,

@@ -78,6 +78,8 @@ class Member:
     eval_num_tasks: int | None = None
     #: Task-level difficulty filtering with ``strategy="adaptive"`` (`ormix.config.TaskFilterConfig` fields).
     filter: Mapping[str, Any] | TaskFilterConfig | None = None
+    #: The member's reference solver, ``"module:function"`` (`ormix.references`).
+    reference: str | None = None
 
     def config(self) -> MemberConfig:
         """This member as a `MemberConfig` (the spec's options plus the member's)."""
@@ -99,6 +101,7 @@ class Member:
                 "scale": self.scale,
                 "eval": evaluation,
                 "filter": self.filter,
+                "reference": self.reference,
             }
         )
 
@@ -416,7 +419,8 @@ class MixtureSpec:
     def eval_spec(self, member: str) -> OpenRewardSpec:
         """The spec selecting a member's eval tasks (`eval_set`: another split, held-out or given indices; its
         own tasks otherwise, and for a member without an eval set)."""
-        if not self.config.members[member].evaluates if member in self.config.members else False:
+        config = self.config.members.get(member)
+        if config is not None and not config.evaluates:
             return self.spec(member)
         self.eval_set(member)
         return self._eval_specs[member]

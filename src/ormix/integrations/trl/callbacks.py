@@ -11,10 +11,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -351,6 +352,28 @@ class TelemetryCallback(TrainerCallback):
                 control.should_training_stop = True
                 self.stopped_by = self.stopped_by or alarm
         return control
+
+    @contextlib.contextmanager
+    def unscored_notices_filtered(self) -> Iterator[_UnscoredNoticeFilter]:
+        """Within the block, TRL's "All reward functions returned None" dumps are counted, not printed (for
+        an evaluation after training, once `on_train_end` removed the filter); a filter already in place is
+        left there.
+
+        Example:
+            >>> cb = TelemetryCallback({})
+            >>> with cb.unscored_notices_filtered() as notices:
+            ...     logging.getLogger(_TRL_GRPO_LOGGER).warning("All reward functions returned None.")
+            >>> notices.dropped
+            1
+        """
+        trl_logger = logging.getLogger(_TRL_GRPO_LOGGER)
+        present = self.unscored_notices in trl_logger.filters
+        trl_logger.addFilter(self.unscored_notices)
+        try:
+            yield self.unscored_notices
+        finally:
+            if not present:
+                trl_logger.removeFilter(self.unscored_notices)
 
     @staticmethod
     def _append_alarm(run_dir: Path, alarm: Alarm) -> None:
