@@ -414,3 +414,14 @@ def test_an_eval_set_the_environment_does_not_have_is_named_with_its_member(memb
         mix.eval_set("echo")
     with pytest.raises(MixtureError, match=message):
         _ = mix.eval_dataset
+
+
+def test_a_member_made_eval_only_keeps_its_held_out_eval_tasks():
+    # An ablation arm that drops a member keeps it as role: eval: its eval set must be the full mixture's.
+    def mixture(role):
+        member = Member(OpenRewardSpec("local:echo", num_tasks=4, **T), role=role, eval_num_tasks=2)
+        return MixtureSpec({"kept": OpenRewardSpec("local:echo", indices=[9], **T), "dropped": member})
+
+    full, arm = mixture("train").eval_set("dropped"), mixture("eval").eval_set("dropped")
+    assert full.task_indices == arm.task_indices == (4, 5)
+    assert (full.overlap, arm.overlap) == (0, 0) and arm.source.endswith("does not select (role: eval)")

@@ -107,7 +107,7 @@ def eval_description(config: Any) -> str:
     split = e.split or config.split
     if e.indices is not None:
         return f"eval: indices {e.indices} of split {split}"
-    if e.num_tasks is not None and split == config.split and config.trains:
+    if e.num_tasks is not None and split == config.split:
         return f"eval: {{num_tasks: {e.num_tasks}}} (held out of split {split} when it has enough tasks)"
     if e.num_tasks is not None:
         return f"eval: the first {e.num_tasks} tasks of split {split}"

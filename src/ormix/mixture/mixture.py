@@ -432,8 +432,10 @@ class MixtureSpec:
         - ``eval: {split: S}`` on another split: that split's tasks (``num_tasks`` / ``indices`` of it, else
           all);
         - ``eval: {indices: [...]}``: exactly those (each must exist in the split);
-        - ``eval: {num_tasks: N}`` on the split the member trains on: N tasks held out, the first N of the
-          split that it does not train on; when fewer remain, the split's first N, said in `EvalSet.notes`;
+        - ``eval: {num_tasks: N}`` on the member's own split: N tasks held out, the first N of the split
+          outside its task selection (the tasks it trains on; the same for ``role: eval``, so dropping a
+          member to eval-only keeps its eval tasks); when fewer remain, the split's first N, said in
+          `EvalSet.notes`;
         - ``eval: {}`` on its own split: its training tasks.
 
         Raises `MixtureError` naming the member when its eval split does not exist on the environment or an
@@ -461,7 +463,10 @@ class MixtureSpec:
                 f"member {member!r}: eval split {split!r} does not exist on {spec.target} (its splits: "
                 f"{', '.join(names or [])}): set the member's eval.split to one of them"
             )
-        trained = spec.task_indices if config.trains and split == spec.split else []
+        # The member's own selection on that split: held-out tasks stay outside it whatever the role, so a
+        # member turned eval-only (an ablation arm that drops it) keeps the eval tasks of the full mixture.
+        selection = spec.task_indices if split == spec.split else []
+        trained = selection if config.trains else []
         notes: list[str] = []
         if evaluation is None:
             derived = spec
@@ -475,21 +480,22 @@ class MixtureSpec:
                 )
             derived = spec.derive(split=split, indices=list(evaluation.indices), num_tasks=None)
             source = f"eval.indices of split {split!r}"
-        elif evaluation.num_tasks is not None and trained:
+        elif evaluation.num_tasks is not None and selection:
             wanted = evaluation.num_tasks
             if spec.where:
                 candidates = spec.derive(split=split, indices=None, num_tasks=None).task_indices
             else:
                 candidates = list(range(total))
-            kept = held_out(trained, candidates, wanted)
+            kept = held_out(selection, candidates, wanted)
             if kept is not None:
                 derived = spec.derive(split=split, indices=kept, num_tasks=None)
-                source = (
-                    f"held out: the first {wanted} tasks of split {split!r} that {member} does not train on"
-                )
+                outside = "does not train on" if trained else "does not select (role: eval)"
+                source = f"held out: the first {wanted} tasks of split {split!r} that {member} {outside}"
             else:
                 derived = spec.derive(split=split, indices=None, num_tasks=wanted)
-                source = f"the first {wanted} tasks of split {split!r} (overlapping training)"
+                source = f"the first {wanted} tasks of split {split!r}" + (
+                    " (overlapping training)" if trained else ""
+                )
         elif evaluation.num_tasks is not None or split != spec.split:
             derived = spec.derive(split=split, indices=evaluation.indices, num_tasks=evaluation.num_tasks)
             source = (
