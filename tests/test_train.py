@@ -195,3 +195,176 @@ def test_warm_start_transcripts_are_real_reference_episodes(tiny_model):
     first = sft_loop(model, transcripts[:1], steps=1, learning_rate=3e-3, batch_size=1)
     last = sft_loop(model, transcripts[:1], steps=25, learning_rate=3e-3, batch_size=1)
     assert last < first / 2  # the loop really fits the assistant tokens
+
+
+# ── the step limit ────────────────────────────────────────────────────
+
+
+@pytest.mark.parametrize("steps", [0, -1])
+def test_max_steps_below_one_is_refused_before_anything_starts(tmp_path, steps):
+    # 0 used to train a step anyway, and -1 (TRL's "train by epochs") ran past the plan.
+    console, out = _console()
+    rc = train_command(DEMO, max_steps=steps, output_dir=tmp_path / "run", warmup_sft=0, console=console)
+    assert rc == 2 and f"--max-steps {steps}: a run trains at least 1 step, not {steps}" in out.getvalue()
+    console, out = _console()
+    rc = train_command(DEMO, output_dir=tmp_path / "run", overrides=[f"max_steps={steps}"], console=console)
+    assert rc == 2 and f"max_steps: a run trains at least 1 step, not {steps}" in out.getvalue()
+    from ormix.errors import TrainConfigError
+    from ormix.train import train
+
+    with pytest.raises(TrainConfigError, match="at least 1 step"):
+        train(_echo_mix(prompts_per_step=2, num_samples=4), max_steps=steps, output_dir=tmp_path / "run")
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_console_script_refuses_max_steps_0_with_exit_2(tmp_path):
+    from typer.testing import CliRunner
+
+    from ormix.cli import app
+
+    result = CliRunner().invoke(app, ["train", str(DEMO), "--max-steps", "0"], terminal_width=200)
+    assert result.exit_code == 2 and "a run trains at least 1 step, not 0" in result.output
+
+
+# ── eval sets, checked before the model loads ─────────────────────────
+
+
+def test_an_eval_split_the_environment_lacks_is_refused_naming_the_member(tmp_path):
+    path = tmp_path / "bad-eval.yaml"
+    path.write_text(
+        "members:\n"
+        "  echo: {target: 'local:echo', num_tasks: 2, local_serve: thread}\n"
+        "  held: {target: 'local:echo', indices: [5], local_serve: thread, eval: {split: validation}}\n"
+        "prompts_per_step: 2\nnum_samples: 4\n"
+    )
+    console, out = _console()
+    rc = train_command(path, max_steps=1, output_dir=tmp_path / "run", warmup_sft=0, console=console)
+    text = out.getvalue()
+    assert rc == 2, text
+    assert (
+        "member 'held': eval split 'validation' does not exist on local:echo (its splits: train, test)"
+        in text
+    )
+    assert "training rows" not in text  # refused when the servers answered, before the trainer (and model)
+    assert not (tmp_path / "run").exists()
+
+
+# ── evaluation during training, end to end ────────────────────────────
+
+
+def _word_or_miss(ctx):
+    """Echo tasks: the first rollout of each group submits the word, the second misses; seta: no tool call."""
+    import re
+
+    found = re.search(r"word '(\w+)'", ctx.user)
+    if found is None or ctx.turn > 0:
+        return "done"
+    from ormix.demo.scripted import tool_call
+
+    return tool_call("submit", text=found.group(1) if ctx.sample == 0 else "miss")
+
+
+@pytest.fixture(scope="module")
+def eval_run(tiny_model, tmp_path_factory):
+    """Two GRPO steps on a mixture built in Python (echo with 2 held-out eval tasks, seta without an eval
+    set), evaluating every step (`eval_steps=1`), with a scripted policy: of the 2 samples of each eval task
+    one succeeds. The run directory, the result and what the run printed."""
+    from transformers import TrainerCallback
+
+    from ormix.demo.scripted import ScriptedPolicy
+    from ormix.mixture import Member
+    from ormix.train import train
+
+    class Scripted(TrainerCallback):
+        def on_init_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+            ScriptedPolicy(_word_or_miss, tokenizer=processing_class).attach(model)
+
+    mix = MixtureSpec(
+        {
+            "echo": Member(OpenRewardSpec("local:echo", num_tasks=2, local_serve="thread"), eval_num_tasks=2),
+            "seta": OpenRewardSpec("local:seta", num_tasks=1, local_serve="thread"),
+        },
+        prompts_per_step=2,
+        num_samples=4,
+        name="tiny-eval",
+    )
+    console, out = _console()
+    run = tmp_path_factory.mktemp("eval") / "run"
+    settings = {"eval_steps": 1, "num_generations": 2, "max_completion_length": 32}
+    result = train(
+        mix,
+        max_steps=2,
+        output_dir=run,
+        warmup_sft=0,
+        settings=settings,
+        console=console,
+        callbacks=[Scripted()],
+    )
+    return run, result, out.getvalue()
+
+
+@pytest.mark.slow
+def test_training_evaluates_each_member_with_an_eval_set_and_logs_pass_at_k(eval_run):
+    run, result, text = eval_run
+    evals = [h for h in result.log_history if any(k.startswith("eval/") for k in h)]
+    assert [h["step"] for h in evals] == [1, 2]
+    for entry in evals:  # from the evaluation's own records: one of 2 samples per task succeeds
+        assert entry["eval/echo/pass@1"] == 0.5 and entry["eval/echo/pass@2"] == 1.0
+        assert entry["eval/echo/pass^2"] == 0.0 and entry["eval/echo/coverage"] == 1.0
+        assert entry["eval/echo/tasks"] == 2
+        assert not any(k.startswith("eval/seta/") for k in entry)  # seta has no eval set
+    logged = [json.loads(line) for line in (run / "log_history.jsonl").read_text().splitlines()]
+    assert [e["eval/echo/pass@1"] for e in logged if "eval/echo/pass@1" in e] == [0.5, 0.5]
+    args = json.loads((run / "train_args.json").read_text())
+    assert args["eval_strategy"] == "steps" and args["per_device_eval_batch_size"] % 2 == 0
+    lines = [line for line in text.splitlines() if line.startswith("eval @ step")]
+    assert len(lines) == 2 and all("echo pass@1 0.50 pass@2 1.00" in line for line in lines), text
+    assert not any("seta" in line for line in lines)
+
+
+@pytest.mark.slow
+def test_eval_rollouts_are_recorded_in_the_training_format(eval_run):
+    run, _, _ = eval_run
+    records = [json.loads(line) for line in (run / "rollouts" / "rank-0.jsonl").read_text().splitlines()]
+    train_records = [r for r in records if r["mode"] == "train"]
+    eval_records = [r for r in records if r["mode"] == "eval"]
+    assert len(train_records) == 2 * 2 * 2 and len(eval_records) == 2 * 2 * 2  # 2 steps × 2 tasks × 2 samples
+    assert {r["member"] for r in eval_records} == {"echo"}
+    assert {r["task_index"] for r in eval_records} == {2, 3}  # held out: echo trains on tasks 0 and 1
+    assert set(eval_records[0]) == set(train_records[0])
+
+
+@pytest.mark.slow
+def test_a_run_built_in_python_writes_its_manifest_with_its_eval_sets(eval_run):
+    run, _, text = eval_run
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["name"] == "tiny-eval" and len(manifest["hash"]) == 64
+    assert manifest["members"]["echo"]["task_indices"] == [0, 1]
+    assert manifest["eval"] == {
+        "echo": {
+            "split": "train",
+            "tasks": 2,
+            "task_indices": [2, 3],
+            "source": "held out: the first 2 tasks of split 'train' that echo does not train on",
+            "overlap": 0,
+            "notes": [],
+        }
+    }
+    assert "eval echo: 2 task(s) of split 'train', held out" in text
+
+
+@pytest.mark.slow
+def test_the_report_of_a_run_with_evaluations(eval_run):
+    run, _, text = eval_run
+    summary = json.loads((run / "report" / "summary.json").read_text())
+    assert summary["eval"]["last_step"] == 2 and sorted(summary["eval"]["steps"]) == ["1", "2"]
+    echo = summary["eval"]["steps"]["2"]["members"]["echo"]
+    assert echo["pass@1"]["value"] == 0.5 and echo["pass@2"]["value"] == 1.0 and echo["tasks"] == 2
+    assert set(summary["members"]) == {"echo", "seta"} and summary["members"]["echo"]["rollouts"] == 4
+    # The printed tables count training rollouts only; the evaluations are said apart.
+    assert "outcomes (8 training rollouts; 8 eval rollouts below)" in text
+    assert "eval at step 2 (2 samples per task" in text and "eval pass@1 by step" in text
+    report = (run / "report" / "report.md").read_text()
+    assert "## Evaluation at step 2" in report and "| echo | 2 | 0.50" in report
+    assert "### pass@1 by step" in report and "![eval](eval.png)" in report
+    assert (run / "report" / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

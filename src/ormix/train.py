@@ -8,7 +8,9 @@
    fresh or — with ``resume`` — holding the same mixture's run (`ormix.runs`);
 2. trainer: the model (ormix's offline tiny one by default), optionally warmed up on reference solutions
    (`ormix.demo.warmup`); ``manifest.json`` and ``train_args.json``; `ConcurrentGRPOTrainer`;
-3. run: one line per logging step (per-member reward and coverage, where the step's time went);
+3. run: one line per logging step (per-member reward and coverage, where the step's time went); with
+   ``eval_steps`` (and members with eval sets) an evaluation every ``eval_steps`` steps, logged per member as
+   ``eval/<member>/pass@1`` (pass@k, pass^k for k = ``num_generations_eval``, mean reward, coverage);
 4. result: the model under ``<run dir>/model``, the report, a `TrainResult`.
 
 Sessions are closed and local servers stopped on every exit path (end, SIGTERM, Ctrl-C, error): TRL never
@@ -35,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ormix.config.trainer_rules import plan_length_problem
+from ormix.config.trainer_rules import max_steps_problem, plan_length_problem
 from ormix.errors import OrmixError, TrainConfigError, exit_status
 from ormix.runs import RunDirectory, checkpoint_path, default_run_dir
 
@@ -240,7 +242,9 @@ def train(
 
     Raises:
         UsageError (TrainConfigError, MixtureError, ...): bad settings or run directory, found before
-        training starts (and before any server is contacted for the run-directory checks).
+        training starts (and before any server is contacted for the run-directory checks); ``max_steps``
+        below 1; an eval split or eval task that does not exist (found when the servers answer, before the
+        model loads).
         ServerStartError: a local member's server did not start.
     """
     from rich.console import Console
@@ -248,6 +252,9 @@ def train(
     from ormix.mixture import MixtureSpec
 
     opts = replace(options or RunOptions(), **option_fields)
+    problem = max_steps_problem(opts.max_steps)
+    if problem:
+        raise TrainConfigError(f"--max-steps {opts.max_steps}: {problem}")
     console = console or Console()
     started = time.monotonic()
     if isinstance(mixture, MixtureSpec):
@@ -287,8 +294,17 @@ def _start(mix: MixtureSpec, run: _Run, opts: RunOptions, console: Any) -> tuple
     console.print(f"run directory: {run.dir.path}")
     for note in run.notes:
         console.print(f"  set {note}")
-    # Contacts the servers: task lists, tool surfaces; the manifest pins exactly what this run trains on.
+    # Contacts the servers: task lists, tool surfaces, eval sets (a split or task that does not exist is
+    # refused here, before any model loads); the manifest pins exactly what this run trains on.
     manifest = mix.manifest()
+    for member, found in mix.eval_sets().items():
+        console.print(
+            f"  eval {member}: {len(found.task_indices)} task(s) of split {found.split!r}, {found.source}"
+            + (f"; {found.overlap} also trained on" if found.overlap else ""),
+            highlight=False,
+        )
+        for note in found.notes:
+            console.print(f"  [yellow]note:[/yellow] {note}", highlight=False)
     if run.checkpoint is not None:
         manifest = run.dir.resumed_manifest(manifest, run.checkpoint, run.changes, opts.allow_changed_mixture)
         step = RunDirectory.step_of(run.checkpoint)
@@ -361,7 +377,7 @@ def _run_trainer(
             callbacks=[
                 *mix.callbacks,
                 RunLifecycle(run.dir.path, stop),
-                ProgressLine(list(mix.members), console, run.dir.path),
+                ProgressLine(list(mix.members), console, run.dir.path, eval_members=mix.config.eval_members),
                 *callbacks,
             ],
         )

@@ -227,3 +227,29 @@ def test_a_local_server_that_fails_to_start_is_reported_as_such(tmp_path, monkey
     assert "Traceback" not in out and "training failed" not in out
     if command == "train":
         assert "error: local ORS server for broken_env:BrokenEnv" in out, out
+
+
+def test_inspect_shows_each_members_eval_set(tmp_path):
+    path = tmp_path / "evals.yaml"
+    path.write_text(
+        "members:\n  echo: {target: 'local:echo', num_tasks: 4, eval: {num_tasks: 2}}\n"
+        "  seta: {target: 'local:seta', num_tasks: 2, eval: {split: test}}\n"
+        "  bad: {target: 'local:echo', indices: [9], eval: {split: validation}}\n"
+    )
+    result = runner.invoke(app, ["inspect", str(path)], terminal_width=250)
+    assert result.exit_code == 0, result.output
+    rows = {
+        cells[0]: cells
+        for line in result.output.split("eval sets")[1].splitlines()
+        if line.startswith("│ ") and (cells := [c.strip() for c in line.split("│")[1:-1]])
+    }
+    assert rows["echo"][:3] == ["echo", "train", "2 (4, 5)"] and rows["echo"][4] == "0"
+    assert rows["echo"][3].startswith("held out: the first 2 tasks of split 'train'")
+    assert rows["seta"][:3] == ["seta", "test", "5 (0, 1, 2, 3, 4)"]
+    assert "eval set: member 'bad': eval split 'validation' does not exist on local:echo" in result.output
+
+
+def test_report_of_two_runs_points_to_compare(tmp_path):
+    result = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b")], terminal_width=250)
+    assert result.exit_code == 2
+    assert f"ormix compare {tmp_path / 'a'} {tmp_path / 'b'}" in result.output.replace("\n", "")

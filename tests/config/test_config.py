@@ -873,3 +873,33 @@ def test_generated_weights_are_valid_iff_non_negative_and_not_all_zero(weights: 
     else:
         with pytest.raises(MixtureConfigError):
             MixtureConfig.from_dict(raw)
+
+
+# ---------------------------------------------------------------------------------------------- eval sets
+
+
+def test_a_files_max_steps_below_one_is_named_with_its_key(tmp_path: Path) -> None:
+    from ormix.mixture.mixture import trainer_settings_check
+
+    path = tmp_path / "zero.yaml"
+    path.write_text(TWO + "train: {max_steps: 0}\n")
+    with pytest.raises(MixtureFileError) as info:
+        load_mixture_config(path, train_check=trainer_settings_check())
+    assert "train.max_steps" in str(info.value) and "a run trains at least 1 step, not 0" in str(info.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    trained=st.sets(st.integers(0, 40), max_size=30),
+    total=st.integers(0, 40),
+    wanted=st.integers(1, 20),
+)
+def test_held_out_eval_tasks_are_never_trained_on(trained: set[int], total: int, wanted: int) -> None:
+    from ormix.config.checks import held_out
+
+    kept = held_out(sorted(trained), range(total), wanted)
+    free = [i for i in range(total) if i not in trained]
+    if len(free) < wanted:
+        assert kept is None  # the caller then says the eval set overlaps training
+    else:
+        assert kept == free[:wanted] and not set(kept) & trained  # the first untrained tasks, in order

@@ -105,3 +105,33 @@ def test_a_tool_that_raises_fails_the_check_unless_tolerated(tmp_path, thread_se
     buf = io.StringIO()
     assert check_command(path, Console(file=buf, width=250), tolerate_tool_errors=True) == 0
     assert "boom" in buf.getvalue()
+
+
+def test_check_shows_eval_sets_and_refuses_one_the_environment_lacks(tmp_path, thread_serving):
+    path = tmp_path / "evals.yaml"
+    path.write_text(
+        "members:\n"
+        "  echo: {target: 'local:echo', num_tasks: 15, eval: {num_tasks: 2}}\n"
+        "  held: {target: 'local:echo', indices: [3], eval: {split: test, indices: [0, 1]}}\n"
+    )
+    buf = io.StringIO()
+    assert check_command(path, Console(file=buf, width=250, color_system=None)) == 0
+    text = buf.getvalue()
+    rows = {
+        cells[0]: cells
+        for line in text.split("eval sets")[1].splitlines()
+        if line.startswith("│ ") and (cells := [c.strip() for c in line.split("│")[1:-1]])
+    }
+    assert rows["echo"] == [
+        "echo",
+        "train",
+        "2",
+        "the first 2 tasks of split 'train' (overlapping training)",
+        "2",
+    ]
+    assert rows["held"] == ["held", "test", "2", "eval.indices of split 'test'", "0"]
+    assert "note: echo: eval overlaps training: split 'train' has 16 tasks and echo trains on 15" in text
+    path.write_text(path.read_text().replace("split: test,", "split: validation,"))
+    buf = io.StringIO()
+    assert check_command(path, Console(file=buf, width=250, color_system=None)) == 2
+    assert "error: member 'held': eval split 'validation' does not exist on local:echo" in buf.getvalue()

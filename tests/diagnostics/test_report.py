@@ -251,3 +251,32 @@ def test_trend_pools_the_first_and_last_third_of_the_steps_and_the_report_says_i
     finally:
         plt.close("all")
     assert "- a: reward 0.25 -> 1.00 (scored rollouts)" in md and "coverage 1.00 -> 0.00" in md
+
+
+def test_evaluations_are_reported_by_step_apart_from_the_training_tables(tmp_path):
+    # Training: a and b, 2 steps. Evaluations at steps 1 and 2 of a only: 3 tasks × 2 samples, a improving.
+    train = [_record(m, "scored", 1.0, s) for s in (1, 2) for m in ("a", "b")]
+    evals = [
+        {**_record("a", "scored", float(sample < wins), step), "mode": "eval", "task_index": task}
+        for step, wins in ((1, 0), (2, 1))
+        for task in range(3)
+        for sample in range(2)
+    ]
+    TelemetryRun(tmp_path).write(train + evals)
+    result = write_report(tmp_path)
+    assert result.summary["members"]["a"]["rollouts"] == 2  # training rollouts only
+    evaluation = result.summary["eval"]
+    assert evaluation["rollouts"] == 12 and evaluation["last_step"] == 2
+    by_step = {s: v["members"]["a"] for s, v in evaluation["steps"].items()}
+    assert by_step["1"]["pass@1"]["value"] == 0.0 and by_step["2"]["pass@1"]["value"] == 0.5
+    assert by_step["2"]["pass@2"]["value"] == 1.0 and by_step["2"]["tasks"] == 3
+    assert set(evaluation["steps"]["2"]["members"]) == {"a"}
+    assert (tmp_path / "report" / "eval.png").read_bytes()[:8] == PNG_MAGIC
+    markdown = (tmp_path / "report" / "report.md").read_text()
+    assert "## Evaluation at step 2" in markdown and "| a | 0.00 | 0.50 |" in markdown
+    console, buf = _console()
+    assert report_command(tmp_path, console) == 0
+    text = buf.getvalue()
+    assert "outcomes (4 training rollouts; 12 eval rollouts below)" in text
+    assert "eval at step 2 (2 samples per task; 12 eval rollouts over 2 evaluation(s)" in text
+    assert re.search(r"│ a\s+│ 0\.00\s+│ 0\.50\s+│", text.split("eval pass@1 by step")[1])

@@ -101,3 +101,87 @@ def test_save_steps_in_a_file_means_checkpoints(tmp_path):
     assert args.save_strategy == "steps" and args.save_steps == 50
     args, _ = build_grpo_config(mix, {}, output_dir=tmp_path)
     assert args.save_strategy == "no"
+
+
+# ── evaluation during training, and the step limit ────────────────────
+
+
+def _with_eval(**kwargs) -> MixtureSpec:
+    from ormix.mixture import Member
+
+    return MixtureSpec(
+        {
+            "a": Member(OpenRewardSpec("local:echo", num_tasks=4), eval_split="test"),
+            "b": OpenRewardSpec("local:echo"),
+        },
+        **kwargs,
+    )
+
+
+def test_eval_steps_turns_periodic_evaluation_on_with_whole_eval_groups():
+    args, notes = build_grpo_config(
+        _with_eval(prompts_per_step=2), {"num_generations": 4, "eval_steps": 5}, output_dir="x"
+    )
+    assert args.eval_strategy == "steps" and args.eval_steps == 5
+    assert args.per_device_eval_batch_size == 8  # a training batch's worth: 2 tasks × 4 samples
+    assert any(n.startswith("eval_strategy=steps (eval_steps=5; members with an eval set: a)") for n in notes)
+    # Without eval_steps no periodic evaluation (ormix's final evaluation runs anyway); given ones stay.
+    args, _ = build_grpo_config(_with_eval(), {"num_generations": 4}, output_dir="x")
+    assert args.eval_strategy == "no"
+    args, _ = build_grpo_config(
+        _with_eval(),
+        {"num_generations": 4, "num_generations_eval": 3, "eval_strategy": "epoch"},
+        output_dir="x",
+    )
+    assert args.eval_strategy == "epoch" and args.per_device_eval_batch_size % 3 == 0
+
+
+@pytest.mark.parametrize(
+    ("mixture", "given_settings", "message"),
+    [
+        (_echo_mix, {"eval_steps": 5}, "eval_steps=5: no member has an eval set"),
+        (_echo_mix, {"eval_strategy": "steps"}, "eval_strategy=steps: no member has an eval set"),
+        (_with_eval, {"eval_steps": 5, "per_device_eval_batch_size": 3}, "make it a multiple of 2"),
+        (_echo_mix, {"max_steps": -1}, "a run trains at least 1 step, not -1"),
+    ],
+)
+def test_evaluation_and_step_settings_that_cannot_work_are_refused(mixture, given_settings, message):
+    with pytest.raises(TrainConfigError, match=message):
+        build_grpo_config(mixture(), {"num_generations": 2, **given_settings}, output_dir="x")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    gens=st.integers(1, 16),
+    world=st.sampled_from([1, 2, 4, 8]),
+    train_batch=st.integers(1, 64),
+    eval_batch=st.one_of(st.none(), st.integers(1, 64)),
+)
+def test_the_eval_batch_holds_whole_groups_or_is_refused(gens, world, train_batch, eval_batch):
+    from ormix.integrations.trl.args import derive_eval
+
+    settings_ = {"eval_steps": 2, "num_generations_eval": gens, "per_device_train_batch_size": train_batch}
+    if eval_batch is not None:
+        settings_["per_device_eval_batch_size"] = eval_batch
+    try:
+        derive_eval(settings_, ["a"], world)
+    except TrainConfigError as e:
+        assert eval_batch is not None and (eval_batch * world) % gens and "multiple of" in str(e)
+        return
+    assert (settings_["per_device_eval_batch_size"] * world) % gens == 0
+    assert settings_["eval_strategy"] == "steps"
+    if eval_batch is None:  # about a training batch, never less than one group
+        assert gens <= settings_["per_device_eval_batch_size"] <= max(train_batch, gens)
+
+
+def test_an_unset_max_steps_trains_the_planned_steps_not_epochs():
+    args, notes = build_grpo_config(
+        _echo_mix(prompts_per_step=2, num_samples=10), {"num_generations": 2}, output_dir="x"
+    )
+    assert args.max_steps == 5 and "max_steps=5 (the mixture plans 5 steps of 2 prompts)" in notes
+    args, _ = build_grpo_config(
+        _echo_mix(prompts_per_step=2, num_samples=10), {"num_generations": 2, "max_steps": 3}, output_dir="x"
+    )
+    assert args.max_steps == 3
+    args, _ = build_grpo_config(_echo_mix(), {"num_generations": 2}, output_dir="x")
+    assert args.max_steps == -1  # no plan laid out by steps: TRL's own default

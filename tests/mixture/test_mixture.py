@@ -223,7 +223,9 @@ def test_eval_num_tasks_on_a_train_member_gives_it_an_eval_set():
     )
     for mix in (from_file, from_python):
         assert set(mix.eval_dataset) == {"echo"}
-        assert mix.eval_dataset["echo"]["task_index"] == [0, 1]
+        # Held out: the two tasks after the four echo trains on (not its training tasks 0 and 1).
+        assert mix.eval_dataset["echo"]["task_index"] == [4, 5]
+        assert mix.eval_set("echo").overlap == 0
         assert "ors_split" not in mix.eval_dataset["echo"].column_names  # same split: no override column
     # One model of a mixture: the Python constructor builds the same config as the file.
     assert from_python.config.config_hash() == from_file.config.config_hash()
@@ -357,3 +359,69 @@ def test_a_run_longer_than_the_plan_is_refused():
     assert any("num_samples >= 20" in p for p in problems), problems
     args = cpu_grpo_config("/tmp/x", max_steps=4)
     assert check_trainer_args(mix, args) == []
+
+
+# ── eval sets, as the servers answer ──────────────────────────────────────────
+
+
+def test_eval_sets_say_which_tasks_why_and_how_many_are_trained_on():
+    # local:echo has 16 train tasks and 4 test tasks.
+    mix = MixtureSpec(
+        {
+            "held": Member(OpenRewardSpec("local:echo", num_tasks=4, **T), eval_num_tasks=3),
+            "crowded": Member(OpenRewardSpec("local:echo", num_tasks=15, **T), eval_num_tasks=2),
+            "other": Member(
+                OpenRewardSpec("local:echo", num_tasks=2, **T), eval_split="test", eval_num_tasks=9
+            ),
+            "picked": Member(OpenRewardSpec("local:echo", indices=[3, 4], **T), eval_indices=[4, 5]),
+            "both": Member(OpenRewardSpec("local:echo", indices=[7], **T), role="both"),
+        },
+        prompts_per_step=2,
+        num_samples=4,
+    )
+    sets = mix.eval_sets()
+    assert sets["held"].task_indices == (4, 5, 6) and sets["held"].overlap == 0 and not sets["held"].notes
+    # 15 of 16 tasks trained on: 2 cannot be held out, and the eval set says it overlaps training.
+    crowded = sets["crowded"]
+    assert crowded.task_indices == (0, 1) and crowded.overlap == 2
+    assert crowded.notes[0].startswith("crowded: eval overlaps training: split 'train' has 16 tasks")
+    assert sets["other"].split == "test" and sets["other"].task_indices == (0, 1, 2, 3)
+    assert sets["other"].notes == ("other: eval asks for 9 tasks; split 'test' has 4",)
+    assert (
+        sets["picked"].overlap == 1 and "1 of its 2 eval tasks are training tasks" in sets["picked"].notes[0]
+    )
+    assert sets["both"].task_indices == (7,) and sets["both"].overlap == 1
+    assert mix.eval_dataset["held"]["task_index"] == [4, 5, 6]  # what evaluation runs on
+    assert crowded.as_dict()["overlap"] == 2  # what the run manifest's `eval` keeps
+
+
+@pytest.mark.parametrize(
+    ("member", "message"),
+    [
+        (
+            Member(OpenRewardSpec("local:echo", num_tasks=2, **T), eval_split="validation"),
+            r"member 'echo': eval split 'validation' does not exist on local:echo \(its splits: train, test",
+        ),
+        (
+            Member(OpenRewardSpec("local:echo", num_tasks=2, **T), eval_split="test", eval_indices=[1, 9]),
+            r"member 'echo': eval index\(es\) \[9\] do not exist: split 'test' has 4 tasks \(0-3\)",
+        ),
+    ],
+)
+def test_an_eval_set_the_environment_does_not_have_is_named_with_its_member(member, message):
+    mix = MixtureSpec({"echo": member}, prompts_per_step=2, num_samples=2)
+    with pytest.raises(MixtureError, match=message):
+        mix.eval_set("echo")
+    with pytest.raises(MixtureError, match=message):
+        _ = mix.eval_dataset
+
+
+def test_a_member_made_eval_only_keeps_its_held_out_eval_tasks():
+    # An ablation arm that drops a member keeps it as role: eval: its eval set must be the full mixture's.
+    def mixture(role):
+        member = Member(OpenRewardSpec("local:echo", num_tasks=4, **T), role=role, eval_num_tasks=2)
+        return MixtureSpec({"kept": OpenRewardSpec("local:echo", indices=[9], **T), "dropped": member})
+
+    full, arm = mixture("train").eval_set("dropped"), mixture("eval").eval_set("dropped")
+    assert full.task_indices == arm.task_indices == (4, 5)
+    assert (full.overlap, arm.overlap) == (0, 0) and arm.source.endswith("does not select (role: eval)")

@@ -344,3 +344,30 @@ def test_records_redact_secrets_in_error_text():
     assert API_KEY not in str(r) and SECRET not in str(r) and "[redacted]" in r["error"]
     assert r["reward"] is None and r["outcome"] == "error" and r["calls"][0]["latency_ms"] == 12.5
     assert redact("abc", ["ab"]) == "abc"  # too short to be a secret: left alone
+
+
+def test_an_evaluations_log_entry_gets_each_members_pass_at_k_from_its_own_records():
+    # What a plain GRPOTrainer's evaluate() goes through (ConcurrentGRPOTrainer adds them before logging).
+    from types import SimpleNamespace
+
+    from ormix.integrations.trl.callbacks import TelemetryCallback
+    from ormix.telemetry.records import TelemetryObserver, TelemetryRun
+
+    callback = TelemetryCallback({"a": TelemetryObserver("a"), "b": TelemetryObserver("b")})
+    callback.run = TelemetryRun(None, num_generations=2, num_generations_eval=2)
+    rollout = {"member": "a", "mode": "eval", "outcome": "scored", "step": 3}
+    # 2 tasks × 2 samples, the first of each succeeding; a training rollout is not the evaluation's.
+    callback.run.note(
+        "a", [{**rollout, "task_index": t, "env_reward": float(s == 0)} for t in (0, 1) for s in (0, 1)]
+    )
+    callback.run.note("b", [{**rollout, "member": "b", "mode": "train", "task_index": 0, "env_reward": 1.0}])
+    logs = {"eval_loss": 0.0, "eval_rewards/a/mean": 0.5}
+    state = SimpleNamespace(global_step=3, log_history=[{**logs, "step": 3}], is_world_process_zero=True)
+    callback.on_log(None, state, SimpleNamespace(should_training_stop=False), logs=logs)
+    assert logs["eval/a/pass@1"] == 0.5 and logs["eval/a/pass@2"] == 1.0 and logs["eval/a/pass^2"] == 0.0
+    assert state.log_history[-1]["eval/a/coverage"] == 1.0 and state.log_history[-1]["eval/a/tasks"] == 2
+    assert not any(k.startswith("eval/b/") for k in logs)
+    # Taken with that entry: the next evaluation starts from its own records only.
+    again = {"eval_loss": 0.0}
+    callback.on_log(None, state, SimpleNamespace(should_training_stop=False), logs=again)
+    assert again == {"eval_loss": 0.0}

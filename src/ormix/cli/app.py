@@ -145,6 +145,22 @@ def inspect(
             console.print(f"  {m.name}: {note}")
     for note in info.notes:
         console.print(f"  {note}")
+    evaluating = [m for m in info.members if m.eval_set is not None or m.eval_unknown is not None]
+    if evaluating:
+        evals = Table("member", "split", "tasks", "chosen as", "also trained on", title="eval sets")
+        for m in evaluating:
+            e = m.eval_set
+            if e is None:
+                evals.add_row(m.name, "?", "?", m.eval_unknown, "?")
+                continue
+            indices = ", ".join(map(str, e.task_indices[:8])) + (", ..." if len(e.task_indices) > 8 else "")
+            evals.add_row(m.name, e.split, f"{len(e.task_indices)} ({indices})", e.source, str(e.overlap))
+        console.print(evals)
+        for m in evaluating:
+            for note in m.eval_set.notes if m.eval_set is not None else ():
+                console.print(f"  {note}", highlight=False)
+            if m.eval_error:
+                console.print(f"  [red]eval set:[/red] {m.eval_error}", highlight=False)
     train_names = [m.name for m in info.members if m.role != "eval"]
     if info.composition:
         comp = Table("step", *train_names, title="composition")
@@ -406,14 +422,27 @@ def eval_(
 
 @app.command(cls=_Command)
 def report(
-    run_dir: Annotated[
-        Path, typer.Argument(metavar="RUN_DIR", help="run directory (the trainer's output_dir)")
+    run_dirs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RUN_DIR", help="run directory (the trainer's output_dir)", show_default=False
+        ),
     ],
 ) -> None:
-    """Per-environment tables and plots (reward, coverage, share, errors, latency) from rollout records."""
+    """Per-environment tables and plots (reward, coverage, share, errors, latency, eval curves) from rollout
+    records."""
     from ormix.diagnostics.report import report_command
 
-    raise typer.Exit(report_command(run_dir, console))
+    if len(run_dirs) > 1:
+        names = " ".join(str(p) for p in run_dirs)
+        err.print(
+            f"[red]error:[/red] ormix report reads one run directory; to compare runs, evaluate them and "
+            f"compare the evals: `ormix compare {names}` (each a run directory with an eval, or an eval "
+            "directory), or report one run at a time",
+            highlight=False,
+        )
+        raise typer.Exit(2)
+    raise typer.Exit(report_command(run_dirs[0], console))
 
 
 @app.command(cls=_Command)

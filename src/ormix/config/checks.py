@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -15,6 +15,8 @@ from ormix.config.problems import PROBLEM_TYPE, Loc, Problem, problem_error, sug
 __all__ = [
     "MEMBER_NAME_RE",
     "checked",
+    "eval_overlap_note",
+    "held_out",
     "member_checks",
     "member_name_problem",
     "mixture_checks",
@@ -48,6 +50,39 @@ def selection_checks(d: Mapping[str, Any]) -> list[Problem]:
     if isinstance(d.get("indices"), list) and not d["indices"]:
         out.append(Problem(("indices",), "indices is empty; list at least one task index or remove indices"))
     return out
+
+
+def held_out(trained: Iterable[int], candidates: Iterable[int], n: int) -> list[int] | None:
+    """The eval tasks of ``eval: {num_tasks: n}`` on a member's own split: the first ``n`` of ``candidates``
+    (the split's task indices, in order) the member does not train on; ``None`` when fewer than ``n`` remain.
+
+    Example:
+        >>> held_out(range(4), range(16), 2)      # trains on 0-3: evaluates on the two tasks after them
+        [4, 5]
+        >>> held_out([1, 3], range(6), 3), held_out(range(4), range(5), 2)
+        ([0, 2, 4], None)
+    """
+    seen = set(trained)
+    out = [i for i in candidates if i not in seen][: max(n, 0)]
+    return out if len(out) == n else None
+
+
+def eval_overlap_note(member: str, split: str, total: int, trained: int, wanted: int, overlap: int) -> str:
+    """What is said when ``eval: {num_tasks: wanted}`` cannot be held out of a member's training tasks.
+
+    Example:
+        >>> print(eval_overlap_note("echo", "train", 4, 4, 2, 2))  # doctest: +NORMALIZE_WHITESPACE
+        echo: eval overlaps training: split 'train' has 4 tasks and echo trains on 4, so 0 are left for
+        eval: {num_tasks: 2}; its eval set is the split's first 2 tasks, 2 of them trained on (held-out
+        numbers need eval: {split: test} or fewer training tasks)
+    """
+    left = max(total - trained, 0)
+    return (
+        f"{member}: eval overlaps training: split {split!r} has {total} tasks and {member} trains on "
+        f"{trained}, so {left} {'is' if left == 1 else 'are'} left for eval: {{num_tasks: {wanted}}}; "
+        f"its eval set is the split's first {min(wanted, total)} tasks, {overlap} of them trained on "
+        "(held-out numbers need eval: {split: test} or fewer training tasks)"
+    )
 
 
 def member_checks(d: Mapping[str, Any]) -> list[Problem]:

@@ -10,11 +10,19 @@ Example:
     the mixture plans 20 rows = 5 steps of 4 prompts, but max_steps=10
     >>> shuffle_problem(order_matters=False, shuffle_dataset=True) is None
     True
+    >>> print(max_steps_problem(0)[:40])
+    a run trains at least 1 step, not 0 (0 s
 """
 
 from __future__ import annotations
 
-__all__ = ["columns_problem", "plan_length_problem", "shuffle_problem"]
+__all__ = [
+    "columns_problem",
+    "eval_settings_problem",
+    "max_steps_problem",
+    "plan_length_problem",
+    "shuffle_problem",
+]
 
 
 def plan_length_problem(
@@ -36,6 +44,51 @@ def plan_length_problem(
         f"the mixture plans {rows} rows = {rows // k} steps of {k} prompts, but max_steps={max_steps}: the "
         "run would replay the plan from its first step (a schedule from phase 1); set num_samples >= "
         f"{max_steps * k} (or num_steps) in the mixture, or lower max_steps"
+    )
+
+
+def max_steps_problem(max_steps: object) -> str | None:
+    """A step limit below 1: 0 would still train a step, and TRL's -1 (train by epochs) would run the dataset
+    several times over, replaying the mixture's plan.
+
+    Example:
+        >>> max_steps_problem(4) is None, max_steps_problem(None) is None
+        (True, True)
+    """
+    if not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps >= 1:
+        return None
+    why = (
+        "TRL's -1 (train by epochs) would run the dataset several times over and replay the mixture's plan"
+        if max_steps < 0
+        else "0 steps would still train one"
+    )
+    return f"a run trains at least 1 step, not {max_steps} ({why}): give the number of steps to train"
+
+
+def eval_settings_problem(
+    eval_strategy: object, eval_steps: object, eval_members: list[str] | tuple[str, ...]
+) -> str | None:
+    """Periodic evaluation asked for (``eval_strategy`` other than ``no``, or ``eval_steps``) on a mixture
+    with nothing to evaluate on.
+
+    Example:
+        >>> print(eval_settings_problem("steps", None, [])[:44])
+        eval_strategy=steps: no member has an eval s
+        >>> eval_settings_problem(None, 10, ["seta"]) is None
+        True
+    """
+    if eval_members:
+        return None
+    strategy = str(getattr(eval_strategy, "value", eval_strategy)) if eval_strategy is not None else None
+    if strategy not in (None, "no"):
+        asked = f"eval_strategy={strategy}"
+    elif eval_steps is not None and strategy is None:
+        asked = f"eval_steps={eval_steps}"
+    else:
+        return None
+    return (
+        f"{asked}: no member has an eval set, so there is nothing to evaluate on; give a member an "
+        "`eval:` section (e.g. `eval: {split: test}`) or `role: both`, or drop the setting"
     )
 
 

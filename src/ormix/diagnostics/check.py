@@ -7,6 +7,10 @@ generated from its JSON schema (`example_arguments`, read with the tool binder's
 episode (`submit`, `answer`, `finish`, ...) are called last; when a call finishes the episode or the
 session disappears, the next tool gets a fresh session, so every tool is tried on a live one.
 
+Every member with an eval set also has it checked (`MixtureSpec.eval_set`): the eval split exists on the
+environment, its eval indices exist in it, and how many of its eval tasks it also trains on; an eval split or
+index that does not exist is bad input (exit 2), named with the member.
+
 A member is *unusable* when it cannot connect, has no task, cannot list tools or open a session, or when
 every tool call fails for an infrastructure reason; a tool that raises or rejects the generated arguments
 is reported but does not make the member unusable. One unusable member never stops the others from
@@ -248,6 +252,12 @@ class MemberCheck:
     calls: list[ToolCheck] = field(default_factory=list)
     failed_stage: str | None = None
     error: str | None = None
+    #: The member's eval tasks (`ormix.mixture.EvalSet`), when it has an eval set and its server answered.
+    eval_set: Any = None
+    #: Why its eval set cannot be used (a split or index that does not exist, or the server's error).
+    eval_problem: str | None = None
+    #: Whether `eval_problem` is the file's fault (exit 2) rather than the server's.
+    eval_bad_input: bool = False
 
     @property
     def usable(self) -> bool:
@@ -380,12 +390,22 @@ def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]
         >>> [(c.member, c.usable, c.selected, c.tools) for c in check_mixture(mix)]
         [('echo', True, 2, ['echo', 'submit'])]
     """
+    from ormix.errors import MixtureError
     from ormix.ors.bridge import run_sync
+    from ormix.ors.errors import ORSError
 
     results = []
     for member in mixture.members:
         spec = mixture.spec(member)
-        results.append(run_sync(_check_member, member, spec, timeout_s=timeout_s))
+        result = run_sync(_check_member, member, spec, timeout_s=timeout_s)
+        if mixture.config.members[member].evaluates and result.failed_stage is None:
+            try:
+                result.eval_set = mixture.eval_set(member)
+            except MixtureError as e:
+                result.eval_problem, result.eval_bad_input = str(e), True
+            except (ORSError, OSError) as e:
+                result.eval_problem = f"member {member!r}: its eval set could not be read: {e}"
+        results.append(result)
     for member in mixture.members:
         try:
             mixture.spec(member).close()
@@ -399,8 +419,9 @@ def _ms(value: float | None) -> str:
 
 
 def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = False) -> int:
-    """`ormix check FILE`: print a table per member and per tool; exit 1 if a member is unusable or one of its
-    tools raises (unless ``tolerate_tool_errors``), 2 if the file cannot be loaded, else 0.
+    """`ormix check FILE`: print a table per member, per tool and per eval set; exit 2 if the file cannot be
+    loaded or names an eval split or task that does not exist, 1 if a member is unusable or one of its tools
+    raises (unless ``tolerate_tool_errors``), else 0.
 
     Example:
         >>> import io, tempfile
@@ -480,6 +501,23 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
             tools.add_row(r.member, c.tool, ", ".join(c.arguments) or "-", _ms(c.latency_ms), outcome)
     if tools.row_count:
         console.print(tools)
+    evals = Table(title="eval sets")
+    for column in ("member", "split", "tasks", "chosen as", "also trained on"):
+        evals.add_column(column)
+    for r in results:
+        if r.eval_set is not None:
+            found = r.eval_set
+            evals.add_row(
+                r.member, found.split, str(len(found.task_indices)), found.source, str(found.overlap)
+            )
+    if evals.row_count:
+        console.print(evals)
+    for r in results:
+        for note in r.eval_set.notes if r.eval_set is not None else ():
+            console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+    bad_evals = [r for r in results if r.eval_problem]
+    for r in bad_evals:
+        console.print(f"[red]error:[/red] {r.eval_problem}", highlight=False)
     bad = [r for r in results if not r.usable]
     for r in bad:
         console.print(f"[red]error:[/red] environment {r.member!r} ({r.target}) is unusable: {r.cause}")
@@ -490,7 +528,9 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
             "the environment; every rollout calling them fails (fix the environment, or pass "
             "--tolerate-tool-errors)"
         )
-    if bad or (raising and not tolerate_tool_errors):
+    if any(r.eval_bad_input for r in bad_evals):
+        return 2
+    if bad or bad_evals or (raising and not tolerate_tool_errors):
         return 1
     console.print(f"all {len(results)} environment(s) usable")
     return 0

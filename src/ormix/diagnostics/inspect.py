@@ -32,6 +32,7 @@ __all__ = [
     "Inspection",
     "MemberSummary",
     "adaptive_explanation",
+    "eval_description",
     "inspect_mixture",
     "tool_signature",
 ]
@@ -56,6 +57,12 @@ class MemberSummary:
     renamed: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     unknown: str | None = None
+    #: The member's eval set (`ormix.mixture.EvalSet`: split, tasks, overlap with training) when it has one
+    #: and its server answered; otherwise ``eval_unknown`` describes the file's eval section, and
+    #: ``eval_error`` says what is wrong with it (a split or task that does not exist) when that is why.
+    eval_set: Any = None
+    eval_unknown: str | None = None
+    eval_error: str | None = None
 
 
 @dataclass
@@ -86,7 +93,49 @@ def _reachable(mix: MixtureSpec, member: str) -> str | None:
     return None
 
 
+def eval_description(config: Any) -> str:
+    """A member's eval set as its file describes it (what `ormix inspect` shows when no server is asked).
+
+    Example:
+        >>> from ormix.config import MemberConfig
+        >>> eval_description(MemberConfig(target="local:seta", num_tasks=4, eval={"num_tasks": 2}))
+        'eval: {num_tasks: 2} (held out of split train when it has enough tasks)'
+    """
+    e = config.eval
+    if e is None:
+        return "its own tasks" if config.role == "eval" else "its training tasks (role: both)"
+    split = e.split or config.split
+    if e.indices is not None:
+        return f"eval: indices {e.indices} of split {split}"
+    if e.num_tasks is not None and split == config.split:
+        return f"eval: {{num_tasks: {e.num_tasks}}} (held out of split {split} when it has enough tasks)"
+    if e.num_tasks is not None:
+        return f"eval: the first {e.num_tasks} tasks of split {split}"
+    return f"eval: split {split}" if split != config.split else "its training tasks"
+
+
+def _eval_summary(mix: MixtureSpec, member: str, summary: MemberSummary, contact: bool) -> None:
+    config = mix.config.members[member]
+    if not config.evaluates:
+        return
+    summary.eval_unknown = eval_description(config)
+    if summary.unknown is not None or not contact:
+        return
+    try:
+        summary.eval_set = mix.eval_set(member)
+    except (ORSError, OrmixError, OSError) as e:
+        summary.eval_error = str(e)
+    else:
+        summary.eval_unknown = None
+
+
 def _summary(mix: MixtureSpec, member: str, contact: bool) -> MemberSummary:
+    summary = _member_summary(mix, member, contact)
+    _eval_summary(mix, member, summary, contact)
+    return summary
+
+
+def _member_summary(mix: MixtureSpec, member: str, contact: bool) -> MemberSummary:
     config = mix.config.members[member]
     known = config.num_tasks if config.indices is None else len(config.indices)
     if config.where:

@@ -5,6 +5,11 @@ Reads `<run_dir>/rollouts/rank-*.jsonl` (all ranks merged, see `ormix.telemetry`
 PNG plots over training steps: `reward_coverage.png`, `share.png`, `errors.png`, `latency.png`, and for an
 adaptive mixture `weights.png` (the weights it chose), and `env_time.png` (time opening sessions, waiting for
 tools and generating per step); these two read the trainer's `log_history.jsonl`, which `ormix train` writes.
+The tables and training plots hold training rollouts only. Evaluations during training (records with mode
+``eval``, grouped by the step they ran at) are summarised apart, per member with intervals over tasks
+(`ormix.evaluation.summary.summarize`: pass@1, pass@k and pass^k for k samples per task, mean reward,
+coverage): `summary.json["eval"]`, a section of `report.md`, the printed report, and `eval.png` (pass@1 and
+coverage per member over the steps).
 matplotlib (the `plot` extra) is imported only here, with the Agg backend; without it the tables and
 JSON are still written.
 
@@ -32,12 +37,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ormix.evaluation.summary import summarize as summarize_eval
+from ormix.evaluation.summary import summary_markdown, summary_table
 from ormix.runs import RunDirectory, read_jsonl
 from ormix.telemetry.metrics import batch_metrics, member_values, metric_key, summarize
 from ormix.telemetry.records import read_records
 
 __all__ = [
     "ReportResult",
+    "eval_figure",
+    "eval_ks",
+    "eval_series",
     "member_summary",
     "percentile",
     "report_command",
@@ -167,6 +177,47 @@ def step_series(records: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, flo
                     values[metric_key(member, f"tool_ms_p{q}")] = p
         out[int(step)] = values
     return out
+
+
+def eval_ks(records: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
+    """The k an evaluation reports: 1, and the samples per task (the most any task got) when above 1.
+
+    Example:
+        >>> eval_ks([{"member": "a", "task_index": 0}] * 4 + [{"member": "a", "task_index": 1}] * 4)
+        (1, 4)
+    """
+    counts = Counter((r.get("member"), r.get("split"), r.get("task_index")) for r in records)
+    k = max(counts.values(), default=1)
+    return (1, k) if k > 1 else (1,)
+
+
+def eval_series(records: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Per step an evaluation ran at, `ormix.evaluation.summary.summarize` of its records (mode ``eval``):
+    per member pass@1, pass@k and pass^k (k = samples per task, `eval_ks`), mean reward, coverage, with
+    intervals over tasks.
+
+    Example:
+        >>> rec = {"member": "a", "mode": "eval", "step": 2, "task_index": 0, "outcome": "scored"}
+        >>> series = eval_series([{**rec, "env_reward": 1.0}, {**rec, "env_reward": 0.0}])
+        >>> series[2]["k"], series[2]["members"]["a"]["pass@2"]["value"]
+        ([1, 2], 1.0)
+    """
+    by_step: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        if r.get("mode") == "eval":
+            by_step[int(r.get("step") or 0)].append(r)
+    return {step: summarize_eval(these, eval_ks(these)) for step, these in sorted(by_step.items())}
+
+
+def _eval_steps_table(series: Mapping[Any, Mapping[str, Any]], metric: str, last: int = 8) -> list[list[str]]:
+    """Rows member × step of one eval metric's value (the last `last` steps), header row first."""
+    steps = sorted(series, key=int)[-last:]
+    members = sorted({m for s in steps for m in series[s]["members"]})
+    rows = [["member", *(f"step {s}" for s in steps)]]
+    for m in members:
+        values = [(series[s]["members"].get(m) or {}).get(metric) or {} for s in steps]
+        rows.append([m, *(_fmt(v.get("value")) for v in values)])
+    return rows
 
 
 TREND_METRICS = ("reward", "training_reward", "coverage")
@@ -323,6 +374,20 @@ def _markdown(
                 f"| {member} | {tool} | {t['calls']} | {t['errors']} | {_fmt(t['p50_ms'], 1)} | "
                 f"{_fmt(t['p95_ms'], 1)} |"
             )
+    evaluation = report.get("eval") or {}
+    if evaluation.get("steps"):
+        series, last = evaluation["steps"], str(evaluation["last_step"])
+        section = summary_markdown(series[last], f"Evaluation at step {last}")
+        lines += ["", "#" + section.rstrip("\n")]
+        lines += [
+            "",
+            f"{evaluation['rollouts']} eval rollouts over {len(series)} evaluation(s), "
+            f"{series[last]['k'][-1]} per task; the tables above count training rollouts only.",
+        ]
+        for metric in ("pass@1", "coverage"):
+            rows = _eval_steps_table(series, metric)
+            lines += ["", f"### {metric} by step", "", "| " + " | ".join(rows[0]) + " |"]
+            lines += ["|" + "---|" * len(rows[0])] + ["| " + " | ".join(row) + " |" for row in rows[1:]]
     if alarms:
         lines += ["", "## Alarms", ""] + [f"- step {a.get('step')}: {a.get('message')}" for a in alarms]
     if plots:
@@ -490,6 +555,65 @@ def figures(
     return written
 
 
+def eval_figure(series: Mapping[int, Mapping[str, Any]], members: Sequence[str]) -> Any:
+    """Eval curves: pass@1 (with its interval) and coverage per member over the steps evaluations ran at
+    (`eval_series`); members keep the colours and markers of the training plots (their order in
+    ``members``). Needs matplotlib.
+
+    Example:
+        >>> rec = {"member": "a", "mode": "eval", "task_index": 0, "outcome": "scored", "env_reward": 1.0}
+        >>> fig = eval_figure(eval_series([{**rec, "step": 1}, {**rec, "step": 2}]), ["a"])
+        >>> [line.get_label() for line in fig.axes[0].lines]
+        ['a']
+        >>> import matplotlib.pyplot as plt; plt.close("all")
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    palette = plt.rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    steps = sorted(series)
+    for i, m in enumerate(members):
+        style = {
+            "color": palette[i % len(palette)],
+            "marker": _MARKERS[i % len(_MARKERS)],
+            "linestyle": _STYLES[i % len(_STYLES)],
+            "markersize": 4,
+        }
+        for ax, metric in ((top, "pass@1"), (bottom, "coverage")):
+            points = [(s, series[s]["members"][m][metric]) for s in steps if m in series[s]["members"]]
+            points = [(s, v) for s, v in points if v.get("value") is not None]
+            if not points:
+                continue
+            xs = [s for s, _ in points]
+            ax.plot(xs, [v["value"] for _, v in points], label=m, **style)
+            if all(v.get("low") is not None and v.get("high") is not None for _, v in points):
+                ax.fill_between(
+                    xs,
+                    [v["low"] for _, v in points],
+                    [v["high"] for _, v in points],
+                    color=style["color"],
+                    alpha=0.15,
+                    linewidth=0,
+                )
+    confidence = next(iter(series.values()))["confidence"] if series else 0.95
+    top.set_title(f"Evaluation per environment (shaded: {confidence:.0%} interval over tasks)")
+    top.set_ylabel("pass@1")
+    bottom.set_ylabel("coverage (scored fraction)")
+    bottom.set_xlabel("training step")
+    for ax in (top, bottom):
+        ax.set_ylim(-0.05, 1.05)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+        if not ax.lines:
+            ax.text(0.5, 0.5, "no evaluation scored", ha="center", va="center", transform=ax.transAxes)
+        _legend(ax, "best")
+    return fig
+
+
 #: Where a step's time went, as `ConcurrentGRPOTrainer` logs it (``ormix/env/<metric>``, seconds).
 ENV_TIME_METRICS = ("open_s", "tools_s", "generate_s")
 
@@ -550,17 +674,26 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
     members = _members(records)
     summary = member_summary(train)
     series = step_series(train)
+    evaluated = eval_series(evals)
     alarms = read_jsonl(run_dir / "alarms.jsonl")
     folder = run_dir / "report"
     folder.mkdir(parents=True, exist_ok=True)
     result = ReportResult(
         summary={
             "members": summary,
-            "eval": member_summary(evals) if evals else {},
+            "eval": {
+                "steps": {str(k): v for k, v in evaluated.items()},
+                "last_step": max(evaluated),
+                "rollouts": len(evals),
+            }
+            if evaluated
+            else {},
             "steps": {str(k): v for k, v in series.items()},
             "trend": trend(train),
             "alarms": alarms,
             "records": len(records),
+            "train_records": len(train),
+            "eval_records": len(evals),
             "unfinished_step_records": unfinished,
         }
     )
@@ -573,12 +706,16 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
             for metric in ENV_TIME_METRICS
         }
     plots: list[Path] = []
-    if series:
+    if series or evaluated:
         try:
-            logged = logged_series(run_dir, ("weight", "tasks_set_aside"))
-            drawn = figures(series, members, logged, result.summary["trend"])
+            drawn = {}
+            if series:
+                logged = logged_series(run_dir, ("weight", "tasks_set_aside"))
+                drawn = figures(series, members, logged, result.summary["trend"])
             if env_time:
                 drawn["env_time.png"] = env_time_figure(env_time)
+            if evaluated:
+                drawn["eval.png"] = eval_figure(evaluated, members)
             plots = [_save(fig, folder / name) for name, fig in drawn.items()]
         except ImportError:
             result.note = "matplotlib is not installed: no plots (pip install 'ormix[plot]')"
@@ -626,7 +763,12 @@ def report_command(run_dir: Path, console: Any) -> int:
     # Two narrower tables read better in a terminal than one with 14 columns.
     split = TABLE_COLUMNS.index("calls")
     titles = (
-        f"{run_dir.name}: outcomes ({result.summary['records']} rollouts)",
+        f"{run_dir.name}: outcomes ({result.summary['train_records']} "
+        + (
+            f"training rollouts; {result.summary['eval_records']} eval rollouts below)"
+            if result.summary["eval_records"]
+            else "rollouts)"
+        ),
         "tool use (per rollout) and latency",
     )
     for title, columns in ((titles[0], range(split)), (titles[1], [0, *range(split, len(TABLE_COLUMNS))])):
@@ -644,6 +786,7 @@ def report_command(run_dir: Path, console: Any) -> int:
         )
     for line in trend_lines(result.summary):
         console.print(line, highlight=False)
+    _print_eval(result.summary.get("eval") or {}, console)
     for alarm in result.summary["alarms"]:
         console.print(f"[yellow]alarm[/yellow] step {alarm.get('step')}: {alarm.get('message')}")
     if result.note:
@@ -652,6 +795,39 @@ def report_command(run_dir: Path, console: Any) -> int:
     for path in result.files:
         console.print(f"  {path}")
     return 0
+
+
+def _print_eval(evaluation: Mapping[str, Any], console: Any) -> None:
+    """The evaluations during training: the last one's table with intervals, then pass@1 by step."""
+    from rich.table import Table
+
+    if not evaluation.get("steps"):
+        return
+    series, last = evaluation["steps"], str(evaluation["last_step"])
+    rows = summary_table(series[last])
+    k, rollouts = series[last]["k"][-1], evaluation["rollouts"]
+    table = Table(
+        title=f"eval at step {last} ({k} sample{'s' if k > 1 else ''} per task; {rollouts} eval rollouts "
+        f"over {len(series)} evaluation(s), not in the tables above)"
+    )
+    for column in rows[0]:
+        table.add_column(column, overflow="fold")
+    for row in rows[1:]:
+        table.add_row(*row)
+    console.print(table)
+    if len(series) > 1:
+        by_step = _eval_steps_table(series, "pass@1")
+        steps = Table(title="eval pass@1 by step")
+        for column in by_step[0]:
+            steps.add_column(column)
+        for row in by_step[1:]:
+            steps.add_row(*row)
+        console.print(steps)
+    console.print(
+        f"  {series[last]['confidence']:.0%} intervals over tasks ({series[last]['interval']}); unscored "
+        "rollouts count as failures, infrastructure errors are left out (error_rate)",
+        highlight=False,
+    )
 
 
 def _legend(ax, loc: str) -> None:

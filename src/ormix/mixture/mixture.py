@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
@@ -38,18 +38,21 @@ from ormix.config import (
     TaskFilterConfig,
     TelemetryConfig,
 )
+from ormix.config.checks import eval_overlap_note, held_out
 from ormix.connection import Connection, connection_key
 from ormix.dataset import rows_to_dataset
 from ormix.errors import MixtureError
 from ormix.hashing import content_hash
 from ormix.mixture.adaptive_run import AdaptiveRun
 from ormix.mixture.planner import Planner, PlanRow
+from ormix.ors.bridge import run_sync
+from ormix.ors.errors import ORSError
 from ormix.rollout.batch import SPLIT_COLUMN
 from ormix.rollout.rewards import RewardFunction
 from ormix.rollout.routing import RoutingEnvironment, make_routing_class
 from ormix.spec import OpenRewardSpec
 
-__all__ = ["Member", "MixtureError", "MixtureSpec", "load_mixture"]
+__all__ = ["EvalSet", "Member", "MixtureError", "MixtureSpec", "load_mixture"]
 
 Role = Literal["train", "eval", "both"]
 
@@ -101,6 +104,55 @@ class Member:
                 "reference": self.reference,
             }
         )
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """One member's eval tasks, as its server answered: which, why those, and how many it trains on.
+
+    Attributes:
+        member: the member's name.
+        split: the split the tasks are drawn from.
+        task_indices: the tasks, in dataset order.
+        source: how they were chosen, in words (``held out: ...``, ``split 'test'``, ...).
+        overlap: how many of them the member also trains on (same split, same index).
+        notes: what a user should know (an overlap with training, fewer tasks than asked for).
+
+    Example:
+        >>> EvalSet("echo", "test", (0, 1), "split 'test' (all its tasks)", 0).as_dict()["tasks"]
+        2
+    """
+
+    member: str
+    split: str
+    task_indices: tuple[int, ...]
+    source: str
+    overlap: int
+    notes: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (the run manifest's ``eval`` entry of the member)."""
+        return {
+            "split": self.split,
+            "tasks": len(self.task_indices),
+            "task_indices": list(self.task_indices),
+            "source": self.source,
+            "overlap": self.overlap,
+            "notes": list(self.notes),
+        }
+
+
+async def _split_facts(spec: OpenRewardSpec, split: str) -> tuple[list[str] | None, int | None]:
+    """The environment's split names (``None``: it does not list them) and the size of ``split`` (``None``:
+    the split is not among the names)."""
+    client = await spec.connection.client()
+    try:
+        names: list[str] | None = [s.name for s in await client.splits()]
+    except ORSError:
+        names = None
+    if names is not None and split not in names:
+        return names, None
+    return names, await client.num_tasks(split)
 
 
 class RoutingFactory:
@@ -234,6 +286,8 @@ class MixtureSpec:
 
     def _setup(self, config: MixtureConfig, specs: Mapping[str, OpenRewardSpec]) -> None:
         self.config = config
+        self._eval_sets: dict[str, EvalSet] = {}
+        self._eval_specs: dict[str, OpenRewardSpec] = {}
         # Members naming the same server share one connection: one client, one task list per selection,
         # one tool surface.
         connections: dict[tuple[Any, ...], Connection] = {}
@@ -363,20 +417,112 @@ class MixtureSpec:
         return rows_to_dataset(rows)
 
     def eval_spec(self, member: str) -> OpenRewardSpec:
-        """The spec selecting a member's eval tasks (another split or held-out indices; itself otherwise)."""
-        spec, config = self.spec(member), self.config.members[member]
-        evaluation = config.eval
+        """The spec selecting a member's eval tasks (`eval_set`: another split, held-out or given indices; its
+        own tasks otherwise, and for a member without an eval set)."""
+        config = self.config.members.get(member)
+        if config is not None and not config.evaluates:
+            return self.spec(member)
+        self.eval_set(member)
+        return self._eval_specs[member]
+
+    def eval_set(self, member: str) -> EvalSet:
+        """A member's eval tasks, checked against its server (asked once per member).
+
+        - no ``eval:`` section (``role: eval`` or ``both``): the member's own tasks;
+        - ``eval: {split: S}`` on another split: that split's tasks (``num_tasks`` / ``indices`` of it, else
+          all);
+        - ``eval: {indices: [...]}``: exactly those (each must exist in the split);
+        - ``eval: {num_tasks: N}`` on the member's own split: N tasks held out, the first N of the split
+          outside its task selection (the tasks it trains on; the same for ``role: eval``, so dropping a
+          member to eval-only keeps its eval tasks); when fewer remain, the split's first N, said in
+          `EvalSet.notes`;
+        - ``eval: {}`` on its own split: its training tasks.
+
+        Raises `MixtureError` naming the member when its eval split does not exist on the environment or an
+        eval index is out of range.
+
+        Example:
+            >>> mix = MixtureSpec({"echo": Member(OpenRewardSpec("local:echo", num_tasks=4,
+            ...                    local_serve="thread"), eval_num_tasks=2)})
+            >>> found = mix.eval_set("echo")
+            >>> found.task_indices, found.overlap, found.source
+            ((4, 5), 0, "held out: the first 2 tasks of split 'train' that echo does not train on")
+        """
+        if member in self._eval_sets:
+            return self._eval_sets[member]
+        config = self.config.members.get(member)
+        if config is None or not config.evaluates:
+            raise MixtureError(
+                f"member {member!r} has no eval set; members with one: {self.config.eval_members}"
+            )
+        spec, evaluation = self.spec(member), config.eval
+        split = (evaluation.split if evaluation is not None else None) or spec.split
+        names, total = run_sync(_split_facts, spec, split)
+        if total is None:
+            raise MixtureError(
+                f"member {member!r}: eval split {split!r} does not exist on {spec.target} (its splits: "
+                f"{', '.join(names or [])}): set the member's eval.split to one of them"
+            )
+        # The member's own selection on that split: held-out tasks stay outside it whatever the role, so a
+        # member turned eval-only (an ablation arm that drops it) keeps the eval tasks of the full mixture.
+        selection = spec.task_indices if split == spec.split else []
+        trained = selection if config.trains else []
+        notes: list[str] = []
         if evaluation is None:
-            return spec
-        changes: dict[str, Any] = {"split": evaluation.split or spec.split}
-        if (
-            evaluation.indices is not None
-            or evaluation.num_tasks is not None
-            or changes["split"] != spec.split
-        ):
-            # Another split: the training selection means nothing there (its whole split, unless told).
-            changes.update(indices=evaluation.indices, num_tasks=evaluation.num_tasks)
-        return spec.derive(**changes)
+            derived = spec
+            source = "its training tasks (role: both)" if config.trains else "its own tasks (role: eval)"
+        elif evaluation.indices is not None:
+            wrong = sorted(i for i in evaluation.indices if i >= total)
+            if wrong:
+                raise MixtureError(
+                    f"member {member!r}: eval index(es) {wrong} do not exist: split {split!r} has {total} "
+                    f"tasks (0-{total - 1}); fix the member's eval.indices"
+                )
+            derived = spec.derive(split=split, indices=list(evaluation.indices), num_tasks=None)
+            source = f"eval.indices of split {split!r}"
+        elif evaluation.num_tasks is not None and selection:
+            wanted = evaluation.num_tasks
+            if spec.where:
+                candidates = spec.derive(split=split, indices=None, num_tasks=None).task_indices
+            else:
+                candidates = list(range(total))
+            kept = held_out(selection, candidates, wanted)
+            if kept is not None:
+                derived = spec.derive(split=split, indices=kept, num_tasks=None)
+                outside = "does not train on" if trained else "does not select (role: eval)"
+                source = f"held out: the first {wanted} tasks of split {split!r} that {member} {outside}"
+            else:
+                derived = spec.derive(split=split, indices=None, num_tasks=wanted)
+                source = f"the first {wanted} tasks of split {split!r}" + (
+                    " (overlapping training)" if trained else ""
+                )
+        elif evaluation.num_tasks is not None or split != spec.split:
+            derived = spec.derive(split=split, indices=evaluation.indices, num_tasks=evaluation.num_tasks)
+            source = (
+                f"the first {evaluation.num_tasks} tasks of split {split!r}"
+                if evaluation.num_tasks is not None
+                else f"split {split!r} (all its tasks)"
+            )
+            if evaluation.num_tasks is not None and evaluation.num_tasks > total:
+                notes.append(
+                    f"{member}: eval asks for {evaluation.num_tasks} tasks; split {split!r} has {total}"
+                )
+        else:
+            derived = spec.derive(split=split)
+            source = "its training tasks (eval: {} on its own split)"
+        indices = tuple(derived.task_indices)
+        overlap = len(set(indices) & set(trained))
+        if evaluation is not None and evaluation.num_tasks is not None and trained and overlap:
+            notes.append(eval_overlap_note(member, split, total, len(trained), evaluation.num_tasks, overlap))
+        elif overlap and evaluation is not None:
+            notes.append(f"{member}: {overlap} of its {len(indices)} eval tasks are training tasks")
+        found = EvalSet(member, split, indices, source, overlap, tuple(notes))
+        self._eval_sets[member], self._eval_specs[member] = found, derived
+        return found
+
+    def eval_sets(self) -> dict[str, EvalSet]:
+        """`eval_set` of every member with an eval set, in file order (asks their servers)."""
+        return {m: self.eval_set(m) for m in self.config.eval_members}
 
     @cached_property
     def eval_dataset(self) -> dict[str, Any]:
@@ -504,7 +650,8 @@ class MixtureSpec:
         ``hash`` is the config's (`MixtureConfig.config_hash`: what was asked for, the same hash `ormix
         ablate` writes into derived files); ``resolved_hash`` also covers what the servers answered (task
         indices, tools) and the plan. Neither covers the versions, so the same composition hashes the same
-        on every machine.
+        on every machine. ``eval`` holds each evaluating member's `EvalSet` (split, task indices, how they
+        were chosen, overlap with training); its servers are asked for it.
         """
         members = {}
         for member_name, member in self.config.members.items():
@@ -529,6 +676,7 @@ class MixtureSpec:
             "seed": self.seed,
             "config": self.config.manifest_dict(),
             **resolved,
+            "eval": {m: found.as_dict() for m, found in self.eval_sets().items()},
             "versions": _versions(),
             "hash": config_hash,
             "resolved_hash": resolved_hash,

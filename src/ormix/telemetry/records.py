@@ -88,6 +88,7 @@ class TelemetryRun:
         self.records_path = (self.run_dir / "rollouts" / f"rank-{self.rank}.jsonl") if self.run_dir else None
         self._lock = threading.Lock()
         self._causes: dict[str, Counter[str]] = {}
+        self._eval: list[dict[str, Any]] = []
         self._seq = 0
         self._write_failed = False
         if resume_step is not None and self.records_path is not None:
@@ -125,16 +126,33 @@ class TelemetryRun:
                     )
 
     def note(self, member: str, records: Sequence[Mapping[str, Any]]) -> None:
-        """Count failure causes of training rollouts (for the alarm's dominant cause)."""
+        """Count failure causes of training rollouts (for the alarm's dominant cause), and keep evaluation
+        rollouts until the evaluation is logged (`take_eval_records`)."""
         with self._lock:
             counts = self._causes.setdefault(member, Counter())
             for r in records:
+                if r.get("mode") == "eval":
+                    self._eval.append(dict(r))
                 if r.get("mode") != "train":
                     continue
                 if r["outcome"] == "error":
                     counts[r.get("error_kind") or "error"] += 1
                 elif r["outcome"] == "unscored":
                     counts["unscored"] += 1
+
+    def take_eval_records(self) -> list[dict[str, Any]]:
+        """The evaluation rollouts recorded since the last call (and forget them): one evaluation's records
+        when taken as it is logged.
+
+        Example:
+            >>> run = TelemetryRun(None)
+            >>> run.note("echo", [{"mode": "eval", "outcome": "scored"}, {"mode": "train", "outcome": "ok"}])
+            >>> [r["mode"] for r in run.take_eval_records()], run.take_eval_records()
+            (['eval'], [])
+        """
+        with self._lock:
+            taken, self._eval = self._eval, []
+        return taken
 
     def take_causes(self) -> dict[str, Counter[str]]:
         """Failure causes counted since the last call, per member (and reset them)."""

@@ -16,11 +16,23 @@ from typing import Any
 import yaml
 
 from ormix.config.problems import suggest
-from ormix.config.trainer_rules import columns_problem, shuffle_problem
+from ormix.config.trainer_rules import (
+    columns_problem,
+    eval_settings_problem,
+    max_steps_problem,
+    shuffle_problem,
+)
 from ormix.errors import TrainConfigError
 from ormix.integrations.trl.compat import grpo_config_fields
 
-__all__ = ["DEFAULTS", "build_grpo_config", "check_settings", "derive_batch", "parse_overrides"]
+__all__ = [
+    "DEFAULTS",
+    "build_grpo_config",
+    "check_settings",
+    "derive_batch",
+    "derive_eval",
+    "parse_overrides",
+]
 
 #: Settings ormix chooses when neither the file nor the caller does (reasoning next to `build_grpo_config`).
 DEFAULTS: dict[str, Any] = {
@@ -65,10 +77,11 @@ def setting_problems(settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[
     """Checked GRPOConfig keyword arguments, and ``(key, message)`` for every one that is wrong.
 
     Example:
-        >>> for problem in setting_problems({"max_step": 4, "num_generations": "x"})[1]:
-        ...     print(problem)
-        ('max_step', "not a GRPOConfig setting; did you mean 'max_steps'?")
-        ('num_generations', 'expected an int')
+        >>> for problem in setting_problems({"max_step": 4, "num_generations": "x", "max_steps": 0})[1]:
+        ...     print(problem[0], "|", problem[1][:38])
+        max_step | not a GRPOConfig setting; did you mean
+        num_generations | expected an int
+        max_steps | a run trains at least 1 step, not 0 (0
     """
     fields = grpo_config_fields()
     out: dict[str, Any] = {}
@@ -81,6 +94,10 @@ def setting_problems(settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[
             out[key] = _coerce_setting(key, value, fields[key])
         except ValueError as e:
             problems.append((key, str(e)))
+            continue
+        problem = max_steps_problem(out[key]) if key == "max_steps" else None
+        if problem:
+            problems.append((key, problem))
     return out, problems
 
 
@@ -176,6 +193,58 @@ def derive_batch(settings: dict[str, Any], prompts_per_step: int, world_size: in
     return notes
 
 
+def derive_eval(
+    settings: dict[str, Any], eval_members: Sequence[str], world_size: int, where: str = ""
+) -> list[str]:
+    """Periodic evaluation settings that agree with the mixture's eval sets (`settings` changed in place).
+
+    - ``eval_strategy``: ``steps`` when ``eval_steps`` is given and a member has an eval set, else ``no``
+      unless given (a final evaluation runs anyway); asking for evaluation with no eval set is refused;
+    - ``per_device_eval_batch_size``: whole groups of ``num_generations_eval`` (TRL's default: the training
+      ``num_generations``) rollouts, about as many as a training batch; a given one that cannot hold whole
+      groups over the processes is refused.
+
+    Example:
+        >>> settings = {"eval_steps": 5, "num_generations": 4, "per_device_train_batch_size": 8}
+        >>> for note in derive_eval(settings, ["echo"], world_size=1):
+        ...     print(note)
+        eval_strategy=steps (eval_steps=5; members with an eval set: echo)
+        per_device_eval_batch_size=8 (2 tasks × num_generations_eval=4)
+    """
+    notes: list[str] = []
+    strategy, steps = settings.get("eval_strategy"), settings.get("eval_steps")
+    problem = eval_settings_problem(strategy, steps, list(eval_members))
+    if problem:
+        raise TrainConfigError(f"{where}{problem}")
+    if not eval_members:
+        return notes
+    if strategy is None:
+        settings["eval_strategy"] = "steps" if steps is not None else "no"
+        if steps is not None:
+            notes.append(
+                f"eval_strategy=steps (eval_steps={steps}; members with an eval set: "
+                f"{', '.join(eval_members)})"
+            )
+    if str(getattr(settings["eval_strategy"], "value", settings["eval_strategy"])) == "no":
+        return notes
+    generations = int(settings.get("num_generations_eval") or settings.get("num_generations") or 8)
+    batch = settings.get("per_device_eval_batch_size")
+    if batch is None:
+        tasks = max(1, int(settings.get("per_device_train_batch_size") or generations) // generations)
+        settings["per_device_eval_batch_size"] = tasks * generations
+        notes.append(
+            f"per_device_eval_batch_size={tasks * generations} ({tasks} task{'s' if tasks > 1 else ''} × "
+            f"num_generations_eval={generations})"
+        )
+    elif (batch * world_size) % generations:
+        raise TrainConfigError(
+            f"{where}per_device_eval_batch_size={batch} × {world_size} process(es) does not hold whole "
+            f"groups of num_generations_eval={generations} rollouts of a task: make it a multiple of "
+            f"{generations} (or leave it out and ormix derives it)"
+        )
+    return notes
+
+
 def _name_activation_checkpointing(settings: dict[str, Any], config_class: Any) -> None:
     # transformers 5 renamed gradient_checkpointing* to activation_checkpointing* and warns (FutureWarning) on
     # every config whose new name is unset, which TRL's own default (gradient_checkpointing=True) always is.
@@ -193,6 +262,18 @@ def _name_activation_checkpointing(settings: dict[str, Any], config_class: Any) 
             settings[new] = value if value is not None else default
         if settings[new] is None or settings[new] is dataclasses.MISSING:
             settings.pop(new)
+
+
+def _planned_steps(config: Any) -> int | None:
+    """The steps a mixture config plans (rows / prompts_per_step), when known without asking a server."""
+    k = getattr(config, "prompts_per_step", None)
+    if not isinstance(k, int) or not k:
+        return None
+    num_samples, num_steps = getattr(config, "num_samples", None), getattr(config, "num_steps", None)
+    rows = (
+        num_samples if isinstance(num_samples, int) else (num_steps * k if isinstance(num_steps, int) else 0)
+    )
+    return rows // k or None
 
 
 def build_grpo_config(
@@ -213,6 +294,10 @@ def build_grpo_config(
       ``True`` given explicitly is refused, as is ``remove_unused_columns=True`` (rows need their
       ``environment`` and ``task_index`` columns);
     - the batch geometry, so that one optimizer step takes exactly ``prompts_per_step`` prompts;
+    - ``max_steps`` = the steps the mixture plans (``num_samples`` or ``num_steps`` over
+      ``prompts_per_step``), where TRL would otherwise train epochs and replay the plan;
+    - evaluation during training (`derive_eval`): ``eval_strategy=steps`` when ``eval_steps`` is given and a
+      member has an eval set, and an eval batch of whole ``num_generations_eval`` groups;
     - ``use_cpu`` (and no bf16/fp16/vLLM) without a GPU; ``use_vllm`` (colocate) with a GPU, vLLM installed
       and a model other than the tiny one;
     - ``report_to="none"``, ``logging_steps=1``, ``log_completions=True`` (files, not printed tables),
@@ -254,6 +339,13 @@ def build_grpo_config(
     pps = getattr(mixture, "prompts_per_step", None)
     if pps:
         notes += derive_batch(merged, pps, world_size, where)
+    config = getattr(mixture, "config", None)
+    planned = _planned_steps(config)
+    if "max_steps" not in given and planned:
+        # TRL's default (-1: epochs over the dataset) would replay the plan from its first step.
+        merged["max_steps"] = planned
+        notes.append(f"max_steps={planned} (the mixture plans {planned} steps of {pps} prompts)")
+    notes += derive_eval(merged, list(getattr(config, "eval_members", None) or []), world_size, where)
 
     gpu = _gpu_available()
     if not gpu:

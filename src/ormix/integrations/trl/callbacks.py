@@ -15,7 +15,7 @@ import contextlib
 import json
 import logging
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ __all__ = [
     "TelemetryCallback",
     "check_eval_args",
     "check_trainer_args",
+    "eval_metrics",
 ]
 
 logger = logging.getLogger("ormix.telemetry")
@@ -149,6 +150,52 @@ class MixtureConfigCheck(TrainerCallback):
                 "ormix cannot train this mixture with these settings:\n- " + "\n- ".join(problems)
             )
         return control
+
+
+def eval_metrics(records: Sequence[Mapping[str, Any]], num_generations_eval: int | None) -> dict[str, float]:
+    """One evaluation's per-member figures as log entries, from its rollout records
+    (`ormix.evaluation.summary.summarize`): ``eval/<member>/pass@1``, and with ``k = num_generations_eval``
+    samples per task above 1 ``pass@k`` and ``pass^k``, then ``mean_reward``, ``coverage``, ``error_rate``
+    and ``tasks`` (a figure without a value is left out).
+
+    Example:
+        >>> rollout = {"member": "echo", "task_index": 0, "mode": "eval", "outcome": "scored"}
+        >>> records = [{**rollout, "env_reward": 1.0}, {**rollout, "env_reward": 0.0}]
+        >>> values = eval_metrics(records, 2)
+        >>> values["eval/echo/pass@1"], values["eval/echo/pass@2"], values["eval/echo/pass^2"]
+        (0.5, 1.0, 0.0)
+    """
+    from ormix.evaluation.summary import summarize
+
+    k = int(num_generations_eval or 1)
+    ks = (1, k) if k > 1 else (1,)
+    names = [f"pass@{n}" for n in ks] + ([f"pass^{k}"] if k > 1 else [])
+    names += ["mean_reward", "coverage", "error_rate"]
+    out: dict[str, float] = {}
+    for member, figures in summarize(records, ks)["members"].items():
+        for name in names:
+            value = (figures.get(name) or {}).get("value")
+            if value is not None:
+                out[f"eval/{member}/{name}"] = float(value)
+        out[f"eval/{member}/tasks"] = float(figures.get("tasks", 0))
+    return out
+
+
+def _all_ranks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every process's records (each process holds its share of an evaluation's rollouts)."""
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch comes with transformers
+        return records
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return records
+    parts: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, records)
+    return [r for part in parts for r in part or []]
+
+
+def _is_eval_entry(logs: Mapping[str, Any]) -> bool:
+    return any(k.startswith("eval_") for k in logs)
 
 
 class _UnscoredNoticeFilter(logging.Filter):
@@ -269,11 +316,30 @@ class TelemetryCallback(TrainerCallback):
             observer.run = self.run
         logging.getLogger(_TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
 
+    def add_eval_metrics(self, logs: dict[str, Any]) -> dict[str, float]:
+        """Add the per-member figures of the evaluation whose entry ``logs`` is (`eval_metrics` over its
+        records, pooled over the processes) to it; returns them (empty when it had no ormix rollout).
+
+        Called by `ConcurrentGRPOTrainer.log` before the entry is logged, else by `on_log` (then loggers
+        that ran before ormix's callbacks do not see them).
+        """
+        if self.run is None or not _is_eval_entry(logs):
+            return {}
+        records = _all_ranks(self.run.take_eval_records())
+        values = eval_metrics(records, self.run.num_generations_eval) if records else {}
+        logs.update(values)
+        return values
+
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
     ) -> Any:
         if self.run is None:
             return control
+        if logs is not None and _is_eval_entry(logs) and not any(k.startswith("eval/") for k in logs):
+            values = self.add_eval_metrics(logs)
+            entry = state.log_history[-1] if state.log_history else None
+            if values and entry is not None and all(k in entry for k in logs if k.startswith("eval_")):
+                entry.update(values)  # the entry the trainer just appended, as the trainer wrote it
         for alarm in self._tracker.update(state.global_step, logs or {}, self.run.take_causes()):
             self.alarms.append(alarm)
             if state.is_world_process_zero:
@@ -323,6 +389,11 @@ class TelemetryCallback(TrainerCallback):
         saved = _state_file(args, state, STATE_FILE)
         if saved is not None and saved.parent.is_dir() and state.is_world_process_zero:
             saved.write_text(json.dumps({"alarm": self._tracker.state()}, indent=1) + "\n")
+        return control
+
+    def on_predict(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> Any:
+        if self.run is not None:
+            self.run.take_eval_records()  # predict() logs nothing: its rollouts are no evaluation's
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

@@ -122,10 +122,31 @@ def _fmt(value: Any) -> str:
 
 class ProgressLine(TrainerCallback):
     """One compact line per logging step (step, loss, reward, then reward / coverage per member, tool calls
-    and where the step's time went), and every log entry appended to ``<run dir>/log_history.jsonl``."""
+    and where the step's time went), and every log entry appended to ``<run dir>/log_history.jsonl``.
 
-    def __init__(self, members: Sequence[str], console: Any, run_dir: str | Path) -> None:
+    An evaluation's entry is labelled ``eval @ step N`` and lists only the members with an eval set (of
+    ``eval_members``) that it evaluated: pass@1 (and pass@k, pass^k) and coverage from
+    ``eval/<member>/...``, else the trainer's eval reward.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> line = ProgressLine(["a", "b"], None, ".", eval_members=["b"])
+        >>> state = SimpleNamespace(global_step=3, max_steps=4)
+        >>> line.parts(state, {"eval_b_loss": 0.0, "eval/b/pass@1": 0.5, "eval/b/pass@2": 1.0,
+        ...                    "eval/b/coverage": 1.0, "eval_rewards/a/mean": None})[:2]
+        ['[bold]eval @ step 3[/bold]', '[cyan]b[/cyan] pass@1 0.50 pass@2 1.00 cov 1.00']
+    """
+
+    def __init__(
+        self,
+        members: Sequence[str],
+        console: Any,
+        run_dir: str | Path,
+        *,
+        eval_members: Sequence[str] | None = None,
+    ) -> None:
         self.members, self.console = list(members), console
+        self.eval_members = list(members if eval_members is None else eval_members)
         self.started = time.monotonic()
         self.path = Path(run_dir) / "log_history.jsonl"
 
@@ -141,23 +162,48 @@ class ProgressLine(TrainerCallback):
         return control
 
     def parts(self, state: Any, logs: dict[str, Any]) -> list[str]:
-        p = "eval_" if any(k.startswith("eval_") for k in logs) else ""
-        parts = [f"[bold]{'eval' if p else 'step'} {state.global_step}/{state.max_steps}[/bold]"]
-        if f"{p}loss" in logs:
-            parts.append(f"loss {logs[f'{p}loss']:.4f}")
-        if f"{p}reward" in logs:
-            parts.append(f"reward {_fmt(logs[f'{p}reward'])}")
+        if any(k.startswith(("eval_", "eval/")) for k in logs):
+            return self.eval_parts(state, logs)
+        parts = [f"[bold]step {state.global_step}/{state.max_steps}[/bold]"]
+        if "loss" in logs:
+            parts.append(f"loss {logs['loss']:.4f}")
+        if "reward" in logs:
+            parts.append(f"reward {_fmt(logs['reward'])}")
         for m in self.members:
-            text = f"[cyan]{m}[/cyan] r {_fmt(logs.get(f'{p}rewards/{m}/mean'))}"
-            if f"{p}ormix/{m}/coverage" in logs:
-                text += f" cov {_fmt(logs[f'{p}ormix/{m}/coverage'])}"
+            text = f"[cyan]{m}[/cyan] r {_fmt(logs.get(f'rewards/{m}/mean'))}"
+            if f"ormix/{m}/coverage" in logs:
+                text += f" cov {_fmt(logs[f'ormix/{m}/coverage'])}"
             parts.append(text)
-        calls = logs.get(f"{p}tools/call_frequency")
+        calls = logs.get("tools/call_frequency")
         if calls is not None:
             parts.append(f"tools/rollout {calls:.2f}")
-        waits: list[Any] = [logs.get(f"{p}ormix/env/{k}_s") for k in ("open", "tools", "generate")]
+        waits: list[Any] = [logs.get(f"ormix/env/{k}_s") for k in ("open", "tools", "generate")]
         if all(isinstance(w, (int, float)) for w in waits):
             parts.append("env open {:.1f}s tools {:.1f}s gen {:.1f}s".format(*waits))
+        parts.append(f"{time.monotonic() - self.started:.0f}s")
+        return parts
+
+    def eval_parts(self, state: Any, logs: dict[str, Any]) -> list[str]:
+        """An evaluation's line: the members it evaluated, with their eval metrics."""
+        parts = [f"[bold]eval @ step {state.global_step}[/bold]"]
+        scored = [m for m in self.eval_members if any(k.startswith(f"eval/{m}/") for k in logs)]
+        for m in scored:
+            passes = sorted(
+                (k.rsplit("/", 1)[-1] for k in logs if k.startswith(f"eval/{m}/pass")),
+                key=lambda name: (name[4], int(name[5:]) if name[5:].isdigit() else 0),
+            )
+            text = f"[cyan]{m}[/cyan] " + " ".join(f"{p}{_fmt(logs[f'eval/{m}/{p}'])}" for p in passes)
+            if f"eval/{m}/coverage" in logs:
+                text += f" cov{_fmt(logs[f'eval/{m}/coverage'])}"
+            parts.append(text.rstrip())
+        if not scored:  # no per-member eval metrics (ormix's callbacks absent): the trainer's eval rewards
+            for m in self.eval_members:
+                reward = logs.get(f"eval_rewards/{m}/mean")
+                if reward is not None:
+                    text = f"[cyan]{m}[/cyan] r {_fmt(reward)}"
+                    if logs.get(f"eval_ormix/{m}/coverage") is not None:
+                        text += f" cov {_fmt(logs[f'eval_ormix/{m}/coverage'])}"
+                    parts.append(text)
         parts.append(f"{time.monotonic() - self.started:.0f}s")
         return parts
 

@@ -12,8 +12,10 @@ wrapping two of TRL's methods without copying any of their code:
   environments, so each round's calls run together (each rollout's calls in order) and TRL's one-by-one
   calls are answered from them.
 
-One more, for logging only: before TRL writes a step's completions (``log_completions``: a parquet file per
-step), empty dicts in them become ``None`` (`_parquet_safe`). A step whose only tool calls take no arguments
+For logging only, two more: an evaluation's log entry gets each member's ``eval/<member>/pass@k`` (and
+pass^k, mean reward, coverage) from ormix's telemetry callback before any logger sees it; and before TRL
+writes a step's completions (``log_completions``: a parquet file per step), empty dicts in them become
+``None`` (`_parquet_safe`). A step whose only tool calls take no arguments
 (``submit()``) would otherwise stop training: pyarrow cannot write a struct without fields.
 
 Everything else — prompts, generation, parsing, the tool-result overflow rule, masks, rewards — is TRL's own
@@ -154,6 +156,13 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         self._batch_started: float | None = None
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if not getattr(self.model, "training", True):
+            # An evaluation's entry: its per-member pass@k (ormix's telemetry callback, from the evaluation's
+            # records) goes in before any logger or callback sees the entry.
+            for callback in self.callback_handler.callbacks:
+                add = getattr(callback, "add_eval_metrics", None)
+                if callable(add):
+                    add(logs)
         completions = getattr(self, "_logs", {}).get("completion")
         if completions is not None:
             safe = [_parquet_safe(c) for c in completions]
