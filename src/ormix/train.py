@@ -120,6 +120,8 @@ class TrainResult:
         checkpoint: The checkpoint saved when the run stopped early (``None`` if none was).
         stopped_by_alarm: The coverage alarm's message, when it stopped the run (``telemetry.stop``).
         resumed_from: The checkpoint this run continued from.
+        eval_before, eval: The eval directories of the model before and after training (`EvaluationConfig`),
+            when the mixture has eval sets and they ran.
     """
 
     run_dir: Path
@@ -131,6 +133,8 @@ class TrainResult:
     checkpoint: Path | None = None
     stopped_by_alarm: str | None = None
     resumed_from: Path | None = None
+    eval_before: Path | None = None
+    eval: Path | None = None
 
     @property
     def exit_status(self) -> int:
@@ -385,6 +389,10 @@ def _run_trainer(
         trainer.remove_callback(PrinterCallback)
         if args.disable_tqdm:
             trainer.remove_callback(ProgressCallback)
+        evaluation = _evaluation(mix)
+        if evaluation is not None and evaluation.before_training and run.rank == 0 and run.checkpoint is None:
+            before = run.dir.path / "eval-before"
+            result.eval_before = _evaluate_run(trainer, mix, evaluation, before, console)
         try:
             with quiet_trainer():
                 trainer.train(resume_from_checkpoint=str(run.checkpoint) if run.checkpoint else None)
@@ -415,6 +423,46 @@ def _run_trainer(
     if not (result.interrupted or result.terminated):
         with quiet_trainer():
             trainer.save_model(str(run.dir.path / "model"))
+        if evaluation is not None and evaluation.after_training and run.rank == 0:
+            result.eval = _evaluate_run(
+                trainer, mix, evaluation, run.dir.path / "eval", console, model=run.dir.path / "model"
+            )
+
+
+def _evaluation(mix: MixtureSpec) -> Any:
+    """The run's `EvaluationConfig` if the mixture has eval sets (the file's, else the defaults), or None."""
+    from ormix.config import EvaluationConfig
+
+    if not mix.config.eval_members:
+        return None
+    return mix.config.evaluation or EvaluationConfig()
+
+
+def _evaluate_run(
+    trainer: Any, mix: MixtureSpec, evaluation: Any, out: Path, console: Any, *, model: Path | None = None
+) -> Path:
+    """Evaluate the trainer's model on every eval member's tasks into ``out`` (the same path as `ormix eval`).
+
+    A run's eval is of the model it holds now, so an eval left in ``out`` by an earlier attempt is replaced,
+    except the eval before training, which a resumed run never repeats.
+    """
+    from ormix.evaluation.runner import eval_tasks, evaluate_trainer
+
+    label = "after training" if model is not None else "before training"
+    console.print(f"[bold]eval {label}[/bold]: {', '.join(mix.config.eval_members)} → {out}")
+    tasks = eval_tasks(mix, members=mix.config.eval_members)
+    evaluate_trainer(
+        trainer,
+        mix,
+        tasks,
+        evaluation.samples,
+        out,
+        console,
+        ks=evaluation.ks,
+        overwrite=True,
+        model=str(model) if model is not None else f"{mix.name} before training",
+    )
+    return out
 
 
 # ── the end ───────────────────────────────────────────────────────────
@@ -451,6 +499,8 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
                 console.print(
                     f"[yellow]warning:[/yellow] the report failed ({e}); the run directory is intact"
                 )
+    if result.eval is not None:
+        _print_evals(result, console)
     if result.stopped_by_alarm:
         console.print(f"[red]stopped by the coverage alarm:[/red] {result.stopped_by_alarm}", highlight=False)
     if not (result.interrupted or result.terminated):
@@ -465,6 +515,32 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
             f"ormix train {shlex.quote(str(target))} --output-dir {shlex.quote(str(path))} --resume"
         )
         console.print(f"resume with: [bold]{command}[/bold]", highlight=False, soft_wrap=True)
+
+
+def _print_evals(result: TrainResult, console: Any) -> None:
+    """The final eval's table; with an eval before training, what changed, per member, with intervals."""
+    from rich.table import Table
+
+    from ormix.evaluation.compare import compare, load_eval, write_comparison
+    from ormix.evaluation.summary import summary_table
+
+    assert result.eval is not None
+    after = load_eval(result.eval)
+    header, *rows = summary_table(after.summary)
+    table = Table(*header, title=f"eval after training ({result.eval})")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if result.eval_before is None:
+        return
+    comparison = compare([load_eval(result.eval_before), after])
+    console.print("[bold]what training changed[/bold] (after − before, paired over the same eval tasks):")
+    for metric, line in comparison["comparisons"][0]["verdicts"].items():
+        console.print(f"  {metric}: {line}", highlight=False, markup=False)
+    for note in comparison["notes"]:
+        console.print(f"  note: {note}", highlight=False, markup=False)
+    written = write_comparison(comparison, result.run_dir / "eval-comparison")
+    console.print(f"  comparison: {written[0].parent}", highlight=False)
 
 
 def train_command(

@@ -473,16 +473,15 @@ def compare(
 ) -> None:
     """Per member, the difference of each metric from the first eval, with a paired interval over the same
     tasks, and a plain verdict; writes comparison.json, comparison.md and comparison.png."""
-    import json
     import re
 
     from rich.table import Table
 
     from ormix.evaluation.compare import (
         CompareError,
-        comparison_markdown,
         format_difference,
         load_eval,
+        write_comparison,
     )
     from ormix.evaluation.compare import (
         compare as compare_evals,
@@ -535,20 +534,8 @@ def compare(
     if out is None:
         slug = "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", e["label"]) for e in result["evals"])
         out = Path("evals") / f"compare-{slug}"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "comparison.json").write_text(json.dumps(result, indent=2, allow_nan=False), encoding="utf-8")
-    (out / "comparison.md").write_text(comparison_markdown(result), encoding="utf-8")
-    written = [out / "comparison.json", out / "comparison.md"]
-    try:
-        import matplotlib.pyplot as plt
-
-        from ormix.evaluation.plots import comparison_figure
-
-        fig = comparison_figure(result)
-        fig.savefig(out / "comparison.png", dpi=110)
-        plt.close(fig)
-        written.append(out / "comparison.png")
-    except ImportError:
+    written = write_comparison(result, out)
+    if len(written) < 3:
         console.print("  matplotlib is not installed: no plot (pip install 'ormix[plot]')")
     console.print("wrote: " + ", ".join(str(p) for p in written), highlight=False)
 

@@ -88,6 +88,7 @@ __all__ = [
     "SpecConfig",
     "TelemetryConfig",
     "WarmStartConfig",
+    "EvaluationConfig",
     "load_mixture_config",
 ]
 
@@ -476,6 +477,42 @@ class WarmStartConfig(BaseModel):
     near_misses: bool = False
 
 
+class EvaluationConfig(BaseModel):
+    """How ``ormix train`` evaluates a mixture's eval sets (``evaluation:``), beside TRL's ``eval_steps``.
+
+    ``samples`` rollouts per eval task (pass@k for each ``k``: default 1 and ``samples``). A final eval of
+    the trained model runs when the mixture has eval sets (``after_training``, on by default) into
+    ``RUN_DIR/eval``; ``before_training: true`` also evaluates the model GRPO starts from (after the warm
+    start) into ``RUN_DIR/eval-before``, and the run ends with the comparison of the two
+    (`ormix.evaluation.compare`).
+
+    Example:
+        >>> EvaluationConfig(samples=4, before_training=True).ks
+        (1, 4)
+    """
+
+    model_config = _MODEL_CONFIG
+
+    samples: int = Field(4, ge=1)
+    k: list[int] | None = None
+    before_training: bool = False
+    after_training: bool = True
+
+    @model_validator(mode="after")
+    def _k_within_samples(self) -> Self:
+        if self.k is not None and any(k < 1 or k > self.samples for k in self.k):
+            raise problem_error(
+                f"evaluation.k {self.k}: each k is between 1 and evaluation.samples ({self.samples}); "
+                "pass@k needs at least k samples of a task"
+            )
+        return self
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        """The k values reported: ``k`` if given, else 1 and ``samples``."""
+        return tuple(sorted(set(self.k or (1, self.samples))))
+
+
 class MixtureConfig(BaseModel):
     """A whole mixture: members, how they are mixed, and overrides for ``ormix train``.
 
@@ -484,7 +521,7 @@ class MixtureConfig(BaseModel):
     train member needs one (0 keeps it out of training for now). ``temperature`` weighs members by task count
     (p ∝ n^(1/T)); ``round_robin`` alternates. ``train`` holds GRPOConfig overrides and ``telemetry`` alarm
     thresholds; both are checked by their consumers. ``warm_start`` (`WarmStartConfig`) runs SFT on reference
-    solutions before GRPO.
+    solutions before GRPO; ``evaluation`` (`EvaluationConfig`) how ``ormix train`` evaluates the eval sets.
 
     Example:
         >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}},
@@ -510,6 +547,7 @@ class MixtureConfig(BaseModel):
     train: dict[str, Any] = Field(default_factory=dict)
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     warm_start: WarmStartConfig | None = None
+    evaluation: EvaluationConfig | None = None
 
     @field_validator("name")
     @classmethod
@@ -668,6 +706,8 @@ class MixtureConfig(BaseModel):
             member["api_key"] = None if member["api_key"] is None else "(set)"
         if data.get("warm_start") is None:
             del data["warm_start"]  # a mixture without one keeps the hash it had before the key existed
+        if data.get("evaluation") is None:
+            del data["evaluation"]  # likewise
         for member in data["members"].values():
             if member.get("reference") is None:
                 member.pop("reference", None)  # likewise for a member without a reference solver

@@ -456,3 +456,32 @@ def comparison_markdown(result: Mapping[str, Any]) -> str:
         lines.append("")
         lines += [f"- {name}: {text}" for name, text in comp["verdicts"].items()]
     return "\n".join(lines) + "\n"
+
+
+def write_comparison(result: Mapping[str, Any], out: str | Path) -> list[Path]:
+    """Write a `compare` result as ``comparison.json``, ``comparison.md`` and (with matplotlib)
+    ``comparison.png`` in ``out``; returns the paths written.
+
+    Example:
+        >>> import tempfile
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> result = compare([EvalData(Path("x"), {}, [rec(t, 1.0) for t in range(4)])] * 2)
+        >>> [p.name for p in write_comparison(result, tempfile.mkdtemp())][:2]
+        ['comparison.json', 'comparison.md']
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "comparison.json").write_text(json.dumps(result, indent=2, allow_nan=False), encoding="utf-8")
+    (out / "comparison.md").write_text(comparison_markdown(result), encoding="utf-8")
+    written = [out / "comparison.json", out / "comparison.md"]
+    try:
+        import matplotlib.pyplot as plt
+
+        from ormix.evaluation.plots import comparison_figure
+    except ImportError:
+        return written
+    fig = comparison_figure(result)
+    fig.savefig(out / "comparison.png", dpi=110)
+    plt.close(fig)
+    written.append(out / "comparison.png")
+    return written
