@@ -119,6 +119,8 @@ def test_arrows_point_one_way(layer, above):
         "ormix.tools.schema",
         "ormix.tools.names",
         "ormix.tools.binding",
+        "ormix.evaluation.stats",
+        "ormix.evaluation.summary",
     ],
 )
 def test_pure_logic_does_no_io(pure):

@@ -1,4 +1,4 @@
-"""The `ormix` command line: train, check, inspect, report, ablate, serve.
+"""The `ormix` command line: train, check, inspect, report, compare, ablate, serve.
 
 Each command imports what it needs when it runs, so `ormix --help` stays fast. Expected failures (bad input,
 an unreachable server, a refused key) end with one ``error:`` line and exit 2 (input) or 1 (runtime), never a
@@ -317,6 +317,112 @@ def report(
     from ormix.diagnostics.report import report_command
 
     raise typer.Exit(report_command(run_dir, console))
+
+
+@app.command(cls=_Command)
+def compare(
+    evals: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="EVAL...",
+            help="eval directories (or run directories with eval/); the first is the baseline",
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", metavar="DIR", help="where to write comparison.json/.md/.png (default evals/)"),
+    ] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric", metavar="NAME", help="metric to give verdicts for (repeatable; default pass@k)"
+        ),
+    ] = None,
+    allow_partial: Annotated[
+        bool, typer.Option("--allow-partial", help="pair the common tasks of evals of different task sets")
+    ] = False,
+    confidence: Annotated[float, typer.Option(metavar="F", help="confidence of the intervals")] = 0.95,
+) -> None:
+    """Per member, the difference of each metric from the first eval, with a paired interval over the same
+    tasks, and a plain verdict; writes comparison.json, comparison.md and comparison.png."""
+    import json
+    import re
+
+    from rich.table import Table
+
+    from ormix.evaluation.compare import (
+        CompareError,
+        comparison_markdown,
+        format_difference,
+        load_eval,
+    )
+    from ormix.evaluation.compare import (
+        compare as compare_evals,
+    )
+    from ormix.evaluation.summary import format_metric
+
+    try:
+        if len(evals) < 2:
+            raise CompareError(f"compare needs two evals or more (a baseline first), got {len(evals)}")
+        if not 0.0 < confidence < 1.0:
+            raise CompareError(f"--confidence is a fraction in (0, 1), e.g. 0.95 (got {confidence})")
+        data = [load_eval(path) for path in evals]
+        thresholds = {float(d.setting("success_threshold", 1.0)) for d in data}
+        if len(thresholds) > 1:
+            raise CompareError(
+                f"the evals count success at different reward thresholds ({sorted(thresholds)}): "
+                "rerun them with the same --success-threshold"
+            )
+        result = compare_evals(
+            data,
+            success_threshold=thresholds.pop(),
+            confidence=confidence,
+            allow_partial=allow_partial,
+            metrics=metric or None,
+        )
+    except CompareError as e:
+        err.print(f"[red]error:[/red] {e}", highlight=False)
+        raise typer.Exit(2) from None
+    base = result["baseline"]["label"]
+    for comp in result["comparisons"]:
+        table = Table(
+            "member", "tasks", "metric", base, comp["label"], "difference", title=f"{comp['label']} vs {base}"
+        )
+        for member, entry in comp["members"].items():
+            for name in result["metrics"]:
+                m = entry["metrics"][name]
+                table.add_row(
+                    member,
+                    str(entry["tasks"]),
+                    name,
+                    format_metric(m["baseline"]),
+                    format_metric(m["other"]),
+                    format_difference(m["difference"]),
+                )
+        console.print(table)
+        for name, line in comp["verdicts"].items():
+            console.print(f"{comp['label']} vs {base}, {name}: {line}", highlight=False, markup=False)
+    for note in result["notes"]:
+        console.print(f"  note: {note}", highlight=False, markup=False)
+    if out is None:
+        slug = "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", e["label"]) for e in result["evals"])
+        out = Path("evals") / f"compare-{slug}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "comparison.json").write_text(json.dumps(result, indent=2, allow_nan=False), encoding="utf-8")
+    (out / "comparison.md").write_text(comparison_markdown(result), encoding="utf-8")
+    written = [out / "comparison.json", out / "comparison.md"]
+    try:
+        import matplotlib.pyplot as plt
+
+        from ormix.evaluation.plots import comparison_figure
+
+        fig = comparison_figure(result)
+        fig.savefig(out / "comparison.png", dpi=110)
+        plt.close(fig)
+        written.append(out / "comparison.png")
+    except ImportError:
+        console.print("  matplotlib is not installed: no plot (pip install 'ormix[plot]')")
+    console.print("wrote: " + ", ".join(str(p) for p in written), highlight=False)
 
 
 def _load(path: Path, *, defer_missing_secrets: bool = False):

@@ -1,0 +1,458 @@
+"""Paired comparison of evals over the same tasks: per member, what each metric changed, with an interval.
+
+The first eval is the baseline; each other is compared with it. A task is ``(member, split, task_index)``;
+each member's tasks are paired across the two evals, so a task that is hard for both cancels out (the
+paired interval is much narrower than two separate intervals would suggest). Evals of different task sets
+(another target, split or task selection in their manifests, or records missing for some tasks, as after
+an interrupted eval) are refused with `CompareError` unless ``allow_partial``, which pairs the common tasks
+and says how many.
+
+Each member and metric gets the difference other − baseline, its paired interval over the common tasks
+(`ormix.evaluation.stats.paired_interval`) and a verdict: ``"seta: +0.12 [0.04, 0.20]"`` when the interval
+excludes 0, ``"terminals: no detectable change [−0.05, 0.07]"`` when it covers 0 (which is not evidence of
+no change: the interval says how large a change the tasks could hide).
+
+Pure apart from `load_eval`, which reads an eval directory (``rollouts.jsonl``, ``manifest.json``).
+
+Example:
+    >>> def recs(member, wins):
+    ...     return [{"member": member, "task_index": t, "outcome": "scored", "env_reward": float(w)}
+    ...             for t, w in enumerate(wins)]
+    >>> a = EvalData(Path("a"), {}, recs("seta", [0] * 12 + [1] * 4))
+    >>> b = EvalData(Path("b"), {}, recs("seta", [1] * 12 + [1] * 4))
+    >>> result = compare([a, b])
+    >>> result["comparisons"][0]["verdicts"]["pass@1"]
+    'seta: +0.75 [0.44, 0.90]'
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ormix.errors import UsageError
+from ormix.evaluation.stats import PAIRED_METHOD, Interval, mean_interval, paired_interval
+from ormix.evaluation.summary import (
+    TaskKey,
+    TaskSamples,
+    format_metric,
+    metric_names,
+    normalize_ks,
+    task_metric,
+    task_samples,
+)
+from ormix.runs import read_jsonl
+
+__all__ = [
+    "CompareError",
+    "EvalData",
+    "compare",
+    "comparison_markdown",
+    "format_difference",
+    "load_eval",
+    "verdict",
+]
+
+
+class CompareError(UsageError):
+    """Evals that cannot be compared (a missing directory, different task sets); the message says what
+    differs and what to do."""
+
+
+@dataclass
+class EvalData:
+    """One eval: its directory, manifest (``{}`` when it has none), eval rollout records, and the summary it
+    wrote (``{}`` when none; where `compare` finds the k values and success threshold the eval used).
+
+    Example:
+        >>> EvalData(Path("runs/demo/eval"), {}, []).label, EvalData(Path("evals/base"), {}, []).label
+        ('demo', 'base')
+    """
+
+    path: Path
+    manifest: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        """A setting of the eval (``k``, ``success_threshold``...): its manifest's, else its summary's.
+
+        Example:
+            >>> e = EvalData(Path("e"), {"k": [1, 4]}, [], {"k": [1], "success_threshold": 0.5})
+            >>> e.setting("k"), e.setting("success_threshold")
+            ([1, 4], 0.5)
+        """
+        for source in (self.manifest, self.summary):
+            if source.get(key) is not None:
+                return source[key]
+        return default
+
+    @property
+    def label(self) -> str:
+        """A short name: the run directory's name for ``<run>/eval``, ``<run>/checkpoint-N`` for
+        ``<run>/eval/checkpoint-N``, else the directory's name."""
+        p = self.path
+        if p.name == "eval" and p.parent.name:
+            return p.parent.name
+        if p.parent.name == "eval" and p.parent.parent.name:
+            return f"{p.parent.parent.name}/{p.name}"
+        return p.name or str(p)
+
+
+def load_eval(path: str | Path) -> EvalData:
+    """Read an eval directory (`ormix eval`'s output: ``rollouts.jsonl``, ``manifest.json``), or a run
+    directory whose ``eval/`` holds one.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp()) / "run-1"
+        >>> (run / "eval").mkdir(parents=True)
+        >>> _ = (run / "eval" / "rollouts.jsonl").write_text(
+        ...     '{"mode": "eval", "member": "a", "task_index": 0, "outcome": "scored", "env_reward": 1.0}\\n')
+        >>> data = load_eval(run)
+        >>> data.path.name, data.label, len(data.records), data.manifest
+        ('eval', 'run-1', 1, {})
+        >>> load_eval(run / "missing")
+        Traceback (most recent call last):
+        ...
+        ormix.evaluation.compare.CompareError: ...run-1/missing does not exist: give an eval directory ...
+    """
+    p = Path(path)
+    if not p.is_dir():
+        raise CompareError(
+            f"{p} does not exist: give an eval directory (ormix eval's output) or a run directory with eval/"
+        )
+    if not (p / "rollouts.jsonl").is_file():
+        if (p / "eval" / "rollouts.jsonl").is_file():
+            p = p / "eval"
+        else:
+            raise CompareError(
+                f"{p} holds no eval (no rollouts.jsonl in it or in {p / 'eval'}): run `ormix eval` for it "
+                "first, or give its eval directory"
+            )
+    manifest, summary = _json_object(p / "manifest.json"), _json_object(p / "summary.json")
+    records = [r for r in read_jsonl(p / "rollouts.jsonl") if r.get("mode", "eval") == "eval"]
+    if not records:
+        raise CompareError(f"{p / 'rollouts.jsonl'} holds no eval rollouts: run (or finish) the eval first")
+    return EvalData(p, manifest, records, summary)
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CompareError(f"{path} is not valid JSON ({e}): rerun the eval, or delete the file") from None
+    if not isinstance(value, dict):
+        raise CompareError(f"{path} is not a JSON object: rerun the eval, or delete the file")
+    return value
+
+
+def _signed(x: float, digits: int = 2) -> str:
+    text = f"{abs(x):.{digits}f}"
+    if text == f"{0:.{digits}f}":
+        return text
+    return ("+" if x > 0 else "\u2212") + text
+
+
+def _plain(x: float, digits: int = 2) -> str:
+    text = f"{abs(x):.{digits}f}"
+    return ("\u2212" + text) if x < 0 and text != f"{0:.{digits}f}" else text
+
+
+def format_difference(difference: Mapping[str, Any], digits: int = 2) -> str:
+    """A difference as ``+0.12 [0.04, 0.20]`` (minus signs as ``−``).
+
+    Example:
+        >>> format_difference({"value": -0.031, "low": -0.1, "high": 0.05, "n": 16})
+        '−0.03 [−0.10, 0.05]'
+    """
+    if difference.get("value") is None:
+        return "-"
+    text = _signed(difference["value"], digits)
+    if difference.get("low") is not None and difference.get("high") is not None:
+        text += f" [{_plain(difference['low'], digits)}, {_plain(difference['high'], digits)}]"
+    return text
+
+
+def verdict(member: str, difference: Mapping[str, Any], digits: int = 2) -> str:
+    """The plain verdict for one member's difference.
+
+    Example:
+        >>> verdict("seta", {"value": 0.12, "low": 0.04, "high": 0.2, "n": 32})
+        'seta: +0.12 [0.04, 0.20]'
+        >>> verdict("terminals", {"value": 0.01, "low": -0.05, "high": 0.07, "n": 32})
+        'terminals: no detectable change [−0.05, 0.07]'
+        >>> verdict("echo", {"value": None, "low": None, "high": None, "n": 0})
+        'echo: no paired task has a value'
+    """
+    value, low, high, n = (
+        difference.get("value"),
+        difference.get("low"),
+        difference.get("high"),
+        difference["n"],
+    )
+    if value is None:
+        return f"{member}: no paired task has a value"
+    if low is None or high is None:
+        return f"{member}: {_signed(value, digits)} (no interval from {n} task{'s' * (n != 1)})"
+    if low <= 0.0 <= high:
+        return f"{member}: no detectable change [{_plain(low, digits)}, {_plain(high, digits)}]"
+    return f"{member}: {format_difference(difference, digits)}"
+
+
+def _task_sets(data: EvalData) -> dict[str, dict[str, Any]]:
+    """Per member: its target, split and task keys (from the manifest where it says, else the records)."""
+    by_member = task_samples(data.records)
+    described = data.manifest.get("members") if isinstance(data.manifest.get("members"), dict) else {}
+    out: dict[str, dict[str, Any]] = {}
+    for member in sorted(set(by_member) | set(described or {})):
+        entry = (described or {}).get(member) or {}
+        recorded = {t.key for t in by_member.get(member, [])}
+        planned = None
+        if isinstance(entry.get("tasks"), list):
+            split = entry.get("split")
+            planned = {(member, split, int(i)) for i in entry["tasks"]}
+        out[member] = {
+            "target": entry.get("target"),
+            "split": entry.get("split"),
+            "planned": planned,
+            "recorded": recorded,
+        }
+    return out
+
+
+def _differences(base: EvalData, other: EvalData) -> tuple[list[str], dict[str, str]]:
+    """What keeps two evals' task sets apart: lines for the refusal, and members that cannot pair at all."""
+    a, b = _task_sets(base), _task_sets(other)
+    problems: list[str] = []
+    unpairable: dict[str, str] = {}
+    for member in sorted(set(a) | set(b)):
+        if member not in b or member not in a:
+            where, missing = (base, other) if member not in b else (other, base)
+            unpairable[member] = f"{member} is evaluated in {where.label} but not in {missing.label}"
+            problems.append(unpairable[member])
+            continue
+        sa, sb = a[member], b[member]
+        for name in ("target", "split"):
+            if sa[name] is not None and sb[name] is not None and sa[name] != sb[name]:
+                problems.append(
+                    f"{member}: {name} {sa[name]!r} in {base.label}, {sb[name]!r} in {other.label}"
+                )
+                if name == "target":
+                    unpairable[member] = problems[-1]
+        if member in unpairable:
+            continue
+        before = len(problems)
+        if sa["planned"] is not None and sb["planned"] is not None and sa["planned"] != sb["planned"]:
+            common = len(sa["planned"] & sb["planned"])
+            problems.append(
+                f"{member}: the manifests choose different tasks ({len(sa['planned'])} in {base.label}, "
+                f"{len(sb['planned'])} in {other.label}, {common} in common)"
+            )
+        for data, s in ((base, sa), (other, sb)):
+            if s["planned"] is not None and not s["planned"] <= s["recorded"]:
+                absent = len(s["planned"] - s["recorded"])
+                problems.append(
+                    f"{member}: {data.label} has no records for {absent} of its {len(s['planned'])} tasks "
+                    "(an interrupted eval? run the same `ormix eval` again to finish it)"
+                )
+        if len(problems) == before and sa["recorded"] != sb["recorded"]:
+            common = len(sa["recorded"] & sb["recorded"])
+            problems.append(
+                f"{member}: different tasks recorded ({len(sa['recorded'])} in {base.label}, "
+                f"{len(sb['recorded'])} in {other.label}, {common} in common)"
+            )
+    return problems, unpairable
+
+
+def _ks(evals: Sequence[EvalData], ks: Sequence[int] | None) -> tuple[int, ...]:
+    if ks is not None:
+        return normalize_ks(ks)
+    value = evals[0].setting("k")
+    if isinstance(value, list) and value:
+        return normalize_ks(value)
+    if isinstance(value, int):
+        return normalize_ks([value])
+    return (1,)
+
+
+def compare(
+    evals: Sequence[EvalData],
+    *,
+    ks: Sequence[int] | None = None,
+    success_threshold: float = 1.0,
+    confidence: float = 0.95,
+    seed: int = 0,
+    allow_partial: bool = False,
+    metrics: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Compare each eval after the first (the baseline) with it, member by member, over common tasks.
+
+    ``ks`` defaults to the baseline's ``k`` (`EvalData.setting`; else 1); ``metrics`` (default: pass@k for
+    each k) are the ones given verdicts; every metric is in the result. ``seed`` is accepted for a
+    resampling method; the paired intervals are closed-form. Raises `CompareError` for fewer than two
+    evals, an unknown metric, or different task sets without ``allow_partial``.
+
+    Example:
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> a = EvalData(Path("a"), {}, [rec(t, 1.0) for t in range(8)])
+        >>> b = EvalData(Path("b"), {}, [rec(t, 1.0) for t in range(6)])
+        >>> compare([a, b])
+        Traceback (most recent call last):
+        ...
+        ormix.evaluation.compare.CompareError: b and a do not evaluate the same tasks:
+          - a: different tasks recorded (8 in a, 6 in b, 6 in common)
+        pass --allow-partial to compare the tasks they have in common
+        >>> r = compare([a, b], allow_partial=True)
+        >>> r["comparisons"][0]["members"]["a"]["tasks"], r["notes"]
+        (6, ['b vs a: a: 6 common tasks (8 in a, 6 in b)'])
+    """
+    if len(evals) < 2:
+        raise CompareError(f"compare needs two evals or more (a baseline first), got {len(evals)}")
+    ks = _ks(evals, ks)
+    names = metric_names(ks)
+    chosen = list(metrics) if metrics else [f"pass@{k}" for k in ks]
+    unknown = [m for m in chosen if m not in names]
+    if unknown:
+        raise CompareError(
+            f"unknown metric {', '.join(map(repr, unknown))}: choose from {', '.join(names)} (pass@K for "
+            "another K needs --k / ks with it)"
+        )
+    labels = _unique_labels(evals)
+    base, base_label = evals[0], labels[0]
+    base_tasks = task_samples(base.records)
+    notes: list[str] = []
+    comparisons = []
+    for other, label in zip(evals[1:], labels[1:], strict=True):
+        problems, unpairable = _differences(base, other)
+        if problems and not allow_partial:
+            raise CompareError(
+                f"{label} and {base_label} do not evaluate the same tasks:\n"
+                + "\n".join(f"  - {p}" for p in problems)
+                + "\npass --allow-partial to compare the tasks they have in common"
+            )
+        other_tasks = task_samples(other.records)
+        members: dict[str, Any] = {}
+        for member in sorted(set(base_tasks) | set(other_tasks)):
+            if member in unpairable:
+                notes.append(f"{label} vs {base_label}: {unpairable[member]}: not compared")
+                continue
+            a = {t.key: t for t in base_tasks.get(member, [])}
+            b = {t.key: t for t in other_tasks.get(member, [])}
+            common = sorted(set(a) & set(b), key=lambda key: (key[1] is not None, key[1] or "", key[2]))
+            if len(common) != len(a) or len(common) != len(b):
+                notes.append(
+                    f"{label} vs {base_label}: {member}: {len(common)} common tasks "
+                    f"({len(a)} in {base_label}, {len(b)} in {label})"
+                )
+            members[member] = {
+                "tasks": len(common),
+                "tasks_baseline": len(a),
+                "tasks_other": len(b),
+                "metrics": {
+                    name: _metric(member, name, common, a, b, success_threshold, confidence) for name in names
+                },
+            }
+        verdicts = {
+            name: "; ".join(entry["metrics"][name]["verdict"] for entry in members.values())
+            for name in chosen
+        }
+        comparisons.append(
+            {
+                "label": label,
+                "path": str(other.path),
+                "baseline": base_label,
+                "members": members,
+                "verdicts": verdicts,
+            }
+        )
+    return {
+        "baseline": {"label": base_label, "path": str(base.path)},
+        "evals": [{"label": lab, "path": str(e.path)} for lab, e in zip(labels, evals, strict=True)],
+        "k": list(ks),
+        "confidence": confidence,
+        "success_threshold": success_threshold,
+        "interval": PAIRED_METHOD,
+        "metrics": chosen,
+        "notes": notes,
+        "comparisons": comparisons,
+    }
+
+
+def _metric(
+    member: str,
+    name: str,
+    common: list[TaskKey],
+    a: Mapping[TaskKey, TaskSamples],
+    b: Mapping[TaskKey, TaskSamples],
+    success_threshold: float,
+    confidence: float,
+) -> dict[str, Any]:
+    pairs = [
+        (va, vb)
+        for key in common
+        if (va := task_metric(a[key], name, success_threshold)) is not None
+        and (vb := task_metric(b[key], name, success_threshold)) is not None
+    ]
+    xa, xb = [p[0] for p in pairs], [p[1] for p in pairs]
+    difference = paired_interval(xa, xb, confidence) if pairs else Interval.empty()
+    diff = difference.as_dict()
+    return {
+        "baseline": mean_interval(xa, confidence).as_dict(),
+        "other": mean_interval(xb, confidence).as_dict(),
+        "difference": diff,
+        "verdict": verdict(member, diff),
+    }
+
+
+def _unique_labels(evals: Sequence[EvalData]) -> list[str]:
+    labels: list[str] = []
+    for e in evals:
+        label = e.label
+        if label in labels:
+            label = str(e.path)
+        while label in labels:
+            label += "'"
+        labels.append(label)
+    return labels
+
+
+def comparison_markdown(result: Mapping[str, Any]) -> str:
+    """The comparison as markdown: per compared eval, a table (member × metric: baseline, other,
+    difference) and the verdict lines.
+
+    Example:
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> r = compare([EvalData(Path("x"), {}, [rec(t, 1.0) for t in range(4)])] * 2)
+        >>> print(comparison_markdown(r).splitlines()[-1])
+        - pass@1: a: no detectable change [−0.49, 0.49]
+    """
+    lines = [f"# Comparison with {result['baseline']['label']}", ""]
+    lines.append(
+        f"Differences are other − {result['baseline']['label']}, over the tasks both evaluated, with "
+        f"{result['confidence']:.0%} intervals ({result['interval']}). A covered 0 says the tasks cannot "
+        "tell a change of that size from none, not that there is none."
+    )
+    for note in result["notes"]:
+        lines.append(f"- {note}")
+    for comp in result["comparisons"]:
+        lines += ["", f"## {comp['label']} vs {comp['baseline']}", ""]
+        lines.append(f"| member | tasks | metric | {comp['baseline']} | {comp['label']} | difference |")
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for member, entry in comp["members"].items():
+            for name in result["metrics"]:
+                m = entry["metrics"][name]
+                cells = [
+                    format_metric(m["baseline"]),
+                    format_metric(m["other"]),
+                    format_difference(m["difference"]),
+                ]
+                lines.append(f"| {member} | {entry['tasks']} | {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+        lines += [f"- {name}: {text}" for name, text in comp["verdicts"].items()]
+    return "\n".join(lines) + "\n"
