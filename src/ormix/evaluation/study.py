@@ -29,8 +29,9 @@ Example:
     Not run as a doctest: each arm is a GRPO training run.
 
     >>> from ormix.evaluation.study import StudyOptions, run_study
-    >>> result = run_study("mixtures/local-demo.yaml", StudyOptions(out_dir="studies/demo", max_steps=4))  # doctest: +SKIP
-    >>> result.study["effects"]["without-seta"]["seta"]["pass@1"]["verdict"]                       # doctest: +SKIP
+    >>> options = StudyOptions(out_dir="studies/demo", max_steps=4)
+    >>> result = run_study("mixtures/local-demo.yaml", options)                   # doctest: +SKIP
+    >>> result.study["effects"]["without-seta"]["seta"]["pass@1"]["verdict"]      # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ormix.errors import OrmixError, UsageError, exit_status
+from ormix.evaluation.summary import format_metric
 from ormix.mixture.ablation import FULL, Arm, Budget, arm_file_text, arms, select_arms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +60,6 @@ __all__ = [
     "matrix_table",
     "run_study",
     "study_command",
-    "study_heatmap",
     "study_markdown",
 ]
 
@@ -157,15 +158,6 @@ def _write_json(path: Path, data: Any) -> None:
 # ── the matrix (pure) ─────────────────────────────────────────────────
 
 
-def _cell(metric: Mapping[str, Any] | None) -> str:
-    """``0.62 [0.48, 0.75]``; ``-`` for no value."""
-    if not metric or metric.get("value") is None:
-        return "-"
-    low, high = metric.get("low"), metric.get("high")
-    interval = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
-    return f"{metric['value']:.2f}{interval}"
-
-
 def matrix_table(study: Mapping[str, Any], metric: str | None = None) -> list[list[str]]:
     """The arm × member matrix of one metric as rows of cells (header first; arms not done say so).
 
@@ -182,7 +174,7 @@ def matrix_table(study: Mapping[str, Any], metric: str | None = None) -> list[li
         if not arm.get("done"):
             rows.append([arm["name"], *["(not done)" for _ in study["members"]]])
             continue
-        rows.append([arm["name"], *[_cell(cells.get(m, {}).get(metric)) for m in study["members"]]])
+        rows.append([arm["name"], *[format_metric(cells.get(m, {}).get(metric)) for m in study["members"]]])
     return rows
 
 
@@ -229,7 +221,8 @@ def study_markdown(study: Mapping[str, Any]) -> str:
     out = [f"# Ablation study: {study['mixture']}", ""]
     out.append(
         f"Budget rule: **{study['budget']}**. Every arm is evaluated on the full mixture's eval tasks "
-        f"(k = {', '.join(map(str, study['k']))}); intervals are {study.get('confidence', 0.95):.0%} over tasks."
+        f"(k = {', '.join(map(str, study['k']))}); intervals are "
+        f"{study.get('confidence', 0.95):.0%} over tasks."
     )
     out += ["", "| arm | trains on | eval-only | budget |", "|---|---|---|---|"]
     for arm in study["arms"]:
@@ -247,7 +240,7 @@ def study_markdown(study: Mapping[str, Any]) -> str:
             _markdown_table(effects_table(study, metric)),
             "",
             "An effect says how this arm's model differs from the full mixture's on the same tasks, with the "
-            "interval of that difference; \"no detectable change\" means the interval includes 0, not that "
+            'interval of that difference; "no detectable change" means the interval includes 0, not that '
             "there is no effect. Each arm is one training run: a difference also carries that run's "
             "seed-to-seed variation, which these intervals (over tasks) do not include.",
         ]
@@ -255,55 +248,6 @@ def study_markdown(study: Mapping[str, Any]) -> str:
     if missing:
         out += ["", f"Not done yet: {', '.join(missing)} (run the study again, or with --arm NAME)."]
     return "\n".join(out) + "\n"
-
-
-def study_heatmap(study: Mapping[str, Any], path: str | Path, metric: str | None = None) -> Path:
-    """``heatmap.png``: arm × member, value = ``metric`` (default the study's), each cell annotated with
-    its value and interval; arms not done are left blank. Needs matplotlib (the ``plot`` extra).
-
-    Example:
-        >>> import tempfile
-        >>> study = {"metric": "pass@1", "members": ["a", "b"], "mixture": "m",
-        ...          "arms": [{"name": "full", "done": True}, {"name": "without-a", "done": False}],
-        ...          "matrix": {"full": {"a": {"pass@1": {"value": 0.5, "low": 0.2, "high": 0.8, "n": 4}}}}}
-        >>> with tempfile.TemporaryDirectory() as d:
-        ...     study_heatmap(study, Path(d) / "heatmap.png").stat().st_size > 0
-        True
-    """
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    import numpy as np
-
-    metric = metric or study["metric"]
-    members, arm_names = list(study["members"]), [a["name"] for a in study["arms"]]
-    values = np.full((len(arm_names), len(members)), np.nan)
-    labels = [["" for _ in members] for _ in arm_names]
-    for i, arm in enumerate(study["arms"]):
-        cells = study["matrix"].get(arm["name"], {}) if arm.get("done") else {}
-        for j, member in enumerate(members):
-            cell = cells.get(member, {}).get(metric)
-            if cell and cell.get("value") is not None:
-                values[i, j] = cell["value"]
-                labels[i][j] = _cell(cell).replace(" [", "\n[")
-            elif not arm.get("done"):
-                labels[i][j] = "not done"
-    fig, ax = plt.subplots(figsize=(1.8 + 1.7 * len(members), 1.2 + 0.7 * len(arm_names)))
-    image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-    ax.set_xticks(range(len(members)), members)
-    ax.set_yticks(range(len(arm_names)), arm_names)
-    for i in range(len(arm_names)):
-        for j in range(len(members)):
-            dark = not np.isnan(values[i, j]) and values[i, j] < 0.6
-            ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=8, color="white" if dark else "black")
-    ax.set_title(f"{study.get('mixture', '')}: {metric} per arm (row) and member (column)", fontsize=9)
-    fig.colorbar(image, ax=ax, label=metric)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
 
 
 # ── the study ─────────────────────────────────────────────────────────
@@ -326,7 +270,9 @@ def _study_config(path: str | Path, options: StudyOptions) -> MixtureConfig:
 
 def _kept_options(options: StudyOptions) -> dict[str, Any]:
     raw = {name: getattr(options, name) for name in _KEPT}
-    return json.loads(json.dumps({**raw, "k": list(options.k), "settings": dict(options.settings)}, default=str))
+    return json.loads(
+        json.dumps({**raw, "k": list(options.k), "settings": dict(options.settings)}, default=str)
+    )
 
 
 def _check_options(study_dir: Path, kept: Mapping[str, Any]) -> None:
@@ -368,17 +314,24 @@ def _effects(study_dir: Path, done: Sequence[Arm], options: StudyOptions) -> dic
     for arm in done:
         if arm.name == FULL:
             continue
-        result = compare([base, load_eval(arm_dir(study_dir, arm.name) / "eval")], ks=options.k, seed=options.seed)
+        result = compare(
+            [base, load_eval(arm_dir(study_dir, arm.name) / "eval")], ks=options.k, seed=options.seed
+        )
         out[arm.name] = _per_member_differences(result)
     return out
 
 
 def _per_member_differences(result: Mapping[str, Any]) -> dict[str, Any]:
-    """From a two-eval comparison: member → metric → the difference (value, low, high, n, verdict)."""
-    comparisons = result.get("comparisons") or [result]
-    first = comparisons[0]
-    members = first.get("members", {})
-    return {m: dict(metrics) for m, metrics in members.items()}
+    """From a two-eval comparison: member → metric → the difference (value, low, high, n), the verdict,
+    and the paired tasks."""
+    (comparison,) = result["comparisons"]
+    return {
+        member: {
+            name: {**m["difference"], "verdict": m["verdict"], "tasks": entry["tasks"]}
+            for name, m in entry["metrics"].items()
+        }
+        for member, entry in comparison["members"].items()
+    }
 
 
 def _build_study(
@@ -391,7 +344,11 @@ def _build_study(
     for arm in all_arms:
         run = arm_dir(study_dir, arm.name)
         summary = _eval_summary(run) if arm_done(run) else None
-        entry = {**arm.as_dict(), "run_dir": str(run), "file": str(study_dir / "mixtures" / f"{arm.name}.yaml")}
+        entry = {
+            **arm.as_dict(),
+            "run_dir": str(run),
+            "file": str(study_dir / "mixtures" / f"{arm.name}.yaml"),
+        }
         entry["done"] = summary is not None
         entries.append(entry)
         if summary is None:
@@ -424,13 +381,25 @@ def _write_study(study_dir: Path, study: Mapping[str, Any], console: Any) -> lis
     written = [study_dir / "study.json", study_dir / "study.md"]
     if any(a.get("done") for a in study["arms"]):
         try:
-            written.append(study_heatmap(study, study_dir / "heatmap.png"))
+            from ormix.evaluation.plots import study_heatmap
+
+            fig = study_heatmap(study)
         except ImportError:
-            console.print("[yellow]no heatmap:[/yellow] matplotlib is not installed (pip install 'ormix[plot]')")
+            console.print(
+                "[yellow]no heatmap:[/yellow] matplotlib is not installed (pip install 'ormix[plot]')"
+            )
+        else:
+            import matplotlib.pyplot as plt
+
+            fig.savefig(study_dir / "heatmap.png", dpi=110)
+            plt.close(fig)
+            written.append(study_dir / "heatmap.png")
     return written
 
 
-def _train_arm(arm: Arm, file: Path, run: Path, options: StudyOptions, console: Any, resume_command: str) -> int:
+def _train_arm(
+    arm: Arm, file: Path, run: Path, options: StudyOptions, console: Any, resume_command: str
+) -> int:
     """Train one arm into its run directory (resumed from its latest checkpoint, else started over)."""
     from ormix.runs import RunDirectory
     from ormix.train import RunOptions, train
@@ -465,7 +434,9 @@ def _eval_arm(full_file: Path, run: Path, options: StudyOptions, console: Any) -
 
     run_eval(
         full_file,
-        EvalOptions(model=str(run), out_dir=run / "eval", k=options.k, samples=options.samples, seed=options.seed),
+        EvalOptions(
+            model=str(run), out_dir=run / "eval", k=options.k, samples=options.samples, seed=options.seed
+        ),
         console=console,
     )
 
@@ -570,7 +541,8 @@ def study_command(
         Not run as a doctest: each arm is a GRPO training run.
 
         >>> from rich.console import Console
-        >>> study_command("mixtures/local-demo.yaml", StudyOptions(max_steps=2), console=Console())  # doctest: +SKIP
+        >>> options = StudyOptions(max_steps=2)
+        >>> study_command("mixtures/local-demo.yaml", options, console=Console())   # doctest: +SKIP
         0
     """
     from ormix.integrations.trl.args import parse_overrides
