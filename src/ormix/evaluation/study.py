@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -206,6 +207,16 @@ def _markdown_table(rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
+def _worth_a_table(study: Mapping[str, Any], metric: str) -> bool:
+    """pass@k for every k, mean reward and coverage; pass^1 (= pass@1) never; error_rate when not all 0."""
+    if metric == "pass^1":
+        return False
+    if metric == "error_rate":
+        cells = [c.get(metric) or {} for per_arm in study["matrix"].values() for c in per_arm.values()]
+        return any(cell.get("value") for cell in cells)
+    return True
+
+
 def study_markdown(study: Mapping[str, Any]) -> str:
     """``study.md``: the arms and the budget rule, the matrix, the effects with verdicts, what they mean.
 
@@ -229,7 +240,7 @@ def study_markdown(study: Mapping[str, Any]) -> str:
         dropped = ", ".join(arm["dropped"]) or "-"
         out.append(f"| {arm['name']} | {', '.join(arm['trained'])} | {dropped} | {arm['budget']} |")
     out += ["", f"## {metric} per arm and member", "", _markdown_table(matrix_table(study, metric))]
-    others = [m for m in study.get("metrics", []) if m != metric]
+    others = [m for m in study.get("metrics", []) if m != metric and _worth_a_table(study, m)]
     for other in others:
         out += ["", f"### {other}", "", _markdown_table(matrix_table(study, other))]
     if study.get("effects"):
@@ -405,6 +416,10 @@ def _train_arm(
     from ormix.train import RunOptions, train
 
     directory = RunDirectory(run)
+    if (run / "eval").exists():
+        # An eval of a model this training replaces: it would resume as if it were the new model's.
+        shutil.rmtree(run / "eval")
+        console.print(f"  {arm.name}: its eval was of an earlier model; removed")
     resume = overwrite = None
     if directory.holds_a_run():
         if directory.latest_checkpoint() is not None:

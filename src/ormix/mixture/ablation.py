@@ -200,7 +200,8 @@ def arms(
     found = [n for n in only if n not in config.members]
     if found:
         config.only(*found)  # raises, naming the unknown member(s) and the known ones
-    out = [Arm(FULL, config, (), _budgeted(config, config, budget)[1])]
+    pps = config.prompts_per_step
+    out = [Arm(FULL, config, (), f"{budget}: the full mixture as the file has it (prompts_per_step {pps})")]
     derived: list[tuple[str, MixtureConfig]] = []
     if leave_one_out:
         derived += [(f"without-{n}", config.without(n)) for n in config.train_members]

@@ -1,0 +1,179 @@
+"""Ablation studies (`ormix ablate FILE --run`, `ormix.evaluation.study`): arms trained and evaluated on the
+full mixture's eval tasks, the arm × member matrix, the effects, the heatmap, skipping and resuming arms."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from ormix.cli.app import app
+from ormix.evaluation.study import (
+    StudyError,
+    StudyOptions,
+    arm_done,
+    effects_table,
+    matrix_table,
+    run_study,
+    study_markdown,
+)
+from ormix.evaluation.summary import summarize
+from ormix.mixture.ablation import AblationError
+
+runner = CliRunner()
+
+MIXTURE = """\
+name: tiny-study
+members:
+  echo: {target: "local:echo", num_tasks: 2, local_serve: thread}
+  terminals: {target: "local:terminals", num_tasks: 2, local_serve: thread}
+prompts_per_step: 2
+train:
+  max_steps: 1
+  num_generations: 2
+  max_completion_length: 24
+  max_tool_calling_iterations: 2
+  logging_steps: 1
+  activation_checkpointing: false
+  report_to: none
+"""
+
+
+def _console() -> tuple[Console, StringIO]:
+    out = StringIO()
+    return Console(file=out, width=200, color_system=None), out
+
+
+def _fake_eval(run: Path, wins: dict[str, list[int]]) -> None:
+    """An arm's run directory as a finished arm leaves it: a model directory and an eval of it (records,
+    manifest, summary) with these successes per member and task."""
+    (run / "model").mkdir(parents=True)
+    (run / "eval").mkdir()
+    records = [
+        {
+            "mode": "eval",
+            "member": m,
+            "split": "train",
+            "task_index": t,
+            "outcome": "scored",
+            "env_reward": float(w),
+        }
+        for m, per_task in wins.items()
+        for t, w in enumerate(per_task)
+    ]
+    (run / "eval" / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    manifest = {
+        "k": [1],
+        "members": {
+            m: {"target": f"local:{m}", "split": "train", "tasks": list(range(len(w)))}
+            for m, w in wins.items()
+        },
+    }
+    (run / "eval" / "manifest.json").write_text(json.dumps(manifest))
+    (run / "eval" / "summary.json").write_text(json.dumps(summarize(records, ks=(1,))))
+
+
+def test_a_study_whose_arms_are_done_only_rebuilds_its_matrix(tmp_path: Path) -> None:
+    # Arms made elsewhere (`--arm NAME` on other machines) and copied into one study directory: running the
+    # study again trains nothing and writes the matrix, the effects and the heatmap from them.
+    source = tmp_path / "mix.yaml"
+    source.write_text(MIXTURE)
+    study = tmp_path / "study"
+    n = 12
+    _fake_eval(study / "arms" / "full", {"echo": [1] * n, "terminals": [1] * (n // 2) + [0] * (n // 2)})
+    _fake_eval(
+        study / "arms" / "without-echo", {"echo": [0] * n, "terminals": [1] * (n // 2) + [0] * (n // 2)}
+    )
+    _fake_eval(study / "arms" / "without-terminals", {"echo": [1] * n, "terminals": [0] * n})
+    console, out = _console()
+    result = run_study(source, StudyOptions(out_dir=study), console=console)
+    assert result.exit_status == 0 and result.ran == [] and len(result.skipped) == 3
+    assert "done already" in out.getvalue()
+    data = json.loads((study / "study.json").read_text())
+    assert [a["name"] for a in data["arms"]] == ["full", "without-echo", "without-terminals"]
+    assert data["arms"][1]["trained"] == ["terminals"] and data["arms"][1]["dropped"] == ["echo"]
+    assert data["budget"] == "same-total" and "same-total" in data["arms"][1]["budget"]
+    assert data["matrix"]["without-echo"]["echo"]["pass@1"]["value"] == 0.0
+    assert data["matrix"]["full"]["terminals"]["pass@1"]["value"] == 0.5
+    # The effect of dropping echo, measured on echo (it stayed eval-only): arm − full, paired over tasks.
+    on_echo = data["effects"]["without-echo"]["echo"]["pass@1"]
+    assert on_echo["value"] == -1.0 and on_echo["high"] < 0 and on_echo["tasks"] == n
+    assert data["effects"]["without-echo"]["terminals"]["pass@1"]["verdict"].startswith(
+        "terminals: no detectable change"
+    )
+    assert data["effects"]["without-terminals"]["terminals"]["pass@1"]["value"] == -0.5
+    md = (study / "study.md").read_text()
+    assert "| without-echo | terminals | echo |" in md and "no detectable change" in md
+    assert "| full | 1.00 [" in md
+    assert (study / "heatmap.png").stat().st_size > 10_000
+    # Each arm's file is there, self-contained: `ormix train <it>` trains that arm.
+    assert "role: eval" in (study / "mixtures" / "without-echo.yaml").read_text()
+    # Asked again with another budget rule, the study refuses: its arms would not compare with new ones.
+    with pytest.raises(StudyError, match="budget: 'same-total' → 'same-per-member'"):
+        run_study(source, StudyOptions(out_dir=study, budget="same-per-member"), console=console)
+    with pytest.raises(AblationError, match="no arm named 'without-seta'"):
+        run_study(source, StudyOptions(out_dir=study, arms=("without-seta",)), console=console)
+
+
+def test_the_tables_say_which_arms_are_not_done() -> None:
+    cell = {"value": 0.5, "low": 0.25, "high": 0.75, "n": 8}
+    study = {
+        "mixture": "m",
+        "metric": "pass@1",
+        "metrics": ["pass@1", "mean_reward"],
+        "budget": "same-per-member",
+        "k": [1],
+        "members": ["a", "b"],
+        "arms": [
+            {
+                "name": "full",
+                "done": True,
+                "trained": ["a", "b"],
+                "dropped": [],
+                "budget": "same-per-member: 4",
+            },
+            {"name": "without-a", "done": False, "trained": ["b"], "dropped": ["a"], "budget": "4 → 2"},
+        ],
+        "matrix": {"full": {"a": {"pass@1": cell}, "b": {"pass@1": cell}}},
+        "effects": {},
+    }
+    assert matrix_table(study) == [
+        ["arm", "a", "b"],
+        ["full", "0.50 [0.25, 0.75]", "0.50 [0.25, 0.75]"],
+        ["without-a", "(not done)", "(not done)"],
+    ]
+    assert matrix_table(study, "mean_reward")[1] == ["full", "-", "-"]
+    assert effects_table(study) == [["arm", "a", "b"]]
+    md = study_markdown(study)
+    assert "Budget rule: **same-per-member**" in md and "| without-a | b | a | 4 → 2 |" in md
+    assert "Not done yet: without-a" in md
+
+
+def test_arm_done_needs_the_model_and_the_eval_summary(tmp_path: Path) -> None:
+    run = tmp_path / "arm"
+    (run / "model").mkdir(parents=True)
+    assert not arm_done(run)
+    (run / "eval").mkdir()
+    (run / "eval" / "summary.json").write_text("{}")
+    assert arm_done(run)
+
+
+def test_study_flags_without_run_and_bad_flags_exit_2(tmp_path: Path) -> None:
+    source = tmp_path / "mix.yaml"
+    source.write_text(MIXTURE)
+    result = runner.invoke(
+        app, ["ablate", str(source), "--leave-one-out", "--out", str(tmp_path), "--arm", "full"]
+    )
+    assert result.exit_code == 2 and "--arm run(s) a study: add --run" in result.output
+    result = runner.invoke(app, ["ablate", str(source), "--leave-one-out"])
+    assert result.exit_code == 2 and "--out DIR is required" in result.output
+    result = runner.invoke(app, ["ablate", str(source), "--run", "--budget", "same"])
+    assert result.exit_code == 2 and "same-total, same-per-member" in result.output
+    result = runner.invoke(
+        app, ["ablate", str(source), "--run", "--max-steps", "0", "--out", str(tmp_path / "s")]
+    )
+    assert result.exit_code == 2 and "--max-steps" in result.output
