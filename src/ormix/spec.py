@@ -323,6 +323,7 @@ class OpenRewardSpec:
             open_session=self._open_session,
             max_output_chars=self.max_output_chars,
             open_retries=self.open_retries,
+            split=self.split,
             max_concurrent_sessions=self.max_concurrent_sessions,
         )
 

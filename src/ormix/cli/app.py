@@ -408,6 +408,100 @@ def train(
     raise typer.Exit(status)
 
 
+def _int_list(text: str, flag: str) -> tuple[int, ...]:
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        values = ()
+    if not values or any(v < 1 for v in values):
+        err.print(
+            f"[red]error:[/red] {flag} takes whole numbers >= 1, comma-separated (e.g. 1,4,8), not {text!r}"
+        )
+        raise typer.Exit(2)
+    return values
+
+
+@app.command("eval", cls=_Command)
+def eval_(
+    path: Annotated[Path, typer.Argument(metavar="FILE", help="mixture file, e.g. mixtures/local-demo.yaml")],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ID|DIR|RUN_DIR[/checkpoint-N]",
+            help="hub id, model directory, run directory (its final model) or one of its checkpoints "
+            "(default: ormix's offline tiny model)",
+        ),
+    ] = None,
+    k: Annotated[str, typer.Option("-k", "--k", metavar="K,...", help="pass@k to report, e.g. 1,4,8")] = "1",
+    samples: Annotated[
+        int | None, typer.Option(metavar="N", help="rollouts per task (default: the largest k)")
+    ] = None,
+    members: Annotated[
+        str | None, typer.Option(metavar="A,B", help="evaluate only these members (default: all)")
+    ] = None,
+    split: Annotated[
+        str | None, typer.Option(metavar="S", help="evaluate every member on this split instead")
+    ] = None,
+    policy: Annotated[
+        str,
+        typer.Option(
+            metavar="model|reference",
+            help="model: the model generates; reference: play each task's reference solution (an oracle "
+            "check of the environments)",
+        ),
+    ] = "model",
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="output directory (default: RUN_DIR/eval for a run's model, else evals/<mixture>-<model>)",
+        ),
+    ] = None,
+    seed: Annotated[int, typer.Option(metavar="N", help="sampling seed")] = 0,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", metavar="KEY=VALUE", help="GRPOConfig override, e.g. temperature=0.7 (repeatable)"
+        ),
+    ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="start over in an --out that holds another eval (deletes it)")
+    ] = False,
+    chunk: Annotated[
+        int,
+        typer.Option(
+            "--chunk", metavar="N", help="tasks whose rollouts run at once (records kept per chunk)"
+        ),
+    ] = 16,
+) -> None:
+    """Evaluate a model on every member's eval tasks: pass@k, pass^k, mean reward, coverage and errors per
+    member, each with an interval; resumable (run the same command again).
+
+    Exit status: 0 done, 1 failed, 2 bad input, 130 Ctrl-C.
+    """
+    from ormix.evaluation.runner import EvalOptions, eval_command
+
+    if policy not in ("model", "reference"):
+        err.print(f"[red]error:[/red] --policy is 'model' or 'reference', not {policy!r}")
+        raise typer.Exit(2)
+    options = EvalOptions(
+        model=model,
+        k=_int_list(k, "-k"),
+        samples=samples,
+        members=tuple(m.strip() for m in members.split(",") if m.strip()) if members else (),
+        split=split,
+        policy=policy,  # type: ignore[arg-type]  # checked just above
+        out_dir=out,
+        seed=seed,
+        overwrite=overwrite,
+        tasks_per_chunk=chunk,
+    )
+    raise typer.Exit(
+        eval_command(path, options, overrides=set_ or [], console=console, debug=_state["debug"])
+    )
+
+
 @app.command(cls=_Command)
 def report(
     run_dir: Annotated[

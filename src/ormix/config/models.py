@@ -34,6 +34,7 @@ Example:
 
 from __future__ import annotations
 
+import keyword
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -102,6 +103,10 @@ _MODEL_CONFIG = ConfigDict(
 )
 
 Scalar = str | int | float | bool
+
+
+def _is_identifier(part: str) -> bool:
+    return part.isidentifier() and part.isascii() and not keyword.iskeyword(part)
 
 
 def _non_negative_indices(v: list[int] | None) -> list[int] | None:
@@ -344,6 +349,11 @@ class MemberConfig(SpecConfig):
     ``weight`` (alternative to the mixture's ``weights:``), ``role`` (``train``, ``eval`` or ``both``),
     ``scale`` (reward multiplier) and ``eval`` (the eval task selection). An eval-only member
     (``role: eval``) without ``eval:`` uses its own ``split``/``num_tasks``/``indices`` as its eval set.
+    ``reference`` (``"module:function"``) names the member's reference solver: a function from a task's row
+    to the tool calls that solve it (`ormix.references`), played by the warm start and by ``ormix eval
+    --policy reference``; shipped ones serve ``local:echo``, ``local:terminals`` and ``local:seta``. Only its
+    form is checked here; it is imported when used, found like a ``module:Class`` target (next to the
+    mixture file first).
 
     Example:
         >>> m = MemberConfig(target="Eigent/SETA", num_tasks=64, where={"difficulty": ["Medium", "Hard"]})
@@ -351,6 +361,8 @@ class MemberConfig(SpecConfig):
         ('catalog', 'OPENREWARD_API_KEY', False)
         >>> MemberConfig(target="local:seta", eval={"num_tasks": 2}).evaluates
         True
+        >>> MemberConfig(target="my_envs:Counter", reference="my_envs:solve").reference
+        'my_envs:solve'
     """
 
     weight: float | None = None
@@ -358,6 +370,23 @@ class MemberConfig(SpecConfig):
     scale: float = Field(1.0, gt=0)
     eval: EvalConfig | None = None
     filter: TaskFilterConfig | None = None
+    reference: str | None = None
+
+    @field_validator("reference")
+    @classmethod
+    def _reference_form(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        v = v.strip()
+        module, _, function = v.partition(":")
+        parts = module.split(".") if module else []
+        if not parts or not all(_is_identifier(p) for p in [*parts, function]):
+            raise problem_error(
+                f"reference {v!r} is not module:function; name the function that returns a task's "
+                "reference tool calls, e.g. reference: my_envs.solutions:solve (the module next to the "
+                "mixture file, in the working directory or installed)"
+            )
+        return v
 
     @property
     def spec_config(self) -> SpecConfig:
@@ -652,6 +681,9 @@ class MixtureConfig(BaseModel):
             member["api_key"] = None if member["api_key"] is None else "(set)"
         if data.get("warm_start") is None:
             del data["warm_start"]  # a mixture without one keeps the hash it had before the key existed
+        for member in data["members"].values():
+            if member.get("reference") is None:
+                member.pop("reference", None)  # likewise for a member without a reference solver
         del data["base_dir"]  # where modules are found, not what is trained: a moved copy keeps its hash
         return data
 

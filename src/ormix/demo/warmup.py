@@ -2,11 +2,12 @@
 
 A randomly initialised model (ormix's offline tiny model) never emits a parseable ``<tool_call>``, so every
 rollout is unscored and GRPO has nothing to learn from. `warmup_sft` first plays every training task's
-reference solution (`ormix.local.envs.solutions`, for ``local:terminals`` and ``local:seta`` members) through
-the mixture's own environments, in real sessions, and records what the model would see in GRPO, token for
-token: the prompt rendered with the chat template and that environment's tools (as TRL renders it), the
-scripted tool calls (``<tool_call>{json}</tool_call>``), the real tool results framed as TRL frames them, the
-submit call and a short final answer. Then it runs a plain torch loop of next-token prediction on the
+reference solution (`ormix.references.reference_solver`: a member's own ``reference:`` hook, else the shipped
+ones of ``local:echo``, ``local:terminals`` and ``local:seta``) through the mixture's own environments, in
+real sessions, and records what the model would see in GRPO, token for token: the prompt rendered with the
+chat template and that environment's tools (as TRL renders it), the scripted tool calls
+(``<tool_call>{json}</tool_call>``), the real tool results framed as TRL frames them, the submit call and a
+short final answer. Then it runs a plain torch loop of next-token prediction on the
 assistant tokens only (prompt and tool results are masked out).
 
 With ``near_misses`` it also plays each task's near miss (`ormix.local.envs.solutions.near_miss_for`: a
@@ -45,7 +46,8 @@ from typing import Any
 
 from ormix.demo.scripted import tool_call
 from ormix.errors import UsageError
-from ormix.local.envs.solutions import near_miss_for, reference_for
+from ormix.local.envs.solutions import near_miss_for
+from ormix.references import reference_solver, solver_row
 
 __all__ = ["Transcript", "WarmupError", "build_transcripts", "sft_loop", "warmup_sft"]
 
@@ -167,11 +169,11 @@ def build_transcripts(
 ) -> list[Transcript]:
     """Play each training task's reference solution in a real session and record it as a `Transcript`.
 
-    Members without reference solutions (anything but ``local:echo``, ``local:terminals``, ``local:seta``) are
-    skipped; with ``fraction`` < 1 only the first part of each member's tasks is played (`warm_tasks`), so
-    GRPO still has tasks to learn. With ``near_misses`` each task that has a near miss (`near_miss_for`) is
-    also played that way, right after its reference: SFT on both leaves the policy split between a right and a
-    wrong attempt, a choice GRPO can learn from the rewards.
+    Members without reference solutions (no ``reference:`` hook, and not ``local:echo``, ``local:terminals``
+    or ``local:seta``) are skipped; with ``fraction`` < 1 only the first part of each member's tasks is played
+    (`warm_tasks`), so GRPO still has tasks to learn. With ``near_misses`` each task that has a near miss
+    (`near_miss_for`) is also played that way, right after its reference: SFT on both leaves the policy split
+    between a right and a wrong attempt, a choice GRPO can learn from the rewards.
 
     Raises:
         WarmupError: no training member has reference solutions.
@@ -183,26 +185,36 @@ def build_transcripts(
     def selected(member: str, row: dict[str, Any]) -> bool:
         return row["task_index"] in chosen.get(member, set())
 
-    # Each training task once (from the members' own rows: an adaptive mixture decides its plan later).
-    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    # Each training task once (from the members' own rows: an adaptive mixture decides its plan later), with
+    # what a solver is handed for it.
+    rows: dict[tuple[str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
     for member in mixture.train_members:
-        for row in mixture.spec(member).dataset_rows():
-            rows.setdefault((member, row["task_index"]), {"environment": member, **row})
-    # Per member: (its reference solver, its near-miss solver when asked for); either may be None.
+        spec = mixture.spec(member)
+        task_specs = dict(spec.task_specs)
+        for row in spec.dataset_rows():
+            solving = solver_row(
+                row, member=member, split=spec.split, task_spec=task_specs.get(row["task_index"])
+            )
+            rows.setdefault((member, row["task_index"]), ({"environment": member, **row}, solving))
+    # Per member: (its reference solver — its own `reference:` hook or the shipped one —, its near-miss
+    # solver when asked for); either may be None.
     solvers = {
-        m: (reference_for(t), near_miss_for(t) if near_misses else None)
-        for m, t in ((m, mixture.spec(m).target) for m in mixture.train_members)
+        m: (
+            reference_solver(m, mixture.members[m]),
+            near_miss_for(mixture.spec(m).target) if near_misses else None,
+        )
+        for m in mixture.train_members
     }
     instances: dict[str, Any] = {}
     template = _training_template(tokenizer)
     out: list[Transcript] = []
     try:
-        for (member, _), row in rows.items():
+        for (member, _), (row, solving) in rows.items():
             solve, miss = solvers[member]
-            calls = solve(row) if solve is not None else None
+            calls = solve(solving) if solve is not None else None
             if calls is None or not selected(member, row):
                 continue
-            wrong = miss(row) if miss is not None else None
+            wrong = miss(solving) if miss is not None else None
             key = member if dict_factory else "_"
             if key not in instances:
                 instances[key] = (factory[member] if dict_factory else factory)()
@@ -215,7 +227,8 @@ def build_transcripts(
     if not out:
         raise WarmupError(
             "the warm start needs reference solutions, which ship for local:echo, local:terminals and "
-            "local:seta only; this mixture trains on none of them: drop --warmup-sft (or warm_start:)"
+            "local:seta, or come from a member's own `reference: module:function` hook (ormix.references); "
+            "no training member of this mixture has any: add a hook, or drop --warmup-sft (or warm_start:)"
         )
     return out
 

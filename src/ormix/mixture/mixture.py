@@ -75,6 +75,8 @@ class Member:
     eval_num_tasks: int | None = None
     #: Task-level difficulty filtering with ``strategy="adaptive"`` (`ormix.config.TaskFilterConfig` fields).
     filter: Mapping[str, Any] | TaskFilterConfig | None = None
+    #: The member's reference solver, ``"module:function"`` (`ormix.references`).
+    reference: str | None = None
 
     def config(self) -> MemberConfig:
         """This member as a `MemberConfig` (the spec's options plus the member's)."""
@@ -96,6 +98,7 @@ class Member:
                 "scale": self.scale,
                 "eval": evaluation,
                 "filter": self.filter,
+                "reference": self.reference,
             }
         )
 

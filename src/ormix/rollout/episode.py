@@ -69,6 +69,8 @@ class EpisodeConfig:
     open_session: Callable[..., Any]
     max_output_chars: int
     open_retries: int = 0
+    #: The split the spec's tasks come from (a row naming another split, an eval row, overrides it).
+    split: str | None = None
     #: Sessions of this spec being opened or running a tool call at once (None: no bound).
     max_concurrent_sessions: int | None = None
     live: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False)
@@ -138,6 +140,9 @@ class Episode:
         last_output: text of the most recent tool result.
         outcome: `Outcome` (scored / unscored / error).
         calls: `CallRecord` per tool call.
+        task_index, split: the task of the last `reset` (the split is the row's when it names one, else
+            the spec's).
+        observation: the text the last `reset` returned (the task's prompt, as the model sees it).
 
     Example:
         >>> from ormix import OpenRewardSpec
@@ -168,6 +173,8 @@ class Episode:
     open_retries: int
     member: str
     task_index: int | None
+    split: str | None
+    observation: str
     scored: bool
 
     def __init__(self) -> None:
@@ -187,6 +194,7 @@ class Episode:
         self._close()
         self._clear()
         self.task_index = row.get("task_index")
+        self.split = row_task(row)[2] or self._config.split
         # A session a trainer opened ahead for this row (ormix.rollout.batch), else one opened now.
         opened = self._config.take_parked(row) or run_sync(_open, self._config, row)
         self.open_ms, self.open_retries = opened.open_ms, opened.retries
@@ -194,8 +202,12 @@ class Episode:
             kind = infra_error_kind(opened.error) or "session_open"
             # Anything that stops the session from starting is a failed open, whatever the transport said.
             self._record_infra("session_open" if kind != "deadline" else "deadline", opened.error)
-            return f"[ormix] The environment {self.member!r} could not start this task. Tool calls will fail."
+            self.observation = (
+                f"[ormix] The environment {self.member!r} could not start this task. Tool calls will fail."
+            )
+            return self.observation
         self._session = opened.session
+        self.observation = opened.prompt
         return opened.prompt
 
     def _call_tool(self, wire_name: str, arguments: dict[str, Any]) -> str:
@@ -279,6 +291,8 @@ class Episode:
         self.open_retries = 0
         self.member = self._config.member
         self.task_index = None
+        self.split = None
+        self.observation = ""
         self.scored = False
 
     def _record_infra(self, kind: str, exc: BaseException) -> None:

@@ -51,7 +51,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-#: Version of the rollout record layout (bumped when a field changes meaning).
+#: Version of the rollout record layout (bumped when a field changes meaning). Fields added since keep it:
+#: ``split`` (the task's split; readers take a record without it as ``None``).
 RECORD_VERSION = 1
 
 _DETAIL_LIMIT = 300
@@ -164,6 +165,8 @@ def rollout_record(
         ...                         group=0)
         >>> record["outcome"], record["reward"], [call["tool"] for call in record["calls"]]
         ('scored', 1.0, ['echo'])
+        >>> record["task_index"], record["split"]
+        (0, 'train')
     """
     outcome = episode.outcome
     secrets = tuple(secrets)
@@ -190,6 +193,7 @@ def rollout_record(
         "mode": mode,
         "member": member,
         "task_index": getattr(episode, "task_index", None),
+        "split": getattr(episode, "split", None),
         "group": group,
         "outcome": outcome.kind,
         "error_kind": outcome.error_kind,

@@ -11,10 +11,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "MixtureConfigCheck",
     "SessionCleanupCallback",
     "TelemetryCallback",
+    "check_eval_args",
     "check_trainer_args",
 ]
 
@@ -107,11 +109,38 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
     return [p for p in problems if p]
 
 
+def check_eval_args(args: Any) -> list[str]:
+    """Problems between a trainer configuration and evaluating (or predicting on) a mixture's rows.
+
+    Only what evaluation uses: every row keeps its ``environment`` and ``task_index`` columns. The training
+    rules (shuffling, the plan's length, the per-step geometry) do not apply, since evaluation reads its own
+    dataset in no planned order and takes no optimizer step.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> check_eval_args(SimpleNamespace(remove_unused_columns=False, shuffle_dataset=True))
+        []
+        >>> print(check_eval_args(SimpleNamespace(remove_unused_columns=True))[0][:30])
+        remove_unused_columns=True str
+    """
+    problem = columns_problem(getattr(args, "remove_unused_columns", False))
+    return [problem] if problem else []
+
+
 class MixtureConfigCheck(TrainerCallback):
-    """Stops training before the first step when the trainer's settings would break the mixture's plan."""
+    """Checks a trainer's settings against the mixture: those evaluation needs when the trainer is built (so
+    `trainer.evaluate()` and `predict()` are checked too), all of training's before its first step."""
 
     def __init__(self, mixture: Any) -> None:
         self.mixture = mixture
+
+    def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        problems = check_eval_args(args)
+        if problems:
+            raise TrainConfigError(
+                "ormix cannot run this mixture with these settings:\n- " + "\n- ".join(problems)
+            )
+        return control
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         problems = check_trainer_args(self.mixture, args)
@@ -155,14 +184,16 @@ _TRL_GRPO_LOGGER = "trl.trainer.grpo_trainer"
 class TelemetryCallback(TrainerCallback):
     """Per-environment telemetry for a trainer: rollout records and the coverage alarm.
 
-    On `on_train_begin` it builds a `TelemetryRun` from the trainer's arguments (run directory
-    `args.output_dir`, rank `args.process_index`, GRPO group size) and hands it to each member's
-    `TelemetryObserver`, so their reward functions append one JSON line per rollout to
-    `<output_dir>/rollouts/rank-<k>.jsonl`. On every log it reads the pooled `ormix/<member>/coverage` and
-    `error_rate` and raises the alarm (one `CoverageAlarmWarning`, also logged at INFO, on the main process)
-    when a member stays below `min_coverage` / above `max_error_rate` for `consecutive_steps` logging steps;
-    with `stop: true` it also sets `control.should_training_stop` (on every process, since the pooled values
-    agree) and keeps the alarm in `stopped_by`.
+    When the trainer is built (`on_init_end`, so `trainer.evaluate()` and `predict()` work without training;
+    again at `on_train_begin` when training resumes) it builds a `TelemetryRun` from the trainer's arguments
+    (run directory `args.output_dir`, rank `args.process_index`, GRPO group sizes) and hands it to each
+    member's `TelemetryObserver`, so their reward functions append one JSON line per rollout to
+    `<output_dir>/rollouts/rank-<k>.jsonl` (``mode`` ``train`` or ``eval``); the observers stay attached after
+    training, so a final `trainer.evaluate()` is recorded too. On every log it reads the pooled
+    `ormix/<member>/coverage` and `error_rate` and raises the alarm (one `CoverageAlarmWarning`, also logged
+    at INFO, on the main process) when a member stays below `min_coverage` / above `max_error_rate` for
+    `consecutive_steps` logging steps; with `stop: true` it also sets `control.should_training_stop` (on
+    every process, since the pooled values agree) and keeps the alarm in `stopped_by`.
 
     Args:
         observers: member name → the member's `TelemetryObserver` (`spec.telemetry`).
@@ -195,9 +226,25 @@ class TelemetryCallback(TrainerCallback):
         self._tracker = AlarmTracker(self.settings, self.observers)
         self.unscored_notices = _UnscoredNoticeFilter()
 
+    def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        # Attached when the trainer is built, so `trainer.evaluate()` / `predict()` without training record
+        # their rollouts (mode "eval") and are filtered like training's.
+        self._begin(args, state)
+        return control
+
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         # Resuming (state.global_step > 0): records after the checkpoint's step are dropped and the alarm's
-        # counters restored from the checkpoint, so the continued run counts every step once.
+        # counters restored from the checkpoint, so the continued run counts every step once. A fresh run
+        # keeps what `on_init_end` began (and anything an evaluation before training recorded).
+        if self.run is None or state.global_step > 0 or not self._attached():
+            self._begin(args, state)
+        logging.getLogger(_TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
+        return control
+
+    def _attached(self) -> bool:
+        return all(observer.run is self.run for observer in self.observers.values())
+
+    def _begin(self, args: Any, state: Any) -> None:
         import os
 
         output_dir = getattr(args, "output_dir", None)
@@ -221,7 +268,6 @@ class TelemetryCallback(TrainerCallback):
         for observer in self.observers.values():
             observer.run = self.run
         logging.getLogger(_TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
-        return control
 
     def on_log(
         self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None, **kwargs: Any
@@ -241,6 +287,28 @@ class TelemetryCallback(TrainerCallback):
                 self.stopped_by = self.stopped_by or alarm
         return control
 
+    @contextlib.contextmanager
+    def unscored_notices_filtered(self) -> Iterator[_UnscoredNoticeFilter]:
+        """Within the block, TRL's "All reward functions returned None" dumps are counted, not printed (for
+        an evaluation after training, once `on_train_end` removed the filter); a filter already in place is
+        left there.
+
+        Example:
+            >>> cb = TelemetryCallback({})
+            >>> with cb.unscored_notices_filtered() as notices:
+            ...     logging.getLogger(_TRL_GRPO_LOGGER).warning("All reward functions returned None.")
+            >>> notices.dropped
+            1
+        """
+        trl_logger = logging.getLogger(_TRL_GRPO_LOGGER)
+        present = self.unscored_notices in trl_logger.filters
+        trl_logger.addFilter(self.unscored_notices)
+        try:
+            yield self.unscored_notices
+        finally:
+            if not present:
+                trl_logger.removeFilter(self.unscored_notices)
+
     @staticmethod
     def _append_alarm(run_dir: Path, alarm: Alarm) -> None:
         try:
@@ -258,9 +326,8 @@ class TelemetryCallback(TrainerCallback):
         return control
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        for observer in self.observers.values():
-            if observer.run is self.run:
-                observer.run = None
+        # The observers stay attached to this run: a `trainer.evaluate()` after training is recorded too (the
+        # next trainer built with these callbacks attaches its own run when it is built).
         logging.getLogger(_TRL_GRPO_LOGGER).removeFilter(self.unscored_notices)
         if self.unscored_notices.dropped:
             logger.info(

@@ -552,11 +552,17 @@ def reference_for(target: str) -> Solver | None:
     Example:
         >>> reference_for("local:echo")({"word": "river"})
         [('submit', {'text': 'river'})]
+        >>> reference_for("local:latency")({"word": "w3"})
+        [('work', {'text': 'w3'}), ('submit', {'text': 'w3'})]
         >>> reference_for("local:terminals")({"task_id": "no-such-task"}) is None
         True
     """
     if target == "local:echo":
         return lambda row: [("submit", {"text": row["word"]})] if "word" in row else None
+    if target == "local:latency":  # one slow call, then submit
+        return lambda row: (
+            [("work", {"text": row["word"]}), ("submit", {"text": row["word"]})] if "word" in row else None
+        )
     known = REFERENCES.get(target)
     return None if known is None else _submitting(known)
 

@@ -25,6 +25,7 @@ import importlib
 import os
 import sys
 import threading
+import types
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ __all__ = [
     "UnknownEnvironmentError",
     "add_search_dir",
     "env_name_of",
+    "import_module",
     "load_environment_class",
     "search_path",
 ]
@@ -85,7 +87,18 @@ def search_path() -> list[str]:
     return out
 
 
-def _import(module_name: str, ref: str) -> object:
+def import_module(
+    module_name: str, what: str, error: type[Exception] = UnknownEnvironmentError
+) -> types.ModuleType:
+    """Import a user's module the way `module:Class` targets are found (`search_path`: the mixture files'
+    directories, the working directory, then `sys.path`); ``what`` names what needs it in the messages.
+
+    Raises ``error`` (a `UsageError` subclass) saying what is missing and where it was looked for.
+
+    Example:
+        >>> import_module("ormix.local.envs.solutions", "reference 'x:y'").__name__
+        'ormix.local.envs.solutions'
+    """
     with _lock:
         first = [*_search_dirs, os.getcwd()]
     for path in reversed(first):
@@ -95,19 +108,17 @@ def _import(module_name: str, ref: str) -> object:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as e:
         if e.name != module_name and not module_name.startswith(f"{e.name}."):
-            raise UnknownEnvironmentError(
-                f"importing module {module_name!r} for target {ref!r} failed: it needs {e.name!r}, which is "
+            raise error(
+                f"importing module {module_name!r} for {what} failed: it needs {e.name!r}, which is "
                 "not installed (pip install it)"
             ) from e
-        raise UnknownEnvironmentError(
-            f"no module {module_name!r} for target {ref!r}: looked in the mixture file's directory, the "
+        raise error(
+            f"no module {module_name!r} for {what}: looked in the mixture file's directory, the "
             f"working directory {os.getcwd()} and sys.path; put {module_name.replace('.', '/')}.py next to "
             "the mixture file or install it"
         ) from None
     except Exception as e:  # noqa: BLE001 - a user module that fails to import: say where
-        raise UnknownEnvironmentError(
-            f"importing module {module_name!r} for target {ref!r} raised {type(e).__name__}: {e}"
-        ) from e
+        raise error(f"importing module {module_name!r} for {what} raised {type(e).__name__}: {e}") from e
 
 
 def load_environment_class(ref: str) -> type[Environment]:
@@ -133,7 +144,7 @@ def load_environment_class(ref: str) -> type[Environment]:
             "openreward.environments.Environment subclass."
         )
     module_name, _, attr = path.partition(":")
-    module = _import(module_name, ref)
+    module = import_module(module_name, f"target {ref!r}")
     cls = getattr(module, attr, None)
     if cls is None:
         classes = [n for n, v in vars(module).items() if isinstance(v, type)]
