@@ -4,6 +4,7 @@ full mixture's eval tasks, the arm × member matrix, the effects, the heatmap, s
 from __future__ import annotations
 
 import json
+import shutil
 from io import StringIO
 from pathlib import Path
 
@@ -177,3 +178,85 @@ def test_study_flags_without_run_and_bad_flags_exit_2(tmp_path: Path) -> None:
         app, ["ablate", str(source), "--run", "--max-steps", "0", "--out", str(tmp_path / "s")]
     )
     assert result.exit_code == 2 and "--max-steps" in result.output
+
+
+# ── a real study: the tiny model, local servers, TRL ──────────────────
+
+
+def _records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "eval" / "rollouts.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_a_two_arm_study_runs_to_its_matrix_and_resumes_after_interruptions(
+    tmp_path: Path, tiny_model
+) -> None:
+    source = tmp_path / "mix.yaml"
+    source.write_text(MIXTURE)
+    study = tmp_path / "study"
+    # save_steps=1: every arm leaves a checkpoint, so an arm interrupted after it resumes from it.
+    base = ["ablate", str(source), "--run", "--out", str(study), "-k", "1", "--set", "save_steps=1"]
+
+    # 1. One arm (as on one machine of several): the full mixture, trained and evaluated.
+    first = runner.invoke(app, [*base, "--arm", "full"])
+    assert first.exit_code == 0, first.output
+    data = json.loads((study / "study.json").read_text())
+    assert [(a["name"], a["done"]) for a in data["arms"]] == [
+        ("full", True),
+        ("without-echo", False),
+        ("without-terminals", False),
+    ]
+    # Evaluated on every member's eval tasks (here their test splits), with intervals.
+    full = data["matrix"]["full"]
+    assert {m: full[m]["pass@1"]["n"] for m in ("echo", "terminals")} == {"echo": 4, "terminals": 6}
+    assert all(full[m]["pass@1"]["low"] is not None for m in ("echo", "terminals"))
+    assert "Not done yet: without-echo, without-terminals" in (study / "study.md").read_text()
+    assert (study / "heatmap.png").is_file() and data["effects"] == {}
+    full_model = study / "arms" / "full" / "model"
+    trained_at = full_model.stat().st_mtime_ns
+
+    # 2. The second arm; the done one is skipped, not trained again.
+    second = runner.invoke(app, [*base, "--arm", "full", "--arm", "without-terminals"])
+    assert second.exit_code == 0, second.output
+    assert "arm full (1/2): done already" in second.output
+    assert full_model.stat().st_mtime_ns == trained_at
+    arm = study / "arms" / "without-terminals"
+    manifest = json.loads((arm / "manifest.json").read_text())
+    assert manifest["config"]["members"]["terminals"]["role"] == "eval"  # not trained on, still evaluated
+    trained = {json.loads(line)["member"] for line in next((arm / "rollouts").glob("*.jsonl")).open()}
+    assert trained == {"echo"}
+    assert {r["member"] for r in _records(arm)} == {"echo", "terminals"}  # the full mixture's eval tasks
+    data = json.loads((study / "study.json").read_text())
+    effect = data["effects"]["without-terminals"]["terminals"]["pass@1"]
+    assert effect["tasks"] == 6 and effect["verdict"].startswith("terminals: ")
+    assert effect["low"] <= effect["value"] <= effect["high"]
+    matrix = (study / "study.md").read_text()
+    assert "| without-terminals | echo | terminals |" in matrix and "arm − full, paired over tasks" in matrix
+
+    # 3. The eval was interrupted (its last records and its summary lost): it resumes, with no training.
+    log = (arm / "log_history.jsonl").read_text()
+    (arm / "eval" / "summary.json").unlink()
+    lines = (arm / "eval" / "rollouts.jsonl").read_text().splitlines(keepends=True)
+    (arm / "eval" / "rollouts.jsonl").write_text("".join(lines[:-3]))
+    third = runner.invoke(app, [*base, "--arm", "without-terminals"])
+    assert third.exit_code == 0, third.output
+    assert "resuming: 7 task(s) already done" in third.output
+    assert (arm / "log_history.jsonl").read_text() == log and len(_records(arm)) == 10
+
+    # 4. Training was interrupted after its checkpoint (no final model): it resumes from the checkpoint,
+    # and the eval of the earlier model is not reused.
+    shutil.rmtree(arm / "model")
+    fourth = runner.invoke(app, [*base, "--arm", "without-terminals"])
+    assert fourth.exit_code == 0, fourth.output
+    assert "resuming without-terminals from" in fourth.output and "checkpoint-1" in fourth.output
+    assert "its eval was of an earlier model; removed" in fourth.output
+    assert arm_done(arm) and len(_records(arm)) == 10
+
+    # 5. Training was interrupted before any checkpoint: the arm starts over (and is done again).
+    shutil.rmtree(arm / "model")
+    for checkpoint in arm.glob("checkpoint-*"):
+        shutil.rmtree(checkpoint)
+    fifth = runner.invoke(app, [*base, "--arm", "without-terminals"])
+    assert fifth.exit_code == 0, fifth.output
+    assert "stopped before its first checkpoint: starting it over" in fifth.output
+    assert arm_done(arm) and json.loads((study / "study.json").read_text())["effects"]["without-terminals"]
