@@ -483,6 +483,9 @@ def run_study(
         text, _ = arm_file_text(arm, source)
         (mixtures / f"{arm.name}.yaml").write_text(text)
     full_file = mixtures / f"{FULL}.yaml"
+    if not (study_dir / "study.json").is_file():
+        # Written now, so that a study interrupted in its first arm still refuses other options.
+        _write_json(study_dir / "study.json", _build_study(study_dir, source, config, all_arms, opts))
     result = StudyResult(out_dir=study_dir, study={})
     console.print(
         f"[bold]ormix ablate --run[/bold] {config.name}: {len(all_arms)} arm(s) "
