@@ -466,7 +466,10 @@ def eval_(
         ),
     ] = None,
     overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="start over in an --out that holds another eval (deletes it)")
+        bool,
+        typer.Option(
+            "--overwrite", help="start over in an --out that holds another eval (its eval files are deleted)"
+        ),
     ] = False,
     chunk: Annotated[
         int,

@@ -22,7 +22,7 @@ Example:
     >>> b = EvalData(Path("b"), {}, recs("seta", [1] * 12 + [1] * 4))
     >>> result = compare([a, b])
     >>> result["comparisons"][0]["verdicts"]["pass@1"]
-    'seta: +0.75 [0.44, 0.90]'
+    'seta: +0.75 [0.40, 0.91]'
 """
 
 from __future__ import annotations
@@ -430,7 +430,7 @@ def comparison_markdown(result: Mapping[str, Any]) -> str:
         >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
         >>> r = compare([EvalData(Path("x"), {}, [rec(t, 1.0) for t in range(4)])] * 2)
         >>> print(comparison_markdown(r).splitlines()[-1])
-        - pass@1: a: no detectable change [−0.49, 0.49]
+        - pass@1: a: no detectable change [−0.72, 0.72]
     """
     lines = [f"# Comparison with {result['baseline']['label']}", ""]
     lines.append(

@@ -32,7 +32,7 @@ def _errors(metrics: list[Mapping[str, Any]]) -> tuple[list[float], list[list[fl
 
 
 def summary_figure(summary: Mapping[str, Any], title: str | None = None) -> Any:
-    """Per member, a bar for each pass@k (and a lighter one for pass^k) with its interval as whiskers.
+    """Per member, a bar for each pass@k (and a lighter one for pass^k, k > 1) with its interval as whiskers.
 
     Example:
         >>> from ormix.evaluation.summary import summarize
@@ -52,7 +52,13 @@ def summary_figure(summary: Mapping[str, Any], title: str | None = None) -> Any:
     width = 0.38
     for ax, k in zip(axes[0], ks, strict=True):
         xs = list(range(len(members)))
-        for offset, name, alpha in ((-width / 2, f"pass@{k}", 0.9), (width / 2, f"pass^{k}", 0.45)):
+        # pass^1 is pass@1: one bar for k = 1.
+        bars = (
+            [(0.0, "pass@1", 0.9)]
+            if k == 1
+            else [(-width / 2, f"pass@{k}", 0.9), (width / 2, f"pass^{k}", 0.45)]
+        )
+        for offset, name, alpha in bars:
             values, errors = _errors([summary["members"][m][name] for m in members])
             ax.bar(
                 [x + offset for x in xs],
@@ -110,7 +116,7 @@ def comparison_figure(result: Mapping[str, Any]) -> Any:
             ax.errorbar(values, ys, xerr=errors, fmt="o", capsize=4, color=f"C{i}", label=comp["label"])
         ax.axvline(0.0, color="0.3", linewidth=1)
         ax.set_yticks(range(len(members)), members)
-        ax.invert_yaxis()
+        ax.set_ylim(len(members) - 0.5, -0.5)
         ax.set_title(name)
         ax.set_xlabel(f"difference from {result['baseline']['label']}")
         ax.grid(axis="x", alpha=0.3)

@@ -206,9 +206,12 @@ class EvalResult:
     summary: dict[str, Any]
     manifest: dict[str, Any]
     resumed_tasks: int = 0
-    #: Tasks run now, and chunks left for a later run (``max_chunks``).
+    #: Tasks run now; whether every task is done (``max_chunks`` can leave some for a later run).
     ran_tasks: int = 0
     complete: bool = True
+    #: Seconds the chunks run now took (generation, environments, scoring), and their rollouts.
+    eval_s: float = 0.0
+    rollouts: int = 0
 
 
 # ── which tasks ───────────────────────────────────────────────────────
@@ -806,6 +809,8 @@ class _Progress:
     resumed: int = 0
     ran: int = 0
     left: int = 0
+    eval_s: float = 0.0
+    rollouts: int = 0
 
 
 def evaluate_trainer(
@@ -953,9 +958,12 @@ def _evaluate(
                     for observer in observers.values():
                         observer.run = recorder
                     set_seed(base_seed + number)
+                    started = time.perf_counter()
                     with _eval_geometry(trainer, len(rows) * samples, samples):
                         trainer.evaluate(eval_dataset=rows_to_dataset(rows), metric_key_prefix="eval")
+                    state.eval_s += time.perf_counter() - started
                     records = _gathered(recorder.records)
+                    state.rollouts += len(records)
                     counts: dict[Any, int] = {}
                     for record in records:
                         counts[_task_key(record)] = counts.get(_task_key(record), 0) + 1
@@ -1143,7 +1151,14 @@ def run_eval(
     finally:
         mix.close()
     return EvalResult(
-        out_dir, summary, manifest, resumed_tasks=state.resumed, ran_tasks=state.ran, complete=state.left == 0
+        out_dir,
+        summary,
+        manifest,
+        resumed_tasks=state.resumed,
+        ran_tasks=state.ran,
+        complete=state.left == 0,
+        eval_s=state.eval_s,
+        rollouts=state.rollouts,
     )
 
 
@@ -1204,6 +1219,12 @@ def print_summary(result: EvalResult, console: Any) -> None:
             f"  {member}: no reference solution for {len(indices)} task(s) "
             f"({', '.join(map(str, indices[:8]))}{', ...' if len(indices) > 8 else ''}): not run, not "
             "counted",
+            highlight=False,
+        )
+    if result.rollouts:
+        console.print(
+            f"  {result.ran_tasks} task(s), {result.rollouts} rollouts in {result.eval_s:.1f}s "
+            f"({result.rollouts / max(result.eval_s, 1e-9):.1f} rollouts/s)",
             highlight=False,
         )
     if result.resumed_tasks:

@@ -33,6 +33,9 @@ correlation of the two evals' per-task values: it inherits the score intervals' 
 paired t-interval collapses to 0 when nearly every task agrees, and misses a small true difference: 15–80%
 coverage on nearly solved members), and it equals the paired t-interval for values outside [0, 1].
 
+Each member's limits inside the paired interval use the t quantile, binary values too (the correlation is
+estimated from the same tasks; with the normal quantile the paired interval covers 92–93% at 16 tasks).
+
 Every interval is closed-form: deterministic, no resampling, so no seed is needed.
 
 Example:
@@ -45,6 +48,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -136,6 +140,7 @@ class Interval:
         return self.low is not None and self.high is not None and self.low <= x <= self.high
 
 
+@functools.lru_cache(maxsize=1024)
 def t_quantile(p: float, df: int) -> float:
     """The p-quantile of Student's t with integer ``df`` >= 1 degrees of freedom (no scipy needed).
 
@@ -233,7 +238,7 @@ def mean_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95
     return Interval(m, low, high, t)
 
 
-def _mean_limits(x: np.ndarray, confidence: float) -> tuple[float | None, float | None]:
+def _mean_limits(x: np.ndarray, confidence: float, paired: bool = False) -> tuple[float | None, float | None]:
     t = len(x)
     m = float(x.mean())
     if np.any(x < 0.0) or np.any(x > 1.0):
@@ -244,7 +249,10 @@ def _mean_limits(x: np.ndarray, confidence: float) -> tuple[float | None, float 
     binary = bool(np.all((x == 0.0) | (x == 1.0)))
     spread = m * (1.0 - m)
     if binary or spread <= 0.0:
-        z, n_eff = _z(confidence), float(t)  # binomial: Wilson
+        # Binomial: Wilson. Inside a paired interval, whose correlation is estimated from the same tasks,
+        # with the t quantile (the normal one under-covers at 16 tasks: 92%).
+        z = t_quantile(0.5 + confidence / 2.0, t - 1) if paired and t >= 2 else _z(confidence)
+        n_eff = float(t)
     else:
         if t < 2:
             return 0.0, 1.0
@@ -278,7 +286,7 @@ def paired_interval(
         >>> b = [1, 0, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1]
         >>> iv = paired_interval(a, b)
         >>> iv.value, round(iv.low, 3), round(iv.high, 3), iv.n
-        (0.4375, 0.168, 0.615, 16)
+        (0.4375, 0.145, 0.624, 16)
         >>> paired_interval(a, a).covers(0.0)
         True
     """
@@ -291,8 +299,8 @@ def paired_interval(
         return Interval.empty()
     ma, mb = float(xa.mean()), float(xb.mean())
     d = mb - ma
-    la, ua = _mean_limits(xa, confidence)
-    lb, ub = _mean_limits(xb, confidence)
+    la, ua = _mean_limits(xa, confidence, paired=True)
+    lb, ub = _mean_limits(xb, confidence, paired=True)
     if la is None or ua is None or lb is None or ub is None:
         return Interval(d, None, None, t)
     sa, sb = float(xa.std()), float(xb.std())
