@@ -13,6 +13,7 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from ormix.cli.app import app
+from ormix.config import load_mixture_config
 from ormix.evaluation.study import (
     StudyError,
     StudyOptions,
@@ -49,7 +50,7 @@ def _console() -> tuple[Console, StringIO]:
     return Console(file=out, width=200, color_system=None), out
 
 
-def _fake_eval(run: Path, wins: dict[str, list[int]]) -> None:
+def _fake_eval(run: Path, wins: dict[str, list[int]], config_hash: str) -> None:
     """An arm's run directory as a finished arm leaves it: a model directory and an eval of it (records,
     manifest, summary) with these successes per member and task."""
     (run / "model").mkdir(parents=True)
@@ -68,6 +69,7 @@ def _fake_eval(run: Path, wins: dict[str, list[int]]) -> None:
     ]
     (run / "eval" / "rollouts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     manifest = {
+        "config_hash": config_hash,  # the full mixture's: every arm is evaluated on its tasks
         "k": [1],
         "members": {
             m: {"target": f"local:{m}", "split": "train", "tasks": list(range(len(w)))}
@@ -84,12 +86,11 @@ def test_a_study_whose_arms_are_done_only_rebuilds_its_matrix(tmp_path: Path) ->
     source = tmp_path / "mix.yaml"
     source.write_text(MIXTURE)
     study = tmp_path / "study"
-    n = 12
-    _fake_eval(study / "arms" / "full", {"echo": [1] * n, "terminals": [1] * (n // 2) + [0] * (n // 2)})
-    _fake_eval(
-        study / "arms" / "without-echo", {"echo": [0] * n, "terminals": [1] * (n // 2) + [0] * (n // 2)}
-    )
-    _fake_eval(study / "arms" / "without-terminals", {"echo": [1] * n, "terminals": [0] * n})
+    n, full = 12, load_mixture_config(source).config_hash()
+    half = [1] * (n // 2) + [0] * (n // 2)
+    _fake_eval(study / "arms" / "full", {"echo": [1] * n, "terminals": half}, full)
+    _fake_eval(study / "arms" / "without-echo", {"echo": [0] * n, "terminals": half}, full)
+    _fake_eval(study / "arms" / "without-terminals", {"echo": [1] * n, "terminals": [0] * n}, full)
     console, out = _console()
     result = run_study(source, StudyOptions(out_dir=study), console=console)
     assert result.exit_status == 0 and result.ran == [] and len(result.skipped) == 3
@@ -161,6 +162,9 @@ def test_arm_done_needs_the_model_and_the_eval_summary(tmp_path: Path) -> None:
     (run / "eval").mkdir()
     (run / "eval" / "summary.json").write_text("{}")
     assert arm_done(run)
+    # An eval of another mixture (e.g. the arm's own, by training) is not the study's.
+    (run / "eval" / "manifest.json").write_text(json.dumps({"config_hash": "other"}))
+    assert not arm_done(run, "full-hash") and arm_done(run, "other")
 
 
 def test_study_flags_without_run_and_bad_flags_exit_2(tmp_path: Path) -> None:
@@ -260,3 +264,14 @@ def test_a_two_arm_study_runs_to_its_matrix_and_resumes_after_interruptions(
     assert fifth.exit_code == 0, fifth.output
     assert "stopped before its first checkpoint: starting it over" in fifth.output
     assert arm_done(arm) and json.loads((study / "study.json").read_text())["effects"]["without-terminals"]
+
+    # 6. An eval of another mixture in the arm's eval/ (as training's own final eval would leave, on the
+    # arm's eval sets): not the study's; replaced by the full mixture's.
+    manifest_path = arm / "eval" / "manifest.json"
+    manifest_path.write_text(json.dumps({**json.loads(manifest_path.read_text()), "config_hash": "other"}))
+    sixth = runner.invoke(app, [*base, "--arm", "without-terminals"])
+    assert sixth.exit_code == 0, sixth.output
+    assert "holds an eval of another mixture: replaced by the full mixture's" in sixth.output
+    full_eval = json.loads((study / "arms" / "full" / "eval" / "manifest.json").read_text())
+    assert json.loads(manifest_path.read_text())["config_hash"] == full_eval["config_hash"]
+    assert arm_done(arm, full_eval["config_hash"]) and len(_records(arm)) == 10

@@ -140,14 +140,26 @@ def arm_dir(study_dir: Path, arm: str) -> Path:
     return study_dir / "arms" / arm
 
 
-def arm_done(run_dir: Path) -> bool:
-    """Whether an arm is done: its final model and its eval summary are there.
+def arm_done(run_dir: Path, config_hash: str | None = None) -> bool:
+    """Whether an arm is done: its final model and its eval summary are there (and, given the full mixture's
+    ``config_hash``, the eval is of the full mixture's tasks, not one of the arm's own).
 
     Example:
         >>> arm_done(Path("no/such/run"))
         False
     """
-    return (run_dir / "model").is_dir() and (run_dir / "eval" / "summary.json").is_file()
+    if not ((run_dir / "model").is_dir() and (run_dir / "eval" / "summary.json").is_file()):
+        return False
+    return config_hash is None or _eval_hash(run_dir) == config_hash
+
+
+def _eval_hash(run_dir: Path) -> str | None:
+    """The config hash of the mixture the eval in ``run_dir/eval`` evaluated (``None``: no readable one)."""
+    try:
+        manifest = json.loads((run_dir / "eval" / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest.get("config_hash") if isinstance(manifest, dict) else None
 
 
 def _write_json(path: Path, data: Any) -> None:
@@ -354,7 +366,7 @@ def _build_study(
     confidence = 0.95
     for arm in all_arms:
         run = arm_dir(study_dir, arm.name)
-        summary = _eval_summary(run) if arm_done(run) else None
+        summary = _eval_summary(run) if arm_done(run, config.config_hash()) else None
         entry = {
             **arm.as_dict(),
             "run_dir": str(run),
@@ -444,13 +456,22 @@ def _train_arm(
     return result.exit_status
 
 
-def _eval_arm(full_file: Path, run: Path, options: StudyOptions, console: Any) -> None:
+def _eval_arm(full_file: Path, full_hash: str, run: Path, options: StudyOptions, console: Any) -> None:
     from ormix.evaluation.runner import EvalOptions, run_eval
 
+    other = (run / "eval" / "manifest.json").is_file() and _eval_hash(run) != full_hash
+    if other:
+        # E.g. the final eval of training, on the arm's own eval sets: not the study's tasks.
+        console.print(f"  {run / 'eval'} holds an eval of another mixture: replaced by the full mixture's")
     run_eval(
         full_file,
         EvalOptions(
-            model=str(run), out_dir=run / "eval", k=options.k, samples=options.samples, seed=options.seed
+            model=str(run),
+            out_dir=run / "eval",
+            k=options.k,
+            samples=options.samples,
+            seed=options.seed,
+            overwrite=other,
         ),
         console=console,
     )
@@ -483,6 +504,7 @@ def run_study(
         text, _ = arm_file_text(arm, source)
         (mixtures / f"{arm.name}.yaml").write_text(text)
     full_file = mixtures / f"{FULL}.yaml"
+    full_hash = config.config_hash()  # what the eval manifests of this study's arms say
     if not (study_dir / "study.json").is_file():
         # Written now, so that a study interrupted in its first arm still refuses other options.
         _write_json(study_dir / "study.json", _build_study(study_dir, source, config, all_arms, opts))
@@ -494,7 +516,7 @@ def run_study(
     for index, arm in enumerate(chosen, 1):
         run = arm_dir(study_dir, arm.name)
         label = f"arm {arm.name} ({index}/{len(chosen)})"
-        if arm_done(run):
+        if arm_done(run, full_hash):
             console.print(f"{label}: done already (model and eval in {run}); skipped")
             result.skipped.append(arm.name)
             continue
@@ -516,13 +538,13 @@ def run_study(
                 result.exit_status = status or 1
                 break
         console.print(f"{label}: evaluating on every member's eval tasks (the full mixture's)")
-        _eval_arm(full_file, run, opts, console)
+        _eval_arm(full_file, full_hash, run, opts, console)
         result.ran.append(arm.name)
     result.study = _build_study(study_dir, source, config, all_arms, opts)
     written = _write_study(study_dir, result.study, console)
     _print_study(result.study, console)
     console.print(f"study: {', '.join(str(p) for p in written)}")
-    if result.exit_status == 0 and not all(arm_done(arm_dir(study_dir, a.name)) for a in chosen):
+    if result.exit_status == 0 and not all(arm_done(arm_dir(study_dir, a.name), full_hash) for a in chosen):
         result.exit_status = 1
     return result
 
