@@ -4,6 +4,7 @@ full mixture's eval tasks, the arm × member matrix, the effects, the heatmap, s
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from io import StringIO
 from pathlib import Path
@@ -18,6 +19,7 @@ from ormix.evaluation.study import (
     StudyError,
     StudyOptions,
     arm_done,
+    command_line,
     effects_table,
     matrix_table,
     run_study,
@@ -114,6 +116,9 @@ def test_a_study_whose_arms_are_done_only_rebuilds_its_matrix(tmp_path: Path) ->
     assert (study / "heatmap.png").stat().st_size > 10_000
     # Each arm's file is there, self-contained: `ormix train <it>` trains that arm.
     assert "role: eval" in (study / "mixtures" / "without-echo.yaml").read_text()
+    # The command it prints to continue it is accepted as the same study (the same options).
+    again = runner.invoke(app, shlex.split(command_line(str(source), study, StudyOptions()))[1:])
+    assert again.exit_code == 0 and again.output.count("done already") == 3, again.output
     # Asked again with another budget rule, the study refuses: its arms would not compare with new ones.
     with pytest.raises(StudyError, match="budget: 'same-total' → 'same-per-member'"):
         run_study(source, StudyOptions(out_dir=study, budget="same-per-member"), console=console)

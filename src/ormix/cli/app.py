@@ -217,6 +217,14 @@ def ablate(
         list[str] | None,
         typer.Option("--set", metavar="KEY=VALUE", help="with --run: GRPOConfig override for every arm"),
     ] = None,
+    warmup_sft: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup-sft",
+            metavar="N",
+            help="with --run: warm-start SFT steps per arm (default: the file's warm_start, 0 = none)",
+        ),
+    ] = None,
 ) -> None:
     """Derived mixture files (the full mixture, leave one out, only one), each with its manifest hash and
     budget rule; with --run, the whole study (each arm trained and evaluated, `study.md`, `heatmap.png`).
@@ -246,6 +254,7 @@ def ablate(
             k=ks or (1,),
             model=model,
             metric=metric,
+            warmup_sft=warmup_sft,
         )
         raise typer.Exit(
             study_command(path, options, console=console, overrides=set_ or [], debug=_state["debug"])
@@ -259,6 +268,7 @@ def ablate(
             ("--set", set_),
             ("-k", k != "1"),
             ("--metric", metric != "pass@1"),
+            ("--warmup-sft", warmup_sft is not None),
         )
         if given
     ]

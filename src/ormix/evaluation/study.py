@@ -420,6 +420,40 @@ def _write_study(study_dir: Path, study: Mapping[str, Any], console: Any) -> lis
     return written
 
 
+def command_line(source: str, study_dir: Path, options: StudyOptions, arm: str | None = None) -> str:
+    """The `ormix ablate --run` command that runs (or continues) this study, or one ``arm`` of it.
+
+    Example:
+        >>> options = StudyOptions(max_steps=2, k=(1, 4), settings={"save_steps": 1})
+        >>> command_line("mix.yaml", Path("studies/m"), options, "full").split(" --")
+        ... # doctest: +NORMALIZE_WHITESPACE
+        ['ormix ablate mix.yaml', 'run', 'out studies/m', 'leave-one-out -k 1,4', 'max-steps 2',
+         'set save_steps=1', 'arm full']
+    """
+    parts = ["ormix ablate", shlex.quote(source), "--run --out", shlex.quote(str(study_dir))]
+    if options.leave_one_out:
+        parts.append("--leave-one-out")
+    parts += [f"--only {shlex.quote(name)}" for name in options.only]
+    if options.budget != "same-total":
+        parts.append(f"--budget {options.budget}")
+    parts.append(f"-k {','.join(map(str, options.k))}")
+    for flag, value in (
+        ("--max-steps", options.max_steps),
+        ("--model", options.model),
+        ("--warmup-sft", options.warmup_sft),
+    ):
+        if value is not None:
+            parts.append(f"{flag} {shlex.quote(str(value))}")
+    if options.metric != "pass@1":
+        parts.append(f"--metric {shlex.quote(options.metric)}")
+    for key, value in options.settings.items():
+        text = json.dumps(value) if isinstance(value, (bool, type(None), list, dict)) else str(value)
+        parts.append(f"--set {shlex.quote(f'{key}={text}')}")
+    if arm is not None:
+        parts.append(f"--arm {shlex.quote(arm)}")
+    return " ".join(parts)
+
+
 def _train_arm(
     arm: Arm, file: Path, run: Path, options: StudyOptions, console: Any, resume_command: str
 ) -> int:
@@ -522,16 +556,7 @@ def run_study(
             continue
         console.rule(f"{label}: trains on {', '.join(arm.config.train_members)}; {arm.budget}")
         if not (run / "model").is_dir():
-            command = " ".join(
-                [
-                    "ormix ablate",
-                    shlex.quote(source),
-                    "--run --out",
-                    shlex.quote(str(study_dir)),
-                    "--arm",
-                    shlex.quote(arm.name),
-                ]
-            )
+            command = command_line(source, study_dir, opts, arm.name)
             status = _train_arm(arm, mixtures / f"{arm.name}.yaml", run, opts, console, command)
             if status in (130, 143) or not (run / "model").is_dir():
                 console.print(f"[yellow]{arm.name} stopped[/yellow]; run the study again to continue it")
