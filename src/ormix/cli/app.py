@@ -538,7 +538,9 @@ def compare(
     ],
     out: Annotated[
         Path | None,
-        typer.Option("--out", metavar="DIR", help="where to write comparison.json/.md/.png (default evals/)"),
+        typer.Option(
+            "--out", metavar="DIR", help="where to write comparison.json/.md/.png (default evals/compare-A-B)"
+        ),
     ] = None,
     metric: Annotated[
         list[str] | None,
