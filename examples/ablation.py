@@ -4,8 +4,10 @@
     python examples/ablation.py --smoke     # 1 step per run (also: ORMIX_EXAMPLE_SHORT=1)
 
 `mix.without(name)` (and `mix.only(...)`, `mix.reweight(...)`) derive new mixtures that keep everything else:
-members, task selection, seed, per-step quotas. The servers and fetched task lists are shared, so the
-variants cost only their training. `ormix ablate FILE --leave-one-out` writes the same variants as files.
+members, task selection, seed, prompts per step (a member left out stays as an eval-only member, so an
+evaluation can measure what not training on it did). The servers and fetched task lists are shared, so the
+variants cost only their training. `ormix ablate FILE --leave-one-out` writes the same variants as files, and
+`ormix ablate FILE --leave-one-out --run` trains them and evaluates each on every member's eval tasks.
 """
 
 from __future__ import annotations
@@ -82,7 +84,7 @@ def main() -> None:
             cells = []
             for m in base.members:
                 row = result.summary.get(m)
-                if row is None:
+                if row is None or m not in runs[label].train_members:
                     cells.append("(left out)")
                     continue
                 if row["coverage"] == 0:

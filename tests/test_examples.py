@@ -106,11 +106,13 @@ def test_curriculum_builds_a_schedule_that_shifts_prompts_to_seta(example):
 def test_ablation_builds_the_full_mixture_and_one_without_each_member(example):
     runs = example("ablation").variants(1)
     try:
-        assert {label: list(mix.members) for label, mix in runs.items()} == {
+        assert {label: mix.train_members for label, mix in runs.items()} == {
             "full": ["terminals", "seta"],
             "without-terminals": ["seta"],
             "without-seta": ["terminals"],
         }
+        # A dropped member stays, eval-only, so what not training on it did can be measured on it.
+        assert runs["without-seta"].config.members["seta"].role == "eval"
         assert len({mix.manifest()["hash"] for mix in runs.values()}) == 3
         assert set(runs["without-seta"].train_dataset["environment"]) == {"terminals"}
     finally:

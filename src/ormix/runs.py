@@ -302,10 +302,10 @@ class RunDirectory:
 
     def clear(self) -> None:
         """Remove an earlier run's files (`--overwrite`): manifest, logs, records, checkpoints, report,
-        model."""
+        model, and its evals (of a model that is gone)."""
         for name in ("manifest.json", "train_args.json", "progress.json", *APPEND_ONLY):
             (self.path / name).unlink(missing_ok=True)
-        for name in ("rollouts", "report", "model", "completions"):
+        for name in ("rollouts", "report", "model", "completions", "eval", "eval-before", "eval-comparison"):
             shutil.rmtree(self.path / name, ignore_errors=True)
         for child in self.path.glob("checkpoint-*"):
             shutil.rmtree(child, ignore_errors=True)

@@ -83,6 +83,8 @@ class RunOptions:
         save_on_interrupt: on Ctrl-C, save the last completed step as a checkpoint.
         report: print the report at the end.
         resume_command: the command printed to resume a stopped run (default: built from the arguments).
+        evaluate: run the evaluations of the mixture's eval sets that its ``evaluation:`` asks for (after
+            training by default; `EvaluationConfig`); ``False`` skips them.
 
     Example:
         >>> RunOptions(max_steps=4, settings={"learning_rate": 1e-5}).on_sigterm
@@ -104,6 +106,7 @@ class RunOptions:
     save_on_interrupt: bool = True
     report: bool = True
     resume_command: str | None = None
+    evaluate: bool = True
 
 
 @dataclass
@@ -389,7 +392,7 @@ def _run_trainer(
         trainer.remove_callback(PrinterCallback)
         if args.disable_tqdm:
             trainer.remove_callback(ProgressCallback)
-        evaluation = _evaluation(mix)
+        evaluation = _evaluation(mix) if opts.evaluate else None
         if evaluation is not None and evaluation.before_training and run.rank == 0 and run.checkpoint is None:
             before = run.dir.path / "eval-before"
             result.eval_before = _evaluate_run(trainer, mix, evaluation, before, console)

@@ -92,13 +92,19 @@ def test_ablate_writes_loadable_files_with_manifest_hash(tmp_path, monkeypatch):
     )
     assert result.exit_code == 0, result.output
     files = sorted(tmp_path.glob("*.yaml"))
-    assert len(files) == 3
+    assert len(files) == 4  # the full mixture is an arm too
     for file in files:
         config = load_mixture_config(file)
         assert f"manifest hash: {config.config_hash()}" in file.read_text()
         assert config.config_hash()[:16] in result.output
-    names = {load_mixture_config(f).name for f in files}
-    assert any(n.endswith("without-seta") for n in names) and any(n.endswith("only-seta") for n in names)
+        assert "budget: same-total" in file.read_text()
+    configs = {f.name: load_mixture_config(f) for f in files}
+    full = configs["seta-endless-curriculum-full.yaml"]
+    assert full.config_hash() == load_mixture_config(src).config_hash()  # the original's own run
+    without = configs["seta-endless-curriculum-without-seta.yaml"]
+    assert without.train_members == ["terminals"] and without.eval_members == ["seta"]
+    assert without.members["seta"].eval == full.members["seta"].eval
+    assert "seta-endless-curriculum-only-seta.yaml" in configs
 
 
 def test_an_ablated_file_trains_under_the_hash_written_into_it(tmp_path):
@@ -109,7 +115,7 @@ def test_an_ablated_file_trains_under_the_hash_written_into_it(tmp_path):
         app, ["ablate", str(ROOT / "mixtures/local-demo.yaml"), "--only", "terminals", "--out", str(tmp_path)]
     )
     assert result.exit_code == 0, result.output
-    (derived,) = tmp_path.glob("*.yaml")
+    derived = tmp_path / "local-demo-only-terminals.yaml"
     stamped = next(
         line.split(":", 1)[1].strip() for line in derived.read_text().splitlines() if "manifest hash:" in line
     )
@@ -137,7 +143,7 @@ def test_an_ablated_file_sized_by_its_run_is_stamped_with_the_runs_hash(tmp_path
     out = tmp_path / "out"
     result = runner.invoke(app, ["ablate", str(source), "--only", "a", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    (derived,) = out.glob("*.yaml")
+    derived = out / "sized-only-a.yaml"
     stamped = next(
         line.split(":", 1)[1].strip() for line in derived.read_text().splitlines() if "manifest hash:" in line
     )

@@ -740,12 +740,32 @@ schedule:
 def test_without() -> None:
     cfg = load(THREE)
     w = cfg.without("b")
-    assert list(w.members) == ["a", "c", "held"] and w.name == "three-without-b"
+    assert list(w.members) == ["a", "b", "c", "held"] and w.name == "three-without-b"
+    # Not trained on, still evaluated: on its own selection (it had no eval: section).
+    assert w.train_members == ["a", "c"] and w.eval_members == ["b", "held"]
+    assert w.members["b"].role == "eval" and w.members["b"].target == cfg.members["b"].target
     assert [p.weights for p in w.schedule or []] == [{"a": 1.0, "c": 0.0}, {"a": 1.0, "c": 1.0}]
     assert cfg.members.keys() == {"a", "b", "c", "held"}  # the original is untouched
+    assert cfg.members["b"].role == "train"
+    assert list(cfg.without("b", as_eval=False).members) == ["a", "c", "held"]
     one = cfg.without("b", "c")
     assert one.train_members == ["a"] and one.schedule is None and one.weights is None
+    assert one.eval_members == ["b", "c", "held"]
     assert MixtureConfig.from_yaml_text(one.to_yaml()) == one
+    assert MixtureConfig.from_yaml_text(w.to_yaml()) == w
+
+
+def test_without_keeps_a_dropped_members_eval_set_and_drops_its_weight() -> None:
+    cfg = load(
+        """
+        members:
+          a: {target: "local:terminals", weight: 1}
+          b: {target: "local:seta", weight: 2, role: both, eval: {split: test, num_tasks: 3}}
+        prompts_per_step: 2
+        """
+    )
+    b = cfg.without("b").members["b"]
+    assert (b.role, b.weight, b.eval) == ("eval", None, cfg.members["b"].eval)
 
 
 def test_without_a_needed_member_reports_why() -> None:
@@ -761,7 +781,9 @@ def test_without_a_needed_member_reports_why() -> None:
 def test_only() -> None:
     cfg = load(THREE)
     o = cfg.only("c", "a")
-    assert list(o.members) == ["a", "c"] and o.name == "three-only-a-c"
+    assert list(o.members) == ["a", "b", "c", "held"] and o.name == "three-only-a-c"
+    assert o.train_members == ["a", "c"] and o.eval_members == ["b", "held"]
+    assert list(cfg.only("c", "a", as_eval=False).members) == ["a", "c"]
     single = cfg.only("b")
     assert single.train_members == ["b"] and single.schedule is None
 

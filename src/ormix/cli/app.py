@@ -180,16 +180,120 @@ def inspect(
 def ablate(
     path: Annotated[Path, typer.Argument(metavar="FILE", help="mixture file to derive from")],
     out: Annotated[
-        Path, typer.Option("--out", metavar="DIR", help="directory for the derived mixture files")
-    ],
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="DIR",
+            help="directory for the derived mixture files; with --run, the study directory (default "
+            "studies/<mixture name>)",
+        ),
+    ] = None,
     leave_one_out: Annotated[
-        bool, typer.Option("--leave-one-out", help="one file per train member left out")
+        bool, typer.Option("--leave-one-out", help="one arm per train member left out (--run: the default)")
     ] = False,
     only: Annotated[
-        list[str] | None, typer.Option("--only", help="one file with only this member (repeatable)")
+        list[str] | None, typer.Option("--only", help="one arm with only this member (repeatable)")
+    ] = None,
+    budget: Annotated[
+        str,
+        typer.Option(
+            "--budget",
+            metavar="same-total|same-per-member",
+            help="same-total keeps prompts_per_step (the members left share the dropped one's prompts); "
+            "same-per-member scales it by their share (each keeps its prompts per step)",
+        ),
+    ] = "same-total",
+    run: Annotated[
+        bool,
+        typer.Option(
+            "--run", help="train every arm, evaluate each on every member's eval tasks, write the matrix"
+        ),
+    ] = False,
+    arm: Annotated[
+        list[str] | None,
+        typer.Option("--arm", metavar="NAME", help="with --run: run only this arm (repeatable), e.g. full"),
+    ] = None,
+    max_steps: Annotated[
+        int | None, typer.Option("--max-steps", metavar="N", help="with --run: training steps per arm")
+    ] = None,
+    k: Annotated[
+        str, typer.Option("-k", "--k", metavar="K[,K...]", help="with --run: pass@k reported, e.g. 1,4")
+    ] = "1",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ID", help="with --run: the base model of every arm (default: ormix's tiny model)"
+        ),
+    ] = None,
+    metric: Annotated[
+        str,
+        typer.Option(metavar="METRIC", help="with --run: the heatmap's metric (pass@1, mean_reward, ...)"),
+    ] = "pass@1",
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", metavar="KEY=VALUE", help="with --run: GRPOConfig override for every arm"),
+    ] = None,
+    warmup_sft: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup-sft",
+            metavar="N",
+            help="with --run: warm-start SFT steps per arm (default: the file's warm_start, 0 = none)",
+        ),
     ] = None,
 ) -> None:
-    """Write derived mixture files (leave one out, only one), each with its manifest hash."""
+    """Derived mixture files (the full mixture, leave one out, only one), each with its manifest hash and
+    budget rule; with --run, the whole study (each arm trained and evaluated, `study.md`, `heatmap.png`).
+
+    Exit status with --run: 0 every arm asked for done, 1 failed, 2 bad input, 130 Ctrl-C, 143 SIGTERM.
+    """
+    from ormix.mixture.ablation import BUDGETS
+
+    if budget not in BUDGETS:
+        err.print(f"[red]error:[/red] --budget is one of {', '.join(BUDGETS)}, not {budget!r}")
+        raise typer.Exit(2)
+    if run:
+        from ormix.evaluation.study import StudyOptions, study_command
+
+        try:
+            ks = tuple(int(part) for part in k.split(",") if part.strip())
+        except ValueError:
+            err.print(f"[red]error:[/red] -k takes integers separated by commas (e.g. 1,4), not {k!r}")
+            raise typer.Exit(2) from None
+        options = StudyOptions(
+            out_dir=out,
+            leave_one_out=leave_one_out or not only,
+            only=tuple(only or ()),
+            arms=tuple(arm or ()),
+            budget=budget,  # type: ignore[arg-type]  # checked just above
+            max_steps=max_steps,
+            k=ks or (1,),
+            model=model,
+            metric=metric,
+            warmup_sft=warmup_sft,
+        )
+        raise typer.Exit(
+            study_command(path, options, console=console, overrides=set_ or [], debug=_state["debug"])
+        )
+    study_only = [
+        flag
+        for flag, given in (
+            ("--arm", arm),
+            ("--max-steps", max_steps is not None),
+            ("--model", model),
+            ("--set", set_),
+            ("-k", k != "1"),
+            ("--metric", metric != "pass@1"),
+            ("--warmup-sft", warmup_sft is not None),
+        )
+        if given
+    ]
+    if study_only:
+        err.print(f"[red]error:[/red] {', '.join(study_only)} run(s) a study: add --run")
+        raise typer.Exit(2)
+    if out is None:
+        err.print("[red]error:[/red] --out DIR is required (where the derived files go), or add --run")
+        raise typer.Exit(2)
     from ormix.config import MixtureConfigError, load_mixture_config
     from ormix.mixture.ablation import write_ablations
 
@@ -197,7 +301,14 @@ def ablate(
         from ormix.mixture.mixture import trainer_settings_check
 
         config = load_mixture_config(path, train_check=trainer_settings_check())
-        written = write_ablations(config, out, source=str(path), leave_one_out=leave_one_out, only=only or [])
+        written = write_ablations(
+            config,
+            out,
+            source=str(path),
+            leave_one_out=leave_one_out,
+            only=only or [],
+            budget=budget,  # type: ignore[arg-type]  # checked above
+        )
     except (MixtureConfigError, ValueError) as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None

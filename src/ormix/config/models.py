@@ -523,6 +523,12 @@ class MixtureConfig(BaseModel):
     thresholds; both are checked by their consumers. ``warm_start`` (`WarmStartConfig`) runs SFT on reference
     solutions before GRPO; ``evaluation`` (`EvaluationConfig`) how ``ormix train`` evaluates the eval sets.
 
+    ``base_dir``: the directory the modules of ``module:Class`` targets (and other ``module:name`` hooks) are
+    looked for in first, instead of the mixture file's own directory; a relative value is taken from the
+    file's directory. `ormix ablate` writes it into derived files, so a derived file resolves what the
+    original did wherever it is written. It says where, not what: it is left out of `manifest_dict` and
+    the hash.
+
     Example:
         >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}},
         ...                     weights={"a": 1, "b": 3})
@@ -548,6 +554,7 @@ class MixtureConfig(BaseModel):
     telemetry: TelemetryConfig = Field(default_factory=TelemetryConfig)
     warm_start: WarmStartConfig | None = None
     evaluation: EvaluationConfig | None = None
+    base_dir: str | None = Field(None, min_length=1)
 
     @field_validator("name")
     @classmethod
@@ -582,9 +589,12 @@ class MixtureConfig(BaseModel):
         """
         if not isinstance(data, Mapping):
             raise MixtureConfigError([not_a_mapping(data)], source)
+        data, problem = _with_base_dir(data, None)
+        if problem is not None:
+            raise MixtureConfigError([problem], source)
         try:
             return cls.model_validate(
-                dict(data),
+                data,
                 context={
                     "environ": environ,
                     "defer_missing_secrets": defer_missing_secrets,
@@ -629,6 +639,9 @@ class MixtureConfig(BaseModel):
             raise MixtureFileError([not_a_mapping(data)], source)
         if "name" not in data and not source.startswith("<"):
             data = {"name": name_from_stem(Path(source).stem), **data}
+        data, problem = _with_base_dir(data, None if source.startswith("<") else Path(source).parent)
+        if problem is not None:
+            problems.append(problem)
         try:
             cfg = cls.model_validate(
                 data,
@@ -711,6 +724,7 @@ class MixtureConfig(BaseModel):
         for member in data["members"].values():
             if member.get("reference") is None:
                 member.pop("reference", None)  # likewise for a member without a reference solver
+        del data["base_dir"]  # where modules are found, not what is trained: a moved copy keeps its hash
         return data
 
     def config_hash(self) -> str:
@@ -719,29 +733,52 @@ class MixtureConfig(BaseModel):
 
     # ---- ablations ------------------------------------------------------------------------------------
 
-    def without(self, *names: str) -> MixtureConfig:
-        """The mixture without the named members (dropped from weights and schedule too).
+    def without(self, *names: str, as_eval: bool = True) -> MixtureConfig:
+        """The mixture that does not train on the named members (dropped from weights and schedule too).
 
-        Named ``<name>-without-<a>[-<b>...]``. When one train member is left, its weights and schedule are
-        dropped (a one-member mixture trains on that member only).
+        A dropped member stays as an eval-only member (``role: eval``, its ``eval:`` set kept; without one,
+        its own selection is its eval set), so the effect of not training on it can be measured on it;
+        ``as_eval=False`` removes it altogether. Named ``<name>-without-<a>[-<b>...]``. When one train
+        member is left, its weights and schedule are dropped (a one-member mixture trains on that member
+        only).
+
+        Example:
+            >>> cfg = MixtureConfig(name="m", members={"a": {"target": "local:echo"},
+            ...                                        "b": {"target": "local:seta"}})
+            >>> w = cfg.without("b")
+            >>> w.name, w.train_members, w.members["b"].role
+            ('m-without-b', ['a'], 'eval')
+            >>> list(cfg.without("b", as_eval=False).members)
+            ['a']
         """
         self._require_known(names, "without")
         if not names:
             raise MixtureConfigError(
                 [Problem(("members",), "without() needs at least one member name")], self.name
             )
-        keep = [n for n in self.members if n not in names]
-        return self._subset(keep, f"{self.name}-without-{'-'.join(names)}")
+        train = [n for n in self.train_members if n not in names]
+        return self._subset(train, f"{self.name}-without-{'-'.join(names)}", () if as_eval else names)
 
-    def only(self, *names: str) -> MixtureConfig:
-        """The mixture with only the named members. Named ``<name>-only-<a>[-<b>...]``."""
+    def only(self, *names: str, as_eval: bool = True) -> MixtureConfig:
+        """The mixture that trains on the named members only; the others stay as eval-only members unless
+        ``as_eval=False`` (as in `without`). Named ``<name>-only-<a>[-<b>...]``.
+
+        Example:
+            >>> cfg = MixtureConfig(name="m", members={"a": {"target": "local:echo"},
+            ...                                        "b": {"target": "local:seta"}})
+            >>> o = cfg.only("b")
+            >>> o.name, o.train_members, o.eval_members
+            ('m-only-b', ['b'], ['a'])
+        """
         self._require_known(names, "only")
         if not names:
             raise MixtureConfigError(
                 [Problem(("members",), "only() needs at least one member name")], self.name
             )
         keep = [n for n in self.members if n in names]
-        return self._subset(keep, f"{self.name}-only-{'-'.join(keep)}")
+        train = [n for n in keep if self.members[n].trains]  # none: validation says so
+        remove = () if as_eval else [n for n in self.members if n not in names]
+        return self._subset(train, f"{self.name}-only-{'-'.join(keep)}", remove)
 
     def reweight(self, **weights: float) -> MixtureConfig:
         """The mixture with static weights: the given ones, others keep their current static weight.
@@ -790,19 +827,29 @@ class MixtureConfig(BaseModel):
                 self.name,
             )
 
-    def _subset(self, keep: list[str], name: str) -> MixtureConfig:
-        members = {n: self.members[n] for n in keep}
-        weights = {n: w for n, w in self.weights.items() if n in members} if self.weights else self.weights
+    def _subset(self, train: list[str], name: str, remove: Iterable[str]) -> MixtureConfig:
+        """Train on ``train`` only: the members in ``remove`` go, every other one becomes eval-only."""
+        removed = set(remove)
+        members: dict[str, MemberConfig] = {}
+        for n, m in self.members.items():
+            if n in removed:
+                continue
+            if n in train or m.role == "eval":
+                members[n] = m
+            else:
+                # Never trained on now: no weight, no task filter (both are about training).
+                members[n] = m.model_copy(update={"role": "eval", "weight": None, "filter": None})
+        weights = {n: w for n, w in self.weights.items() if n in train} if self.weights else self.weights
         schedule = (
             [
-                ph.model_copy(update={"weights": {n: w for n, w in ph.weights.items() if n in members}})
+                ph.model_copy(update={"weights": {n: w for n, w in ph.weights.items() if n in train}})
                 for ph in self.schedule
             ]
             if self.schedule
             else self.schedule
         )
         strategy, adaptive = self.strategy, self.adaptive
-        if sum(m.trains for m in members.values()) == 1:
+        if len(train) == 1:
             # One member left: nothing to mix, so no weights, schedule or adaptive settings either.
             weights, schedule, strategy, adaptive = None, None, "weights", None
             members = {n: m.model_copy(update={"weight": None}) for n, m in members.items()}
@@ -861,6 +908,30 @@ TrainCheck = Callable[[dict[str, Any]], list[tuple[str, str]]]
 
 def _positive_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def _with_base_dir(data: Mapping[str, Any], file_dir: Path | None) -> tuple[dict[str, Any], Problem | None]:
+    """``data`` with ``base_dir`` made absolute (from ``file_dir``, else the working directory) and added to
+    where ``module:Class`` modules are looked for; or the problem with it."""
+    data = dict(data)
+    base = data.get("base_dir")
+    if not isinstance(base, str) or not base:
+        return data, None  # absent, or a wrong type its own check reports
+    path = Path(base).expanduser()
+    if not path.is_absolute() and file_dir is not None:
+        path = file_dir / path
+    path = path.resolve()
+    if not path.is_dir():
+        return data, Problem(
+            ("base_dir",),
+            f"{str(path)!r} is not a directory; base_dir names the directory `module:Class` modules are "
+            "looked for in (the original mixture file's directory): fix the path or remove the key",
+        )
+    from ormix.local.server.registry import add_search_dir
+
+    add_search_dir(path)
+    data["base_dir"] = str(path)
+    return data, None
 
 
 def _plan_length_problems(data: Mapping[str, Any]) -> list[Problem]:

@@ -1,7 +1,8 @@
 """Evaluation: what a model does on every member's eval tasks, with the uncertainty said.
 
 `stats` (pure: pass@k, pass^k, intervals over tasks), `summary` (pure: eval records → per-member metrics),
-`compare` (paired comparison of evals over the same tasks), `plots` (matplotlib figures).
+`compare` (paired comparison of evals over the same tasks), `plots` (matplotlib figures), `study` (an
+ablation study: arms trained and evaluated, the arm × member matrix).
 
 Public names are imported lazily: importing this package imports nothing heavy.
 
@@ -36,12 +37,18 @@ _EXPORTS: dict[str, str] = {
     "load_eval": "ormix.evaluation.compare",
     "comparison_figure": "ormix.evaluation.plots",
     "summary_figure": "ormix.evaluation.plots",
+    "study_heatmap": "ormix.evaluation.plots",
+    "StudyOptions": "ormix.evaluation.study",
+    "StudyResult": "ormix.evaluation.study",
+    "run_study": "ormix.evaluation.study",
 }
 
 __all__ = [
     "CompareError",
     "EvalData",
     "Interval",
+    "StudyOptions",
+    "StudyResult",
     "TaskSamples",
     "compare",
     "comparison_figure",
@@ -51,6 +58,8 @@ __all__ = [
     "paired_interval",
     "pass_at_k",
     "pass_hat_k",
+    "run_study",
+    "study_heatmap",
     "summarize",
     "summary_figure",
     "summary_markdown",
@@ -60,8 +69,9 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.evaluation.compare import CompareError, EvalData, compare, comparison_markdown, load_eval
-    from ormix.evaluation.plots import comparison_figure, summary_figure
+    from ormix.evaluation.plots import comparison_figure, study_heatmap, summary_figure
     from ormix.evaluation.stats import Interval, mean_interval, paired_interval, pass_at_k, pass_hat_k
+    from ormix.evaluation.study import StudyOptions, StudyResult, run_study
     from ormix.evaluation.summary import (
         TaskSamples,
         summarize,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["comparison_figure", "summary_figure"]
+__all__ = ["comparison_figure", "study_heatmap", "summary_figure"]
 
 
 def _pyplot() -> Any:
@@ -123,5 +123,55 @@ def comparison_figure(result: Mapping[str, Any]) -> Any:
         if len(comparisons) > 1:
             ax.legend(loc="best", fontsize="small")
     fig.suptitle(f"{result['confidence']:.0%} paired intervals over common tasks", fontsize="medium")
+    fig.tight_layout()
+    return fig
+
+
+def study_heatmap(study: Mapping[str, Any], metric: str | None = None) -> Any:
+    """An ablation study's arm × member matrix (`ormix.evaluation.study`): the cell colour is ``metric``
+    (default the study's, e.g. pass@1), each cell annotated with its value and interval; an arm not done is
+    left blank and says so.
+
+    Example:
+        >>> study = {"metric": "pass@1", "members": ["a", "b"], "mixture": "m",
+        ...          "arms": [{"name": "full", "done": True}, {"name": "without-a", "done": False}],
+        ...          "matrix": {"full": {"a": {"pass@1": {"value": 0.5, "low": 0.2, "high": 0.8, "n": 4}}}}}
+        >>> fig = study_heatmap(study)
+        >>> [t.get_text() for t in fig.axes[0].texts]
+        ['0.50\\n[0.20, 0.80]', '-', 'not done', 'not done']
+        >>> import matplotlib.pyplot as plt; plt.close("all")
+    """
+    import numpy as np
+
+    from ormix.evaluation.summary import format_metric
+
+    plt = _pyplot()
+    metric = metric or study["metric"]
+    members, arms = list(study["members"]), list(study["arms"])
+    values = np.full((len(arms), len(members)), np.nan)
+    labels = [["not done"] * len(members) for _ in arms]
+    for i, arm in enumerate(arms):
+        if not arm.get("done"):
+            continue
+        cells = study["matrix"].get(arm["name"], {})
+        for j, member in enumerate(members):
+            cell = cells.get(member, {}).get(metric)
+            labels[i][j] = format_metric(cell).replace(" [", "\n[")
+            if cell and cell.get("value") is not None:
+                values[i, j] = cell["value"]
+    fig, ax = plt.subplots(figsize=(2.0 + 1.7 * len(members), 1.4 + 0.7 * len(arms)))
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(members)), members)
+    ax.set_yticks(range(len(arms)), [a["name"] for a in arms])
+    for i in range(len(arms)):
+        for j in range(len(members)):
+            dark = not np.isnan(values[i, j]) and values[i, j] < 0.6
+            ax.text(
+                j, i, labels[i][j], ha="center", va="center", fontsize=8, color="white" if dark else "black"
+            )
+    ax.set_xlabel("evaluated on (member)")
+    ax.set_ylabel("arm (trained on)")
+    ax.set_title(f"{study.get('mixture', '')}: {metric}", fontsize="medium")
+    fig.colorbar(image, ax=ax, label=f"{metric} ({study.get('confidence', 0.95):.0%} interval over tasks)")
     fig.tight_layout()
     return fig

@@ -288,6 +288,10 @@ class MixtureSpec:
         self.config = config
         self._eval_sets: dict[str, EvalSet] = {}
         self._eval_specs: dict[str, OpenRewardSpec] = {}
+        if config.base_dir is not None:  # a config built in Python: a loaded file has added it already
+            from ormix.local.server.registry import add_search_dir
+
+            add_search_dir(config.base_dir)
         # Members naming the same server share one connection: one client, one task list per selection,
         # one tool surface.
         connections: dict[tuple[Any, ...], Connection] = {}
@@ -632,13 +636,15 @@ class MixtureSpec:
             config, specs={n: s for n, s in self._specs.items() if n in config.members}
         )
 
-    def without(self, *names: str) -> MixtureSpec:
-        """A new mixture without these members (leave-one-out ablation); see `MixtureConfig.without`."""
-        return self._derived(self.config.without(*names))
+    def without(self, *names: str, as_eval: bool = True) -> MixtureSpec:
+        """A new mixture that does not train on these members (leave-one-out ablation): they stay as
+        eval-only members unless ``as_eval=False``; see `MixtureConfig.without`."""
+        return self._derived(self.config.without(*names, as_eval=as_eval))
 
-    def only(self, *names: str) -> MixtureSpec:
-        """A new mixture of only these members (only-one ablation); see `MixtureConfig.only`."""
-        return self._derived(self.config.only(*names))
+    def only(self, *names: str, as_eval: bool = True) -> MixtureSpec:
+        """A new mixture that trains on only these members (only-one ablation), the others eval-only unless
+        ``as_eval=False``; see `MixtureConfig.only`."""
+        return self._derived(self.config.only(*names, as_eval=as_eval))
 
     def reweight(self, **weights: float) -> MixtureSpec:
         """A new mixture with these static weights (others keep theirs); see `MixtureConfig.reweight`."""

@@ -1,0 +1,630 @@
+"""A per-environment ablation study (`ormix ablate FILE --run`): train every arm, evaluate each on every
+member's eval tasks, write the arm × member matrix and the effect of dropping each member.
+
+The arms are `ormix.mixture.ablation.arms`: ``full`` (the mixture as it is), ``without-<member>`` for each
+train member (``leave_one_out``) and ``only-<member>`` for each ``only`` name. A member an arm does not
+train on stays in it as an eval-only member, and the budget rule (``same-total`` or ``same-per-member``)
+says what happens to its prompts. The study directory holds:
+
+- ``mixtures/<arm>.yaml``: each arm's mixture, self-contained: the study's ``--max-steps`` and ``--set``
+  are in its ``train:`` section, and a ``base_dir`` resolves ``module:Class`` targets from wherever it is;
+  ``ormix train mixtures/<arm>.yaml`` trains exactly that arm;
+- ``arms/<arm>/``: an ordinary run directory (`ormix.train.train`), with ``eval/`` the arm's model
+  evaluated on the FULL mixture's eval tasks (`ormix.evaluation.runner.run_eval`): the same tasks, the same
+  samples per task and the same seed for every arm, so arms pair task by task;
+- ``study.json`` (the arms, the budget rule, per arm × member metrics with intervals, and per arm the
+  effect of what it dropped on every member: arm − full, paired over the tasks by
+  `ormix.evaluation.compare.compare`), ``study.md`` (the matrix and the effects with their verdicts),
+  ``heatmap.png`` (arm × member, the chosen metric, each cell annotated with its interval).
+
+An arm is done when its final ``model/`` and ``eval/summary.json`` exist; a done arm is skipped, so running
+the same command again continues a study. An interrupted arm resumes: training from its latest checkpoint
+(else it starts over), the eval from its last complete chunk (the runner does that). ``arms=("full",)``
+(``--arm NAME``) runs only the named arms, so arms can be spread over machines; run once more with every arm
+done and only the matrix is rebuilt. A study directory remembers its options (``study.json`` →
+``options``): a different budget, model, step count, ``k`` or ``--set`` is refused, since its arms would not
+compare.
+
+Example:
+    Not run as a doctest: each arm is a GRPO training run.
+
+    >>> from ormix.evaluation.study import StudyOptions, run_study
+    >>> options = StudyOptions(out_dir="studies/demo", max_steps=4)
+    >>> result = run_study("mixtures/local-demo.yaml", options)                   # doctest: +SKIP
+    >>> result.study["effects"]["without-seta"]["seta"]["pass@1"]["verdict"]      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ormix.errors import OrmixError, UsageError, exit_status
+from ormix.evaluation.summary import format_metric
+from ormix.mixture.ablation import FULL, Arm, Budget, arm_file_text, arms, select_arms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ormix.config import MixtureConfig
+
+__all__ = [
+    "StudyError",
+    "StudyOptions",
+    "StudyResult",
+    "arm_done",
+    "effects_table",
+    "matrix_table",
+    "run_study",
+    "study_command",
+    "study_markdown",
+]
+
+#: The options a study directory keeps: the arms it already holds were made with them.
+_KEPT = ("budget", "max_steps", "model", "settings", "k", "samples", "seed", "warmup_sft")
+
+
+class StudyError(UsageError):
+    """A study that cannot run as asked (a study directory made with other options, an arm that is not
+    there); says what to do."""
+
+
+@dataclass(frozen=True)
+class StudyOptions:
+    """How to run a study (`ormix ablate FILE --run`'s flags).
+
+    Attributes:
+        out_dir: the study directory; default ``studies/<mixture name>`` (running again continues it).
+        leave_one_out: an arm without each train member.
+        only: an arm with only this member, for each name.
+        arms: run only these arms (``()``: all); the others are left as they are (done or not).
+        budget: ``same-total`` or ``same-per-member`` (`ormix.mixture.ablation`).
+        max_steps: training steps per arm (written into each arm's ``train.max_steps``).
+        k: the pass@k reported; samples per task = max(k) unless ``samples``.
+        samples: samples per eval task.
+        model: the base model every arm starts from (``None``: ormix's offline tiny model).
+        settings: GRPOConfig overrides (``--set``) for every arm, written into its ``train:`` section (the
+            eval reads its generation settings from there too).
+        metric: the metric of the heatmap and of the effects' verdicts first listed (default pass@1).
+        seed: the eval's seed (the same for every arm).
+        warmup_sft: steps of warm start per arm (``None``: the file's ``warm_start``).
+        report: write each arm's training report (``report/`` in its run directory).
+
+    Example:
+        >>> StudyOptions(max_steps=2, k=(1, 4)).budget
+        'same-total'
+    """
+
+    out_dir: str | Path | None = None
+    leave_one_out: bool = True
+    only: tuple[str, ...] = ()
+    arms: tuple[str, ...] = ()
+    budget: Budget = "same-total"
+    max_steps: int | None = None
+    k: tuple[int, ...] = (1,)
+    samples: int | None = None
+    model: str | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    metric: str = "pass@1"
+    seed: int = 0
+    warmup_sft: int | None = None
+    report: bool = True
+
+
+@dataclass
+class StudyResult:
+    """What a study left: its directory, the ``study.json`` content, the arms run (trained or evaluated)
+    and skipped now, and the exit status (0 when every arm asked for is done)."""
+
+    out_dir: Path
+    study: dict[str, Any]
+    ran: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    exit_status: int = 0
+
+
+# ── where things are ──────────────────────────────────────────────────
+
+
+def arm_dir(study_dir: Path, arm: str) -> Path:
+    """An arm's run directory.
+
+    Example:
+        >>> arm_dir(Path("studies/x"), "full").as_posix()
+        'studies/x/arms/full'
+    """
+    return study_dir / "arms" / arm
+
+
+def arm_done(run_dir: Path, config_hash: str | None = None) -> bool:
+    """Whether an arm is done: its final model and its eval summary are there (and, given the full mixture's
+    ``config_hash``, the eval is of the full mixture's tasks, not one of the arm's own).
+
+    Example:
+        >>> arm_done(Path("no/such/run"))
+        False
+    """
+    if not ((run_dir / "model").is_dir() and (run_dir / "eval" / "summary.json").is_file()):
+        return False
+    return config_hash is None or _eval_hash(run_dir) == config_hash
+
+
+def _eval_hash(run_dir: Path) -> str | None:
+    """The config hash of the mixture the eval in ``run_dir/eval`` evaluated (``None``: no readable one)."""
+    try:
+        manifest = json.loads((run_dir / "eval" / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return manifest.get("config_hash") if isinstance(manifest, dict) else None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)  # another machine merging the same study never reads half a file
+
+
+# ── the matrix (pure) ─────────────────────────────────────────────────
+
+
+def matrix_table(study: Mapping[str, Any], metric: str | None = None) -> list[list[str]]:
+    """The arm × member matrix of one metric as rows of cells (header first; arms not done say so).
+
+    Example:
+        >>> study = {"metric": "pass@1", "members": ["a"], "arms": [{"name": "full", "done": True}],
+        ...          "matrix": {"full": {"a": {"pass@1": {"value": 0.5, "low": 0.2, "high": 0.8, "n": 4}}}}}
+        >>> matrix_table(study)
+        [['arm', 'a'], ['full', '0.50 [0.20, 0.80]']]
+    """
+    metric = metric or study["metric"]
+    rows = [["arm", *study["members"]]]
+    for arm in study["arms"]:
+        cells = study["matrix"].get(arm["name"], {})
+        if not arm.get("done"):
+            rows.append([arm["name"], *["(not done)" for _ in study["members"]]])
+            continue
+        rows.append([arm["name"], *[format_metric(cells.get(m, {}).get(metric)) for m in study["members"]]])
+    return rows
+
+
+def effects_table(study: Mapping[str, Any], metric: str | None = None) -> list[list[str]]:
+    """Per arm (not full), per member: the effect (arm − full) of what the arm dropped, as its verdict.
+
+    Example:
+        >>> study = {"metric": "pass@1", "members": ["a"], "effects": {"without-a": {"a": {"pass@1": {
+        ...     "verdict": "a: -0.40 [-0.60, -0.20]"}}}}}
+        >>> effects_table(study)
+        [['arm', 'a'], ['without-a', '-0.40 [-0.60, -0.20]']]
+    """
+    metric = metric or study["metric"]
+    rows = [["arm", *study["members"]]]
+    for name, per_member in study.get("effects", {}).items():
+        cells = []
+        for m in study["members"]:
+            verdict = per_member.get(m, {}).get(metric, {}).get("verdict")
+            # The verdict names the member; the table's column already does.
+            cells.append(verdict.split(": ", 1)[1] if verdict and ": " in verdict else (verdict or "-"))
+        rows.append([name, *cells])
+    return rows
+
+
+def _markdown_table(rows: Sequence[Sequence[str]]) -> str:
+    head, *body = rows
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def _worth_a_table(study: Mapping[str, Any], metric: str) -> bool:
+    """pass@k for every k, mean reward and coverage; pass^1 (= pass@1) never; error_rate when not all 0."""
+    if metric == "pass^1":
+        return False
+    if metric == "error_rate":
+        cells = [c.get(metric) or {} for per_arm in study["matrix"].values() for c in per_arm.values()]
+        return any(cell.get("value") for cell in cells)
+    return True
+
+
+def study_markdown(study: Mapping[str, Any]) -> str:
+    """``study.md``: the arms and the budget rule, the matrix, the effects with verdicts, what they mean.
+
+    Example:
+        >>> study = {"mixture": "m", "metric": "pass@1", "budget": "same-total", "members": ["a"],
+        ...          "arms": [{"name": "full", "done": True, "trained": ["a"], "dropped": [],
+        ...                    "budget": "same-total: ..."}], "matrix": {}, "effects": {}, "k": [1],
+        ...          "confidence": 0.95}
+        >>> print(study_markdown(study).splitlines()[0])
+        # Ablation study: m
+    """
+    metric = study["metric"]
+    out = [f"# Ablation study: {study['mixture']}", ""]
+    out.append(
+        f"Budget rule: **{study['budget']}**. Every arm is evaluated on the full mixture's eval tasks "
+        f"(k = {', '.join(map(str, study['k']))}); intervals are "
+        f"{study.get('confidence', 0.95):.0%} over tasks."
+    )
+    out += ["", "| arm | trains on | eval-only | budget |", "|---|---|---|---|"]
+    for arm in study["arms"]:
+        dropped = ", ".join(arm["dropped"]) or "-"
+        out.append(f"| {arm['name']} | {', '.join(arm['trained'])} | {dropped} | {arm['budget']} |")
+    out += ["", f"## {metric} per arm and member", "", _markdown_table(matrix_table(study, metric))]
+    others = [m for m in study.get("metrics", []) if m != metric and _worth_a_table(study, m)]
+    for other in others:
+        out += ["", f"### {other}", "", _markdown_table(matrix_table(study, other))]
+    if study.get("effects"):
+        out += [
+            "",
+            f"## Effect of what each arm dropped ({metric}: arm − full, paired over tasks)",
+            "",
+            _markdown_table(effects_table(study, metric)),
+            "",
+            "An effect says how this arm's model differs from the full mixture's on the same tasks, with the "
+            'interval of that difference; "no detectable change" means the interval includes 0, not that '
+            "there is no effect. Each arm is one training run: a difference also carries that run's "
+            "seed-to-seed variation, which these intervals (over tasks) do not include.",
+        ]
+    missing = [a["name"] for a in study["arms"] if not a.get("done")]
+    if missing:
+        out += ["", f"Not done yet: {', '.join(missing)} (run the study again, or with --arm NAME)."]
+    return "\n".join(out) + "\n"
+
+
+# ── the study ─────────────────────────────────────────────────────────
+
+
+def _study_config(path: str | Path, options: StudyOptions) -> MixtureConfig:
+    """The full mixture as the study trains it: the file, with ``--max-steps`` and ``--set`` in ``train:``."""
+    from ormix.config import load_mixture_config
+    from ormix.integrations.trl.args import check_settings
+    from ormix.mixture.mixture import trainer_settings_check
+
+    config = load_mixture_config(path, train_check=trainer_settings_check())
+    train = {**config.train, **check_settings(dict(options.settings), "--set ")}
+    if options.max_steps is not None:
+        if options.max_steps < 1:
+            raise StudyError(f"--max-steps is at least 1 (got {options.max_steps})")
+        train["max_steps"] = options.max_steps
+    return config.updated(train=train) if train != config.train else config
+
+
+def _kept_options(options: StudyOptions) -> dict[str, Any]:
+    raw = {name: getattr(options, name) for name in _KEPT}
+    return json.loads(
+        json.dumps({**raw, "k": list(options.k), "settings": dict(options.settings)}, default=str)
+    )
+
+
+def _check_options(study_dir: Path, kept: Mapping[str, Any]) -> None:
+    path = study_dir / "study.json"
+    if not path.is_file():
+        return
+    before = json.loads(path.read_text()).get("options", {})
+    changed = [f"{k}: {before.get(k)!r} → {kept[k]!r}" for k in _KEPT if before.get(k) != kept.get(k)]
+    if changed:
+        raise StudyError(
+            f"{study_dir} holds a study made with other options, so its arms would not compare with new "
+            "ones:\n  " + "\n  ".join(changed) + "\nrun it with the same options, or pick another --out"
+        )
+
+
+def _eval_summary(run_dir: Path) -> dict[str, Any] | None:
+    path = run_dir / "eval" / "summary.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _member_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per member, the metrics with intervals (the `summarize` format) of an eval summary."""
+    members = summary.get("members", summary)
+    return {
+        m: {k: v for k, v in values.items() if isinstance(v, Mapping) and "value" in v}
+        for m, values in members.items()
+        if isinstance(values, Mapping)
+    }
+
+
+def _effects(study_dir: Path, done: Sequence[Arm], options: StudyOptions) -> dict[str, Any]:
+    """Per arm other than full: `compare.compare([full, arm])` per member and metric."""
+    if not any(a.name == FULL for a in done):
+        return {}
+    from ormix.evaluation.compare import compare, load_eval
+
+    base = load_eval(arm_dir(study_dir, FULL) / "eval")
+    out: dict[str, Any] = {}
+    for arm in done:
+        if arm.name == FULL:
+            continue
+        result = compare(
+            [base, load_eval(arm_dir(study_dir, arm.name) / "eval")], ks=options.k, seed=options.seed
+        )
+        out[arm.name] = _per_member_differences(result)
+    return out
+
+
+def _per_member_differences(result: Mapping[str, Any]) -> dict[str, Any]:
+    """From a two-eval comparison: member → metric → the difference (value, low, high, n), the verdict,
+    and the paired tasks."""
+    (comparison,) = result["comparisons"]
+    return {
+        member: {
+            name: {**m["difference"], "verdict": m["verdict"], "tasks": entry["tasks"]}
+            for name, m in entry["metrics"].items()
+        }
+        for member, entry in comparison["members"].items()
+    }
+
+
+def _build_study(
+    study_dir: Path, source: str, config: MixtureConfig, all_arms: Sequence[Arm], options: StudyOptions
+) -> dict[str, Any]:
+    """study.json's content from whatever arms are done now."""
+    entries, matrix, done, metrics = [], {}, [], []
+    members: list[str] = list(config.members)
+    confidence = 0.95
+    for arm in all_arms:
+        run = arm_dir(study_dir, arm.name)
+        summary = _eval_summary(run) if arm_done(run, config.config_hash()) else None
+        entry = {
+            **arm.as_dict(),
+            "run_dir": str(run),
+            "file": str(study_dir / "mixtures" / f"{arm.name}.yaml"),
+        }
+        entry["done"] = summary is not None
+        entries.append(entry)
+        if summary is None:
+            continue
+        done.append(arm)
+        confidence = float(summary.get("confidence", confidence))
+        matrix[arm.name] = _member_metrics(summary)
+        for per_member in matrix[arm.name].values():
+            metrics += [k for k in per_member if k not in metrics]
+        members += [m for m in matrix[arm.name] if m not in members]
+    return {
+        "mixture": config.name,
+        "source": source,
+        "options": _kept_options(options),
+        "budget": options.budget,
+        "metric": options.metric,
+        "metrics": metrics,
+        "k": list(options.k),
+        "confidence": confidence,
+        "members": members,
+        "arms": entries,
+        "matrix": matrix,
+        "effects": _effects(study_dir, done, options),
+    }
+
+
+def _write_study(study_dir: Path, study: Mapping[str, Any], console: Any) -> list[Path]:
+    _write_json(study_dir / "study.json", study)
+    (study_dir / "study.md").write_text(study_markdown(study))
+    written = [study_dir / "study.json", study_dir / "study.md"]
+    if any(a.get("done") for a in study["arms"]):
+        try:
+            from ormix.evaluation.plots import study_heatmap
+
+            fig = study_heatmap(study)
+        except ImportError:
+            console.print(
+                "[yellow]no heatmap:[/yellow] matplotlib is not installed (pip install 'ormix[plot]')"
+            )
+        else:
+            import matplotlib.pyplot as plt
+
+            fig.savefig(study_dir / "heatmap.png", dpi=110)
+            plt.close(fig)
+            written.append(study_dir / "heatmap.png")
+    return written
+
+
+def command_line(source: str, study_dir: Path, options: StudyOptions, arm: str | None = None) -> str:
+    """The `ormix ablate --run` command that runs (or continues) this study, or one ``arm`` of it.
+
+    Example:
+        >>> options = StudyOptions(max_steps=2, k=(1, 4), settings={"save_steps": 1})
+        >>> command_line("mix.yaml", Path("studies/m"), options, "full").split(" --")
+        ... # doctest: +NORMALIZE_WHITESPACE
+        ['ormix ablate mix.yaml', 'run', 'out studies/m', 'leave-one-out -k 1,4', 'max-steps 2',
+         'set save_steps=1', 'arm full']
+    """
+    parts = ["ormix ablate", shlex.quote(source), "--run --out", shlex.quote(str(study_dir))]
+    if options.leave_one_out:
+        parts.append("--leave-one-out")
+    parts += [f"--only {shlex.quote(name)}" for name in options.only]
+    if options.budget != "same-total":
+        parts.append(f"--budget {options.budget}")
+    parts.append(f"-k {','.join(map(str, options.k))}")
+    for flag, value in (
+        ("--max-steps", options.max_steps),
+        ("--model", options.model),
+        ("--warmup-sft", options.warmup_sft),
+    ):
+        if value is not None:
+            parts.append(f"{flag} {shlex.quote(str(value))}")
+    if options.metric != "pass@1":
+        parts.append(f"--metric {shlex.quote(options.metric)}")
+    for key, value in options.settings.items():
+        text = json.dumps(value) if isinstance(value, (bool, type(None), list, dict)) else str(value)
+        parts.append(f"--set {shlex.quote(f'{key}={text}')}")
+    if arm is not None:
+        parts.append(f"--arm {shlex.quote(arm)}")
+    return " ".join(parts)
+
+
+def _train_arm(
+    arm: Arm, file: Path, run: Path, options: StudyOptions, console: Any, resume_command: str
+) -> int:
+    """Train one arm into its run directory (resumed from its latest checkpoint, else started over)."""
+    from ormix.runs import RunDirectory
+    from ormix.train import RunOptions, train
+
+    directory = RunDirectory(run)
+    if (run / "eval").exists():
+        # An eval of a model this training replaces: it would resume as if it were the new model's.
+        shutil.rmtree(run / "eval")
+        console.print(f"  {arm.name}: its eval was of an earlier model; removed")
+    resume = overwrite = None
+    if directory.holds_a_run():
+        if directory.latest_checkpoint() is not None:
+            resume = "latest"
+            console.print(f"  resuming {arm.name} from {directory.latest_checkpoint()}")
+        else:
+            overwrite = True
+            console.print(f"  {arm.name} stopped before its first checkpoint: starting it over")
+    result = train(
+        file,
+        RunOptions(
+            model=options.model,
+            output_dir=run,
+            warmup_sft=options.warmup_sft,
+            resume=resume,
+            overwrite=bool(overwrite),
+            report=options.report,
+            resume_command=resume_command,
+            evaluate=False,  # every arm is evaluated on the full mixture's tasks below
+        ),
+        console=console,
+    )
+    return result.exit_status
+
+
+def _eval_arm(full_file: Path, full_hash: str, run: Path, options: StudyOptions, console: Any) -> None:
+    from ormix.evaluation.runner import EvalOptions, run_eval
+
+    other = (run / "eval" / "manifest.json").is_file() and _eval_hash(run) != full_hash
+    if other:
+        # E.g. the final eval of training, on the arm's own eval sets: not the study's tasks.
+        console.print(f"  {run / 'eval'} holds an eval of another mixture: replaced by the full mixture's")
+    run_eval(
+        full_file,
+        EvalOptions(
+            model=str(run),
+            out_dir=run / "eval",
+            k=options.k,
+            samples=options.samples,
+            seed=options.seed,
+            overwrite=other,
+        ),
+        console=console,
+    )
+
+
+def run_study(
+    path: str | Path, options: StudyOptions | None = None, *, console: Any | None = None, **option_fields: Any
+) -> StudyResult:
+    """Run (or continue, or merge) the study of the mixture file at ``path``; see the module docstring.
+
+    Raises:
+        UsageError (StudyError, AblationError, MixtureConfigError, TrainConfigError...): bad options, a
+        study directory made with other options, an arm named that the study does not have.
+    """
+    from rich.console import Console
+
+    opts = replace(options or StudyOptions(), **option_fields)
+    console = console or Console()
+    source = str(path)
+    config = _study_config(path, opts)
+    all_arms = arms(config, leave_one_out=opts.leave_one_out, only=opts.only, budget=opts.budget)
+    chosen = select_arms(all_arms, opts.arms)
+    study_dir = Path(opts.out_dir) if opts.out_dir is not None else Path("studies") / config.name
+    kept = _kept_options(opts)
+    _check_options(study_dir, kept)
+    # Every arm's file, written (again) now: the same content on every machine but for base_dir.
+    mixtures = study_dir / "mixtures"
+    mixtures.mkdir(parents=True, exist_ok=True)
+    for arm in all_arms:
+        text, _ = arm_file_text(arm, source)
+        (mixtures / f"{arm.name}.yaml").write_text(text)
+    full_file = mixtures / f"{FULL}.yaml"
+    full_hash = config.config_hash()  # what the eval manifests of this study's arms say
+    if not (study_dir / "study.json").is_file():
+        # Written now, so that a study interrupted in its first arm still refuses other options.
+        _write_json(study_dir / "study.json", _build_study(study_dir, source, config, all_arms, opts))
+    result = StudyResult(out_dir=study_dir, study={})
+    console.print(
+        f"[bold]ormix ablate --run[/bold] {config.name}: {len(all_arms)} arm(s) "
+        f"({', '.join(a.name for a in all_arms)}), budget {opts.budget}; study directory {study_dir}"
+    )
+    for index, arm in enumerate(chosen, 1):
+        run = arm_dir(study_dir, arm.name)
+        label = f"arm {arm.name} ({index}/{len(chosen)})"
+        if arm_done(run, full_hash):
+            console.print(f"{label}: done already (model and eval in {run}); skipped")
+            result.skipped.append(arm.name)
+            continue
+        console.rule(f"{label}: trains on {', '.join(arm.config.train_members)}; {arm.budget}")
+        if not (run / "model").is_dir():
+            command = command_line(source, study_dir, opts, arm.name)
+            status = _train_arm(arm, mixtures / f"{arm.name}.yaml", run, opts, console, command)
+            if status in (130, 143) or not (run / "model").is_dir():
+                console.print(f"[yellow]{arm.name} stopped[/yellow]; run the study again to continue it")
+                result.exit_status = status or 1
+                break
+        console.print(f"{label}: evaluating on every member's eval tasks (the full mixture's)")
+        _eval_arm(full_file, full_hash, run, opts, console)
+        result.ran.append(arm.name)
+    result.study = _build_study(study_dir, source, config, all_arms, opts)
+    written = _write_study(study_dir, result.study, console)
+    _print_study(result.study, console)
+    console.print(f"study: {', '.join(str(p) for p in written)}")
+    if result.exit_status == 0 and not all(arm_done(arm_dir(study_dir, a.name), full_hash) for a in chosen):
+        result.exit_status = 1
+    return result
+
+
+def _print_study(study: Mapping[str, Any], console: Any) -> None:
+    from rich.table import Table
+
+    metric = study["metric"]
+    head, *rows = matrix_table(study, metric)
+    table = Table(*head, title=f"{study['mixture']}: {metric} per arm and member ({study['budget']})")
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    if study.get("effects"):
+        head, *rows = effects_table(study, metric)
+        effects = Table(*head, title=f"effect of what each arm dropped ({metric}: arm − full)")
+        for row in rows:
+            effects.add_row(*row)
+        console.print(effects)
+
+
+def study_command(
+    path: str | Path,
+    options: StudyOptions | None = None,
+    *,
+    console: Any,
+    overrides: Sequence[str] = (),
+    debug: bool = False,
+) -> int:
+    """`ormix ablate FILE --run`: the exit status (0 every arm asked for done, 1 failed, 2 bad input, 130
+    interrupted, 143 terminated). ``overrides`` are the ``--set KEY=VALUE`` items.
+
+    Example:
+        Not run as a doctest: each arm is a GRPO training run.
+
+        >>> from rich.console import Console
+        >>> options = StudyOptions(max_steps=2)
+        >>> study_command("mixtures/local-demo.yaml", options, console=Console())   # doctest: +SKIP
+        0
+    """
+    from ormix.integrations.trl.args import parse_overrides
+
+    try:
+        opts = options or StudyOptions()
+        opts = replace(opts, settings={**opts.settings, **parse_overrides(overrides)})
+        return run_study(path, opts, console=console).exit_status
+    except OrmixError as e:
+        console.print(f"[red]error:[/red] {e}", highlight=False)
+        return exit_status(e)
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/yellow]: run the study again to continue it")
+        return 130
+    except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
+        if debug or os.environ.get("ORMIX_DEBUG"):
+            console.print_exception(max_frames=8)
+        console.print(f"[red]study failed:[/red] {type(e).__name__}: {e}", highlight=False)
+        return 1

@@ -1,0 +1,204 @@
+"""The arms of an ablation study (`ormix.mixture.ablation`): what each trains on, what it still evaluates,
+the budget rule, and derived files that resolve their targets from wherever they are written."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from ormix.cli.app import app
+from ormix.config import MixtureConfig, load_mixture_config
+from ormix.integrations.trl.args import derive_batch
+from ormix.mixture.ablation import (
+    AblationError,
+    arm_file_text,
+    arms,
+    member_shares,
+    scaled_prompts,
+    select_arms,
+    write_ablations,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@st.composite
+def mixtures(draw: st.DrawFn) -> MixtureConfig:
+    n = draw(st.integers(2, 5))
+    names = [f"m{i}" for i in range(n)]
+    strategy = draw(st.sampled_from(["weights", "adaptive", "round_robin", "temperature"]))
+    weights = draw(st.none() | st.lists(st.floats(0.1, 10), min_size=n, max_size=n))
+    members = {
+        name: {"target": "local:echo", "num_tasks": draw(st.integers(1, 50))}
+        | ({"role": "both", "eval": {"num_tasks": 2}} if draw(st.booleans()) else {})
+        for name in names
+    }
+    members["held"] = {"target": "local:echo", "role": "eval"}
+    pps, generations = draw(st.integers(1, 64)), draw(st.sampled_from([2, 4, 8]))
+    # A batch the full mixture trains with: a divisor of its step, with or without the accumulation.
+    completions = pps * generations
+    batch = draw(st.sampled_from([d for d in range(1, min(completions, 16) + 1) if completions % d == 0]))
+    train = {"num_generations": generations, "per_device_train_batch_size": batch}
+    if draw(st.booleans()):
+        train["gradient_accumulation_steps"] = completions // batch
+    return MixtureConfig.model_validate(
+        {
+            "name": "m",
+            "members": members,
+            "strategy": strategy,
+            "weights": dict(zip(names, weights, strict=True))
+            if weights and strategy in ("weights", "adaptive")
+            else None,
+            "temperature": draw(st.floats(0.5, 4)),
+            "prompts_per_step": pps,
+            "train": train,
+        }
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(mixtures(), st.sampled_from(["same-total", "same-per-member"]))
+def test_every_arm_keeps_every_member_and_follows_its_budget_rule(cfg: MixtureConfig, budget) -> None:
+    shares = member_shares(cfg)
+    assert abs(sum(shares.values()) - 1) < 1e-9 and all(s > 0 for s in shares.values())
+    study = arms(cfg, leave_one_out=True, only=[cfg.train_members[0]], budget=budget)
+    assert [a.name for a in study] == [
+        "full",
+        *[f"without-{n}" for n in cfg.train_members],
+        f"only-{cfg.train_members[0]}",
+    ]
+    assert study[0].config == cfg and study[0].dropped == ()
+    pps = cfg.prompts_per_step
+    assert pps is not None
+    for arm in study[1:]:
+        # Every member is still there: the dropped ones eval-only, their eval sets as they were.
+        assert list(arm.config.members) == list(cfg.members)
+        assert arm.config.train_members == [n for n in cfg.train_members if n not in arm.dropped]
+        assert arm.dropped and set(arm.dropped) <= set(arm.config.eval_members)
+        for name in arm.dropped:
+            assert arm.config.members[name].role == "eval"
+            assert arm.config.members[name].eval == cfg.members[name].eval
+        kept_share = sum(shares[n] for n in arm.config.train_members)
+        new = arm.config.prompts_per_step
+        assert new is not None
+        if budget == "same-total":
+            assert new == pps and arm.config.train == cfg.train
+        else:
+            assert new == scaled_prompts(pps, kept_share)
+            assert 1 <= new <= pps and (new == 1 or abs(new - pps * kept_share) <= 0.5)
+            assert f"prompts_per_step {pps}" in arm.budget
+        # ormix can lay a step of the arm's prompts out from what its train: section still says.
+        assert derive_batch(dict(arm.config.train), new, 1, "") is not None
+        # The file written for it loads back to it (plus the base_dir) under the hash it is stamped with.
+        text, digest = arm_file_text(arm, "<test>")
+        back = MixtureConfig.from_yaml_text(text, resolve_targets=False)
+        assert back == arm.config and back.sized_for().config_hash() == digest
+        assert f"budget: {arm.budget}" in text
+
+
+@given(st.integers(1, 1000), st.floats(0, 1))
+def test_scaled_prompts_rounds_half_up_and_never_reaches_zero(pps: int, share: float) -> None:
+    new = scaled_prompts(pps, share)
+    assert new >= 1 and new <= max(1, pps)
+    assert new == 1 or pps * share - 0.5 < new <= pps * share + 0.5
+
+
+def test_the_demos_budget_rule_is_stated_with_the_numbers() -> None:
+    cfg = load_mixture_config(ROOT / "mixtures/local-demo.yaml")
+    same = arms(cfg, leave_one_out=True, budget="same-per-member")
+    assert [a.config.prompts_per_step for a in same] == [4, 3, 2, 2]  # weights 0.2 / 0.4 / 0.4 of 4
+    echo = same[1]
+    assert echo.budget.startswith("same-per-member: prompts_per_step 4 → 3 (4 × 0.8")
+    # 3 prompts × 2 generations = 6 completions: the file's batch of 4 × 2 no longer fits, so it goes.
+    assert "per_device_train_batch_size" not in echo.config.train
+    assert "gradient_accumulation_steps" not in echo.config.train
+    assert "left out" in echo.budget
+    total = arms(cfg, leave_one_out=True)
+    assert all(a.config.prompts_per_step == 4 for a in total)
+    assert "share the dropped members' prompts" in total[1].budget
+
+
+def test_rules_that_cannot_be_followed_say_what_to_do() -> None:
+    scheduled = MixtureConfig.model_validate(
+        {
+            "members": {"a": {"target": "local:echo"}, "b": {"target": "local:seta"}},
+            "prompts_per_step": 2,
+            "schedule": [{"until_step": 3, "weights": {"a": 1, "b": 1}}, {"weights": {"a": 1, "b": 2}}],
+        }
+    )
+    with pytest.raises(AblationError, match="schedule changes it .* --budget same-total"):
+        arms(scheduled, leave_one_out=True, budget="same-per-member")
+    assert [a.config.prompts_per_step for a in arms(scheduled, leave_one_out=True)] == [2, 2, 2]
+    unsized = MixtureConfig.model_validate(
+        {"members": {"a": {"target": "local:echo"}, "b": {"target": "local:seta"}}}
+    )
+    with pytest.raises(AblationError, match="add `prompts_per_step: N`"):
+        arms(unsized, leave_one_out=True, budget="same-per-member")
+    with pytest.raises(
+        AblationError, match="no arm named 'without-c'; this study's arms are full, without-a"
+    ):
+        select_arms(arms(unsized, leave_one_out=True), ["without-c"])
+    with pytest.raises(AblationError, match="nothing to derive"):
+        write_ablations(unsized, Path("unused"), source="<test>")
+
+
+def test_base_dir_is_where_not_what() -> None:
+    cfg = load_mixture_config(ROOT / "mixtures/local-demo.yaml")
+    moved = cfg.updated(base_dir=str(ROOT / "examples"))
+    assert moved.config_hash() == cfg.config_hash() and "base_dir" not in moved.manifest_dict()
+    with pytest.raises(Exception, match="is not a directory; base_dir names the directory"):
+        MixtureConfig.from_yaml_text(cfg.to_yaml() + "base_dir: no/such/dir\n", str(ROOT / "x.yaml"))
+
+
+def test_a_derived_file_written_elsewhere_finds_the_users_module_next_to_the_original(tmp_path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(ROOT / "examples/my_env.py", project / "my_arith_env.py")
+    source = project / "mix.yaml"
+    source.write_text(
+        "members:\n"
+        "  arith: {target: 'my_arith_env:Arithmetic', num_tasks: 2}\n"
+        "  echo: {target: 'local:echo', num_tasks: 2}\n"
+        "prompts_per_step: 2\n"
+    )
+    out = tmp_path / "study" / "mixtures"
+    cli = CliRunner().invoke(app, ["ablate", str(source), "--leave-one-out", "--out", str(out)])
+    assert cli.exit_code == 0, cli.output
+    derived = out / "mix-without-echo.yaml"
+    assert f"base_dir: {project}" in derived.read_text()
+    bare = out / "bare.yaml"
+    bare.write_text("\n".join(line for line in derived.read_text().splitlines() if "base_dir" not in line))
+    # A fresh process, started elsewhere: nothing loaded before has taught it where the user's module is.
+    # Without the key the file does not resolve from there (the control); with it, it does, and serves.
+    code = textwrap.dedent(
+        f"""
+        from ormix.errors import OrmixError
+        from ormix.mixture import load_mixture
+        try:
+            load_mixture({str(bare)!r})
+        except OrmixError as e:
+            print("bare:", e)
+        mix = load_mixture({str(derived)!r})
+        try:
+            print("derived:", mix.manifest()["members"]["arith"]["task_indices"])
+        finally:
+            mix.close()
+        """
+    )
+    # Served in threads: the server child finding the module is test_resolution's (the same search path).
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "ORMIX_LOCAL_SERVE": "thread"}
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "bare:" in run.stdout and "no module 'my_arith_env'" in run.stdout
+    assert "derived: [0, 1]" in run.stdout
