@@ -453,18 +453,25 @@ def _evaluate_run(
 
     label = "after training" if model is not None else "before training"
     console.print(f"[bold]eval {label}[/bold]: {', '.join(mix.config.eval_members)} → {out}")
+    from ormix.integrations.trl.lifecycle import ProgressLine
+
     tasks = eval_tasks(mix, members=mix.config.eval_members)
-    evaluate_trainer(
-        trainer,
-        mix,
-        tasks,
-        evaluation.samples,
-        out,
-        console,
-        ks=evaluation.ks,
-        overwrite=True,
-        model=str(model) if model is not None else f"{mix.name} before training",
-    )
+    progress = trainer.pop_callback(ProgressLine)  # the eval draws its own progress bar and table
+    try:
+        evaluate_trainer(
+            trainer,
+            mix,
+            tasks,
+            evaluation.samples,
+            out,
+            console,
+            ks=evaluation.ks,
+            overwrite=True,
+            model=str(model) if model is not None else f"{mix.name} before training",
+        )
+    finally:
+        if progress is not None:
+            trainer.add_callback(progress)
     return out
 
 

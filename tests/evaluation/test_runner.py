@@ -17,6 +17,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ormix.cli import app
+from ormix.config import load_mixture_config
 from ormix.evaluation.runner import (
     EvalManifestError,
     ModelNotFoundError,
@@ -29,18 +30,32 @@ from ormix.runs import read_jsonl
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "mixtures" / "local-demo.yaml"
-# The demo's members are evaluated on their environments' test splits (it names no eval sets).
+SHIPPED_DEMO = ROOT / "mixtures" / "local-demo.yaml"
+# The demo without its eval sets (they are its 2 training tasks a member): its members are then evaluated on
+# their environments' whole test splits, which is what these tests read.
+DEMO = Path()
 TEST_TASKS = {"echo": 4, "terminals": 6, "seta": 5}
 runner = CliRunner()
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _thread_serving():
+def _thread_serving(tmp_path_factory):
+    global DEMO
+    config = load_mixture_config(SHIPPED_DEMO)
+    members = {n: m.model_copy(update={"eval": None}) for n, m in config.members.items()}
+    DEMO = tmp_path_factory.mktemp("demo") / "local-demo.yaml"
+    DEMO.write_text(config.model_copy(update={"members": members}).to_yaml())
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ORMIX_LOCAL_SERVE", "thread")
         patch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
         yield
+
+
+def test_the_shipped_demo_is_evaluated_on_its_eval_sets():
+    tasks = eval_tasks(load_mixture_config(SHIPPED_DEMO))
+    assert {m: (t.split, t.indices) for m, t in tasks.items()} == {
+        m: ("train", (0, 1)) for m in ("echo", "terminals", "seta")
+    }
 
 
 def _eval(*args: str) -> tuple[int, str]:

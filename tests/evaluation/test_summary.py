@@ -137,7 +137,7 @@ def test_table_and_markdown_show_each_metric_with_its_interval():
     records += [record("a", 9, "error", kind="timeout")]
     s = summarize(records, ks=(1, 2))
     rows = summary_table(s)
-    assert rows[0][:4] == ["member", "tasks", "pass@1", "pass^1"]
+    assert rows[0][:4] == ["member", "tasks", "pass@1", "pass@2"]  # no pass^1: it is pass@1
     iv = s["members"]["a"]["pass@1"]
     assert rows[1][0] == "a" and rows[1][1] == "9 (1 short)"
     assert rows[1][2] == f"{iv['value']:.2f} [{iv['low']:.2f}, {iv['high']:.2f}]"

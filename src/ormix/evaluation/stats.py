@@ -262,9 +262,9 @@ def _mean_limits(x: np.ndarray, confidence: float, paired: bool = False) -> tupl
             return 0.0, 1.0
         z = t_quantile(0.5 + confidence / 2.0, t - 1)
         phi = float(x.var(ddof=1)) / spread
-        if phi <= 0.0:
-            return m, m
-        n_eff = t / phi
+        # Every task the same fraction (e.g. 2 tasks at 1/4): no spread seen does not mean none. Count each
+        # task as one trial (the binomial's width at t tasks) rather than claim a zero-width interval.
+        n_eff = t / phi if phi > 0.0 else float(t)
     return _wilson(m, n_eff, z)
 
 

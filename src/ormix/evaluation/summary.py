@@ -28,7 +28,7 @@ Example:
     >>> m["tasks"], m["samples"], m["pass@1"]["value"], m["pass@2"]["value"], m["pass^2"]["value"]
     (8, 16, 0.75, 1.0, 0.5)
     >>> summary_table(summary)[0]
-    ['member', 'tasks', 'pass@1', 'pass^1', 'pass@2', 'pass^2', 'mean_reward', 'coverage', 'error_rate']
+    ['member', 'tasks', 'pass@1', 'pass@2', 'pass^2', 'mean_reward', 'coverage', 'error_rate']
 """
 
 from __future__ import annotations
@@ -254,7 +254,8 @@ def format_metric(metric: Mapping[str, Any] | None, digits: int = 2) -> str:
 
 
 def summary_table(summary: Mapping[str, Any]) -> list[list[str]]:
-    """The summary as rows of cells, header row first (a member's tasks cell says how many are short).
+    """The summary as rows of cells, header row first (a member's tasks cell says how many are short; no
+    pass^1 column: it equals pass@1).
 
     Example:
         >>> one = {"member": "a", "task_index": 0, "outcome": "scored", "env_reward": 1.0}
@@ -262,7 +263,7 @@ def summary_table(summary: Mapping[str, Any]) -> list[list[str]]:
         >>> summary_table(s)[1][:3]
         ['a', '1 (1 short)', '1.00 [0.21, 1.00]']
     """
-    names = metric_names(summary["k"])
+    names = [n for n in metric_names(summary["k"]) if n != "pass^1"]  # pass^1 is pass@1: one column
     rows = [["member", "tasks", *names]]
     for member, entry in summary["members"].items():
         tasks = str(entry["tasks"]) + (f" ({entry['tasks_short']} short)" if entry.get("tasks_short") else "")
@@ -279,7 +280,7 @@ def summary_markdown(summary: Mapping[str, Any], title: str) -> str:
         >>> lines[0], lines[-1]
         ('# Eval', '- a: infrastructure errors: timeout 1')
         >>> print(lines[4])
-        | a | 1 (1 short) | - | - | - | 0.00 [0.00, 0.79] | 1.00 [0.21, 1.00] |
+        | a | 1 (1 short) | - | - | 0.00 [0.00, 0.79] | 1.00 [0.21, 1.00] |
     """
     rows = summary_table(summary)
     lines = [f"# {title}", ""]
