@@ -134,6 +134,29 @@ def test_train_command_runs_the_demo_and_writes_the_run_directory(demo_run):
 
 
 @pytest.mark.slow
+def test_the_demo_ends_with_its_model_evaluated_before_and_after_training_and_the_comparison(demo_run):
+    run, text = demo_run
+    for name in ("eval-before", "eval"):
+        summary = json.loads((run / name / "summary.json").read_text())
+        assert summary["k"] == [1, 4] and set(summary["members"]) == {"echo", "terminals", "seta"}
+        for entry in summary["members"].values():
+            # the demo's eval sets: its 2 training tasks a member, 4 samples each, every figure an interval
+            assert entry["tasks"] == 2 and entry["samples"] == 8
+            assert entry["pass@4"]["low"] <= entry["pass@4"]["value"] <= entry["pass@4"]["high"]
+        records = [json.loads(line) for line in (run / name / "rollouts.jsonl").read_text().splitlines()]
+        assert len(records) == 24 and {r["mode"] for r in records} == {"eval"}
+    comparison = json.loads((run / "eval-comparison" / "comparison.json").read_text())
+    (verdicts,) = [c["verdicts"] for c in comparison["comparisons"]]
+    assert set(verdicts) == {"pass@1", "pass@4"}
+    # what the run printed: the final eval's table, then the change, per member, with its interval
+    assert "eval after training" in text and "what training changed" in text
+    pass1 = next(line for line in text.splitlines() if line.strip().startswith("pass@1: "))
+    assert all(f"{m}: " in pass1 for m in ("echo", "terminals", "seta")) and "[" in pass1
+    # the eval draws its own progress bar: no per-step progress line for it
+    assert not [line for line in text.splitlines() if line.startswith("eval @ step")]
+
+
+@pytest.mark.slow
 def test_console_script_trains(demo_run):
     exe = shutil.which("ormix", path=str(Path(sys.executable).parent))
     assert exe, "the ormix console script is not installed in this environment"
