@@ -36,6 +36,7 @@ __all__ = [
     "check_eval_args",
     "check_trainer_args",
     "eval_metrics",
+    "trl_notices_filtered",
 ]
 
 logger = logging.getLogger("ormix.telemetry")
@@ -240,7 +241,9 @@ class TelemetryCallback(TrainerCallback):
     `ormix/<member>/coverage` and `error_rate` and raises the alarm (one `CoverageAlarmWarning`, also logged
     at INFO, on the main process) when a member stays below `min_coverage` / above `max_error_rate` for
     `consecutive_steps` logging steps; with `stop: true` it also sets `control.should_training_stop` (on
-    every process, since the pooled values agree) and keeps the alarm in `stopped_by`.
+    every process, since the pooled values agree) and keeps the alarm in `stopped_by`. While the trainer
+    trains, TRL's "All reward functions returned None" dumps are counted, not printed
+    (`unscored_notices_filtered`; `ConcurrentGRPOTrainer` also filters its `evaluate()` and `predict()`).
 
     Args:
         observers: member name → the member's `TelemetryObserver` (`spec.telemetry`).
@@ -275,7 +278,10 @@ class TelemetryCallback(TrainerCallback):
 
     def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         # Attached when the trainer is built, so `trainer.evaluate()` / `predict()` without training record
-        # their rollouts (mode "eval") and are filtered like training's.
+        # their rollouts (mode "eval"). TRL's dumps are filtered only while the trainer trains (or within
+        # `unscored_notices_filtered`, as `ConcurrentGRPOTrainer.evaluate()` does): a filter put on TRL's
+        # logger here would stay there after the trainer is gone (no event ends a trainer that only
+        # evaluates, or whose training failed to start), hiding every later trainer's notices.
         self._begin(args, state)
         return control
 
@@ -314,7 +320,7 @@ class TelemetryCallback(TrainerCallback):
             self._tracker.load_state(json.loads(saved.read_text()).get("alarm", {}))
         for observer in self.observers.values():
             observer.run = self.run
-        logging.getLogger(_TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
+        self.unscored_notices.dropped = 0  # counted per trainer (these callbacks may serve several)
 
     def add_eval_metrics(self, logs: dict[str, Any]) -> dict[str, float]:
         """Add the per-member figures of the evaluation whose entry ``logs`` is (`eval_metrics` over its
@@ -356,8 +362,8 @@ class TelemetryCallback(TrainerCallback):
     @contextlib.contextmanager
     def unscored_notices_filtered(self) -> Iterator[_UnscoredNoticeFilter]:
         """Within the block, TRL's "All reward functions returned None" dumps are counted, not printed (for
-        an evaluation after training, once `on_train_end` removed the filter); a filter already in place is
-        left there.
+        an evaluation or prediction outside training: training filters them from `on_train_begin` to
+        `on_train_end`); a filter already in place is left there, one put there is removed on leaving.
 
         Example:
             >>> cb = TelemetryCallback({})
@@ -407,6 +413,26 @@ class TelemetryCallback(TrainerCallback):
                 self.unscored_notices.dropped,
             )
         return control
+
+
+@contextlib.contextmanager
+def trl_notices_filtered(callbacks: Iterable[Any]) -> Iterator[None]:
+    """Within the block, every `TelemetryCallback` among a trainer's ``callbacks`` counts TRL's "All reward
+    functions returned None" dumps instead of printing them (`TelemetryCallback.unscored_notices_filtered`);
+    on leaving, TRL's logger holds the filters it held before, whatever happened inside.
+
+    Example:
+        >>> cb = TelemetryCallback({})
+        >>> with trl_notices_filtered([cb, object()]):
+        ...     logging.getLogger(_TRL_GRPO_LOGGER).warning("All reward functions returned None.")
+        >>> cb.unscored_notices.dropped, cb.unscored_notices in logging.getLogger(_TRL_GRPO_LOGGER).filters
+        (1, False)
+    """
+    with contextlib.ExitStack() as stack:
+        for callback in callbacks:
+            if isinstance(callback, TelemetryCallback):
+                stack.enter_context(callback.unscored_notices_filtered())
+        yield
 
 
 class AdaptiveCallback(TrainerCallback):
