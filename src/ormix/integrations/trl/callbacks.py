@@ -33,9 +33,11 @@ __all__ = [
     "MixtureConfigCheck",
     "SessionCleanupCallback",
     "TelemetryCallback",
+    "all_ranks_records",
     "check_eval_args",
     "check_trainer_args",
     "eval_metrics",
+    "every_rank",
     "trl_notices_filtered",
 ]
 
@@ -182,17 +184,33 @@ def eval_metrics(records: Sequence[Mapping[str, Any]], num_generations_eval: int
     return out
 
 
-def _all_ranks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every process's records (each process holds its share of an evaluation's rollouts)."""
+def every_rank(value: Any) -> list[Any]:
+    """Every process's ``value``, in rank order, on every process (`torch.distributed`'s
+    ``all_gather_object`` when it runs several processes); ``[value]`` otherwise.
+
+    Example:
+        >>> every_rank({"groups": 2})
+        [{'groups': 2}]
+    """
     try:
         import torch.distributed as dist
     except ImportError:  # pragma: no cover - torch comes with transformers
-        return records
+        return [value]
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-        return records
+        return [value]
     parts: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(parts, records)
-    return [r for part in parts for r in part or []]
+    dist.all_gather_object(parts, value)
+    return parts
+
+
+def all_ranks_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every process's records, in rank order (each process holds its share of an evaluation's rollouts).
+
+    Example:
+        >>> all_ranks_records([{"seq": 0}])
+        [{'seq': 0}]
+    """
+    return [r for part in every_rank(records) for r in part or []]
 
 
 def _is_eval_entry(logs: Mapping[str, Any]) -> bool:
@@ -298,20 +316,15 @@ class TelemetryCallback(TrainerCallback):
         return all(observer.run is self.run for observer in self.observers.values())
 
     def _begin(self, args: Any, state: Any) -> None:
-        import os
-
         output_dir = getattr(args, "output_dir", None)
         num_generations = getattr(args, "num_generations", None)
-        secrets = list(self.secrets)
-        if os.environ.get("OPENREWARD_API_KEY"):
-            secrets.append(os.environ["OPENREWARD_API_KEY"])
         resumed = state.global_step if state.global_step > 0 else None
         self.run = TelemetryRun(
             output_dir if (self.settings.records and output_dir) else None,
             rank=getattr(args, "process_index", 0) or 0,
             num_generations=num_generations,
             num_generations_eval=getattr(args, "num_generations_eval", None) or num_generations,
-            secrets=secrets,
+            secrets=self.secrets,
             resume_step=resumed,
         )
         self._tracker = AlarmTracker(self.settings, self.observers)
@@ -331,7 +344,7 @@ class TelemetryCallback(TrainerCallback):
         """
         if self.run is None or not _is_eval_entry(logs):
             return {}
-        records = _all_ranks(self.run.take_eval_records())
+        records = all_ranks_records(self.run.take_eval_records())
         values = eval_metrics(records, self.run.num_generations_eval) if records else {}
         logs.update(values)
         return values
@@ -478,17 +491,7 @@ class AdaptiveCallback(TrainerCallback):
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        groups = self.run.take_groups()
-        pooled = [groups]
-        try:
-            import torch.distributed as dist
-
-            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-                pooled = [None] * dist.get_world_size()
-                dist.all_gather_object(pooled, groups)
-        except ImportError:  # pragma: no cover - torch comes with transformers
-            pass
-        self.run.end_step(state.global_step, pooled)
+        self.run.end_step(state.global_step, every_rank(self.run.take_groups()))
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
