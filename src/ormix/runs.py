@@ -21,7 +21,7 @@ import logging
 import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,11 +31,15 @@ from ormix.errors import UsageError
 __all__ = [
     "APPEND_ONLY",
     "RunDirectory",
+    "append_jsonl",
     "checkpoint_path",
+    "checkpoint_step",
     "config_changes",
     "default_run_dir",
+    "installed_versions",
     "read_jsonl",
     "truncate_jsonl",
+    "write_jsonl",
 ]
 
 #: Files a run appends to, one JSON object a line, each carrying its training step as ``step``.
@@ -54,6 +58,17 @@ def checkpoint_path(run_dir: str | os.PathLike[str], step: int) -> Path:
         'runs/x/checkpoint-40'
     """
     return Path(run_dir) / f"checkpoint-{step}"
+
+
+def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
+    """The step of a ``checkpoint-<step>`` directory name (``None``: no checkpoint's name).
+
+    Example:
+        >>> checkpoint_step("runs/x/checkpoint-40"), checkpoint_step("runs/x/model")
+        (40, None)
+    """
+    match = _CHECKPOINT_RE.search(Path(path).name)
+    return int(match.group(1)) if match else None
 
 
 def default_run_dir(name: str, root: str | Path = "runs") -> Path:
@@ -121,6 +136,49 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
+def append_jsonl(path: Path, records: Sequence[dict[str, Any]], seq: int, *, sync: bool = False) -> int:
+    """Append ``records`` to a JSONL file, numbering them ``seq``, ``seq + 1``, ... (their ``seq`` field, set
+    on each record); returns the next number. One write of whole lines; ``sync`` waits for the disk. NaN is
+    refused (`ValueError`) and other objects are written as text.
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "x.jsonl"
+        >>> append_jsonl(p, [{"a": 1}, {"a": 2}], 5), read_jsonl(p)
+        (7, [{'a': 1, 'seq': 5}, {'a': 2, 'seq': 6}])
+    """
+    lines = []
+    for record in records:
+        record["seq"] = seq
+        seq += 1
+        lines.append(json.dumps(record, default=str, allow_nan=False) + "\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("".join(lines))
+        if sync:
+            fh.flush()
+            os.fsync(fh.fileno())
+    return seq
+
+
+def write_jsonl(path: Path, records: Iterable[Mapping[str, Any]]) -> None:
+    """Replace a JSONL file by ``records``, atomically (a reader sees the old file or the new one).
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "x.jsonl"
+        >>> write_jsonl(p, [{"a": 1}]); p.read_text()
+        '{"a": 1}\\n'
+    """
+    _replace_text(path, "".join(json.dumps(r, default=str) + "\n" for r in records))
+
+
+def _replace_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def truncate_jsonl(path: Path, after_step: int) -> int:
     """Drop the lines of a JSONL file whose ``step`` is after ``after_step`` (and a torn last line).
 
@@ -147,10 +205,26 @@ def truncate_jsonl(path: Path, after_step: int) -> int:
             dropped += 1
         else:
             kept.append(line)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(f"{line}\n" for line in kept), encoding="utf-8")
-    os.replace(tmp, path)
+    _replace_text(path, "".join(f"{line}\n" for line in kept))
     return dropped
+
+
+def installed_versions(dists: Iterable[str]) -> dict[str, str]:
+    """The installed version of each of ``dists`` (those not installed left out), for a manifest.
+
+    Example:
+        >>> installed_versions(["ormix", "no-such-distribution"]).keys()
+        dict_keys(['ormix'])
+    """
+    from importlib import metadata
+
+    out = {}
+    for dist in dists:
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
 
 
 class RunDirectory:
@@ -177,13 +251,23 @@ class RunDirectory:
             or (self.path / "log_history.jsonl").exists()
         )
 
+    @property
+    def model_path(self) -> Path:
+        """Where a finished run saved its final model."""
+        return self.path / "model"
+
+    def trained_here(self) -> bool:
+        """Whether a training run wrote here: its manifest and train args (an eval directory, which also
+        has a ``manifest.json``, has no ``train_args.json``)."""
+        return self.manifest_path.is_file() and (self.path / "train_args.json").is_file()
+
     def checkpoints(self) -> list[tuple[int, Path]]:
         """Complete checkpoints (a trainer state inside), by step."""
         found = []
         for child in self.path.glob("checkpoint-*"):
-            match = _CHECKPOINT_RE.search(child.name)
-            if match and (child / "trainer_state.json").exists():
-                found.append((int(match.group(1)), child))
+            step = checkpoint_step(child)
+            if step is not None and (child / "trainer_state.json").exists():
+                found.append((step, child))
         return sorted(found)
 
     def latest_checkpoint(self) -> Path | None:

@@ -449,7 +449,8 @@ def _evaluate_run(
     A run's eval is of the model it holds now, so an eval left in ``out`` by an earlier attempt is replaced,
     except the eval before training, which a resumed run never repeats.
     """
-    from ormix.evaluation.runner import eval_tasks, evaluate_trainer
+    from ormix.evaluation.runner import evaluate_trainer
+    from ormix.evaluation.tasks import eval_tasks
 
     label = "after training" if model is not None else "before training"
     console.print(f"[bold]eval {label}[/bold]: {', '.join(mix.config.eval_members)} → {out}")

@@ -18,13 +18,10 @@ from typer.testing import CliRunner
 
 from ormix.cli import app
 from ormix.config import load_mixture_config
-from ormix.evaluation.runner import (
-    EvalManifestError,
-    ModelNotFoundError,
-    eval_tasks,
-    resolve_eval_model,
-    run_eval,
-)
+from ormix.evaluation.errors import EvalManifestError, ModelNotFoundError
+from ormix.evaluation.model import resolve_eval_model
+from ormix.evaluation.runner import run_eval
+from ormix.evaluation.tasks import eval_tasks
 from ormix.runs import read_jsonl
 
 pytestmark = pytest.mark.slow

@@ -3,15 +3,19 @@
 The mixture plans exact per-step quotas (its callbacks are required: without them the first scored batch
 stops with "built without ormix's callbacks"), so these runs pass only when the callbacks attach when the
 trainer is built. The echo script answers every eval task correctly, so the records' rewards are known.
+No trainer leaves a filter on TRL's logger behind (it would hide every later trainer's notices).
 """
 
 from __future__ import annotations
+
+import logging
 
 import pytest
 
 from ormix import MixtureSpec, OpenRewardSpec
 from ormix.demo.scripted import ScriptedPolicy, tool_call
 from ormix.errors import TrainConfigError
+from ormix.integrations.trl.callbacks import TelemetryCallback
 from ormix.mixture.mixture import Member
 from ormix.telemetry.records import read_records
 from support.trl_args import cpu_grpo_config
@@ -22,6 +26,13 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(autouse=True)
 def _quiet(monkeypatch):
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+TRL_LOGGER = logging.getLogger("trl.trainer.grpo_trainer")
+
+
+def _telemetry(mix: MixtureSpec) -> TelemetryCallback:
+    return next(c for c in mix.callbacks if isinstance(c, TelemetryCallback))
 
 
 def _word(ctx) -> str:
@@ -78,8 +89,44 @@ def test_evaluate_and_predict_record_eval_rollouts_without_training(tiny_model, 
 
         trainer.predict(mix.eval_dataset["a"].select([0, 1]))
         assert len(read_records(tmp_path / "out")) == 12
+        assert _telemetry(mix).unscored_notices not in TRL_LOGGER.filters
     finally:
         mix.close()
+
+
+def test_ormix_trainers_evaluate_counts_trls_unscored_dumps_and_leaves_no_filter(
+    tiny_model, tmp_path, caplog
+):
+    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+
+    mix = _mixture()
+    args = cpu_grpo_config(
+        str(tmp_path / "out"),
+        max_completion_length=16,
+        max_tool_calling_iterations=1,
+        num_generations_eval=2,
+        per_device_eval_batch_size=4,
+        activation_checkpointing=False,
+    )
+    trainer = ConcurrentGRPOTrainer(
+        model=tiny_model,
+        args=args,
+        train_dataset=mix.train_dataset,
+        eval_dataset=mix.eval_dataset["a"].select([0, 1]),
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+        callbacks=mix.callbacks,
+    )
+    ScriptedPolicy(lambda ctx: "no tool call").attach(trainer)  # every rollout unscored
+    telemetry = _telemetry(mix)
+    assert telemetry.unscored_notices.dropped == 0  # counted per trainer, not since the callbacks were made
+    try:
+        trainer.evaluate()
+    finally:
+        mix.close()
+    assert telemetry.unscored_notices.dropped >= 1
+    assert not [r for r in caplog.records if "All reward functions returned None" in r.getMessage()]
+    assert telemetry.unscored_notices not in TRL_LOGGER.filters
 
 
 def test_evaluation_settings_are_checked_when_the_trainer_is_built(tiny_model, tmp_path):
@@ -98,6 +145,7 @@ def test_evaluation_settings_are_checked_when_the_trainer_is_built(tiny_model, t
     )
     with pytest.raises(TrainConfigError, match="shuffle_dataset=False"):
         trainer.train()
+    assert _telemetry(mix).unscored_notices not in TRL_LOGGER.filters  # built, never trained: nothing left
     with pytest.raises(TrainConfigError, match="remove_unused_columns=False"):
         GRPOTrainer(
             model=tiny_model,

@@ -1,7 +1,10 @@
 """Evaluation: what a model does on every member's eval tasks, with the uncertainty said.
 
 `stats` (pure: pass@k, pass^k, intervals over tasks), `summary` (pure: eval records → per-member metrics),
-`compare` (paired comparison of evals over the same tasks), `plots` (matplotlib figures), `study` (an
+`compare` (paired comparison of evals over the same tasks), `plots` (matplotlib figures); `ormix eval`:
+`runner` (options, the trainer-driven run, the command), `tasks` (which tasks each member is evaluated on),
+`model` (what ``--model`` loads), `eval_dir` (the output directory, resuming), `manifest` (pure: what an
+eval is), `oracle` (the reference-solution policy), `errors` (pure); `study` (an
 ablation study: arms trained and evaluated, the arm × member matrix).
 
 Public names are imported lazily: importing this package imports nothing heavy.
@@ -12,6 +15,9 @@ Example:
     1.0
     >>> summarize([{"member": "a", "task_index": 0, "outcome": "scored", "env_reward": 1.0}])["k"]
     [1]
+    >>> from ormix.evaluation import EvalOptions
+    >>> EvalOptions(k=(1, 8)).samples_per_task
+    8
 """
 
 from __future__ import annotations
@@ -41,11 +47,25 @@ _EXPORTS: dict[str, str] = {
     "StudyOptions": "ormix.evaluation.study",
     "StudyResult": "ormix.evaluation.study",
     "run_study": "ormix.evaluation.study",
+    "EvalOptions": "ormix.evaluation.runner",
+    "EvalResult": "ormix.evaluation.runner",
+    "evaluate_trainer": "ormix.evaluation.runner",
+    "run_eval": "ormix.evaluation.runner",
+    "EvalTasks": "ormix.evaluation.tasks",
+    "eval_tasks": "ormix.evaluation.tasks",
+    "resolve_eval_model": "ormix.evaluation.model",
+    "EvalDirectory": "ormix.evaluation.eval_dir",
+    "EvalError": "ormix.evaluation.errors",
 }
 
 __all__ = [
     "CompareError",
     "EvalData",
+    "EvalDirectory",
+    "EvalError",
+    "EvalOptions",
+    "EvalResult",
+    "EvalTasks",
     "Interval",
     "StudyOptions",
     "StudyResult",
@@ -53,6 +73,8 @@ __all__ = [
     "compare",
     "comparison_figure",
     "comparison_markdown",
+    "eval_tasks",
+    "evaluate_trainer",
     "load_eval",
     "mean_interval",
     "paired_interval",
@@ -60,6 +82,8 @@ __all__ = [
     "pass_hat_k",
     "run_study",
     "study_heatmap",
+    "resolve_eval_model",
+    "run_eval",
     "summarize",
     "summary_figure",
     "summary_markdown",
@@ -69,7 +93,11 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.evaluation.compare import CompareError, EvalData, compare, comparison_markdown, load_eval
+    from ormix.evaluation.errors import EvalError
+    from ormix.evaluation.eval_dir import EvalDirectory
+    from ormix.evaluation.model import resolve_eval_model
     from ormix.evaluation.plots import comparison_figure, study_heatmap, summary_figure
+    from ormix.evaluation.runner import EvalOptions, EvalResult, evaluate_trainer, run_eval
     from ormix.evaluation.stats import Interval, mean_interval, paired_interval, pass_at_k, pass_hat_k
     from ormix.evaluation.study import StudyOptions, StudyResult, run_study
     from ormix.evaluation.summary import (
@@ -79,6 +107,7 @@ if TYPE_CHECKING:  # pragma: no cover
         summary_table,
         task_samples,
     )
+    from ormix.evaluation.tasks import EvalTasks, eval_tasks
 
 
 def __getattr__(name: str) -> Any:

@@ -1,25 +1,27 @@
 """`ormix eval`: every eval task of every member, k samples each, through the same concurrent sessions as
 training; pass@k, pass^k, mean reward, coverage and errors per member, each with an interval.
 
-An application of the library, like `ormix.train` (it may import TRL, transformers and `ormix.demo`):
+An application of the library, like `ormix.train` (it may import TRL, transformers and `ormix.demo`). This
+module drives the trainer; each other step has its own module:
 
-1. tasks: each member's eval tasks (`eval_tasks`): its ``eval:`` set, else its environment's ``test`` split,
-   else its training tasks (said so: ``source: "train tasks"``); eval-only members included; ``--split``
-   overrides the split of all of them;
-2. the output directory: ``manifest.json`` says what this eval is (mixture, config hash, model, policy,
-   samples, seed, generation settings, per member its target, split, tasks and where they came from); an
-   existing directory holding another eval is refused (``--overwrite`` starts over), the same eval resumes;
-3. generation: ormix's `ConcurrentGRPOTrainer.evaluate()` (TRL's own generation: transformers, or vLLM with
-   ``--set use_vllm=true``), the tasks in chunks of ``tasks_per_chunk`` × ``samples`` rollouts; each
-   chunk's rollout records (the training format, ``mode: "eval"``) are appended to ``rollouts.jsonl`` when
-   it ends, so an interrupted eval resumes at the next incomplete chunk (a task with fewer records than
-   ``samples`` is run again);
-4. results: ``summary.json`` (`ormix.evaluation.summary.summarize`), ``report.md``, ``plots/summary.png``.
+1. tasks (`ormix.evaluation.tasks`): each member's eval tasks: its ``eval:`` set, else its environment's
+   ``test`` split, else its training tasks (said so: ``source: "train tasks"``); eval-only members
+   included; ``--split`` overrides the split of all of them;
+2. the model (`ormix.evaluation.model`): a hub id, a model directory, a run's final model or checkpoint;
+3. the output directory (`ormix.evaluation.eval_dir`): ``manifest.json`` (`ormix.evaluation.manifest`)
+   says what this eval is (mixture, config hash, model, policy, samples, seed, generation settings, per
+   member its target, split, tasks and where they came from); an existing directory holding another eval
+   is refused (``--overwrite`` starts over), the same eval resumes;
+4. generation (here): ormix's `ConcurrentGRPOTrainer.evaluate()` (TRL's own generation: transformers, or
+   vLLM with ``--set use_vllm=true``), the tasks in chunks of ``tasks_per_chunk`` × ``samples`` rollouts;
+   each chunk's rollout records (the training format, ``mode: "eval"``) are appended to ``rollouts.jsonl``
+   when it ends, so an interrupted eval resumes at the next incomplete chunk (a task with fewer records
+   than ``samples`` is run again);
+5. results: ``summary.json`` (`ormix.evaluation.summary.summarize`), ``report.md``, ``plots/summary.png``.
 
-``--policy reference`` is the oracle run: each task's reference solution (`ormix.references`: the member's
-own ``reference:`` hook, else the shipped one) is played through the same trainer path, a
-`ormix.demo.scripted.ScriptedPolicy` replacing generation. A task without a reference solution is not run
-and is reported as such (``no_reference``), never as a 0.
+``--policy reference`` is the oracle run (`ormix.evaluation.oracle`): each task's reference solution is
+played through the same trainer path, a `ormix.demo.scripted.ScriptedPolicy` replacing generation. A task
+without a reference solution is not run and is reported as such (``no_reference``), never as a 0.
 
 Example:
     Not run as a doctest: an eval loads a torch model and runs GRPO's generation.
@@ -33,101 +35,32 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
 import os
-import re
-import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ormix.errors import OrmixError, OrmixRuntimeError, UsageError, exit_status
-from ormix.rollout.batch import SPLIT_COLUMN
+from ormix.errors import OrmixError, exit_status
+from ormix.evaluation.errors import EvalError, ModelNotFoundError
+from ormix.evaluation.eval_dir import EvalDirectory
+from ormix.evaluation.manifest import eval_manifest, trainer_manifest
+from ormix.evaluation.model import default_eval_dir, resolve_eval_model
+from ormix.evaluation.oracle import attach_reference_policy, reference_calls, reference_settings
+from ormix.evaluation.tasks import EvalTasks, eval_tasks, interleaved_chunks, task_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.config import MixtureConfig
     from ormix.mixture import MixtureSpec
 
-__all__ = [
-    "EVAL_FILES",
-    "EvalError",
-    "EvalManifestError",
-    "EvalOptions",
-    "EvalResult",
-    "EvalTasks",
-    "MissingSplitError",
-    "ModelNotFoundError",
-    "NoEvalTasksError",
-    "UnknownMemberError",
-    "eval_command",
-    "eval_tasks",
-    "evaluate_trainer",
-    "resolve_eval_model",
-    "run_eval",
-]
+__all__ = ["EvalOptions", "EvalResult", "eval_command", "evaluate_trainer", "print_summary", "run_eval"]
 
 logger = logging.getLogger(__name__)
-
-#: What an eval directory holds (``--overwrite`` removes exactly these).
-EVAL_FILES = ("manifest.json", "rollouts.jsonl", "summary.json", "report.md", "plots")
-#: Version of the eval manifest's layout.
-MANIFEST_VERSION = 1
-#: Manifest keys that say what an eval measured: a directory whose manifest differs in one of them holds
-#: another eval (k and the success threshold only change what is reported, so they may change on resume).
-IDENTITY_KEYS = ("mixture", "config_hash", "model", "policy", "samples", "seed", "generation", "members")
-#: The completion budget and tool rounds the reference policy gets at least (budgets must not cut a
-#: reference solution: the oracle checks the environment, not the budget).
-REFERENCE_MIN_COMPLETION = 2048
-REFERENCE_MIN_ROUNDS = 10
-#: What the reference policy answers after its last call.
-FINAL_ANSWER = "Done."
-#: Generation settings an eval's manifest records (GRPOConfig fields).
-GENERATION_SETTINGS = (
-    "temperature",
-    "top_p",
-    "top_k",
-    "min_p",
-    "repetition_penalty",
-    "max_completion_length",
-    "max_tool_calling_iterations",
-    "use_vllm",
-    "vllm_mode",
-    "generation_kwargs",
-    "chat_template_kwargs",
-)
-
-
-# ── errors ────────────────────────────────────────────────────────────
-
-
-class EvalError(UsageError):
-    """An eval that cannot run as asked (exit 2); the message says what to change."""
-
-
-class UnknownMemberError(EvalError):
-    """``--members`` names a member the mixture does not have."""
-
-
-class MissingSplitError(EvalError):
-    """A member's environment has no split of the name asked for (``--split``, or its ``eval:`` set)."""
-
-
-class NoEvalTasksError(EvalError):
-    """A member (or the whole selection) has no task to evaluate on."""
-
-
-class ModelNotFoundError(EvalError):
-    """``--model`` names no model: no such directory, a directory without one, or a run without its final
-    model."""
-
-
-class EvalManifestError(EvalError):
-    """The output directory holds another eval (or unreadable files): ``--overwrite`` or another ``--out``."""
 
 
 # ── options and results ───────────────────────────────────────────────
@@ -214,524 +147,7 @@ class EvalResult:
     rollouts: int = 0
 
 
-# ── which tasks ───────────────────────────────────────────────────────
-
-
-@dataclass(frozen=True)
-class EvalTasks:
-    """One member's eval tasks and why they are these.
-
-    Attributes:
-        member, target, split: the member, its target, the split of its eval tasks.
-        indices: the task indices, in order.
-        source: where the tasks come from: ``eval set`` (its ``eval:``), ``eval member`` (``role: eval``
-            without ``eval:``), ``test split``, ``train tasks`` (nothing held out: the training tasks), or
-            ``split S (--split)``.
-        rows: task index → the dataset row a trainer gets (``environment``, ``task_index``, metadata, the
-            split column when it is not the member's own).
-        task_specs: task index → the task as the server lists it.
-
-    Example:
-        >>> t = EvalTasks("echo", "local:echo", "test", (0, 1), "test split")
-        >>> t.as_dict()
-        {'target': 'local:echo', 'split': 'test', 'tasks': [0, 1], 'source': 'test split'}
-    """
-
-    member: str
-    target: str
-    split: str
-    indices: tuple[int, ...]
-    source: str
-    rows: Mapping[int, Mapping[str, Any]] = field(default_factory=dict, repr=False, compare=False)
-    task_specs: Mapping[int, Mapping[str, Any]] = field(default_factory=dict, repr=False, compare=False)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The manifest's entry for this member."""
-        return {
-            "target": self.target,
-            "split": self.split,
-            "tasks": list(self.indices),
-            "source": self.source,
-        }
-
-
-def _split_names(spec: Any) -> list[str]:
-    from ormix.ors.bridge import run_sync
-
-    async def names() -> list[str]:
-        client = await spec.connection.client()
-        return [s.name for s in await client.splits()]
-
-    return run_sync(names)
-
-
-def _test_split(names: Sequence[str]) -> str | None:
-    return "test" if "test" in names else None
-
-
-def eval_tasks(
-    config: MixtureConfig | MixtureSpec,
-    members: Sequence[str] = (),
-    split: str | None = None,
-) -> dict[str, EvalTasks]:
-    """Which tasks each member is evaluated on, and why (contacts the servers: splits and task lists).
-
-    Per member: its ``eval:`` set (or, for ``role: eval``, its own selection), else its environment's
-    ``test`` split, else its training tasks. ``split`` evaluates every member on that split instead (an
-    ``eval:`` set's ``num_tasks``/``indices`` still apply). ``members`` picks members (default: all).
-
-    Raises:
-        UnknownMemberError, MissingSplitError, NoEvalTasksError.
-
-    Example:
-        >>> from ormix.config import MixtureConfig
-        >>> cfg = MixtureConfig(members={"echo": {"target": "local:echo", "num_tasks": 2,
-        ...                                       "local_serve": "thread"}})
-        >>> tasks = eval_tasks(cfg)
-        >>> tasks["echo"].source, tasks["echo"].split, tasks["echo"].indices
-        ('test split', 'test', (0, 1, 2, 3))
-    """
-    from ormix.mixture import MixtureSpec
-
-    mix = config if isinstance(config, MixtureSpec) else MixtureSpec.from_config(config)
-    chosen = list(members) or list(mix.members)
-    unknown = [m for m in chosen if m not in mix.members]
-    if unknown:
-        raise UnknownMemberError(
-            f"unknown member(s) {', '.join(map(repr, unknown))}: this mixture's members are "
-            f"{', '.join(mix.members)}"
-        )
-    out: dict[str, EvalTasks] = {}
-    for member in chosen:
-        member_config = mix.members[member]
-        spec = mix.spec(member)
-        evaluation = member_config.eval
-        names: list[str] | None = None
-
-        def splits(spec: Any = spec) -> list[str]:
-            nonlocal names
-            if names is None:
-                names = _split_names(spec)
-            return names
-
-        if split is not None:
-            selection = spec.derive(
-                split=split,
-                indices=evaluation.indices if evaluation else None,
-                num_tasks=evaluation.num_tasks if evaluation else None,
-            )
-            source = f"split {split} (--split)"
-        elif member_config.evaluates:
-            selection = mix.eval_spec(member)
-            source = "eval set" if evaluation is not None else "eval member"
-        elif (test := _test_split(splits())) is not None:
-            selection = spec.derive(split=test, indices=None, num_tasks=None)
-            source = "test split"
-        else:
-            selection = spec
-            source = "train tasks"
-        if selection.split != spec.split or split is not None:
-            available = splits()
-            if selection.split not in available:
-                why = "--split" if split is not None else "its eval set"
-                raise MissingSplitError(
-                    f"member {member!r} ({spec.target}): {why} asks for split {selection.split!r}, which its "
-                    f"environment does not have (splits: {', '.join(available) or 'none'}); name one of those"
-                )
-        task_specs = dict(selection.task_specs)
-        if not task_specs:
-            raise NoEvalTasksError(
-                f"member {member!r} has no task in split {selection.split!r} to evaluate on: check its "
-                "eval: set (num_tasks, indices, where) or pick another --split"
-            )
-        extra = {SPLIT_COLUMN: selection.split} if selection.split != spec.split else {}
-        rows = {
-            row["task_index"]: {"environment": member, **row, **extra} for row in selection.dataset_rows()
-        }
-        out[member] = EvalTasks(
-            member,
-            spec.target,
-            selection.split,
-            tuple(task_specs),
-            source,
-            rows=rows,
-            task_specs=task_specs,
-        )
-    if not out:
-        raise NoEvalTasksError("no member to evaluate: --members picked none")
-    return out
-
-
-# ── the model ─────────────────────────────────────────────────────────
-
-
-_CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)$")
-
-
-def _is_model_dir(path: Path) -> bool:
-    return (path / "config.json").is_file()
-
-
-def _holds_run(path: Path) -> bool:
-    return (path / "manifest.json").is_file() and (path / "train_args.json").is_file()
-
-
-def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]:
-    """``--model`` as (what to load — ``None`` for the tiny model —, its label for the manifest, the
-    default output directory when it belongs to a run directory).
-
-    A run directory means its final ``model/``; ``run_dir/checkpoint-N`` that checkpoint. A string that is
-    not a directory is a hub id (``owner/name``) unless it looks like a path.
-
-    Example:
-        >>> resolve_eval_model(None)
-        (None, 'ormix:tiny', None)
-        >>> resolve_eval_model("Qwen/Qwen3-0.6B")
-        ('Qwen/Qwen3-0.6B', 'Qwen/Qwen3-0.6B', None)
-        >>> resolve_eval_model("./no/such/dir")  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        ormix.evaluation.runner.ModelNotFoundError: --model ./no/such/dir: no such directory, ...
-    """
-    from ormix.demo.tiny import TINY_MODEL
-
-    if model is None or model == TINY_MODEL:
-        return None, TINY_MODEL, None
-    path = Path(model).expanduser()
-    if path.is_dir():
-        resolved = path.resolve()
-        if _holds_run(resolved):
-            final = resolved / "model"
-            if not _is_model_dir(final):
-                checkpoints = sorted(
-                    (p.name for p in resolved.iterdir() if _CHECKPOINT_RE.search(p.name)),
-                    key=lambda n: int(n.rsplit("-", 1)[1]),
-                )
-                hint = (
-                    f"pass one of its checkpoints ({', '.join(checkpoints)}) as --model {model}/checkpoint-N"
-                    if checkpoints
-                    else "it saved no checkpoint either (train.save_steps)"
-                )
-                raise ModelNotFoundError(
-                    f"--model {model}: the run directory has no final model (model/): the run did not "
-                    f"finish; {hint}"
-                )
-            return str(final), str(resolved), resolved / "eval"
-        if _is_model_dir(resolved):
-            parent = resolved.parent
-            if _holds_run(parent) and _CHECKPOINT_RE.search(resolved.name):
-                return str(resolved), str(resolved), parent / "eval" / resolved.name
-            if _holds_run(parent) and resolved.name == "model":
-                return str(resolved), str(parent), parent / "eval"
-            return str(resolved), str(resolved), None
-        raise ModelNotFoundError(
-            f"--model {model}: the directory holds no model (no config.json) and is no run directory "
-            "(no manifest.json): give a model directory, a run directory or run_dir/checkpoint-N"
-        )
-    looks_local = model.startswith((".", "/", "~")) or model.count("/") != 1 or os.sep + os.sep in model
-    if looks_local:
-        raise ModelNotFoundError(
-            f"--model {model}: no such directory, and it is no hub id (owner/name); check the path"
-        )
-    return model, model, None
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "model"
-
-
-def _default_out(mixture: str, label: str, run_out: Path | None, opts: EvalOptions) -> Path:
-    if opts.policy == "reference":
-        base = Path("evals") / f"{mixture}-reference"
-    elif run_out is not None:
-        base = run_out
-    else:
-        name = "tiny" if label == "ormix:tiny" else Path(label).name if Path(label).is_dir() else label
-        base = Path("evals") / f"{mixture}-{_slug(name)}"
-    return base if opts.seed == 0 or run_out is not None else base.with_name(f"{base.name}-seed{opts.seed}")
-
-
-# ── the output directory ──────────────────────────────────────────────
-
-
-def _task_key(record: Mapping[str, Any]) -> tuple[str, str | None, int] | None:
-    member, index = record.get("member"), record.get("task_index")
-    if not isinstance(member, str) or not isinstance(index, int):
-        return None
-    split = record.get("split")
-    return member, split if isinstance(split, str) else None, index
-
-
-def _identity_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    changes = []
-    for key in IDENTITY_KEYS:
-        if old.get(key) != new.get(key):
-            if key == "members":
-                changes.append("members or their tasks")
-            elif key in ("generation",):
-                a, b = old.get(key) or {}, new.get(key) or {}
-                changes += [
-                    f"{k}: {a.get(k)!r} → {b.get(k)!r}"
-                    for k in sorted(set(a) | set(b))
-                    if a.get(k) != b.get(k)
-                ]
-            else:
-                changes.append(f"{key}: {old.get(key)!r} → {new.get(key)!r}")
-    return changes
-
-
-def _prepare_out(out_dir: Path, manifest: Mapping[str, Any], overwrite: bool) -> None:
-    """Refuse a directory holding another eval (unless ``overwrite``: its eval files go); keep the same."""
-    path = out_dir / "manifest.json"
-    if overwrite:
-        for name in EVAL_FILES:
-            target = out_dir / name
-            if target.is_dir():
-                shutil.rmtree(target)
-            elif target.exists():
-                target.unlink()
-        return
-    if not path.is_file():
-        if (out_dir / "rollouts.jsonl").is_file():
-            raise EvalManifestError(
-                f"{out_dir} holds rollouts.jsonl but no manifest.json, so what it measured is unknown: pass "
-                "--overwrite to start over there, or --out another directory"
-            )
-        return
-    try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as e:
-        raise EvalManifestError(f"{path} is not valid JSON ({e}): pass --overwrite to start over") from None
-    changes = _identity_changes(old if isinstance(old, dict) else {}, manifest)
-    if changes:
-        raise EvalManifestError(
-            f"{out_dir} holds another eval ({'; '.join(changes)}): pass --overwrite to start over there, "
-            "or --out another directory"
-        )
-
-
-def _resume(path: Path, tasks: Mapping[str, EvalTasks], samples: int) -> tuple[set[tuple[Any, ...]], int]:
-    """The planned tasks already complete in ``rollouts.jsonl`` (``samples`` records each); the records of
-    incomplete or unplanned tasks are dropped from the file (they run again). Returns (complete, records
-    kept)."""
-    from ormix.runs import read_jsonl
-
-    records = read_jsonl(path)
-    if not records:
-        return set(), 0
-    planned = {(t.member, t.split, i) for t in tasks.values() for i in t.indices}
-    counts: dict[tuple[Any, ...], int] = {}
-    for record in records:
-        key = _task_key(record)
-        if key is not None:
-            counts[key] = counts.get(key, 0) + 1
-    complete = {key for key, n in counts.items() if n >= samples and key in planned}
-    kept = [r for r in records if _task_key(r) in complete]
-    if len(kept) != len(records):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in kept), encoding="utf-8")
-        os.replace(tmp, path)
-    return complete, len(kept)
-
-
-def _append(path: Path, records: Sequence[dict[str, Any]], seq: int) -> int:
-    lines = []
-    for record in records:
-        record["seq"] = seq
-        seq += 1
-        lines.append(json.dumps(record, default=str, allow_nan=False) + "\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write("".join(lines))
-        fh.flush()
-        os.fsync(fh.fileno())
-    return seq
-
-
-# ── the reference policy ──────────────────────────────────────────────
-
-
-def _env_tools(environment: Any) -> frozenset[str]:
-    import inspect
-
-    from ormix.tools.binding import RESERVED_METHOD_NAMES
-
-    return frozenset(
-        name
-        for name, _ in inspect.getmembers(type(environment), predicate=inspect.isfunction)
-        if not name.startswith("_") and name not in RESERVED_METHOD_NAMES
-    )
-
-
-class ReferenceScript:
-    """The script a `ScriptedPolicy` plays for ``--policy reference``: each rollout's task's reference calls,
-    one a turn, then a short final answer.
-
-    A rollout's task is found from the trainer's environments of the batch: the one whose `reset`
-    observation is the prompt's last user message (and whose tools are the prompt's), the ``k``-th of those
-    for the ``k``-th identical prompt.
-
-    Args:
-        trainer: the trainer whose ``environments`` hold the batch.
-        calls: ``(member, split, task_index)`` → the reference calls (submit included).
-    """
-
-    def __init__(self, trainer: Any, calls: Mapping[tuple[str, str | None, int], list[tuple[str, dict]]]):
-        self.trainer = trainer
-        self.calls = dict(calls)
-
-    def task_of(self, ctx: Any) -> tuple[str, str | None, int]:
-        """The ``(member, split, task_index)`` of the rollout a script context belongs to."""
-        environments = list(getattr(self.trainer, "environments", None) or [])
-        user = ctx.user.strip()
-        tools = frozenset(ctx.tools)
-        found = []
-        for environment in environments:
-            observation = (getattr(environment, "observation", "") or "").strip()
-            if observation and observation in user and (not tools or _env_tools(environment) == tools):
-                found.append(environment)
-        if not found:
-            raise OrmixRuntimeError(
-                "the reference policy could not tell which task a rollout plays (no environment of the batch "
-                "was reset with its prompt); the installed TRL renders prompts differently than ormix expects"
-            )
-        chosen = found[ctx.sample % len(found)]
-        return chosen.member, chosen.split, chosen.task_index
-
-    def __call__(self, ctx: Any) -> str:
-        from ormix.demo.scripted import tool_call
-
-        member, split, index = self.task_of(ctx)
-        calls = self.calls.get((member, split, index))
-        if calls is None:
-            raise OrmixRuntimeError(
-                f"the reference policy has no solution for task {index} of {member!r} (split {split!r})"
-            )
-        if ctx.turn >= len(calls):
-            return FINAL_ANSWER
-        name, arguments = calls[ctx.turn]
-        if name not in ctx.tools and f"{member}__{name}" in ctx.tools:
-            name = f"{member}__{name}"  # namespaced routing
-        return tool_call(name, **arguments)
-
-
-def reference_calls(
-    mix: MixtureSpec, tasks: Mapping[str, EvalTasks]
-) -> tuple[dict[tuple[str, str | None, int], list[tuple[str, dict]]], dict[str, list[int]]]:
-    """Each task's reference calls, and per member the tasks that have none (not run: reported).
-
-    Raises `ormix.references.ReferenceSolverError` when a member's hook cannot be imported.
-    """
-    from ormix.references import reference_solver, solver_row
-
-    calls: dict[tuple[str, str | None, int], list[tuple[str, dict]]] = {}
-    missing: dict[str, list[int]] = {}
-    for member, selection in tasks.items():
-        solve = reference_solver(member, mix.members[member])
-        for index in selection.indices:
-            row = solver_row(
-                selection.rows.get(index, {"task_index": index}),
-                member=member,
-                split=selection.split,
-                task_spec=selection.task_specs.get(index),
-            )
-            found = solve(row) if solve is not None else None
-            if found:
-                calls[(member, selection.split, index)] = found
-            else:
-                missing.setdefault(member, []).append(index)
-    return calls, missing
-
-
 # ── running ───────────────────────────────────────────────────────────
-
-
-def _chunks(keys: Sequence[tuple[str, str, int]], size: int) -> list[list[tuple[str, str, int]]]:
-    """Tasks in chunks of ``size``, members interleaved (every chunk mixes them, as training batches do)."""
-    by_member: dict[str, list[tuple[str, str, int]]] = {}
-    for key in keys:
-        by_member.setdefault(key[0], []).append(key)
-    order: list[tuple[str, str, int]] = []
-    queues = list(by_member.values())
-    while any(queues):
-        for queue in queues:
-            if queue:
-                order.append(queue.pop(0))
-    return [order[i : i + size] for i in range(0, len(order), size)]
-
-
-def _secrets(mix: MixtureSpec) -> list[str]:
-    values = {v for name in mix.members for v in mix.spec(name).secret_values()}
-    if os.environ.get("OPENREWARD_API_KEY"):
-        values.add(os.environ["OPENREWARD_API_KEY"])
-    return sorted(values)
-
-
-def _gathered(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every process's records of a chunk (rank order), on every process; this process's alone without
-    `torch.distributed`."""
-    try:
-        import torch.distributed as dist
-    except ImportError:  # pragma: no cover - torch comes with transformers
-        return records
-    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-        return records
-    parts: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(parts, records)
-    return [r for part in parts for r in (part or [])]
-
-
-def _generation(args: Any) -> dict[str, Any]:
-    return {k: getattr(args, k, None) for k in GENERATION_SETTINGS}
-
-
-def trainer_manifest(
-    trainer: Any, mix: MixtureSpec, tasks: Mapping[str, EvalTasks], samples: int, **fields: Any
-) -> dict[str, Any]:
-    """The manifest of an eval by this trainer (its model, generation settings, seed) over these tasks.
-
-    ``fields`` (``model``, ``policy``, ``k``, ``no_reference`` ...) override what is read from the trainer.
-    """
-    model = getattr(getattr(trainer, "model", None), "name_or_path", None)
-    fields.setdefault("model", str(model) if model is not None else None)
-    return eval_manifest(trainer.args, mix, tasks, samples, **fields)
-
-
-def eval_manifest(
-    args: Any, mix: MixtureSpec, tasks: Mapping[str, EvalTasks], samples: int, **fields: Any
-) -> dict[str, Any]:
-    """What an eval is: mixture and config hash, model, policy, samples, seed, the generation settings of
-    ``args`` (a `GRPOConfig`), per member its target, split, tasks and their source; plus ``fields``
-    (``model``, ``policy``, ``k``, ``success_threshold``; ``no_reference``: member → task indices)."""
-    members = {m: t.as_dict() for m, t in tasks.items()}
-    for member, indices in (fields.pop("no_reference", None) or {}).items():
-        members[member]["no_reference"] = list(indices)
-    manifest: dict[str, Any] = {
-        "version": MANIFEST_VERSION,
-        "mixture": mix.name,
-        "config_hash": mix.config.config_hash(),
-        "model": None,
-        "policy": "model",
-        "samples": samples,
-        "seed": int(getattr(args, "seed", 0)),
-        "k": sorted({1, samples}),
-        "success_threshold": 1.0,
-        "generation": _generation(args),
-        "members": members,
-        "versions": _versions(),
-    }
-    manifest.update(fields)
-    return manifest
-
-
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {}
-    for dist in ("ormix", "trl", "transformers", "torch", "vllm"):
-        with contextlib.suppress(metadata.PackageNotFoundError):
-            out[dist] = metadata.version(dist)
-    return out
 
 
 @contextlib.contextmanager
@@ -745,63 +161,6 @@ def _eval_geometry(trainer: Any, rollouts: int, samples: int) -> Iterator[None]:
         yield
     finally:
         args.per_device_eval_batch_size, trainer.num_generations_eval = saved
-
-
-def _telemetry_callback(trainer: Any) -> Any:
-    from ormix.integrations.trl.callbacks import TelemetryCallback
-
-    return next((c for c in trainer.callback_handler.callbacks if isinstance(c, TelemetryCallback)), None)
-
-
-def _write_outputs(
-    out_dir: Path, records: list[dict[str, Any]], manifest: Mapping[str, Any], say: Any
-) -> dict[str, Any]:
-    """summary.json, report.md and plots/summary.png from the records; returns the summary."""
-    from ormix.evaluation.summary import summarize, summary_markdown
-
-    ks = manifest.get("k") or [1]
-    summary = summarize(
-        records,
-        ks,
-        success_threshold=float(manifest.get("success_threshold", 1.0)),
-        seed=int(manifest.get("seed", 0)),
-    )
-    summary["policy"] = manifest.get("policy")
-    summary["model"] = manifest.get("model")
-    summary["samples"] = manifest.get("samples")
-    missing = {
-        m: entry["no_reference"]
-        for m, entry in manifest.get("members", {}).items()
-        if entry.get("no_reference")
-    }
-    if manifest.get("policy") == "reference":
-        summary["no_reference"] = missing
-    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    title = f"Eval of {manifest.get('mixture')}: {manifest.get('model')}"
-    if manifest.get("policy") == "reference":
-        title = f"Reference solutions of {manifest.get('mixture')} (oracle run)"
-    lines = [summary_markdown(summary, title), "", "## Tasks", ""]
-    for member, entry in manifest.get("members", {}).items():
-        lines.append(
-            f"- {member} ({entry.get('target')}): {len(entry.get('tasks', []))} tasks of split "
-            f"{entry.get('split')!r} ({entry.get('source')}), {manifest.get('samples')} samples each"
-        )
-        if entry.get("no_reference"):
-            lines.append(f"  - no reference solution for {len(entry['no_reference'])} of them (not run)")
-    (out_dir / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    try:
-        from ormix.evaluation.plots import summary_figure
-
-        if summary["members"]:
-            figure = summary_figure(summary, title)
-            (out_dir / "plots").mkdir(exist_ok=True)
-            figure.savefig(out_dir / "plots" / "summary.png", dpi=100, bbox_inches="tight")
-            import matplotlib.pyplot as plt
-
-            plt.close(figure)
-    except ImportError as e:  # pragma: no cover - matplotlib is a dependency
-        say(f"  no plot: {e}")
-    return summary
 
 
 @dataclass
@@ -880,14 +239,6 @@ def _evaluate(
     skip: Sequence[tuple[str, str | None, int]],
     model: str | None = None,
 ) -> tuple[dict[str, Any], _Progress]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from transformers import set_seed
-
-    from ormix.dataset import rows_to_dataset
-    from ormix.integrations.trl.lifecycle import quiet_trainer
-    from ormix.runs import read_jsonl
-    from ormix.telemetry.records import TelemetryRun
-
     def say(text: str) -> None:
         if console is not None:
             console.print(text, highlight=False)
@@ -901,32 +252,105 @@ def _evaluate(
         full = dict(manifest)
         if ks is not None:
             full["k"] = sorted(set(ks))
-    _prepare_out(out, full, overwrite)
+    directory = EvalDirectory(out)
+    directory.prepare(full, overwrite)
     out.mkdir(parents=True, exist_ok=True)
     rank = int(getattr(trainer.args, "process_index", 0) or 0)
-    records_path = out / "rollouts.jsonl"
     if rank == 0:
-        (out / "manifest.json").write_text(json.dumps(full, indent=2, default=str) + "\n", encoding="utf-8")
-    complete, seq = _resume(records_path, tasks, samples) if rank == 0 else (set(), 0)
+        directory.write_manifest(full)
+    planned = {key for t in tasks.values() for key in t.keys()}
+    complete, seq = directory.resume(planned, samples) if rank == 0 else (set(), 0)
     skipped = set(skip)
-    todo = [
-        key
-        for t in tasks.values()
-        for key in ((t.member, t.split, i) for i in t.indices)
-        if key not in complete and key not in skipped
-    ]
+    todo = [key for t in tasks.values() for key in t.keys() if key not in complete and key not in skipped]
     state = _Progress(resumed=len(complete))
     if complete:
-        say(f"  resuming: {len(complete)} task(s) already done in {records_path}")
-    chunks = _chunks(todo, tasks_per_chunk)
+        say(f"  resuming: {len(complete)} task(s) already done in {directory.records_path}")
+    chunks = interleaved_chunks(todo, tasks_per_chunk)
     if max_chunks is not None:
         chunks = chunks[:max_chunks]
-    base_seed = int(full.get("seed", 0))
-    secrets = _secrets(mix)
+    seed = int(full.get("seed", 0))
+    _run_chunks(trainer, mix, tasks, samples, chunks, directory, seq, state, console, seed)
+    state.left = len(todo) - state.ran
+    if state.left:
+        say(
+            f"  stopped after {len(chunks)} chunk(s): {state.left} task(s) left; run the same eval again "
+            "to finish"
+        )
+    summary = directory.write_outputs(directory.records(), full, say) if rank == 0 else {}
+    return summary, state
 
-    class Recorder(TelemetryRun):
-        """A chunk's records, kept until the chunk ends (then appended to ``rollouts.jsonl``)."""
 
+def _run_chunks(
+    trainer: Any,
+    mix: MixtureSpec,
+    tasks: Mapping[str, EvalTasks],
+    samples: int,
+    chunks: Sequence[Sequence[tuple[str, str, int]]],
+    directory: EvalDirectory,
+    seq: int,
+    state: _Progress,
+    console: Any | None,
+    base_seed: int,
+) -> None:
+    """One `trainer.evaluate()` per chunk, its records (every process's) appended when it ends."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from transformers import set_seed
+
+    from ormix.dataset import rows_to_dataset
+    from ormix.integrations.trl.callbacks import all_ranks_records, trl_notices_filtered
+    from ormix.integrations.trl.lifecycle import quiet_trainer
+
+    rank = int(getattr(trainer.args, "process_index", 0) or 0)
+    observers = {m: mix.spec(m).telemetry for m in mix.members}
+    previous = {m: o.run for m, o in observers.items()}
+    columns = (
+        TextColumn("eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("tasks"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, disable=console is None) as progress:
+        bar = progress.add_task("eval", total=sum(len(c) for c in chunks))
+        try:
+            with trl_notices_filtered(trainer.callback_handler.callbacks), quiet_trainer():
+                for number, chunk in enumerate(chunks):
+                    rows = [dict(tasks[m].rows[i]) for m, _, i in chunk]
+                    recorder = _chunk_recorder(rank, samples, mix.secret_values())
+                    for observer in observers.values():
+                        observer.run = recorder
+                    set_seed(base_seed + number)
+                    started = time.perf_counter()
+                    with _eval_geometry(trainer, len(rows) * samples, samples):
+                        trainer.evaluate(eval_dataset=rows_to_dataset(rows), metric_key_prefix="eval")
+                    state.eval_s += time.perf_counter() - started
+                    records = all_ranks_records(recorder.records)
+                    state.rollouts += len(records)
+                    counts = Counter(task_key(record) for record in records)
+                    short = [key for key in chunk if counts[key] < samples]
+                    if short:
+                        logger.warning(
+                            "ormix eval: %d task(s) of a chunk got fewer than %d records; they run again "
+                            "on resume",
+                            len(short),
+                            samples,
+                        )
+                    if rank == 0:
+                        seq = directory.append(records, seq)
+                    state.ran += len(chunk)
+                    progress.advance(bar, len(chunk))
+        finally:
+            for member, observer in observers.items():
+                observer.run = previous[member]
+            mix.close_sessions()
+
+
+def _chunk_recorder(rank: int, samples: int, secrets: Sequence[str]) -> Any:
+    """A `TelemetryRun` that keeps a chunk's records (``.records``) instead of writing them: they are
+    appended to ``rollouts.jsonl`` once the chunk ends, every process's together."""
+    from ormix.telemetry.records import TelemetryRun
+
+    class ChunkRecorder(TelemetryRun):
         def __init__(self) -> None:
             super().__init__(
                 None, rank=rank, num_generations=samples, num_generations_eval=samples, secrets=secrets
@@ -937,74 +361,18 @@ def _evaluate(
             with self._lock:
                 self.records.extend(records)
 
-    observers = {m: mix.spec(m).telemetry for m in mix.members}
-    previous = {m: o.run for m, o in observers.items()}
-    telemetry = _telemetry_callback(trainer)
-    filtered = telemetry.unscored_notices_filtered() if telemetry is not None else contextlib.nullcontext()
-    columns = (
-        TextColumn("eval"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("tasks"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, disable=console is None) as progress:
-        bar = progress.add_task("eval", total=len(todo))
-        try:
-            with filtered, quiet_trainer():
-                for number, chunk in enumerate(chunks):
-                    rows = [dict(tasks[m].rows[i]) for m, _, i in chunk]
-                    recorder = Recorder()
-                    for observer in observers.values():
-                        observer.run = recorder
-                    set_seed(base_seed + number)
-                    started = time.perf_counter()
-                    with _eval_geometry(trainer, len(rows) * samples, samples):
-                        trainer.evaluate(eval_dataset=rows_to_dataset(rows), metric_key_prefix="eval")
-                    state.eval_s += time.perf_counter() - started
-                    records = _gathered(recorder.records)
-                    state.rollouts += len(records)
-                    counts: dict[Any, int] = {}
-                    for record in records:
-                        counts[_task_key(record)] = counts.get(_task_key(record), 0) + 1
-                    short = [key for key in chunk if counts.get(key, 0) < samples]
-                    if short:
-                        logger.warning(
-                            "ormix eval: %d task(s) of a chunk got fewer than %d records; they run again "
-                            "on resume",
-                            len(short),
-                            samples,
-                        )
-                    if rank == 0:
-                        seq = _append(records_path, records, seq)
-                    state.ran += len(chunk)
-                    progress.advance(bar, len(chunk))
-        finally:
-            for member, observer in observers.items():
-                observer.run = previous[member]
-            mix.close_sessions()
-    state.left = len(todo) - state.ran
-    if state.left:
-        say(
-            f"  stopped after {len(chunks)} chunk(s): {state.left} task(s) left; run the same eval again "
-            "to finish"
-        )
-    summary = _write_outputs(out, read_jsonl(records_path), full, say) if rank == 0 else {}
-    return summary, state
+    return ChunkRecorder()
 
 
 def _load_mixture(mixture: Any) -> MixtureSpec:
     from ormix.config import MixtureConfig
-    from ormix.mixture import MixtureSpec
+    from ormix.mixture import MixtureSpec, load_mixture
 
     if isinstance(mixture, MixtureSpec):
         return mixture
     if isinstance(mixture, MixtureConfig):
         return MixtureSpec.from_config(mixture)
-    from ormix.config import load_mixture_config
-    from ormix.mixture.mixture import trainer_settings_check
-
-    return MixtureSpec.from_config(load_mixture_config(str(mixture), train_check=trainer_settings_check()))
+    return load_mixture(str(mixture))
 
 
 def _eval_args(
@@ -1019,19 +387,8 @@ def _eval_args(
     merged = {**file_settings, **given}
     notes: list[str] = []
     if opts.policy == "reference":
-        # The oracle checks the environment, not the budget: the solutions must fit.
-        if "max_completion_length" not in given:
-            budget = max(int(merged.get("max_completion_length") or 0), REFERENCE_MIN_COMPLETION)
-            merged["max_completion_length"] = budget
-        if "max_tool_calling_iterations" not in given:
-            rounds = max(int(merged.get("max_tool_calling_iterations") or 0), REFERENCE_MIN_ROUNDS)
-            merged["max_tool_calling_iterations"] = max(rounds, longest_solution + 1)
-        merged["use_vllm"] = False
-        notes.append(
-            f"reference policy: max_completion_length={merged['max_completion_length']}, "
-            f"max_tool_calling_iterations={merged['max_tool_calling_iterations']} (room for every solution; "
-            "--set changes them)"
-        )
+        merged, note = reference_settings(merged, given, longest_solution)
+        notes.append(note)
     samples = opts.samples_per_task
     merged.update(
         num_generations_eval=samples,
@@ -1078,7 +435,9 @@ def run_eval(
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
         out_dir = (
-            Path(opts.out_dir) if opts.out_dir is not None else _default_out(mix.name, label, run_out, opts)
+            Path(opts.out_dir)
+            if opts.out_dir is not None
+            else default_eval_dir(mix.name, label, run_out, policy=opts.policy, seed=opts.seed)
         )
         tasks = eval_tasks(mix, opts.members, opts.split)
         calls: dict[tuple[str, str | None, int], list[tuple[str, dict]]] = {}
@@ -1097,39 +456,20 @@ def run_eval(
             if opts.policy == "reference":
                 fields["no_reference"] = missing
             manifest = eval_manifest(args, mix, tasks, samples, **fields)
-            _prepare_out(out_dir, manifest, opts.overwrite)
-            complete, _ = _resume(out_dir / "rollouts.jsonl", tasks, samples)
-            planned = sum(len(t.indices) for t in tasks.values())
+            directory = EvalDirectory(out_dir)
+            directory.prepare(manifest, opts.overwrite)
+            planned = [key for t in tasks.values() for key in t.keys()]
+            complete, _ = directory.resume(set(planned), samples)
             skip = [(m, tasks[m].split, i) for m, indices in missing.items() for i in indices]
-            shown = "reference solutions" if opts.policy == "reference" else f"model {label}"
-            say(
-                f"[bold]ormix eval[/bold] {mix.name}: {shown}, {samples} sample(s) per task, "
-                f"pass@{', pass@'.join(map(str, sorted(set(opts.k))))}"
-            )
-            for member, selection in tasks.items():
-                absent = f"; no reference solution for {len(missing[member])}" if missing.get(member) else ""
-                say(
-                    f"  {member}: {len(selection.indices)} task(s) of split {selection.split!r} "
-                    f"({selection.source}){absent}"
-                )
-            for note in notes:
-                say(f"  {note}")
+            _say_plan(say, mix.name, opts, label, tasks, missing, notes)
             say(f"output: {out_dir}")
-            left = planned - len(complete) - len(skip)
-            if left <= 0:
-                out_dir.mkdir(parents=True, exist_ok=True)
-                (out_dir / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str) + "\n")
-                from ormix.runs import read_jsonl
-
+            if len(planned) - len(complete) - len(skip) <= 0:
+                directory.write_manifest(manifest)
                 say(f"  every task is done already ({len(complete)}): summarising")
-                summary = _write_outputs(out_dir, read_jsonl(out_dir / "rollouts.jsonl"), manifest, say)
+                summary = directory.write_outputs(directory.records(), manifest, say)
                 return EvalResult(out_dir, summary, manifest, resumed_tasks=len(complete))
             trainer = _build_trainer(mix, opts, args, model_path, label, tasks)
-            policy = None
-            if opts.policy == "reference":
-                from ormix.demo.scripted import ScriptedPolicy
-
-                policy = ScriptedPolicy(ReferenceScript(trainer, calls)).attach(trainer)
+            policy = attach_reference_policy(trainer, calls) if opts.policy == "reference" else None
             try:
                 summary, state = _evaluate(
                     trainer,
@@ -1160,6 +500,31 @@ def run_eval(
         eval_s=state.eval_s,
         rollouts=state.rollouts,
     )
+
+
+def _say_plan(
+    say: Any,
+    name: str,
+    opts: EvalOptions,
+    label: str,
+    tasks: Mapping[str, EvalTasks],
+    missing: Mapping[str, list[int]],
+    notes: Sequence[str],
+) -> None:
+    """What the eval will do: the model, samples and k, each member's tasks and where they come from."""
+    shown = "reference solutions" if opts.policy == "reference" else f"model {label}"
+    say(
+        f"[bold]ormix eval[/bold] {name}: {shown}, {opts.samples_per_task} sample(s) per task, "
+        f"pass@{', pass@'.join(map(str, sorted(set(opts.k))))}"
+    )
+    for member, selection in tasks.items():
+        absent = f"; no reference solution for {len(missing[member])}" if missing.get(member) else ""
+        say(
+            f"  {member}: {len(selection.indices)} task(s) of split {selection.split!r} "
+            f"({selection.source}){absent}"
+        )
+    for note in notes:
+        say(f"  {note}")
 
 
 def _build_trainer(

@@ -50,6 +50,7 @@ from ormix.ors.errors import ORSError
 from ormix.rollout.batch import SPLIT_COLUMN
 from ormix.rollout.rewards import RewardFunction
 from ormix.rollout.routing import RoutingEnvironment, make_routing_class
+from ormix.runs import installed_versions
 from ormix.spec import OpenRewardSpec
 
 __all__ = ["EvalSet", "Member", "MixtureError", "MixtureSpec", "load_mixture"]
@@ -288,6 +289,7 @@ class MixtureSpec:
         self.config = config
         self._eval_sets: dict[str, EvalSet] = {}
         self._eval_specs: dict[str, OpenRewardSpec] = {}
+        self._split_facts: dict[tuple[str, str], tuple[list[str] | None, int | None]] = {}
         if config.base_dir is not None:  # a config built in Python: a loaded file has added it already
             from ormix.local.server.registry import add_search_dir
 
@@ -461,7 +463,7 @@ class MixtureSpec:
             )
         spec, evaluation = self.spec(member), config.eval
         split = (evaluation.split if evaluation is not None else None) or spec.split
-        names, total = run_sync(_split_facts, spec, split)
+        names, total = self.split_facts(member, split)
         if total is None:
             raise MixtureError(
                 f"member {member!r}: eval split {split!r} does not exist on {spec.target} (its splits: "
@@ -528,16 +530,40 @@ class MixtureSpec:
         """`eval_set` of every member with an eval set, in file order (asks their servers)."""
         return {m: self.eval_set(m) for m in self.config.eval_members}
 
+    def split_facts(self, member: str, split: str) -> tuple[list[str] | None, int | None]:
+        """What a member's environment says of ``split``: its split names (``None``: it does not list them)
+        and the size of ``split`` (``None``: not among the names). Asked once per member and split.
+
+        Example:
+            >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", local_serve="thread")})
+            >>> mix.split_facts("echo", "validation")
+            (['train', 'test'], None)
+        """
+        key = (member, split)
+        if key not in self._split_facts:
+            self._split_facts[key] = run_sync(_split_facts, self.spec(member), split)
+        return self._split_facts[key]
+
+    def eval_rows(self, member: str, selection: OpenRewardSpec | None = None) -> list[dict[str, Any]]:
+        """The rows a trainer evaluates a member on: those of ``selection`` (default: its `eval_spec`), each
+        with its ``environment`` and, on a split that is not the member's own, the split its session opens
+        on (``ors_split``).
+
+        Example:
+            >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", local_serve="thread")})
+            >>> test = mix.spec("echo").derive(split="test", indices=[0], num_tasks=None)
+            >>> row = mix.eval_rows("echo", test)[0]
+            >>> row["environment"], row["task_index"], row["ors_split"]
+            ('echo', 0, 'test')
+        """
+        spec = self.eval_spec(member) if selection is None else selection
+        extra = {SPLIT_COLUMN: spec.split} if spec.split != self.spec(member).split else {}
+        return [{"environment": member, **row, **extra} for row in spec.dataset_rows()]
+
     @cached_property
     def eval_dataset(self) -> dict[str, Any]:
         """One dataset per evaluating member (its eval split or held-out indices), keyed by member name."""
-        out: dict[str, Any] = {}
-        for member_name in self.config.eval_members:
-            spec = self.eval_spec(member_name)
-            extra = {SPLIT_COLUMN: spec.split} if spec.split != self.spec(member_name).split else {}
-            rows = [{"environment": member_name, **row, **extra} for row in spec.dataset_rows()]
-            out[member_name] = rows_to_dataset(rows)
-        return out
+        return {m: rows_to_dataset(self.eval_rows(m)) for m in self.config.eval_members}
 
     # ── TRL surfaces ──────────────────────────────────────────────────
 
@@ -604,11 +630,12 @@ class MixtureSpec:
             TelemetryCallback,
         )
 
-        secrets = sorted({v for spec in self._specs.values() for v in spec.secret_values()})
         callbacks: list[Any] = [
             MixtureConfigCheck(self),
             TelemetryCallback(
-                {n: s.telemetry for n, s in self._specs.items()}, self.telemetry_config, secrets=secrets
+                {n: s.telemetry for n, s in self._specs.items()},
+                self.telemetry_config,
+                secrets=self.secret_values(),
             ),
             SessionCleanupCallback(self._specs.values()),
         ]
@@ -617,6 +644,15 @@ class MixtureSpec:
 
             callbacks.insert(1, AdaptiveCallback(self.adaptive_run))
         return callbacks
+
+    def secret_values(self) -> list[str]:
+        """Every secret value the members send (secrets and API keys), for redaction. Never log them.
+
+        Example:
+            >>> MixtureSpec({"echo": OpenRewardSpec("local:echo", secrets={"k": "v"})}).secret_values()
+            ['v']
+        """
+        return sorted({v for spec in self._specs.values() for v in spec.secret_values()})
 
     def close_sessions(self) -> int:
         """Close every session still open by this mixture's episodes."""
@@ -683,25 +719,13 @@ class MixtureSpec:
             "config": self.config.manifest_dict(),
             **resolved,
             "eval": {m: found.as_dict() for m, found in self.eval_sets().items()},
-            "versions": _versions(),
+            "versions": installed_versions(("ormix", "openreward", "trl", "transformers", "datasets")),
             "hash": config_hash,
             "resolved_hash": resolved_hash,
         }
 
     def __repr__(self) -> str:
         return f"MixtureSpec({self.name!r}, members={list(self._specs)}, strategy={self.strategy!r})"
-
-
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {}
-    for dist in ("ormix", "openreward", "trl", "transformers", "datasets"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
 
 
 def trainer_settings_check() -> Any:

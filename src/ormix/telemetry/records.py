@@ -35,7 +35,7 @@ from ormix.errors import UsageError
 from ormix.ors.errors import redact_text
 from ormix.rollout.episode import close_episodes
 from ormix.rollout.rewards import ScoredBatch, episode_of
-from ormix.runs import read_jsonl, truncate_jsonl
+from ormix.runs import append_jsonl, read_jsonl, truncate_jsonl
 from ormix.telemetry.metrics import group_ids, member_values, metric_key
 
 __all__ = [
@@ -63,10 +63,11 @@ _DETAIL_LIMIT = 300
 
 
 class TelemetryRun:
-    """Per-trainer telemetry state of one process: records file, rank, group size, secret values to redact.
+    """Per-trainer telemetry state of one process: records file, rank, group size, secret values to redact
+    (``secrets``, and ``OPENREWARD_API_KEY``'s value when it is set).
 
-    Built by `ormix.integrations.trl.TelemetryCallback.on_train_begin` from the trainer's arguments and
-    handed to the members' `TelemetryObserver`s.
+    Built by `ormix.integrations.trl.TelemetryCallback` from the trainer's arguments when the trainer is
+    built (`on_init_end`) and handed to the members' `TelemetryObserver`s.
     """
 
     def __init__(
@@ -84,7 +85,8 @@ class TelemetryRun:
         self.num_generations = num_generations
         self.num_generations_eval = num_generations_eval or num_generations
         # Longest first, so a secret that contains another is redacted whole.
-        self.secrets = tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+        known = {*secrets, os.environ.get("OPENREWARD_API_KEY")}
+        self.secrets = tuple(sorted({s for s in known if s}, key=len, reverse=True))
         self.records_path = (self.run_dir / "rollouts" / f"rank-{self.rank}.jsonl") if self.run_dir else None
         self._lock = threading.Lock()
         self._causes: dict[str, Counter[str]] = {}
@@ -107,15 +109,8 @@ class TelemetryRun:
         if self.records_path is None or not records:
             return
         with self._lock:
-            lines = []
-            for record in records:
-                record["seq"] = self._seq
-                self._seq += 1
-                lines.append(json.dumps(record, default=str, allow_nan=False) + "\n")
             try:
-                self.records_path.parent.mkdir(parents=True, exist_ok=True)
-                with open(self.records_path, "a", encoding="utf-8") as fh:
-                    fh.write("".join(lines))
+                self._seq = append_jsonl(self.records_path, records, self._seq)
             except OSError as e:
                 if not self._write_failed:
                     self._write_failed = True

@@ -33,9 +33,12 @@ __all__ = [
     "MixtureConfigCheck",
     "SessionCleanupCallback",
     "TelemetryCallback",
+    "all_ranks_records",
     "check_eval_args",
     "check_trainer_args",
     "eval_metrics",
+    "every_rank",
+    "trl_notices_filtered",
 ]
 
 logger = logging.getLogger("ormix.telemetry")
@@ -181,17 +184,33 @@ def eval_metrics(records: Sequence[Mapping[str, Any]], num_generations_eval: int
     return out
 
 
-def _all_ranks(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every process's records (each process holds its share of an evaluation's rollouts)."""
+def every_rank(value: Any) -> list[Any]:
+    """Every process's ``value``, in rank order, on every process (`torch.distributed`'s
+    ``all_gather_object`` when it runs several processes); ``[value]`` otherwise.
+
+    Example:
+        >>> every_rank({"groups": 2})
+        [{'groups': 2}]
+    """
     try:
         import torch.distributed as dist
     except ImportError:  # pragma: no cover - torch comes with transformers
-        return records
+        return [value]
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
-        return records
+        return [value]
     parts: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(parts, records)
-    return [r for part in parts for r in part or []]
+    dist.all_gather_object(parts, value)
+    return parts
+
+
+def all_ranks_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every process's records, in rank order (each process holds its share of an evaluation's rollouts).
+
+    Example:
+        >>> all_ranks_records([{"seq": 0}])
+        [{'seq': 0}]
+    """
+    return [r for part in every_rank(records) for r in part or []]
 
 
 def _is_eval_entry(logs: Mapping[str, Any]) -> bool:
@@ -240,7 +259,9 @@ class TelemetryCallback(TrainerCallback):
     `ormix/<member>/coverage` and `error_rate` and raises the alarm (one `CoverageAlarmWarning`, also logged
     at INFO, on the main process) when a member stays below `min_coverage` / above `max_error_rate` for
     `consecutive_steps` logging steps; with `stop: true` it also sets `control.should_training_stop` (on
-    every process, since the pooled values agree) and keeps the alarm in `stopped_by`.
+    every process, since the pooled values agree) and keeps the alarm in `stopped_by`. While the trainer
+    trains, TRL's "All reward functions returned None" dumps are counted, not printed
+    (`unscored_notices_filtered`; `ConcurrentGRPOTrainer` also filters its `evaluate()` and `predict()`).
 
     Args:
         observers: member name → the member's `TelemetryObserver` (`spec.telemetry`).
@@ -275,7 +296,10 @@ class TelemetryCallback(TrainerCallback):
 
     def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         # Attached when the trainer is built, so `trainer.evaluate()` / `predict()` without training record
-        # their rollouts (mode "eval") and are filtered like training's.
+        # their rollouts (mode "eval"). TRL's dumps are filtered only while the trainer trains (or within
+        # `unscored_notices_filtered`, as `ConcurrentGRPOTrainer.evaluate()` does): a filter put on TRL's
+        # logger here would stay there after the trainer is gone (no event ends a trainer that only
+        # evaluates, or whose training failed to start), hiding every later trainer's notices.
         self._begin(args, state)
         return control
 
@@ -292,20 +316,15 @@ class TelemetryCallback(TrainerCallback):
         return all(observer.run is self.run for observer in self.observers.values())
 
     def _begin(self, args: Any, state: Any) -> None:
-        import os
-
         output_dir = getattr(args, "output_dir", None)
         num_generations = getattr(args, "num_generations", None)
-        secrets = list(self.secrets)
-        if os.environ.get("OPENREWARD_API_KEY"):
-            secrets.append(os.environ["OPENREWARD_API_KEY"])
         resumed = state.global_step if state.global_step > 0 else None
         self.run = TelemetryRun(
             output_dir if (self.settings.records and output_dir) else None,
             rank=getattr(args, "process_index", 0) or 0,
             num_generations=num_generations,
             num_generations_eval=getattr(args, "num_generations_eval", None) or num_generations,
-            secrets=secrets,
+            secrets=self.secrets,
             resume_step=resumed,
         )
         self._tracker = AlarmTracker(self.settings, self.observers)
@@ -314,7 +333,7 @@ class TelemetryCallback(TrainerCallback):
             self._tracker.load_state(json.loads(saved.read_text()).get("alarm", {}))
         for observer in self.observers.values():
             observer.run = self.run
-        logging.getLogger(_TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
+        self.unscored_notices.dropped = 0  # counted per trainer (these callbacks may serve several)
 
     def add_eval_metrics(self, logs: dict[str, Any]) -> dict[str, float]:
         """Add the per-member figures of the evaluation whose entry ``logs`` is (`eval_metrics` over its
@@ -325,7 +344,7 @@ class TelemetryCallback(TrainerCallback):
         """
         if self.run is None or not _is_eval_entry(logs):
             return {}
-        records = _all_ranks(self.run.take_eval_records())
+        records = all_ranks_records(self.run.take_eval_records())
         values = eval_metrics(records, self.run.num_generations_eval) if records else {}
         logs.update(values)
         return values
@@ -356,8 +375,8 @@ class TelemetryCallback(TrainerCallback):
     @contextlib.contextmanager
     def unscored_notices_filtered(self) -> Iterator[_UnscoredNoticeFilter]:
         """Within the block, TRL's "All reward functions returned None" dumps are counted, not printed (for
-        an evaluation after training, once `on_train_end` removed the filter); a filter already in place is
-        left there.
+        an evaluation or prediction outside training: training filters them from `on_train_begin` to
+        `on_train_end`); a filter already in place is left there, one put there is removed on leaving.
 
         Example:
             >>> cb = TelemetryCallback({})
@@ -409,6 +428,26 @@ class TelemetryCallback(TrainerCallback):
         return control
 
 
+@contextlib.contextmanager
+def trl_notices_filtered(callbacks: Iterable[Any]) -> Iterator[None]:
+    """Within the block, every `TelemetryCallback` among a trainer's ``callbacks`` counts TRL's "All reward
+    functions returned None" dumps instead of printing them (`TelemetryCallback.unscored_notices_filtered`);
+    on leaving, TRL's logger holds the filters it held before, whatever happened inside.
+
+    Example:
+        >>> cb = TelemetryCallback({})
+        >>> with trl_notices_filtered([cb, object()]):
+        ...     logging.getLogger(_TRL_GRPO_LOGGER).warning("All reward functions returned None.")
+        >>> cb.unscored_notices.dropped, cb.unscored_notices in logging.getLogger(_TRL_GRPO_LOGGER).filters
+        (1, False)
+    """
+    with contextlib.ExitStack() as stack:
+        for callback in callbacks:
+            if isinstance(callback, TelemetryCallback):
+                stack.enter_context(callback.unscored_notices_filtered())
+        yield
+
+
 class AdaptiveCallback(TrainerCallback):
     """Feeds an adaptive mixture's planner: each step's groups, pooled over all ranks, at the step's end; its
     state saved with every checkpoint and restored when training resumes.
@@ -452,17 +491,7 @@ class AdaptiveCallback(TrainerCallback):
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        groups = self.run.take_groups()
-        pooled = [groups]
-        try:
-            import torch.distributed as dist
-
-            if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-                pooled = [None] * dist.get_world_size()
-                dist.all_gather_object(pooled, groups)
-        except ImportError:  # pragma: no cover - torch comes with transformers
-            pass
-        self.run.end_step(state.global_step, pooled)
+        self.run.end_step(state.global_step, every_rank(self.run.take_groups()))
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

@@ -12,11 +12,13 @@ wrapping two of TRL's methods without copying any of their code:
   environments, so each round's calls run together (each rollout's calls in order) and TRL's one-by-one
   calls are answered from them.
 
-For logging only, two more: an evaluation's log entry gets each member's ``eval/<member>/pass@k`` (and
-pass^k, mean reward, coverage) from ormix's telemetry callback before any logger sees it; and before TRL
+For logging only, three more: an evaluation's log entry gets each member's ``eval/<member>/pass@k`` (and
+pass^k, mean reward, coverage) from ormix's telemetry callback before any logger sees it; before TRL
 writes a step's completions (``log_completions``: a parquet file per step), empty dicts in them become
-``None`` (`_parquet_safe`). A step whose only tool calls take no arguments
-(``submit()``) would otherwise stop training: pyarrow cannot write a struct without fields.
+``None`` (`_parquet_safe`): a step whose only tool calls take no arguments (``submit()``) would otherwise
+stop training, as pyarrow cannot write a struct without fields; and within `train`, `evaluate` and
+`predict`, TRL's "All reward functions returned None" dumps are counted by the telemetry callback, not
+printed (`trl_notices_filtered`: the filter is on TRL's logger for the call only).
 
 Everything else — prompts, generation, parsing, the tool-result overflow rule, masks, rewards — is TRL's own
 code, so the training signal is token for token what TRL's sequential loop produces. Environments that are
@@ -43,6 +45,7 @@ from typing import Any
 from trl import GRPOTrainer
 
 from ormix.errors import TrainConfigError
+from ormix.integrations.trl.callbacks import trl_notices_filtered
 from ormix.rollout.batch import DEFAULT_MAX_IN_FLIGHT, OpenRequest, ToolRound, open_sessions
 from ormix.rollout.episode import Episode, set_tool_round
 from ormix.rollout.routing import RoutingEnvironment
@@ -154,6 +157,20 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         self.max_in_flight = max(1, int(max_in_flight))
         self.concurrent = concurrent
         self._batch_started: float | None = None
+
+    # ── TRL's unscored-rollout dumps, counted for the call ────────────
+
+    def train(self, *args: Any, **kwargs: Any) -> Any:
+        with trl_notices_filtered(self.callback_handler.callbacks):
+            return super().train(*args, **kwargs)
+
+    def evaluate(self, *args: Any, **kwargs: Any) -> Any:
+        with trl_notices_filtered(self.callback_handler.callbacks):
+            return super().evaluate(*args, **kwargs)
+
+    def predict(self, *args: Any, **kwargs: Any) -> Any:
+        with trl_notices_filtered(self.callback_handler.callbacks):
+            return super().predict(*args, **kwargs)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if not getattr(self.model, "training", True):

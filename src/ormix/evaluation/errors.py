@@ -1,0 +1,46 @@
+"""The errors of an eval that cannot run as asked: `EvalError` (a `UsageError`: commands exit with 2), each
+message saying what to change.
+
+Example:
+    >>> from ormix.errors import UsageError
+    >>> issubclass(MissingSplitError, EvalError) and issubclass(EvalError, UsageError)
+    True
+"""
+
+from __future__ import annotations
+
+from ormix.errors import UsageError
+
+__all__ = [
+    "EvalError",
+    "EvalManifestError",
+    "MissingSplitError",
+    "ModelNotFoundError",
+    "NoEvalTasksError",
+    "UnknownMemberError",
+]
+
+
+class EvalError(UsageError):
+    """An eval that cannot run as asked (exit 2); the message says what to change."""
+
+
+class UnknownMemberError(EvalError):
+    """``--members`` names a member the mixture does not have."""
+
+
+class MissingSplitError(EvalError):
+    """A member's environment has no split of the name asked for (``--split``)."""
+
+
+class NoEvalTasksError(EvalError):
+    """A member (or the whole selection) has no task to evaluate on."""
+
+
+class ModelNotFoundError(EvalError):
+    """``--model`` names no model: no such directory, a directory without one, or a run without its final
+    model."""
+
+
+class EvalManifestError(EvalError):
+    """The output directory holds another eval (or unreadable files): ``--overwrite`` or another ``--out``."""

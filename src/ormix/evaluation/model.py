@@ -1,0 +1,109 @@
+"""The model an eval loads (``--model``), and where its eval goes by default.
+
+``--model`` takes a hub id, a local model directory, a run directory (its final ``model/``) or
+``run_dir/checkpoint-N``; none means ormix's offline tiny model (`ormix.demo.tiny`). A run's model is
+evaluated into the run: ``<run_dir>/eval`` (final model) or ``<run_dir>/eval/checkpoint-N``; any other
+into ``evals/<mixture>-<model>``.
+
+Example:
+    >>> resolve_eval_model(None)
+    (None, 'ormix:tiny', None)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from ormix.evaluation.errors import ModelNotFoundError
+from ormix.runs import RunDirectory, checkpoint_step
+
+__all__ = ["default_eval_dir", "resolve_eval_model"]
+
+
+def _is_model_dir(path: Path) -> bool:
+    return (path / "config.json").is_file()
+
+
+def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]:
+    """``--model`` as (what to load — ``None`` for the tiny model —, its label for the manifest, the
+    default output directory when it belongs to a run directory).
+
+    A run directory means its final ``model/``; ``run_dir/checkpoint-N`` that checkpoint. A string that is
+    not a directory is a hub id (``owner/name``) unless it looks like a path.
+
+    Example:
+        >>> resolve_eval_model("Qwen/Qwen3-0.6B")
+        ('Qwen/Qwen3-0.6B', 'Qwen/Qwen3-0.6B', None)
+        >>> resolve_eval_model("./no/such/dir")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ormix.evaluation.errors.ModelNotFoundError: --model ./no/such/dir: no such directory, ...
+    """
+    from ormix.demo.tiny import TINY_MODEL
+
+    if model is None or model == TINY_MODEL:
+        return None, TINY_MODEL, None
+    path = Path(model).expanduser()
+    if path.is_dir():
+        resolved = path.resolve()
+        run = RunDirectory(resolved)
+        if run.trained_here():
+            if not _is_model_dir(run.model_path):
+                found = {p.name: step for p in resolved.iterdir() if (step := checkpoint_step(p)) is not None}
+                hint = (
+                    f"pass one of its checkpoints ({', '.join(sorted(found, key=found.__getitem__))}) as "
+                    f"--model {model}/checkpoint-N"
+                    if found
+                    else "it saved no checkpoint either (train.save_steps)"
+                )
+                raise ModelNotFoundError(
+                    f"--model {model}: the run directory has no final model (model/): the run did not "
+                    f"finish; {hint}"
+                )
+            return str(run.model_path), str(resolved), resolved / "eval"
+        if _is_model_dir(resolved):
+            parent = RunDirectory(resolved.parent)
+            if parent.trained_here() and checkpoint_step(resolved) is not None:
+                return str(resolved), str(resolved), parent.path / "eval" / resolved.name
+            if parent.trained_here() and resolved == parent.model_path:
+                return str(resolved), str(parent.path), parent.path / "eval"
+            return str(resolved), str(resolved), None
+        raise ModelNotFoundError(
+            f"--model {model}: the directory holds no model (no config.json) and is no run directory "
+            "(no manifest.json): give a model directory, a run directory or run_dir/checkpoint-N"
+        )
+    looks_local = model.startswith((".", "/", "~")) or model.count("/") != 1 or os.sep + os.sep in model
+    if looks_local:
+        raise ModelNotFoundError(
+            f"--model {model}: no such directory, and it is no hub id (owner/name); check the path"
+        )
+    return model, model, None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "model"
+
+
+def default_eval_dir(mixture: str, label: str, run_out: Path | None, *, policy: str, seed: int) -> Path:
+    """Where an eval goes without ``--out``: a run's model's own (``run_out`` of `resolve_eval_model`:
+    ``<run_dir>/eval[/checkpoint-N]``), else ``evals/<mixture>-<model>`` (``evals/<mixture>-reference``
+    for the oracle run), with ``-seed<N>`` for a seed other than 0.
+
+    Example:
+        >>> default_eval_dir("demo", "Qwen/Qwen3-0.6B", None, policy="model", seed=1).as_posix()
+        'evals/demo-Qwen-Qwen3-0.6B-seed1'
+        >>> default_eval_dir("demo", "runs/x", Path("runs/x/eval"), policy="model", seed=1).as_posix()
+        'runs/x/eval'
+    """
+    from ormix.demo.tiny import TINY_MODEL
+
+    if policy == "reference":
+        base = Path("evals") / f"{mixture}-reference"
+    elif run_out is not None:
+        base = run_out
+    else:
+        name = "tiny" if label == TINY_MODEL else Path(label).name if Path(label).is_dir() else label
+        base = Path("evals") / f"{mixture}-{_slug(name)}"
+    return base if seed == 0 or run_out is not None else base.with_name(f"{base.name}-seed{seed}")
