@@ -70,6 +70,23 @@ def model_eval(tiny_model, tmp_path_factory):
     return code, output, out
 
 
+def test_two_evals_of_one_model_with_different_seeds_show_no_detectable_change(model_eval, tmp_path):
+    _, _, first = model_eval
+    second = tmp_path / "seed-1"
+    code, output = _eval(
+        "-k", "1,4", "--set", "max_completion_length=24", "--seed", "1", "--out", str(second)
+    )
+    assert code == 0, output
+    assert json.loads((second / "manifest.json").read_text())["seed"] == 1
+    result = runner.invoke(app, ["compare", str(first), str(second), "--out", str(tmp_path / "cmp")])
+    assert result.exit_code == 0, result.output
+    comparison = json.loads((tmp_path / "cmp" / "comparison.json").read_text())
+    (verdicts,) = [c["verdicts"] for c in comparison["comparisons"]]
+    for metric in ("pass@1", "pass@4"):
+        for member in TEST_TASKS:
+            assert f"{member}: no detectable change [" in verdicts[metric], verdicts
+
+
 def test_eval_prints_pass_at_1_and_4_per_member_with_intervals(model_eval):
     code, output, out = model_eval
     assert code == 0, output

@@ -458,7 +458,15 @@ def eval_(
             "(default: ormix's offline tiny model)",
         ),
     ] = None,
-    k: Annotated[str, typer.Option("-k", "--k", metavar="K,...", help="pass@k to report, e.g. 1,4,8")] = "1",
+    k: Annotated[
+        str | None,
+        typer.Option(
+            "-k",
+            "--k",
+            metavar="K,...",
+            help="pass@k to report, e.g. 1,4,8 (default: the file's evaluation:, else 1)",
+        ),
+    ] = None,
     samples: Annotated[
         int | None, typer.Option(metavar="N", help="rollouts per task (default: the largest k)")
     ] = None,
@@ -516,7 +524,7 @@ def eval_(
         raise typer.Exit(2)
     options = EvalOptions(
         model=model,
-        k=_int_list(k, "-k"),
+        k=_int_list(k, "-k") if k is not None else None,
         samples=samples,
         members=tuple(m.strip() for m in members.split(",") if m.strip()) if members else (),
         split=split,

@@ -73,7 +73,8 @@ class EvalOptions:
     Attributes:
         model: hub id, local model directory, a run directory (its final ``model/``) or
             ``run_dir/checkpoint-N``; ``None`` = ormix's offline tiny model.
-        k: the pass@k reported; samples per task = max(k) unless ``samples``.
+        k: the pass@k reported; samples per task = max(k) unless ``samples``. ``None``: the mixture file's
+            ``evaluation:`` (its ``k`` and ``samples``; `EvaluationConfig`), else pass@1.
         samples: rollouts per task (at least max(k)).
         members: members to evaluate (``()``: every member).
         split: evaluate every member on this split instead.
@@ -96,7 +97,7 @@ class EvalOptions:
     """
 
     model: str | None = None
-    k: tuple[int, ...] = (1,)
+    k: tuple[int, ...] | None = None
     samples: int | None = None
     members: tuple[str, ...] = ()
     split: str | None = None
@@ -111,18 +112,42 @@ class EvalOptions:
     concurrent: bool = True
 
     @property
+    def ks(self) -> tuple[int, ...]:
+        """The k values reported (pass@1 when none were given)."""
+        return self.k or (1,)
+
+    @property
     def samples_per_task(self) -> int:
         """Rollouts per task: ``samples``, else the largest k."""
-        return self.samples if self.samples is not None else max(self.k)
+        return self.samples if self.samples is not None else max(self.ks)
+
+    def for_mixture(self, config: MixtureConfig) -> EvalOptions:
+        """These options with ``k`` (and ``samples``, unless given: then the file's k up to it) from the
+        file's ``evaluation:`` when ``k`` is not given.
+
+        Example:
+            >>> from ormix.config import load_mixture_config
+            >>> opts = EvalOptions().for_mixture(load_mixture_config("mixtures/local-demo.yaml"))
+            >>> opts.k, opts.samples_per_task
+            ((1, 4), 4)
+        """
+        file = config.evaluation
+        if self.k is not None or file is None:
+            return replace(self, k=self.ks)
+        if self.samples is None:
+            return replace(self, k=file.ks, samples=file.samples)
+        # --samples given: the file's k that it can serve
+        return replace(self, k=tuple(k for k in file.ks if k <= self.samples) or (1,))
 
     def check(self) -> None:
         """Raise `EvalError` for options that cannot work."""
-        if not self.k or any(not isinstance(k, int) or k < 1 for k in self.k):
-            raise EvalError(f"-k takes whole numbers >= 1 (e.g. -k 1,4,8), not {list(self.k)}")
-        if self.samples is not None and self.samples < max(self.k):
+        ks = self.ks
+        if any(not isinstance(k, int) or k < 1 for k in ks):
+            raise EvalError(f"-k takes whole numbers >= 1 (e.g. -k 1,4,8), not {list(ks)}")
+        if self.samples is not None and self.samples < max(ks):
             raise EvalError(
-                f"--samples {self.samples} is fewer than the largest k ({max(self.k)}): pass@{max(self.k)} "
-                f"needs {max(self.k)} samples per task; raise --samples or drop it"
+                f"--samples {self.samples} is fewer than the largest k ({max(ks)}): pass@{max(ks)} "
+                f"needs {max(ks)} samples per task; raise --samples or drop it"
             )
         if self.policy not in ("model", "reference"):
             raise EvalError(f"--policy is 'model' or 'reference', not {self.policy!r}")
@@ -424,7 +449,6 @@ def run_eval(
     """
     opts = replace(options or EvalOptions(), **option_fields)
     opts.check()
-    samples = opts.samples_per_task
 
     def say(text: str) -> None:
         if console is not None:
@@ -432,6 +456,9 @@ def run_eval(
 
     model_path, label, run_out = resolve_eval_model(opts.model)
     mix = _load_mixture(mixture)
+    opts = opts.for_mixture(mix.config)
+    opts.check()
+    samples = opts.samples_per_task
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
         out_dir = (
@@ -450,7 +477,7 @@ def run_eval(
             fields: dict[str, Any] = {
                 "model": "reference" if opts.policy == "reference" else label,
                 "policy": opts.policy,
-                "k": sorted(set(opts.k)),
+                "k": sorted(set(opts.ks)),
                 "success_threshold": opts.success_threshold,
             }
             if opts.policy == "reference":
@@ -515,7 +542,7 @@ def _say_plan(
     shown = "reference solutions" if opts.policy == "reference" else f"model {label}"
     say(
         f"[bold]ormix eval[/bold] {name}: {shown}, {opts.samples_per_task} sample(s) per task, "
-        f"pass@{', pass@'.join(map(str, sorted(set(opts.k))))}"
+        f"pass@{', pass@'.join(map(str, sorted(set(opts.ks))))}"
     )
     for member, selection in tasks.items():
         absent = f"; no reference solution for {len(missing[member])}" if missing.get(member) else ""

@@ -194,8 +194,9 @@ def arms(
         >>> cfg = load_mixture_config("mixtures/local-demo.yaml")
         >>> [a.name for a in arms(cfg, leave_one_out=True, only=["seta"])]
         ['full', 'without-echo', 'without-terminals', 'without-seta', 'only-seta']
-        >>> arms(cfg, only=["seta"])[1].config.eval_members
-        ['echo', 'terminals']
+        >>> only_seta = arms(cfg, only=["seta"])[1].config     # the others stay, evaluated, not trained
+        >>> only_seta.train_members, [only_seta.members[m].role for m in ("echo", "terminals")]
+        (['seta'], ['eval', 'eval'])
     """
     found = [n for n in only if n not in config.members]
     if found:
