@@ -148,8 +148,12 @@ def test_the_demo_ends_with_its_model_evaluated_before_and_after_training_and_th
     comparison = json.loads((run / "eval-comparison" / "comparison.json").read_text())
     (verdicts,) = [c["verdicts"] for c in comparison["comparisons"]]
     assert set(verdicts) == {"pass@1", "pass@4"}
-    # what the run printed: the final eval's table, then the change, per member, with its interval
-    assert "eval after training" in text and "what training changed" in text
+    # what the run printed (its report): the final eval's table, then the change, per member, with its interval
+    assert "eval of the trained model" in text and "what training changed" in text
+    report = (run / "report" / "report.md").read_text()
+    assert "Eval of the trained model" in report and "What training changed" in report
+    finals = json.loads((run / "report" / "summary.json").read_text())["run_evals"]
+    assert set(finals) == {"before", "after", "change"} and finals["change"] == verdicts
     pass1 = next(line for line in text.splitlines() if line.strip().startswith("pass@1: "))
     assert all(f"{m}: " in pass1 for m in ("echo", "terminals", "seta")) and "[" in pass1
     # the eval draws its own progress bar: no per-step progress line for it

@@ -498,6 +498,8 @@ def _summarise(
 def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, console: Any) -> None:
     """The report, then how the run ended (and how to resume it)."""
     path = run.dir.path
+    if result.eval is not None and result.eval_before is not None:
+        _compare_evals(result)
     if opts.report:
         if result.interrupted and not any((path / "rollouts").glob("*.jsonl")):
             console.print("no rollout was recorded before the interrupt: no report")
@@ -510,8 +512,6 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
                 console.print(
                     f"[yellow]warning:[/yellow] the report failed ({e}); the run directory is intact"
                 )
-    if result.eval is not None:
-        _print_evals(result, console)
     if result.stopped_by_alarm:
         console.print(f"[red]stopped by the coverage alarm:[/red] {result.stopped_by_alarm}", highlight=False)
     if not (result.interrupted or result.terminated):
@@ -528,30 +528,14 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
         console.print(f"resume with: [bold]{command}[/bold]", highlight=False, soft_wrap=True)
 
 
-def _print_evals(result: TrainResult, console: Any) -> None:
-    """The final eval's table; with an eval before training, what changed, per member, with intervals."""
-    from rich.table import Table
-
+def _compare_evals(result: TrainResult) -> None:
+    """With evals before and after training: what changed, paired over the same tasks, into
+    ``RUN_DIR/eval-comparison`` (the report prints it)."""
     from ormix.evaluation.compare import compare, load_eval, write_comparison
-    from ormix.evaluation.summary import summary_table
 
-    assert result.eval is not None
-    after = load_eval(result.eval)
-    header, *rows = summary_table(after.summary)
-    table = Table(*header, title=f"eval after training ({result.eval})")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    if result.eval_before is None:
-        return
-    comparison = compare([load_eval(result.eval_before), after])
-    console.print("[bold]what training changed[/bold] (after − before, paired over the same eval tasks):")
-    for metric, line in comparison["comparisons"][0]["verdicts"].items():
-        console.print(f"  {metric}: {line}", highlight=False, markup=False)
-    for note in comparison["notes"]:
-        console.print(f"  note: {note}", highlight=False, markup=False)
-    written = write_comparison(comparison, result.run_dir / "eval-comparison")
-    console.print(f"  comparison: {written[0].parent}", highlight=False)
+    assert result.eval is not None and result.eval_before is not None
+    comparison = compare([load_eval(result.eval_before), load_eval(result.eval)])
+    write_comparison(comparison, result.run_dir / "eval-comparison")
 
 
 def train_command(

@@ -388,6 +388,13 @@ def _markdown(
             rows = _eval_steps_table(series, metric)
             lines += ["", f"### {metric} by step", "", "| " + " | ".join(rows[0]) + " |"]
             lines += ["|" + "---|" * len(rows[0])] + ["| " + " | ".join(row) + " |" for row in rows[1:]]
+    finals = report.get("run_evals") or {}
+    if finals.get("after"):
+        section = summary_markdown(finals["after"], "Eval of the trained model (RUN_DIR/eval)")
+        lines += ["", "#" + section.rstrip("\n")]
+    if finals.get("change"):
+        lines += ["", "### What training changed (after − before, paired over the same tasks)", ""]
+        lines += [f"- {metric}: {verdict}" for metric, verdict in finals["change"].items()]
     if alarms:
         lines += ["", "## Alarms", ""] + [f"- step {a.get('step')}: {a.get('message')}" for a in alarms]
     if plots:
@@ -653,6 +660,28 @@ def _save(fig: Any, path: Path) -> Path:
     return path
 
 
+def run_evals(run_dir: str | Path) -> dict[str, Any]:
+    """The run's own evals as their files hold them: ``after`` (``RUN_DIR/eval``, `ormix train`'s eval of the
+    trained model), ``before`` (``RUN_DIR/eval-before``) and ``change`` (the verdicts per metric of
+    ``RUN_DIR/eval-comparison``); only those that exist.
+
+    Example:
+        >>> run_evals("no-such-run")
+        {}
+    """
+    run_dir = Path(run_dir)
+    out: dict[str, Any] = {}
+    for key, name in (("before", "eval-before"), ("after", "eval")):
+        path = run_dir / name / "summary.json"
+        if path.is_file():
+            out[key] = json.loads(path.read_text(encoding="utf-8"))
+    path = run_dir / "eval-comparison" / "comparison.json"
+    if path.is_file():
+        comparisons = json.loads(path.read_text(encoding="utf-8")).get("comparisons") or [{}]
+        out["change"] = comparisons[0].get("verdicts", {})
+    return out
+
+
 def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | None = None) -> ReportResult:
     """Write `summary.json`, `report.md` and the plots into `<run_dir>/report/` and return what was written.
 
@@ -695,6 +724,7 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
             "train_records": len(train),
             "eval_records": len(evals),
             "unfinished_step_records": unfinished,
+            "run_evals": run_evals(run_dir),
         }
     )
     env_time = logged_series(run_dir, ENV_TIME_METRICS)  # logged by ConcurrentGRPOTrainer
@@ -787,6 +817,7 @@ def report_command(run_dir: Path, console: Any) -> int:
     for line in trend_lines(result.summary):
         console.print(line, highlight=False)
     _print_eval(result.summary.get("eval") or {}, console)
+    _print_run_evals(result.summary.get("run_evals") or {}, console)
     for alarm in result.summary["alarms"]:
         console.print(f"[yellow]alarm[/yellow] step {alarm.get('step')}: {alarm.get('message')}")
     if result.note:
@@ -828,6 +859,22 @@ def _print_eval(evaluation: Mapping[str, Any], console: Any) -> None:
         "rollouts count as failures, infrastructure errors are left out (error_rate)",
         highlight=False,
     )
+
+
+def _print_run_evals(finals: Mapping[str, Any], console: Any) -> None:
+    """The eval of the trained model (its table with intervals), then what changed since before training."""
+    from rich.table import Table
+
+    if finals.get("after"):
+        header, *rows = summary_table(finals["after"])
+        table = Table(*header, title="eval of the trained model (RUN_DIR/eval)")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+    if finals.get("change"):
+        console.print("[bold]what training changed[/bold] (after − before, paired over the same eval tasks):")
+        for metric, verdict in finals["change"].items():
+            console.print(f"  {metric}: {verdict}", highlight=False, markup=False)
 
 
 def _legend(ax, loc: str) -> None:
