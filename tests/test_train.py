@@ -16,8 +16,10 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
+from typer.testing import CliRunner
 
 from ormix import MixtureSpec, OpenRewardSpec
+from ormix.cli import app
 from ormix.train import train_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,7 +150,7 @@ def test_the_demo_ends_with_its_model_evaluated_before_and_after_training_and_th
     comparison = json.loads((run / "eval-comparison" / "comparison.json").read_text())
     (verdicts,) = [c["verdicts"] for c in comparison["comparisons"]]
     assert set(verdicts) == {"pass@1", "pass@4"}
-    # what the run printed (its report): the final eval's table, then the change, per member, with its interval
+    # what the run printed (its report): the final eval, then the change, per member, with its interval
     assert "eval of the trained model" in text and "what training changed" in text
     report = (run / "report" / "report.md").read_text()
     assert "Eval of the trained model" in report and "What training changed" in report
@@ -158,6 +160,11 @@ def test_the_demo_ends_with_its_model_evaluated_before_and_after_training_and_th
     assert all(f"{m}: " in pass1 for m in ("echo", "terminals", "seta")) and "[" in pass1
     # the eval draws its own progress bar: no per-step progress line for it
     assert not [line for line in text.splitlines() if line.startswith("eval @ step")]
+    # `ormix eval --model RUN_DIR` is that eval: it finds it done (and rewrites nothing but its summary)
+    command = ["eval", str(DEMO), "--model", str(run), "--set", "max_completion_length=48"]  # as trained
+    again = CliRunner().invoke(app, command, terminal_width=200)
+    assert again.exit_code == 0 and "every task is done already (6)" in again.output, again.output
+    assert len((run / "eval" / "rollouts.jsonl").read_text().splitlines()) == 24
 
 
 @pytest.mark.slow

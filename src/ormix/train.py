@@ -393,9 +393,19 @@ def _run_trainer(
         if args.disable_tqdm:
             trainer.remove_callback(ProgressCallback)
         evaluation = _evaluation(mix) if opts.evaluate else None
-        if evaluation is not None and evaluation.before_training and run.rank == 0 and run.checkpoint is None:
-            before = run.dir.path / "eval-before"
-            result.eval_before = _evaluate_run(trainer, mix, evaluation, before, console)
+        if evaluation is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            # Not yet run or tested across processes: said, not hung.
+            console.print(
+                "  note: the evals before and after training run in one process; with several they are "
+                f"skipped: run `ormix eval FILE --model {run.dir.path}` after the run"
+            )
+            evaluation = None
+        before = run.dir.path / "eval-before"
+        if evaluation is not None and evaluation.before_training:
+            if run.checkpoint is None:
+                result.eval_before = _evaluate_run(trainer, mix, evaluation, before, console)
+            elif (before / "summary.json").is_file():
+                result.eval_before = before  # a resumed run compares with the eval of its first start
         try:
             with quiet_trainer():
                 trainer.train(resume_from_checkpoint=str(run.checkpoint) if run.checkpoint else None)
@@ -426,9 +436,10 @@ def _run_trainer(
     if not (result.interrupted or result.terminated):
         with quiet_trainer():
             trainer.save_model(str(run.dir.path / "model"))
-        if evaluation is not None and evaluation.after_training and run.rank == 0:
+        if evaluation is not None and evaluation.after_training:
+            # Labelled as `ormix eval --model RUN_DIR` labels it, so that command finds this eval done.
             result.eval = _evaluate_run(
-                trainer, mix, evaluation, run.dir.path / "eval", console, model=run.dir.path / "model"
+                trainer, mix, evaluation, run.dir.path / "eval", console, model=run.dir.path.resolve()
             )
 
 
@@ -499,7 +510,7 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
     """The report, then how the run ended (and how to resume it)."""
     path = run.dir.path
     if result.eval is not None and result.eval_before is not None:
-        _compare_evals(result)
+        _compare_evals(result, console)
     if opts.report:
         if result.interrupted and not any((path / "rollouts").glob("*.jsonl")):
             console.print("no rollout was recorded before the interrupt: no report")
@@ -528,13 +539,17 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
         console.print(f"resume with: [bold]{command}[/bold]", highlight=False, soft_wrap=True)
 
 
-def _compare_evals(result: TrainResult) -> None:
+def _compare_evals(result: TrainResult, console: Any) -> None:
     """With evals before and after training: what changed, paired over the same tasks, into
     ``RUN_DIR/eval-comparison`` (the report prints it)."""
-    from ormix.evaluation.compare import compare, load_eval, write_comparison
+    from ormix.evaluation.compare import CompareError, compare, load_eval, write_comparison
 
     assert result.eval is not None and result.eval_before is not None
-    comparison = compare([load_eval(result.eval_before), load_eval(result.eval)])
+    try:
+        comparison = compare([load_eval(result.eval_before), load_eval(result.eval)])
+    except CompareError as e:  # the run trained and was evaluated: a comparison that cannot be made is a note
+        console.print(f"  note: no comparison of the evals before and after training: {e}", highlight=False)
+        return
     write_comparison(comparison, result.run_dir / "eval-comparison")
 
 

@@ -280,3 +280,13 @@ def test_a_two_arm_study_runs_to_its_matrix_and_resumes_after_interruptions(
     full_eval = json.loads((study / "arms" / "full" / "eval" / "manifest.json").read_text())
     assert json.loads(manifest_path.read_text())["config_hash"] == full_eval["config_hash"]
     assert arm_done(arm, full_eval["config_hash"]) and len(_records(arm)) == 10
+
+
+def test_an_arm_whose_eval_stopped_short_is_not_done(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "eval").mkdir()
+    summary = tmp_path / "eval" / "summary.json"
+    summary.write_text(json.dumps({"complete": False, "members": {}}))
+    assert not arm_done(tmp_path)
+    summary.write_text(json.dumps({"complete": True, "members": {}}))
+    assert arm_done(tmp_path)

@@ -492,7 +492,9 @@ def eval_(
             help="output directory (default: RUN_DIR/eval for a run's model, else evals/<mixture>-<model>)",
         ),
     ] = None,
-    seed: Annotated[int, typer.Option(metavar="N", help="sampling seed")] = 0,
+    seed: Annotated[
+        int | None, typer.Option(metavar="N", help="sampling seed (default: the mixture's seed)")
+    ] = None,
     set_: Annotated[
         list[str] | None,
         typer.Option(

@@ -125,9 +125,15 @@ class EvalDirectory:
         return append_jsonl(self.records_path, records, seq, sync=True)
 
     def write_outputs(
-        self, records: list[dict[str, Any]], manifest: Mapping[str, Any], say: Callable[[str], None]
+        self,
+        records: list[dict[str, Any]],
+        manifest: Mapping[str, Any],
+        say: Callable[[str], None],
+        *,
+        complete: bool = True,
     ) -> dict[str, Any]:
-        """``summary.json``, ``report.md`` and ``plots/summary.png`` from the records; returns the summary."""
+        """``summary.json``, ``report.md`` and ``plots/summary.png`` from the records; returns the summary
+        (``complete``: every planned task has its samples; an incomplete eval says so in its summary)."""
         from ormix.evaluation.summary import summarize, summary_markdown
 
         summary = summarize(
@@ -139,6 +145,7 @@ class EvalDirectory:
         summary["policy"] = manifest.get("policy")
         summary["model"] = manifest.get("model")
         summary["samples"] = manifest.get("samples")
+        summary["complete"] = complete
         members = manifest.get("members", {})
         if manifest.get("policy") == "reference":
             summary["no_reference"] = {

@@ -155,6 +155,9 @@ class ReferenceScript:
             observation = (getattr(environment, "observation", "") or "").strip()
             if observation and observation in user and (not tools or _env_tools(environment) == tools):
                 found.append(environment)
+        # A prompt can contain another task's ("river" in "riverbank"): the longest match is the rollout's.
+        longest = max((len(environment.observation.strip()) for environment in found), default=0)
+        found = [e for e in found if len(e.observation.strip()) == longest]
         if not found:
             raise OrmixRuntimeError(
                 "the reference policy could not tell which task a rollout plays (no environment of the batch "

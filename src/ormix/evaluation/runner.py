@@ -81,7 +81,8 @@ class EvalOptions:
         policy: ``model`` (generation) or ``reference`` (each task's reference solution, the oracle).
         out_dir: output directory (default: ``<run_dir>/eval[/checkpoint-N]`` for a run's model, else
             ``evals/<mixture>-<model>``).
-        seed: sampling seed (and the order of rollouts within a chunk).
+        seed: sampling seed (and the order of rollouts within a chunk); ``None``: the mixture's ``seed`` (what
+            `ormix train` trains and evaluates with).
         settings: GRPOConfig overrides (``--set``) over the file's ``train:`` section: generation settings
             such as ``temperature``, ``max_completion_length``, ``use_vllm``.
         overwrite: start over in an ``out_dir`` holding another eval.
@@ -103,7 +104,7 @@ class EvalOptions:
     split: str | None = None
     policy: Literal["model", "reference"] = "model"
     out_dir: Path | None = None
-    seed: int = 0
+    seed: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     overwrite: bool = False
     success_threshold: float = 1.0
@@ -123,7 +124,7 @@ class EvalOptions:
 
     def for_mixture(self, config: MixtureConfig) -> EvalOptions:
         """These options with ``k`` (and ``samples``, unless given: then the file's k up to it) from the
-        file's ``evaluation:`` when ``k`` is not given.
+        file's ``evaluation:`` when ``k`` is not given, and the mixture's seed when ``seed`` is not.
 
         Example:
             >>> from ormix.config import load_mixture_config
@@ -131,13 +132,14 @@ class EvalOptions:
             >>> opts.k, opts.samples_per_task
             ((1, 4), 4)
         """
+        opts = replace(self, seed=config.seed if self.seed is None else self.seed)
         file = config.evaluation
         if self.k is not None or file is None:
-            return replace(self, k=self.ks)
+            return replace(opts, k=self.ks)
         if self.samples is None:
-            return replace(self, k=file.ks, samples=file.samples)
+            return replace(opts, k=file.ks, samples=file.samples)
         # --samples given: the file's k that it can serve
-        return replace(self, k=tuple(k for k in file.ks if k <= self.samples) or (1,))
+        return replace(opts, k=tuple(k for k in file.ks if k <= self.samples) or (1,))
 
     def check(self) -> None:
         """Raise `EvalError` for options that cannot work."""
@@ -301,7 +303,9 @@ def _evaluate(
             f"  stopped after {len(chunks)} chunk(s): {state.left} task(s) left; run the same eval again "
             "to finish"
         )
-    summary = directory.write_outputs(directory.records(), full, say) if rank == 0 else {}
+    summary = (
+        directory.write_outputs(directory.records(), full, say, complete=state.left == 0) if rank == 0 else {}
+    )
     return summary, state
 
 
@@ -362,7 +366,7 @@ def _run_chunks(
                         )
                     if rank == 0:
                         seq = directory.append(records, seq)
-                    state.ran += len(chunk)
+                    state.ran += len(chunk) - len(short)  # a short task is not done: it runs on resume
                     progress.advance(bar, len(chunk))
         finally:
             for member, observer in observers.items():
@@ -464,7 +468,7 @@ def run_eval(
         out_dir = (
             Path(opts.out_dir)
             if opts.out_dir is not None
-            else default_eval_dir(mix.name, label, run_out, policy=opts.policy, seed=opts.seed)
+            else default_eval_dir(mix.name, label, run_out, policy=opts.policy, seed=opts.seed or 0)
         )
         tasks = eval_tasks(mix, opts.members, opts.split)
         calls: dict[tuple[str, str | None, int], list[tuple[str, dict]]] = {}

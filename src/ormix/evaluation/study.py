@@ -141,16 +141,21 @@ def arm_dir(study_dir: Path, arm: str) -> Path:
 
 
 def arm_done(run_dir: Path, config_hash: str | None = None) -> bool:
-    """Whether an arm is done: its final model and its eval summary are there (and, given the full mixture's
-    ``config_hash``, the eval is of the full mixture's tasks, not one of the arm's own).
+    """Whether an arm is done: its final model and a complete eval summary are there (and, given the full
+    mixture's ``config_hash``, the eval is of the full mixture's tasks, not one of the arm's own).
 
     Example:
         >>> arm_done(Path("no/such/run"))
         False
     """
-    if not ((run_dir / "model").is_dir() and (run_dir / "eval" / "summary.json").is_file()):
+    summary = run_dir / "eval" / "summary.json"
+    if not ((run_dir / "model").is_dir() and summary.is_file()):
         return False
-    return config_hash is None or _eval_hash(run_dir) == config_hash
+    try:
+        complete = json.loads(summary.read_text(encoding="utf-8")).get("complete", True) is not False
+    except (OSError, ValueError, AttributeError):
+        return False  # unreadable: evaluate the arm again
+    return complete and (config_hash is None or _eval_hash(run_dir) == config_hash)
 
 
 def _eval_hash(run_dir: Path) -> str | None:
