@@ -610,20 +610,11 @@ def compare(
     from ormix.evaluation.summary import format_metric
 
     try:
-        if len(evals) < 2:
-            raise CompareError(f"compare needs two evals or more (a baseline first), got {len(evals)}")
         if not 0.0 < confidence < 1.0:
             raise CompareError(f"--confidence is a fraction in (0, 1), e.g. 0.95 (got {confidence})")
         data = [load_eval(path) for path in evals]
-        thresholds = {float(d.setting("success_threshold", 1.0)) for d in data}
-        if len(thresholds) > 1:
-            raise CompareError(
-                f"the evals count success at different reward thresholds ({sorted(thresholds)}): "
-                "rerun them with the same --success-threshold"
-            )
         result = compare_evals(
             data,
-            success_threshold=thresholds.pop(),
             confidence=confidence,
             allow_partial=allow_partial,
             metrics=metric or None,

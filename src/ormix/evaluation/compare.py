@@ -285,7 +285,7 @@ def compare(
     evals: Sequence[EvalData],
     *,
     ks: Sequence[int] | None = None,
-    success_threshold: float = 1.0,
+    success_threshold: float | None = None,
     confidence: float = 0.95,
     seed: int = 0,
     allow_partial: bool = False,
@@ -293,7 +293,8 @@ def compare(
 ) -> dict[str, Any]:
     """Compare each eval after the first (the baseline) with it, member by member, over common tasks.
 
-    ``ks`` defaults to the baseline's ``k`` (`EvalData.setting`; else 1); ``metrics`` (default: pass@k for
+    ``ks`` defaults to the baseline's ``k`` (`EvalData.setting`; else 1), ``success_threshold`` to the
+    threshold the evals share (refused when they differ; else 1.0); ``metrics`` (default: pass@k for
     each k) are the ones given verdicts; every metric is in the result. ``seed`` is accepted for a
     resampling method; the paired intervals are closed-form. Raises `CompareError` for fewer than two
     evals, an unknown metric, or different task sets without ``allow_partial``.
@@ -314,6 +315,14 @@ def compare(
     """
     if len(evals) < 2:
         raise CompareError(f"compare needs two evals or more (a baseline first), got {len(evals)}")
+    if success_threshold is None:
+        thresholds = {float(e.setting("success_threshold", 1.0)) for e in evals}
+        if len(thresholds) > 1:
+            raise CompareError(
+                f"the evals count success at different reward thresholds ({sorted(thresholds)}): "
+                "rerun them with the same --success-threshold"
+            )
+        success_threshold = thresholds.pop()
     ks = _ks(evals, ks)
     names = metric_names(ks)
     chosen = list(metrics) if metrics else [f"pass@{k}" for k in ks]
