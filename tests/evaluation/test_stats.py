@@ -149,3 +149,9 @@ def test_t_quantile_inverts_the_t_distribution(df, p):
 def test_t_quantile_known_values():
     for df, expected in [(3, 3.182446305), (10, 2.228138852), (30, 2.042272456), (1000, 1.962339081)]:
         assert t_quantile(0.975, df) == pytest.approx(expected, rel=1e-8)
+
+
+def test_a_paired_interval_over_two_tasks_claims_no_change_one_task_made():
+    # 2 tasks always correlate perfectly; the demo's evals (2 tasks a member) once read +0.25 [0.01, 0.50].
+    iv = paired_interval([0.5, 0.0], [1.0, 0.0])
+    assert iv.value == 0.25 and iv.covers(0.0)
