@@ -39,8 +39,9 @@ values outside [0, 1]. Inside it, each member's limits use the t quantile with T
 binary values too (the correlation is estimated from the same tasks; with Wilson's normal quantile it
 covers 92–93% at 16 tasks of mid-range members). Measured: 93.7–97.5% in the judged paired figures; it errs
 on the wide side (97–97.5%) for binary values at 16–32 tasks, so a verdict of change is not over-claimed.
-Below `MIN_TASKS_FOR_CORRELATION` tasks a positive correlation of values in [0, 1] is not used (2 tasks always correlate ±1: on
-the demo's 2 tasks a member, it once claimed a change of +0.25 [0.01, 0.50] that one task made).
+Below `MIN_TASKS_FOR_CORRELATION` tasks a positive correlation of values in [0, 1] is not used (2 tasks
+always correlate ±1: on the demo's 2 tasks a member, it once claimed a change of +0.25 [0.01, 0.50] that one
+task made).
 
 Every interval is closed-form: deterministic, no resampling, so no seed is needed.
 
