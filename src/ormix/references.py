@@ -28,14 +28,12 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ormix.errors import UsageError
+from ormix.local.envs.solutions import Solver  # a task's row -> its solution's tool calls (None: none)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.config import MemberConfig
 
 __all__ = ["ReferenceSolverError", "Solver", "reference_solver", "solver_row"]
-
-#: A task's row → the tool calls of its reference solution, submit included (``None``: no solution).
-Solver = Callable[[Mapping[str, Any]], "list[tuple[str, dict[str, Any]]] | None"]
 
 
 class ReferenceSolverError(UsageError):

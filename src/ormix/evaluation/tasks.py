@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ormix.evaluation.errors import MissingSplitError, NoEvalTasksError, UnknownMemberError
+from ormix.evaluation.summary import TaskKey  # a task's identity in an eval: (member, split, task_index)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.config import MixtureConfig
@@ -27,8 +28,6 @@ __all__ = ["TEST_SPLIT", "EvalTasks", "TaskKey", "eval_tasks", "interleaved_chun
 
 #: The split a member without an eval set is evaluated on, when its environment has it.
 TEST_SPLIT = "test"
-#: A task's identity in an eval: ``(member, split, task_index)``.
-TaskKey = tuple[str, str | None, int]
 
 
 @dataclass(frozen=True)
