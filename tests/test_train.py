@@ -81,7 +81,7 @@ def demo_run(tmp_path_factory) -> tuple[Path, str]:
     run = tmp_path_factory.mktemp("demo") / "run"
     command = [exe, "train", str(DEMO), "--max-steps", "2", "--output-dir", str(run)]
     done = subprocess.run(
-        [*command, "--set", "max_completion_length=48", "--warmup-sft", "0"],
+        [*command, "--set", "max_completion_length=16", "--warmup-sft", "0"],
         capture_output=True,
         text=True,
         timeout=240,
@@ -100,7 +100,7 @@ def test_train_command_runs_the_demo_and_writes_the_run_directory(demo_run):
     assert set(manifest["members"]) == {"echo", "terminals", "seta"} and len(manifest["hash"]) == 64
     args = json.loads((run / "train_args.json").read_text())
     assert args["shuffle_dataset"] is False and args["remove_unused_columns"] is False
-    assert args["max_steps"] == 2 and args["max_completion_length"] == 48
+    assert args["max_steps"] == 2 and args["max_completion_length"] == 16
     assert (
         args["per_device_train_batch_size"] * args["gradient_accumulation_steps"]
         == 4 * args["num_generations"]
@@ -161,7 +161,7 @@ def test_the_demo_ends_with_its_model_evaluated_before_and_after_training_and_th
     # the eval draws its own progress bar: no per-step progress line for it
     assert not [line for line in text.splitlines() if line.startswith("eval @ step")]
     # `ormix eval --model RUN_DIR` is that eval: it finds it done (and rewrites nothing but its summary)
-    command = ["eval", str(DEMO), "--model", str(run), "--set", "max_completion_length=48"]  # as trained
+    command = ["eval", str(DEMO), "--model", str(run), "--set", "max_completion_length=16"]  # as trained
     again = CliRunner().invoke(app, command, terminal_width=200)
     assert again.exit_code == 0 and "every task is done already (6)" in again.output, again.output
     assert len((run / "eval" / "rollouts.jsonl").read_text().splitlines()) == 24
