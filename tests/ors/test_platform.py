@@ -231,20 +231,23 @@ def test_a_backend_that_never_starts_fails_the_open_at_its_deadline_and_leaves_n
 
     async def go():
         if transport == "sdk":
-            conn = SdkConnection(COLD, timeout_s=30, open_timeout_s=1.5)
+            conn = SdkConnection(COLD, timeout_s=30, open_timeout_s=1.0)
             try:
                 await conn.open_session(split="train", index=0)
             finally:
                 await conn.aclose()
-        async with _client(COLD, open_timeout_s=1.5) as c:
+        async with _client(COLD, open_timeout_s=1.0) as c:
             await c.open_session(split="train", index=0)
 
     t0 = time.monotonic()
     with pytest.raises(SessionOpenError) as info:
         run_sync(go)
     took = time.monotonic() - t0
-    assert 1.4 < took < 5.0
-    assert "1.5" in str(info.value) and "starting" in str(info.value) and COLD in str(info.value)
+    assert 0.9 < took < 4.0
+    message = str(info.value)
+    assert (
+        ("deadline (1 s)" in message or "within 1 s" in message) and "starting" in message and COLD in message
+    )
     assert platform.counts() == (1, 1)
 
 
