@@ -22,8 +22,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import threading
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -34,7 +37,14 @@ from ormix.ors import Endpoint, ORSClient, ToolSpec, errors
 from ormix.ors.bridge import run_sync
 from ormix.tools import merge_tool_specs
 
-__all__ = ["Connection", "close_all_connections", "matches_where"]
+__all__ = [
+    "BackendWait",
+    "BackendWatch",
+    "Connection",
+    "backend_waits",
+    "close_all_connections",
+    "matches_where",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +91,7 @@ def connection_key(config: SpecConfig) -> tuple[Any, ...]:
         config.env_name,
         config.local_serve,
         config.call_timeout_s,
+        config.resolved_open_timeout_s,
         config.ping_interval_s,
         # The key's source (a variable reference, or a literal), not its value: reading a deferred secret here
         # would fail for a mixture only being looked at.
@@ -119,6 +130,8 @@ class Connection:
         self._tools: dict[tuple[Any, ...], list[ToolSpec]] = {}
         # One lock per request key, so concurrent members fetch different things at once but never twice.
         self._locks: dict[tuple[Any, ...], anyio.Lock] = {}
+        #: Names of the specs (members) using this connection, for what `backend_waits` shows.
+        self.members: set[str] = set()
 
     def __repr__(self) -> str:
         return f"Connection({self.target!r}, env_name={self.env_name!r})"
@@ -164,6 +177,7 @@ class Connection:
             self._client = ORSClient(
                 endpoint,
                 timeout_s=self._config.call_timeout_s,
+                open_timeout_s=self._config.resolved_open_timeout_s,
                 ping_interval_s=self._config.ping_interval_s,
                 max_kept_chars=kept,
             )
@@ -182,6 +196,7 @@ class Connection:
                 env_name=endpoint.env_name,
                 api_key=self._config.resolve_api_key(),
                 timeout_s=self._config.call_timeout_s,
+                open_timeout_s=self._config.resolved_open_timeout_s,
             )
         return self._sdk
 
@@ -363,6 +378,146 @@ def _frozen(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return tuple(_frozen(v) for v in value)
     return value
+
+
+@dataclass(frozen=True)
+class BackendWait:
+    """A connection whose server keeps its requests waiting: a backend still starting, or a rate limit.
+
+    `members` names the specs using it; `starting_s` is how long the longest cold-start wait in progress has
+    lasted (None: none), `paused_s` how long its 429 pause still holds.
+
+    Example:
+        >>> BackendWait(("seta",), "Eigent/SETA", 40.2, 0.0).line
+        'seta: backend starting, 40 s'
+    """
+
+    members: tuple[str, ...]
+    target: str
+    starting_s: float | None
+    paused_s: float = 0.0
+
+    @property
+    def line(self) -> str:
+        """What `ormix train` and `ormix check` print while it lasts."""
+        who = ", ".join(self.members) or self.target
+        parts = []
+        if self.starting_s is not None:
+            parts.append(f"backend starting, {self.starting_s:.0f} s")
+        if self.paused_s > 0:
+            parts.append(f"rate limited (429), resuming in {self.paused_s:.0f} s")
+        return f"{who}: {'; '.join(parts)}"
+
+
+def backend_waits() -> list[BackendWait]:
+    """The open connections of this process that are waiting for their server right now (see `BackendWait`).
+
+    Example:
+        >>> backend_waits()
+        []
+    """
+    out = []
+    for members, target, gate in _gates():
+        starting, paused = gate.starting_for(), gate.delay()
+        if starting is not None or paused > 0:
+            out.append(BackendWait(members, target, starting, paused))
+    return sorted(out, key=lambda w: w.members)
+
+
+def _gates() -> list[tuple[tuple[str, ...], str, Any]]:
+    return [
+        (tuple(sorted(conn.members)), conn.target, conn._client.gate)
+        for conn in list(_open)
+        if conn._client is not None
+    ]
+
+
+def _notice_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get("ORMIX_WAIT_NOTICE_S", "10")))
+    except ValueError:
+        return 10.0
+
+
+class BackendWatch:
+    """While open (a context manager), a daemon thread tells `notify` which members wait for their server.
+
+    A wait is announced once it has lasted `first_s` (default: ``ORMIX_WAIT_NOTICE_S``, 10 s), then every
+    `every_s` (3 × `first_s`, at least 1 s) while it lasts: ``"seta: backend starting, 40 s"``. A member whose
+    opens hit their deadline while the backend was still starting is announced once per such open (see
+    `ormix.ors.platform.BackendGate.gave_up`). `ormix train` and `ormix check` print these lines.
+
+    Example:
+        >>> lines = []
+        >>> with BackendWatch(lines.append, first_s=0.0):
+        ...     pass
+        >>> lines
+        []
+    """
+
+    def __init__(
+        self,
+        notify: Any,
+        *,
+        first_s: float | None = None,
+        every_s: float | None = None,
+        poll_s: float = 0.2,
+    ) -> None:
+        self.notify = notify
+        self.first_s = _notice_s() if first_s is None else first_s
+        self.every_s = max(1.0, 3 * self.first_s) if every_s is None else every_s
+        self.poll_s = poll_s
+        self.lines: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last: dict[tuple[str, ...], float] = {}  # members -> the wait length last announced
+        self._gave_up: dict[int, int] = {}
+
+    def __enter__(self) -> BackendWatch:
+        for _, _, gate in _gates():
+            self._gave_up[id(gate)] = gate.gave_up
+        self._thread = threading.Thread(target=self._run, daemon=True, name="ormix-backend-watch")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self.poll()  # what happened since the last look (a give-up at the very end)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            try:
+                self.poll()
+            except Exception as e:  # noqa: BLE001 - a notice must never break a run
+                logger.debug("ormix: backend watch failed: %s", e)
+
+    def _say(self, line: str) -> None:
+        self.lines.append(line)
+        self.notify(line)
+
+    def poll(self) -> None:
+        """Look once and announce what is due."""
+        for members, target, gate in _gates():
+            who = ", ".join(members) or target
+            gave_up = gate.gave_up - self._gave_up.get(id(gate), 0)
+            if gave_up > 0:
+                self._gave_up[id(gate)] = gate.gave_up
+                self._say(
+                    f"{who}: backend of {target} did not start within the open deadline; "
+                    f"{gave_up} open(s) failed (counted as session_open errors)"
+                )
+            starting = gate.starting_for()
+            if starting is None:
+                self._last.pop(members, None)
+                continue
+            last = self._last.get(members)
+            if last is not None and starting < last:
+                last = None  # a new wait
+            if starting >= self.first_s and (last is None or starting - last >= self.every_s):
+                self._last[members] = starting
+                self._say(BackendWait(members, target, starting, gate.delay()).line)
 
 
 def close_all_connections() -> None:

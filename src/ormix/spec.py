@@ -116,6 +116,8 @@ class OpenRewardSpec:
         name: short name used for the reward function and metrics (default: from the target).
         close_after_scoring: close each rollout's session as soon as its reward is read.
         call_timeout_s: per-call deadline; `ping_interval_s`: keepalive period (`None` disables pings).
+        open_timeout_s: deadline of opening a session, riding out a platform backend that is still starting
+            (default `None`: 900 s for catalog targets, else `call_timeout_s`).
         max_output_chars: longest tool output shown to the model (the full size is recorded).
         local_serve: `"process"` or `"thread"` for `local:`/`module:` targets.
         open_retries: how many times a failed session open is retried before the rollout is an `error`.
@@ -152,6 +154,7 @@ class OpenRewardSpec:
     unscored_reward = _Option()
     close_after_scoring = _Option()
     call_timeout_s = _Option()
+    open_timeout_s = _Option()
     ping_interval_s = _Option()
     max_output_chars = _Option()
     local_serve = _Option()
@@ -178,6 +181,7 @@ class OpenRewardSpec:
         name: str | None = None,
         close_after_scoring: bool = True,
         call_timeout_s: float | None = 300.0,
+        open_timeout_s: float | None = None,
         ping_interval_s: float | None = 10.0,
         max_output_chars: int = MODEL_OUTPUT_CHARS,
         local_serve: str | None = None,
@@ -204,6 +208,7 @@ class OpenRewardSpec:
             "unscored_reward": unscored_reward,
             "close_after_scoring": close_after_scoring,
             "call_timeout_s": call_timeout_s,
+            "open_timeout_s": open_timeout_s,
             "ping_interval_s": ping_interval_s,
             "max_output_chars": max_output_chars,
             "local_serve": local_serve,
@@ -223,6 +228,7 @@ class OpenRewardSpec:
         self._secrets_given = secrets is not None
         self.name = name or _default_name(self.config.target, self.config.env_name)
         self.connection = connection if connection is not None else Connection(self.config)
+        self.connection.members.add(self.name)  # named when the platform keeps it waiting
         #: Identifies this spec's episodes to its reward function (kept through pickling).
         self.token = f"{self.name}-{uuid.uuid4().hex[:12]}"
 

@@ -256,6 +256,7 @@ def train(
     """
     from rich.console import Console
 
+    from ormix.connection import BackendWatch
     from ormix.mixture import MixtureSpec
 
     opts = replace(options or RunOptions(), **option_fields)
@@ -273,8 +274,10 @@ def train(
     created = not run.dir.path.exists()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
-        model, processing_class = _start(mix, run, opts, console)
-        _run_trainer(mix, run, opts, (model, processing_class), console, list(callbacks), result)
+        # A member kept waiting by its server (a platform backend still starting, a rate limit) says so.
+        with BackendWatch(lambda line: console.print(f"  [yellow]{line}[/yellow]", highlight=False)):
+            model, processing_class = _start(mix, run, opts, console)
+            _run_trainer(mix, run, opts, (model, processing_class), console, list(callbacks), result)
     except BaseException:
         if created and run.dir.path.is_dir() and not any(run.dir.path.iterdir()):
             run.dir.path.rmdir()  # a run that failed before writing anything leaves no empty directory

@@ -249,6 +249,8 @@ class MemberCheck:
     start_ms: float | None = None
     connect_ms: float | None = None
     open_ms: float | None = None
+    #: Of the opens, the time spent waiting for a platform backend that was still starting (a cold start).
+    starting_ms: float | None = None
     calls: list[ToolCheck] = field(default_factory=list)
     failed_stage: str | None = None
     error: str | None = None
@@ -292,16 +294,20 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     sessions: list[Any] = []
     index = spec.indices[0] if spec.indices else 0
 
+    # Opening waits out a platform backend that is still starting, up to the member's own open deadline.
+    open_s = max(timeout_s, spec.config.resolved_open_timeout_s or 0.0)
+
     async def open_session():
         session = await client.open_session(
-            split=spec.split, index=index, secrets=spec.effective_secrets(), timeout_s=timeout_s
+            split=spec.split, index=index, secrets=spec.effective_secrets(), timeout_s=open_s
         )
         sessions.append(session)
-        await session.prompt_text(timeout_s=timeout_s)
+        await session.prompt_text(timeout_s=open_s)
+        result.starting_ms = (result.starting_ms or 0.0) + session.timings.starting_ms
         return session
 
     try:
-        with anyio.fail_after(timeout_s * 4):
+        with anyio.fail_after(timeout_s * 4 + open_s):
             t0 = time.perf_counter()
             client = await spec.connection.client()  # starts the server of a local:/module: target
             result.start_ms = (time.perf_counter() - t0) * 1000
@@ -366,7 +372,7 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
                 result.calls.append(check)
                 previous = check
     except TimeoutError:
-        result.failed_stage, result.error = stage, f"no answer within {timeout_s * 4:g} s"
+        result.failed_stage, result.error = stage, f"no answer within {timeout_s * 4 + open_s:g} s"
     except errors.ORSError as e:
         result.failed_stage, result.error = stage, redact(str(e), secret_values)
     except Exception as e:  # noqa: BLE001 - a check reports any failure of one member and goes on
@@ -447,7 +453,10 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         console.print(f"[red]error:[/red] cannot load {path}: {e}")
         return 2
     console.print(f"checking {len(mixture.members)} environment(s) of {path} ...")
-    results = check_mixture(mixture)
+    from ormix.connection import BackendWatch
+
+    with BackendWatch(lambda line: console.print(f"  [yellow]{line}[/yellow]", highlight=False)):
+        results = check_mixture(mixture)
 
     table = Table(title="environments")
     for column in (
@@ -482,6 +491,13 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
             status,
         )
     console.print(table)
+    for r in results:
+        if r.starting_ms:
+            console.print(
+                f"[yellow]note:[/yellow] {r.member}: backend starting, {r.starting_ms / 1000:.0f} s "
+                f"(waited out before its session opened; not an error)",
+                highlight=False,
+            )
 
     tools = Table(title="tool calls (schema-generated arguments)")
     for column in ("member", "tool", "arguments", "latency ms", "result"):

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 import uuid
 import weakref
@@ -42,6 +43,7 @@ from ormix.ors.endpoint import Endpoint
 from ormix.ors.errors import ORSError, ProtocolError, SessionOpenError, TransportError
 from ormix.ors.http import HTTPClient
 from ormix.ors.models import Split, ToolSpec, invalid_because
+from ormix.ors.platform import BackendGate, OpenWait
 from ormix.ors.secrets import encode_secrets
 from ormix.ors.session import Session, tool_specs_of
 from ormix.ors.sse import CallStream, SSEParser
@@ -84,6 +86,9 @@ class ORSClient:
         timeout_s: default deadline of each call (None: no deadline).
         connect_timeout_s: TCP (and TLS) connect timeout.
         retries: retries of a failed request (transport errors, 429/502/503/504).
+        open_timeout_s: deadline of opening a session (`/create_session`, `/create`, and the prompt the
+            session waits for), which rides out a backend that is still starting (`ormix.ors.platform`);
+            None: `timeout_s`.
         ping_interval_s: keepalive period of open sessions (None: no pings).
         max_concurrency: parallel requests of bulk helpers such as `get_tasks`.
         max_kept_chars: most characters of one tool result kept in memory (None: no limit). A larger
@@ -108,8 +113,12 @@ class ORSClient:
         ping_interval_s: float | None = 10.0,
         max_concurrency: int = 16,
         max_kept_chars: int | None = DEFAULT_MAX_KEPT_CHARS,
+        open_timeout_s: float | None = None,
     ) -> None:
         self.timeout_s = timeout_s
+        self.open_timeout_s = timeout_s if open_timeout_s is None else open_timeout_s
+        #: Shared by every request of this client: the 429 pause and the cold-start waits in progress.
+        self.gate = BackendGate()
         self.connect_timeout_s = connect_timeout_s
         self.retries = max(0, int(retries))
         self.ping_interval_s = ping_interval_s
@@ -120,6 +129,8 @@ class ORSClient:
         self._unresolved: Endpoint | None = None
         self._transport: Transport | None = None
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        # Session ids created on the server whose open has not finished: deleted if it fails or is cut.
+        self._pending: set[str] = set()
         self._closed = False
         endpoint = target if isinstance(target, Endpoint) else Endpoint.for_url(target, env_name, api_key)
         if endpoint.env_name or endpoint.is_platform:
@@ -136,7 +147,9 @@ class ORSClient:
 
     def _set_endpoint(self, ep: Endpoint) -> None:
         self._endpoint = ep
-        self._transport = Transport(ep, self._http, self.retries)
+        self._transport = Transport(
+            ep, self._http, self.retries, gate=self.gate, starting_limit_s=self.open_timeout_s or 900.0
+        )
 
     @property
     def endpoint(self) -> Endpoint:
@@ -181,11 +194,13 @@ class ORSClient:
             return
         with anyio.CancelScope(shield=True):
             sessions = [s for s in list(self._sessions) if not s.closed]
-            if sessions:
-                async with anyio.create_task_group() as tg:
-                    for s in sessions:
-                        tg.start_soon(s.close)
             self._closed = True
+            async with anyio.create_task_group() as tg:
+                for s in sessions:
+                    tg.start_soon(s.close)
+                if self._transport is not None:
+                    for sid in list(self._pending):
+                        tg.start_soon(self._delete_unopened, self._transport, sid)
             await self._http.aclose()
 
     def forget(self, session: Session) -> None:
@@ -209,8 +224,10 @@ class ORSClient:
         try:
             yield sid
         finally:
-            with contextlib.suppress(Exception):
-                await tr.request("POST", "/delete_session", sid=sid, ok_statuses=GONE_OK)
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30.0), contextlib.suppress(Exception):
+                await tr.request(
+                    "POST", "/delete_session", headers=tr.headers(sid, routed=False), ok_statuses=GONE_OK
+                )
 
     async def _stateless(self, method: str, suffix: str, body: Any = None, *, env_path: bool = True) -> Any:
         tr = await self._tr()
@@ -325,19 +342,34 @@ class ORSClient:
 
     # ------------------------------------------------------------------ sessions
 
-    async def _platform_sid(self, tr: Transport) -> str:
-        resp = await tr.request(
-            "POST", "/create_session", json_body={}, headers=tr.headers(extra={"Accept": "text/event-stream"})
-        )
+    async def _platform_sid(
+        self, tr: Transport, extra: dict[str, str] | None = None, waited: OpenWait | None = None
+    ) -> str:
+        """A session id from the platform (`POST /create_session`, SSE): the `end` event's `{"sid"}`
+        when it carries one (the SDK prefers it), else the `task_id` event's."""
+        headers = tr.headers(extra={"Accept": "text/event-stream", **(extra or {})})
+        resp = await tr.request("POST", "/create_session", json_body={}, headers=headers, waited=waited)
         stream = CallStream()
         for event, data in SSEParser().feed(resp.text + "\r\n\r\n"):
             stream.on_event(event, data)
-        if not stream.task_id:
+        sid = _end_sid(stream.result) or stream.task_id
+        if not sid:
             raise SessionOpenError(
                 f"POST /create_session to {tr.endpoint.target} returned no session id",
                 env=tr.endpoint.deployment,
             )
-        return stream.task_id
+        return sid
+
+    async def _delete_unopened(self, tr: Transport, sid: str) -> None:
+        """Delete a session whose open failed or was cut (the server may hold it; the platform does)."""
+        self._pending.discard(sid)
+        paths = ("/delete", "/delete_session") if tr.endpoint.is_platform else ("/delete",)
+        with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
+            for path in paths:
+                try:
+                    await tr.request("POST", path, headers=tr.headers(sid, routed=False), ok_statuses=GONE_OK)
+                except Exception:  # noqa: BLE001 - the next path still goes; the caller's error stands
+                    continue
 
     async def open_session(
         self,
@@ -374,39 +406,73 @@ class ORSClient:
         label = ep.env_name or ep.deployment
         start = time.perf_counter()
         redact = _sensitive(None, None, ep.api_key)
-        try:
-            with anyio.fail_after(self.timeout_s if timeout_s is None else timeout_s):
-                sid = session_id or (await self._platform_sid(tr) if ep.is_platform else str(uuid.uuid4()))
-                extra: dict[str, str] = {}
-                all_secrets = dict(secrets or {})
-                if ep.is_platform and ep.api_key:
-                    # The SDK adds the key, allowed to reach the platform's own hosts from a sandbox.
-                    from openreward.api.sandboxes.secrets import augment_secrets_with_api_key
+        deadline = self.open_timeout_s if timeout_s is None else timeout_s
+        waited = OpenWait()
+        extra: dict[str, str] = {}
+        all_secrets = dict(secrets or {})
+        if ep.is_platform and ep.api_key:
+            # The SDK adds the key, allowed to reach the platform's own hosts from a sandbox.
+            from openreward.api.sandboxes.secrets import augment_secrets_with_api_key
 
-                    all_secrets = (
-                        augment_secrets_with_api_key(
-                            secrets, ep.api_key, base_url=ep.session_url, api_base_url=ep.api_url
-                        )
-                        or {}
-                    )
-                if all_secrets:
-                    extra["X-Secrets"] = encode_secrets(all_secrets)
-                    redact = _sensitive(all_secrets, extra["X-Secrets"], ep.api_key)
+            all_secrets = (
+                augment_secrets_with_api_key(
+                    secrets, ep.api_key, base_url=ep.session_url, api_base_url=ep.api_url
+                )
+                or {}
+            )
+        if all_secrets:
+            # Sent on `/create_session` and on `/create`, as the SDK sends them.
+            extra["X-Secrets"] = encode_secrets(all_secrets)
+            redact = _sensitive(all_secrets, extra["X-Secrets"], ep.api_key)
+        sid: str | None = session_id
+        opened = False
+        refused = True  # the server answered (or could not be reached): no session was made there
+        try:
+            with anyio.fail_after(deadline):
+                if sid is None:
+                    if ep.is_platform:
+                        sid = await self._platform_sid(tr, extra, waited)
+                    else:
+                        sid = str(uuid.uuid4())
+                    self._pending.add(sid)
                 body: dict[str, Any] = {"env_name": ep.env_name} if ep.env_name else {}
                 if task_spec is not None:
                     body["task_spec"] = task_spec
                 else:
                     body.update(split=split, index=int(index))  # type: ignore[arg-type]
-                await self._create(tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None)
+                await self._create(
+                    tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None, waited=waited
+                )
+            if self._closed:
+                raise ORSError("the ORSClient was closed while the session opened", env=label, session_id=sid)
+            opened = True
         except TimeoutError as e:
+            refused = False
+            if waited.waiting or waited.gave_up:
+                raise SessionOpenError(
+                    f"the backend of {ep.target} did not start within the open deadline ({deadline:g} s): "
+                    f"the server kept answering 503 X-Backend-State: starting. Allow longer "
+                    f"(open_timeout_s) or check the environment's status.",
+                    detail="backend starting",
+                    status_code=503,
+                    env=label,
+                ) from e
             raise SessionOpenError(
-                f"opening a session did not finish within the deadline "
-                f"({self.timeout_s if timeout_s is None else timeout_s}s)",
-                env=label,
+                f"opening a session did not finish within the deadline ({deadline}s)", env=label
             ) from e
         except ORSError as e:
             e.redact(redact)
             raise
+        except BaseException:
+            refused = False  # cancelled (Ctrl-C, SIGTERM, a caller's scope): /create may have gone through
+            raise
+        finally:
+            if not opened and sid is not None and session_id is None and (ep.is_platform or not refused):
+                # The platform holds the id from /create_session whatever /create did; a self-hosted server
+                # holds one only if a /create that was cut short went through. Shielded, bounded.
+                await self._delete_unopened(tr, sid)
+            elif sid is not None:
+                self._pending.discard(sid)
         session = Session(
             transport=tr,
             sid=sid,
@@ -416,8 +482,10 @@ class ORSClient:
             owner=self,
             max_kept_chars=self.max_kept_chars,
             redact=redact,
+            ready_timeout_s=self.open_timeout_s,
         )
         session.timings.open_ms = (time.perf_counter() - start) * 1000.0
+        session.timings.starting_ms = waited.starting_s * 1000.0
         self._sessions.add(session)
         await self._start_keepalive(session)
         return session
@@ -431,11 +499,17 @@ class ORSClient:
         label: str | None,
         *,
         own_sid: bool,
+        waited: OpenWait | None = None,
     ) -> None:
         what = f"task {body['split']}[{body['index']}]" if "split" in body else "the given task_spec"
         try:
             resp = await tr.request(
-                "POST", "/create", json_body=body, headers=headers, ok_statuses=frozenset({200, 400})
+                "POST",
+                "/create",
+                json_body=body,
+                headers=headers,
+                ok_statuses=frozenset({200, 400}),
+                waited=waited,
             )
         except TransportError:
             raise
@@ -502,6 +576,23 @@ class ORSClient:
         finally:
             with anyio.CancelScope(shield=True):
                 await s.close()
+
+
+def _end_sid(result: str | None) -> str | None:
+    """The `sid` of a `/create_session` stream's `end` event (`{"sid": "..."}`), when it has one.
+
+    Example:
+        >>> _end_sid('{"sid": "abc"}'), _end_sid(""), _end_sid("[1]"), _end_sid(None)
+        ('abc', None, None, None)
+    """
+    if not result:
+        return None
+    try:
+        body = json.loads(result)
+    except ValueError:
+        return None
+    sid = body.get("sid") if isinstance(body, dict) else None
+    return sid.strip() if isinstance(sid, str) and sid.strip() else None
 
 
 def _sensitive(secrets: dict[str, Any] | None, header: str | None, api_key: str | None) -> tuple[str, ...]:

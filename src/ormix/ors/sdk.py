@@ -139,6 +139,8 @@ class SdkConnection:
         env_name: environment name on the server (URL targets).
         api_key: OpenReward API key (catalog targets).
         timeout_s: deadline of each call.
+        open_timeout_s: deadline of opening a session (the SDK rides out a backend that is still
+            starting, for up to 600 s per request; this bounds the whole open). None: `timeout_s`.
     """
 
     def __init__(
@@ -148,8 +150,10 @@ class SdkConnection:
         env_name: str | None = None,
         api_key: str | None = None,
         timeout_s: float | None = 300.0,
+        open_timeout_s: float | None = None,
     ) -> None:
         self.target, self.env_name, self.timeout_s = target, env_name, timeout_s
+        self.open_timeout_s = timeout_s if open_timeout_s is None else open_timeout_s
         self._api_key = api_key
         self._env: Any = None
         self._client: Any = None
@@ -215,8 +219,25 @@ class SdkConnection:
                 sdk_session = env.session(task=task, secrets=secrets)
             else:
                 sdk_session = env.session(split=split, index=index, secrets=secrets)
-            with anyio.fail_after(self.timeout_s or None):
-                await sdk_session.__aenter__()
+            try:
+                with anyio.fail_after(self.open_timeout_s or None):
+                    await sdk_session.__aenter__()
+            except BaseException:
+                # The SDK's own `async with` never exits a session whose enter failed, so the platform
+                # session from /create_session would be left behind: delete it here (shielded, bounded).
+                with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
+                    try:
+                        await sdk_session.__aexit__(None, None, None)
+                    except Exception:  # noqa: BLE001 - the open's own error is the one to report
+                        pass
+                raise
+        except TimeoutError as e:
+            raise errors.SessionOpenError(
+                f"opening a session through the SDK did not finish within {self.open_timeout_s:g} s (the SDK "
+                f"was still waiting: a backend that keeps answering 503 X-Backend-State: starting, or a slow "
+                f"setup). Allow longer (open_timeout_s) or check the environment's status.",
+                env=name,
+            ) from e
         except Exception as e:  # noqa: BLE001
             mapped = _map_error(e, env=name, sid=None)
             if isinstance(mapped, errors.TransportError):

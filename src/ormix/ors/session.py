@@ -14,7 +14,9 @@ is sent again only when that cannot run the tool a second time:
 - cut after the `task_id` event (a reset, a stream without `end`, a stalled stream): retried with that
   `task_id`, and the server replays the one run's result;
 - cut after the response head but before `task_id`: not retried, `TransportError` (the tool may have run);
-- 429/502/503/504 (before the stream starts): retried, the server has not started the tool.
+- 429/502/503/504 (before the stream starts): retried, the server has not started the tool; a 429 pauses
+  every request of the client for its `Retry-After` (`ormix.ors.platform.BackendGate`), a 503 "backend
+  starting" is ridden out until the call's deadline.
 
 ## Keepalive pings
 
@@ -67,6 +69,7 @@ from ormix.ors.errors import (
 )
 from ormix.ors.http import CertificateError, HTTPClient, HTTPFailure, Response, ResponseCut
 from ormix.ors.models import ToolResult, ToolSpec, invalid_because, text_of
+from ormix.ors.platform import is_starting
 from ormix.ors.sse import CallStream, SSEParser, unclip
 from ormix.ors.transport import (
     GONE_OK,
@@ -75,7 +78,6 @@ from ormix.ors.transport import (
     detail_of,
     json_of,
     kind_of,
-    retry_after_s,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -94,6 +96,8 @@ class SessionTimings:
     """Cheap counters kept on every session (milliseconds)."""
 
     open_ms: float | None = None
+    #: Of `open_ms`, the time spent riding out a backend that was still starting (a platform cold start).
+    starting_ms: float = 0.0
     calls: int = 0
     call_ms_total: float = 0.0
     last_call_ms: float | None = None
@@ -160,6 +164,7 @@ class Session:
         owner: Any = None,
         max_kept_chars: int | None = None,
         redact: tuple[str, ...] = (),
+        ready_timeout_s: float | None = None,
     ) -> None:
         self.id = sid
         self.env_name = env_name
@@ -167,7 +172,15 @@ class Session:
         self.dead_reason: str | None = None
         self._t = transport
         self._timeout_s = timeout_s
+        # The deadline of waiting for the session to be ready (`/prompt`, `/task_tools` wait for setup):
+        # part of opening it, so the open's deadline when it is longer than a call's.
+        self._ready_timeout_s = (
+            timeout_s if ready_timeout_s is None or timeout_s is None else max(timeout_s, ready_timeout_s)
+        )
         self._headers = transport.headers(sid)
+        # As the SDK sends a streamed call; `/delete` and `/delete_session` carry no X-Deployment.
+        self._call_headers = {**self._headers, "Accept": "text/event-stream"}
+        self._close_headers = transport.headers(sid, routed=False)
         self._closed = False
         self._ping_interval_s = ping_interval_s
         # The ping loop's cancel scope (on the portal's loop), cancelled at close.
@@ -304,10 +317,8 @@ class Session:
         self._check_usable()
         path = self._t.endpoint.path(suffix)
         try:
-            with anyio.fail_after(self._timeout_s if timeout_s is None else timeout_s):
-                resp = await self._t.request(
-                    "GET", path, sid=self.id, headers=self._headers, ride_out_starting=True
-                )
+            with anyio.fail_after(self._ready_timeout_s if timeout_s is None else timeout_s):
+                resp = await self._t.request("GET", path, sid=self.id, headers=self._headers)
         except TimeoutError as e:
             raise DeadlineExceeded(
                 f"GET {suffix} did not answer within the deadline: the environment may still be starting "
@@ -504,7 +515,7 @@ class Session:
             self._call_url,
             on_text=sink,
             json=body,
-            headers=self._headers,
+            headers=self._call_headers,
             read_timeout_s=_STREAM_READ_TIMEOUT_S,
             fresh=fresh,
         )
@@ -518,6 +529,7 @@ class Session:
             if stream.task_id:
                 body["task_id"] = stream.task_id
             stream.reset_partial()
+            await self._t.gate.wait_turn()
             try:
                 resp = await self._attempt(body, stream, fresh)
             except HTTPFailure as e:
@@ -527,10 +539,9 @@ class Session:
                     code = resp.status_code
                     # A non-200 answer comes before the server starts the tool: retrying is safe.
                     if code in RETRY_STATUSES and (
-                        attempt < self._t.retries or resp.headers.get("X-Backend-State") == "starting"
+                        attempt < self._t.retries or is_starting(code, resp.headers)
                     ):
-                        wait = retry_after_s(resp)
-                        await anyio.sleep(min(wait, 10.0) if wait is not None else backoff_s(attempt, 0.2))
+                        await self._t.backoff(resp, attempt)
                         attempt += 1
                         fresh = False
                         self.timings.retries += 1
@@ -608,7 +619,7 @@ class Session:
             with anyio.fail_after(30.0):
                 for path in ("/delete", "/delete_session") if self._t.endpoint.is_platform else ("/delete",):
                     await self._t.request(
-                        "POST", path, sid=self.id, headers=self._headers, ok_statuses=GONE_OK
+                        "POST", path, sid=self.id, headers=self._close_headers, ok_statuses=GONE_OK
                     )
         except Exception as e:  # noqa: BLE001 - closing must not mask the caller's own error
             logger.debug("ormix.ors: closing session %s failed: %s", self.id, type(e).__name__)

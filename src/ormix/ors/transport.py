@@ -2,10 +2,12 @@
 
 Every request goes through the client's `ormix.ors.http.HTTPClient` (one connection pool per `ORSClient`).
 Retried: transport failures (`HTTPFailure`, except a certificate that does not verify) and 429/502/503/504,
-up to `retries` times with jittered backoff; a `503` with `X-Backend-State: starting` (the environment's
-`setup()` still running) without counting, honouring `Retry-After`, when the caller rides it out. The
-idle-close race of a reused keep-alive connection (`HTTPFailure.idle_race`, see `ormix.ors.http`) is resent
-at once on a fresh connection, outside the retry budget: the server never read that request.
+up to `retries` times with jittered backoff; a `503` with `X-Backend-State: starting` (a platform backend
+warming up, or the environment's `setup()` still running) without counting, honouring `Retry-After`, for
+at most `starting_limit_s` and within the caller's deadline (`ormix.ors.platform`). A `429` pauses every
+request of the client until its `Retry-After` (the client's `BackendGate`). The idle-close race of a
+reused keep-alive connection (`HTTPFailure.idle_race`, see `ormix.ors.http`) is resent at once on a fresh
+connection, outside the retry budget: the server never read that request.
 
 Tool calls (`POST /{env}/call`) have retry rules of their own (`ormix.ors.session`): they must never run a
 tool twice.
@@ -26,6 +28,7 @@ import anyio
 from ormix.ors.endpoint import Endpoint
 from ormix.ors.errors import ORSError, ProtocolError, ServerError, SessionDeadError, TransportError
 from ormix.ors.http import CertificateError, HTTPClient, HTTPFailure, Response
+from ormix.ors.platform import MAX_RETRY_AFTER_S, BackendGate, OpenWait, StartingWait, is_starting
 
 logger = logging.getLogger("ormix.ors")
 
@@ -137,30 +140,67 @@ class Transport:
         ('http://127.0.0.1:1/echo/call', 's1')
     """
 
-    def __init__(self, endpoint: Endpoint, http: HTTPClient, retries: int) -> None:
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        http: HTTPClient,
+        retries: int,
+        *,
+        gate: BackendGate | None = None,
+        starting_limit_s: float = 900.0,
+    ) -> None:
         self.endpoint = endpoint
         self.http = http
         self.retries = retries
+        #: Shared by every request of the client: the 429 pause and the cold-start waits in progress.
+        self.gate = gate if gate is not None else BackendGate()
+        #: Longest one request rides out a starting backend (the caller's deadline may be shorter).
+        self.starting_limit_s = starting_limit_s
         self.base_headers = endpoint.headers()
         # Scrubbed from every error this transport raises (a server may echo request headers back).
         self.sensitive: tuple[str, ...] = (endpoint.api_key,) if endpoint.api_key else ()
 
     def with_http(self, http: HTTPClient) -> Transport:
-        """The same endpoint and retries over another `HTTPClient` (one of another event loop)."""
-        return Transport(self.endpoint, http, self.retries)
+        """The same endpoint, retries and gate over another `HTTPClient` (one of another event loop)."""
+        return Transport(
+            self.endpoint, http, self.retries, gate=self.gate, starting_limit_s=self.starting_limit_s
+        )
 
     def url(self, path: str) -> str:
         """The absolute URL of `path` on the endpoint's session host."""
         return self.endpoint.session_url + path
 
-    def headers(self, sid: str | None = None, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """The endpoint's headers, with the session id and `extra` when given."""
+    def headers(
+        self, sid: str | None = None, extra: dict[str, str] | None = None, *, routed: bool = True
+    ) -> dict[str, str]:
+        """The endpoint's headers, with the session id and `extra` when given.
+
+        `routed=False` leaves `X-Deployment` out: the SDK never sends it on `/delete` and
+        `/delete_session` (the platform finds the session by its id).
+
+        Example:
+            >>> tr = Transport(Endpoint.for_catalog("Owner/Name", api_key="k"), HTTPClient(), retries=0)
+            >>> sorted(tr.headers("s1", routed=False))
+            ['User-Agent', 'X-API-Key', 'X-Session-ID']
+        """
         h = dict(self.base_headers)
+        if not routed:
+            h.pop("X-Deployment", None)
         if sid:
             h["X-Session-ID"] = sid
         if extra:
             h.update(extra)
         return h
+
+    async def backoff(self, resp: Response, attempt: int, *, base: float = 0.2) -> None:
+        """Wait before sending again after a retryable answer: its `Retry-After` (capped at 10 s), else
+        jittered backoff; a `429` pauses every request of the client instead (the shared gate)."""
+        wait = retry_after_s(resp)
+        if resp.status_code == 429:
+            self.gate.pause(wait if wait is not None else backoff_s(attempt, base=base))
+            await self.gate.wait_turn()
+            return
+        await anyio.sleep(min(wait, MAX_RETRY_AFTER_S) if wait is not None else backoff_s(attempt, base=base))
 
     async def request(
         self,
@@ -171,56 +211,98 @@ class Transport:
         sid: str | None = None,
         headers: dict[str, str] | None = None,
         tool: str | None = None,
-        ride_out_starting: bool = False,
+        ride_out_starting: bool = True,
         ok_statuses: frozenset[int] = frozenset({200}),
+        waited: OpenWait | None = None,
     ) -> Response:
         """Send a request; retry transport failures and 429/502/503/504 up to `retries` times.
 
-        A 503 with `X-Backend-State: starting` (environment setup still running) is retried without
-        counting when `ride_out_starting`, honouring `Retry-After`; the caller's deadline bounds it.
-        Returns the response with a status in `ok_statuses`; raises a typed error otherwise.
+        A 503 with `X-Backend-State: starting` (a platform backend warming up, or environment setup still
+        running: nothing ran) is retried without counting when `ride_out_starting` (the default, as the
+        SDK does on every request), honouring `Retry-After`, for at most `starting_limit_s`; the caller's
+        deadline bounds it too. The time spent so is added to `waited`. A `429` pauses the whole client
+        for its `Retry-After`. Returns the response with a status in `ok_statuses`; raises a typed error
+        otherwise.
         """
         env = self.endpoint.env_name or self.endpoint.deployment
         h = headers if headers is not None else self.headers(sid)
         url = self.url(path)
         attempt = 0
         fresh = False
-        while True:
-            try:
-                resp = await self.http.request(method, url, json=json_body, headers=h, fresh=fresh)
-            except HTTPFailure as e:
-                if e.idle_race and not fresh:
-                    fresh = True  # the server closed an idle connection as the request went out
+        wait: StartingWait | None = None
+        done = False
+        try:
+            while True:
+                await self.gate.wait_turn()
+                try:
+                    resp = await self.http.request(method, url, json=json_body, headers=h, fresh=fresh)
+                except HTTPFailure as e:
+                    if e.idle_race and not fresh:
+                        fresh = True  # the server closed an idle connection as the request went out
+                        continue
+                    if not e.retryable or attempt >= self.retries:
+                        hint = (
+                            ""
+                            if isinstance(e, CertificateError)
+                            else " Check the server is running and reachable."
+                        )
+                        raise TransportError(
+                            f"{method} {path} to {self.endpoint.target} failed after {attempt + 1} attempt"
+                            f"{'s' if attempt else ''}: {type(e).__name__}: {e}.{hint}",
+                            env=env,
+                            session_id=sid,
+                            tool=tool,
+                        ).redact(self.sensitive) from e
+                    await anyio.sleep(backoff_s(attempt))
+                    attempt += 1
+                    fresh = False
                     continue
-                if not e.retryable or attempt >= self.retries:
-                    hint = (
-                        ""
-                        if isinstance(e, CertificateError)
-                        else " Check the server is running and reachable."
-                    )
-                    raise TransportError(
-                        f"{method} {path} to {self.endpoint.target} failed after {attempt + 1} attempt"
-                        f"{'s' if attempt else ''}: {type(e).__name__}: {e}.{hint}",
-                        env=env,
-                        session_id=sid,
-                        tool=tool,
-                    ).redact(self.sensitive) from e
-                await anyio.sleep(backoff_s(attempt))
-                attempt += 1
                 fresh = False
-                continue
-            fresh = False
-            if resp.status_code in ok_statuses:
-                return resp
-            if resp.status_code in RETRY_STATUSES:
-                starting = resp.headers.get("X-Backend-State") == "starting"
-                if (starting and ride_out_starting) or attempt < self.retries:
-                    wait = retry_after_s(resp)
-                    await anyio.sleep(min(wait, 10.0) if wait is not None else backoff_s(attempt, base=0.2))
-                    if not (starting and ride_out_starting):
-                        attempt += 1
+                starting = ride_out_starting and is_starting(resp.status_code, resp.headers)
+                if starting:
+                    if wait is None:
+                        wait = self.gate.begin_starting()
+                        if waited is not None:
+                            waited.waiting = True
+                    if self.gate.elapsed(wait) < self.starting_limit_s:
+                        await self.backoff(resp, attempt)
+                        continue
+                    raise self._never_started(method, path, sid, tool)
+                if wait is not None:
+                    self._end_wait(wait, waited, gave_up=False)
+                    wait = None
+                if resp.status_code in ok_statuses:
+                    done = True
+                    return resp
+                if resp.status_code in RETRY_STATUSES and attempt < self.retries:
+                    await self.backoff(resp, attempt)
+                    attempt += 1
                     continue
-            raise self.status_error(resp, method, path, sid=sid, tool=tool)
+                raise self.status_error(resp, method, path, sid=sid, tool=tool)
+        finally:
+            if wait is not None:
+                # Cancelled by the caller's deadline (or an interrupt) while the backend was still starting.
+                self._end_wait(wait, waited, gave_up=not done)
+
+    def _end_wait(self, wait: StartingWait, waited: OpenWait | None, *, gave_up: bool) -> None:
+        elapsed = self.gate.end_starting(wait, gave_up=gave_up)
+        if waited is not None:
+            waited.add(elapsed)
+            waited.waiting = False
+            waited.gave_up = waited.gave_up or gave_up
+
+    def _never_started(self, method: str, path: str, sid: str | None, tool: str | None) -> ORSError:
+        ep = self.endpoint
+        return ServerError(
+            f"{method} {path} to {ep.target}: the backend did not start within {self.starting_limit_s:g} s "
+            f"(the server kept answering 503 X-Backend-State: starting). Check the environment's status, "
+            f"or allow longer (open_timeout_s).",
+            status_code=503,
+            detail="backend starting",
+            env=ep.env_name or ep.deployment,
+            session_id=sid,
+            tool=tool,
+        ).redact(self.sensitive)
 
     def status_error(
         self, resp: Response, method: str, path: str, *, sid: str | None = None, tool: str | None = None

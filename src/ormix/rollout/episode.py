@@ -170,6 +170,8 @@ class Episode:
     error_kind: str | None
     error: str | None
     open_ms: float | None
+    #: Of `open_ms`, the time the open waited for a platform backend that was still starting.
+    starting_ms: float | None
     open_retries: int
     member: str
     task_index: int | None
@@ -198,6 +200,7 @@ class Episode:
         # A session a trainer opened ahead for this row (ormix.rollout.batch), else one opened now.
         opened = self._config.take_parked(row) or run_sync(_open, self._config, row)
         self.open_ms, self.open_retries = opened.open_ms, opened.retries
+        self.starting_ms = opened.starting_ms
         if opened.error is not None:
             kind = infra_error_kind(opened.error) or "session_open"
             # Anything that stops the session from starting is a failed open, whatever the transport said.
@@ -288,6 +291,7 @@ class Episode:
         self.error_kind = None
         self.error = None
         self.open_ms = None
+        self.starting_ms = None
         self.open_retries = 0
         self.member = self._config.member
         self.task_index = None
@@ -384,6 +388,7 @@ class _Opened:
     error: ors_errors.ORSError | None = None
     retries: int = 0
     open_ms: float = 0.0
+    starting_ms: float = 0.0
 
 
 async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
@@ -397,13 +402,18 @@ async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
             try:
                 session = await config.open_session(task_index, task_spec, split)
                 prompt = await session.prompt_text()
-                return _Opened(session, prompt, retries=attempt, open_ms=(time.perf_counter() - t0) * 1000)
+                open_ms = (time.perf_counter() - t0) * 1000
+                starting = float(getattr(getattr(session, "timings", None), "starting_ms", 0.0) or 0.0)
+                return _Opened(session, prompt, retries=attempt, open_ms=open_ms, starting_ms=starting)
             except ors_errors.ORSError as e:
                 if session is not None:
                     await session.close()
                 # Worth another open: the environment or the link failed, not the deadline
                 if attempt >= config.open_retries or infra_error_kind(e) in (None, "deadline"):
-                    return _Opened(error=e, retries=attempt, open_ms=(time.perf_counter() - t0) * 1000)
+                    open_ms = (time.perf_counter() - t0) * 1000
+                    # A backend that never started kept the whole open waiting.
+                    starting = open_ms if getattr(e, "detail", None) == "backend starting" else 0.0
+                    return _Opened(error=e, retries=attempt, open_ms=open_ms, starting_ms=starting)
                 attempt += 1
             except BaseException:
                 if session is not None:

@@ -3,10 +3,12 @@
 Metrics per member (`METRICS`), logged as ``ormix/<member>/<metric>``: `reward` (raw environment reward,
 scored rollouts only), `coverage`, `unscored_rate`, `error_rate`, `finished_rate`, `tool_calls`,
 `tool_errors`, `wrong_env_calls` (per rollout), `share` (1/0 for every rollout of the batch),
-`informative_groups` (1/0 per GRPO group of the member), `session_open_ms` (per rollout), `tool_ms` (per call
-that reached the server). Values are ONE PER ROLLOUT (or per call / group), so TRL's pooling (sum and count
-over all processes, then the mean) gives the exact batch-wide value. A member absent from a batch logs only
-`share` (0s), so TRL shows no value for the rest instead of a misleading 0.
+`informative_groups` (1/0 per GRPO group of the member), `session_open_ms` (per rollout),
+`backend_starting_ms` (per rollout: of the open, the time spent waiting for a platform backend that was still
+starting; not an error), `tool_ms` (per call that reached the server). Values are ONE PER ROLLOUT (or per call
+/ group), so TRL's pooling (sum and count over all processes, then the mean) gives the exact batch-wide value.
+A member absent from a batch logs only `share` (0s), so TRL shows no value for the rest instead of a
+misleading 0.
 
 Example:
     >>> recs = [{"member": "a", "outcome": "scored", "env_reward": 1.0, "reward": 1.0, "finished": True,
@@ -51,6 +53,7 @@ METRICS: tuple[str, ...] = (
     "share",
     "informative_groups",
     "session_open_ms",
+    "backend_starting_ms",
     "tool_ms",
 )
 
@@ -153,6 +156,7 @@ def member_values(
         groups.setdefault(r.get("group"), []).append(r.get("reward"))
     out["informative_groups"] = [float(is_informative(v)) for v in groups.values()]
     out["session_open_ms"] = [float(r["open_ms"]) for r in mine if r.get("open_ms") is not None]
+    out["backend_starting_ms"] = [float(r["starting_ms"]) for r in mine if r.get("starting_ms") is not None]
     out["tool_ms"] = [
         float(c["latency_ms"])
         for r in mine

@@ -198,6 +198,7 @@ def rollout_record(
             }
         )
     open_ms = getattr(episode, "open_ms", None)
+    starting_ms = getattr(episode, "starting_ms", None)
     return {
         "v": RECORD_VERSION,
         "time": round(time.time(), 3),
@@ -216,6 +217,7 @@ def rollout_record(
         "rewards": list(getattr(episode, "rewards", [])),
         "finished": bool(getattr(episode, "finished", False)),
         "open_ms": None if open_ms is None else round(float(open_ms), 3),
+        "starting_ms": None if starting_ms is None else round(float(starting_ms), 3),
         "calls": calls,
     }
 

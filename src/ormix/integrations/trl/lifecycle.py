@@ -173,6 +173,9 @@ class ProgressLine(TrainerCallback):
             text = f"[cyan]{m}[/cyan] r {_fmt(logs.get(f'rewards/{m}/mean'))}"
             if f"ormix/{m}/coverage" in logs:
                 text += f" cov {_fmt(logs[f'ormix/{m}/coverage'])}"
+            starting = logs.get(f"ormix/{m}/backend_starting_ms")
+            if isinstance(starting, (int, float)) and starting >= 100:
+                text += f" backend starting {starting / 1000:.1f}s"  # mean wait per open
             parts.append(text)
         calls = logs.get("tools/call_frequency")
         if calls is not None:
