@@ -30,7 +30,7 @@ import anyio
 
 from ormix.config import SpecConfig
 from ormix.errors import SpecError
-from ormix.ors import Endpoint, ORSClient, ToolSpec, errors
+from ormix.ors import Endpoint, ORSClient, ServerPool, ToolSpec, errors
 from ormix.ors.bridge import run_sync
 from ormix.tools import merge_tool_specs
 
@@ -78,6 +78,7 @@ def connection_key(config: SpecConfig) -> tuple[Any, ...]:
     """
     return (
         config.target,
+        tuple(config.targets or ()),
         config.env_name,
         config.local_serve,
         config.call_timeout_s,
@@ -110,7 +111,7 @@ class Connection:
         self.env_name = config.env_name
         self.key = connection_key(config)
         self._config = config
-        self._client: ORSClient | None = None
+        self._client: ORSClient | ServerPool | None = None
         self._sdk: Any = None
         # (url, env_name) of the local server this connection started: a pickled copy in another process
         # (TRL's AsyncGRPOTrainer worker) talks to the same server instead of starting its own.
@@ -133,8 +134,9 @@ class Connection:
 
     # ── the client ────────────────────────────────────────────────────
 
-    async def client(self) -> ORSClient:
-        """The ORS client (starting the local server of a `local:`/`module:` target on first use)."""
+    async def client(self) -> ORSClient | ServerPool:
+        """The ORS client (starting the local server of a `local:`/`module:` target on first use); a
+        `ServerPool` over every server of a member with several (`targets`)."""
         if self._client is None:
             _register_exit_hook()
             _open.add(self)
@@ -161,13 +163,27 @@ class Connection:
             # The client keeps at most this much of one tool output in memory (bounded under a 50 MB
             # answer); 8x: the model still sees `max_output_chars` of text when every character is escaped.
             kept = max(8 * self._config.max_output_chars, 65_536)
-            self._client = ORSClient(
-                endpoint,
-                timeout_s=self._config.call_timeout_s,
-                ping_interval_s=self._config.ping_interval_s,
-                max_kept_chars=kept,
-            )
+            options: dict[str, Any] = {
+                "timeout_s": self._config.call_timeout_s,
+                "ping_interval_s": self._config.ping_interval_s,
+                "max_kept_chars": kept,
+            }
+            if self._config.targets:
+                servers = [Endpoint.for_url(u, env_name, api_key) for u in self._config.targets]
+                self._client = ServerPool(servers, **options)
+            else:
+                self._client = ORSClient(endpoint, **options)
         return self._client
+
+    def server_stats(self) -> list[dict[str, Any]]:
+        """Per server of a member on several (`targets`): URL, in rotation, sessions held now, opened,
+        times taken out; `[]` for one server, or before the first request.
+
+        Example:
+            >>> Connection(SpecConfig(target="local:echo")).server_stats()
+            []
+        """
+        return self._client.stats() if isinstance(self._client, ServerPool) else []
 
     async def sdk(self) -> Any:
         """The openreward SDK's connection (for `transport="sdk"` sessions)."""
@@ -265,7 +281,7 @@ class Connection:
         return [(i, s if isinstance(s, dict) else {}) for i, s in zip(wanted_indices, specs, strict=True)]
 
     @staticmethod
-    async def _all_tasks(client: ORSClient, split: str) -> list[dict[str, Any]]:
+    async def _all_tasks(client: ORSClient | ServerPool, split: str) -> list[dict[str, Any]]:
         try:
             return list(await client.tasks(split))
         except errors.ORSError:

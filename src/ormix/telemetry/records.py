@@ -198,7 +198,7 @@ def rollout_record(
             }
         )
     open_ms = getattr(episode, "open_ms", None)
-    return {
+    record: dict[str, Any] = {
         "v": RECORD_VERSION,
         "time": round(time.time(), 3),
         "step": step,
@@ -218,6 +218,10 @@ def rollout_record(
         "open_ms": None if open_ms is None else round(float(open_ms), 3),
         "calls": calls,
     }
+    server = getattr(episode, "server", None)
+    if server is not None:  # a member on several servers: which one this rollout ran on
+        record["server"] = server
+    return record
 
 
 def _clip(text: str | None) -> str | None:
