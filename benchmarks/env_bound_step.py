@@ -30,11 +30,11 @@ per run).
 process, killed with SIGKILL while step 3's first tool round is in flight), R = 8 rollouts x 3 rounds, 6 steps
 with `ConcurrentGRPOTrainer`. Printed: per step, the rollouts on each server and their outcomes; the coverage
 of the rollouts NOT on the killed server after the kill; how long the killed server's in-flight rollouts took
-to end (against the call timeout); the sessions left on the live servers after the run; step time before
-the kill (step 2; step 1 includes loading) and after it (steps 4-6). Last lines: ``ratio failover_coverage: X``
-(scored / rollouts not on the killed server, steps 3-6), ``ratio failover_end_within_timeout: X`` (slowest
-end of a killed-server rollout / the call timeout; < 1 is within), ``ratio failover_step_after_before: X``
-(median step after / before). ``ORMIX_BENCH_PARTS=failover`` runs (c) alone (default: all).
+to end (against the call timeout); the sessions left on the live servers after the run; step time before the
+kill (step 2; step 1 includes loading) and after it (steps 4-6). Last lines: ``ratio failover_coverage: X``
+(scored / rollouts not on the killed server, steps 3-6), ``ratio failover_end_within_timeout: X`` (slowest end
+of a killed-server rollout / the call timeout; < 1 is within), ``ratio failover_step_after_before: X`` (median
+step after / before). ``ORMIX_BENCH_PARTS=failover`` runs (c) alone (default: all).
 """
 
 from __future__ import annotations

@@ -227,7 +227,9 @@ def test_a_hung_server_leaves_the_rotation_before_the_deadline_and_is_probed_bac
         for i, ep in enumerate(episodes):
             text, took = out[i]
             if ep.server == second_faulty.url:
-                assert ep.outcome.error_kind == "transport" and text == "the environment could not be reached."
+                assert (
+                    ep.outcome.error_kind == "transport" and text == "the environment could not be reached."
+                )
                 assert took < 3.5, took  # not at the 4 s deadline
                 assert "taken out of rotation" in ep.outcome.error
             else:

@@ -56,7 +56,9 @@ def test_requests_without_the_key_get_401_and_run_nothing(keyed):
     create = {"env_name": "faulty", "task_spec": {"answer": "42"}}
     for headers in ({}, {"X-API-Key": "wrong"}):
         assert blocking_request("GET", f"{url}/health", headers=headers).status_code == 401
-        opened = blocking_request("POST", f"{url}/create", json=create, headers={**headers, "X-Session-ID": "s1"})
+        opened = blocking_request(
+            "POST", f"{url}/create", json=create, headers={**headers, "X-Session-ID": "s1"}
+        )
         assert opened.status_code == 401 and "X-API-Key" in opened.text
     assert server.active_sessions() == []  # no session opened
 

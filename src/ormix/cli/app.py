@@ -89,7 +89,9 @@ def serve(
         ),
     ] = None,
     insecure: Annotated[bool, typer.Option(help="serve off loopback without a key")] = False,
-    ssl_certfile: Annotated[Path | None, typer.Option(metavar="FILE", help="serve TLS with this cert")] = None,
+    ssl_certfile: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="serve TLS with this cert")
+    ] = None,
     ssl_keyfile: Annotated[Path | None, typer.Option(metavar="FILE", help="the certificate's key")] = None,
 ) -> None:
     """Serve local environments (e.g. `ormix serve local:terminals local:seta --port 8080`)."""
@@ -112,15 +114,21 @@ def serve(
     scheme = "https" if ssl_certfile else "http"
     if not is_loopback(host) and api_key and scheme == "http":
         err.print("note: without TLS (--ssl-certfile/--ssl-keyfile) the key crosses the network in clear")
-    tls = {"ssl_certfile": str(ssl_certfile) if ssl_certfile else None}
-    tls["ssl_keyfile"] = str(ssl_keyfile) if ssl_keyfile else None
+    cert, key = (str(ssl_certfile) if ssl_certfile else None), (str(ssl_keyfile) if ssl_keyfile else None)
     if workers > 1:
-        _serve_workers(envs, workers, port, host, idle_limit, api_key, insecure, tls)
+        _serve_workers(envs, workers, port, host, idle_limit, api_key, insecure, (cert, key))
         return
     err.print(f"serving {', '.join(envs)} on {scheme}://{host}:{port} (Ctrl-C to stop)")
     try:
         run_forever(
-            envs, host=host, port=port, idle_limit_s=idle_limit, api_key=api_key, insecure=insecure, **tls
+            envs,
+            host=host,
+            port=port,
+            idle_limit_s=idle_limit,
+            api_key=api_key,
+            insecure=insecure,
+            ssl_certfile=cert,
+            ssl_keyfile=key,
         )
     except KeyboardInterrupt:
         pass
@@ -134,7 +142,7 @@ def _serve_workers(
     idle_limit: float | None,
     api_key: str | None,
     insecure: bool,
-    tls: dict[str, str | None],
+    tls: tuple[str | None, str | None],
 ) -> None:
     """`ormix serve --workers N`: N server processes, one port each, until Ctrl-C or SIGTERM; prints the
     `targets:` list a member names them by (its sessions then spread over them, `ormix.ors.ServerPool`)."""
@@ -157,7 +165,8 @@ def _serve_workers(
                     idle_limit_s=idle_limit,
                     api_key=api_key,
                     insecure=insecure,
-                    **tls,
+                    ssl_certfile=tls[0],
+                    ssl_keyfile=tls[1],
                 )
             )
         urls = [s.url for s in servers]

@@ -1,4 +1,6 @@
-"""Which of a member's servers gets the next session, and when a server leaves and rejoins the rotation (pure).
+"""Which of a member's servers gets the next session, and when a server leaves and rejoins the rotation.
+
+Pure: no I/O.
 
 `ormix.ors.pool.ServerPool` drives one environment on several ORS servers. The decisions it makes are here,
 free of I/O, so they can be tested exhaustively:

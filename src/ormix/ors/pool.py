@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -243,7 +244,9 @@ class ServerPool:
         try:
             with anyio.fail_after(self.probe_timeout_s):
                 resp = await http.request("GET", server.url + "/health", headers=server.endpoint.headers())
-            result, why = ("ok", "") if resp.status_code == 200 else ("refused", f"/health {resp.status_code}")
+            result, why = (
+                ("ok", "") if resp.status_code == 200 else ("refused", f"/health {resp.status_code}")
+            )
         except (TimeoutError, ReadTimeout):
             result, why = "timeout", f"/health did not answer within {self.probe_timeout_s:g}s"
         except HTTPFailure as e:
@@ -338,7 +341,7 @@ class ServerPool:
             if server is None:
                 raise last or self._none_in_rotation(what)
             try:
-                return await self.guarded(server, what, lambda: fn(server.client))
+                return await self.guarded(server, what, functools.partial(fn, server.client))
             except TransportError as e:
                 last = e
                 tried.add(self.servers.index(server))
@@ -414,7 +417,7 @@ class ServerPool:
             opened = False
             try:
                 session = await self.guarded(
-                    server, "opening a session", lambda: server.client.open_session(**kwargs)
+                    server, "opening a session", functools.partial(server.client.open_session, **kwargs)
                 )
                 opened = True
                 server.opened += 1
@@ -488,7 +491,9 @@ class PooledSession:
 
     async def call(self, name: str, input: Any = None, *, timeout_s: float | None = None) -> Any:
         """`Session.call` on this session's server."""
-        return await self._guard(f"tool call {name!r}", lambda: self._session.call(name, input, timeout_s=timeout_s))
+        return await self._guard(
+            f"tool call {name!r}", lambda: self._session.call(name, input, timeout_s=timeout_s)
+        )
 
     async def prompt(self, *, timeout_s: float | None = None) -> list[dict]:
         """`Session.prompt` on this session's server."""
