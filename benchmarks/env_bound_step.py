@@ -24,6 +24,17 @@ ideal" is the measured ratio over that. Last lines: ``ratio env_wait R=8: X``, `
 then ``ratio env_bound_step R=8: X`` and ``ratio env_bound_step R=32: X`` (TRL / ormix, the lower of the ormix
 and mixture variants). Run: ``python benchmarks/env_bound_step.py`` (``ORMIX_BENCH_STEPS``, default 4, steps
 per run).
+
+(c) One member on 3 servers, one killed mid-round in step 3 (``failover``): the member's ``targets`` are three
+`local:latency` servers (two in threads of this process, whose open sessions can be counted, one in a child
+process, killed with SIGKILL while step 3's first tool round is in flight), R = 8 rollouts x 3 rounds, 6 steps
+with `ConcurrentGRPOTrainer`. Printed: per step, the rollouts on each server and their outcomes; the coverage
+of the rollouts NOT on the killed server after the kill; how long the killed server's in-flight rollouts took
+to end (against the call timeout); the sessions left on the live servers after the run; step time before the
+kill (step 2; step 1 includes loading) and after it (steps 4-6). Last lines: ``ratio failover_coverage: X``
+(scored / rollouts not on the killed server, steps 3-6), ``ratio failover_end_within_timeout: X`` (slowest end
+of a killed-server rollout / the call timeout; < 1 is within), ``ratio failover_step_after_before: X`` (median
+step after / before). ``ORMIX_BENCH_PARTS=failover`` runs (c) alone (default: all).
 """
 
 from __future__ import annotations
@@ -211,11 +222,158 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
     ]
 
 
+FAILOVER_STEPS, FAILOVER_KILL_STEP, FAILOVER_TIMEOUT_S = 6, 3, 10.0
+
+
+def run_failover(model: str) -> dict[str, float]:
+    """(c): one member on 3 local servers, one killed mid-round; returns its ratios."""
+    from trl import GRPOConfig
+
+    from ormix import OpenRewardSpec
+    from ormix.demo.scripted import ScriptedPolicy
+    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.local import serve_in_process, serve_in_thread
+
+    os.environ["ORMIX_LATENCY_OPEN_S"], os.environ["ORMIX_LATENCY_TOOL_S"] = str(OPEN_S), str(TOOL_S)
+    rollouts, rounds = 8, 3
+    live = [serve_in_thread(["local:latency"]) for _ in range(2)]
+    doomed = serve_in_process(["local:latency"])
+    urls = [live[0].url, doomed.url, live[1].url]
+    spec = OpenRewardSpec(
+        urls,
+        env_name="latency",
+        num_tasks=rollouts // 2 * FAILOVER_STEPS,
+        call_timeout_s=FAILOVER_TIMEOUT_S,
+        ping_interval_s=1.0,
+    )
+    state = {"step": 0, "killed_at": None}
+    seen: list[tuple[int, str | None, str, str | None, float]] = []  # step, server, outcome, error, end s
+
+    class Kill:
+        """The first `work` call of the kill step starts a timer that kills the child server mid-round."""
+
+        def __init__(self, factory):
+            self.factory = factory
+
+        def __getattr__(self, name):
+            return getattr(self.factory, name)
+
+        def __call__(self):
+            environment = self.factory()
+            work = environment.work
+
+            @functools.wraps(work)
+            def timed_work(**kwargs):
+                if state["step"] == FAILOVER_KILL_STEP and state["killed_at"] is None:
+                    state["killed_at"] = time.monotonic() + 0.1
+                    threading.Timer(0.1, os.kill, (doomed.pid, 9)).start()
+                return work(**kwargs)
+
+            environment.work = timed_work
+            return environment
+
+    def observe(fn):
+        @functools.wraps(fn)
+        def observed(*args, environments=None, **kwargs):
+            for ep in environments or []:
+                t_end = 0.0
+                if ep.outcome.kind == "error" and state["killed_at"] is not None:
+                    t_end = sum(c.latency_ms for c in ep.calls if c.error) / 1000
+                seen.append((state["step"], ep.server, ep.outcome.kind, ep.outcome.error_kind, t_end))
+            return fn(*args, environments=environments, **kwargs)
+
+        return observed
+
+    from transformers import TrainerCallback
+
+    class Steps(TrainerCallback):
+        def on_step_begin(self, args, st, control, **kwargs):
+            state["step"] = st.global_step + 1
+
+    args = GRPOConfig(
+        output_dir=os.path.join(tempfile.gettempdir(), "ormix-bench-env", "failover"),
+        per_device_train_batch_size=rollouts,
+        num_generations=2,
+        max_steps=FAILOVER_STEPS,
+        max_completion_length=64 * rounds,
+        logging_steps=1,
+        report_to="none",
+        use_cpu=True,
+        bf16=False,
+        activation_checkpointing=False,
+        save_strategy="no",
+        shuffle_dataset=False,
+        remove_unused_columns=False,
+        disable_tqdm=True,
+        max_tool_calling_iterations=rounds,
+    )
+    try:
+        trainer = ConcurrentGRPOTrainer(
+            model=model,
+            args=args,
+            train_dataset=spec.train_dataset,
+            environment_factory=Kill(spec.environment_factory),
+            reward_funcs=observe(spec.reward_funcs),
+            callbacks=[*spec.callbacks, Steps()],
+        )
+        ScriptedPolicy(script_for(rounds)).attach(trainer)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            trainer.train()
+        stats = spec.connection.server_stats()
+        spec.close()
+        left = [len(s.active_sessions()) for s in live]
+    finally:
+        for server in live:
+            server.close()
+        doomed.close()
+    steps = [h["step_time"] for h in trainer.state.log_history if "step_time" in h]
+    for step in range(1, FAILOVER_STEPS + 1):
+        mine = [r for r in seen if r[0] == step]
+        per = {u: [r for r in mine if r[1] == u] for u in urls}
+        print(
+            f"failover step {step}: {steps[step - 1]:.2f} s; "
+            + "; ".join(
+                f"{'killed ' if u == doomed.url else ''}server {i}: {len(rs)} rollouts, "
+                f"{sum(r[2] == 'scored' for r in rs)} scored, {sum(r[2] == 'error' for r in rs)} errors"
+                for i, (u, rs) in enumerate(per.items())
+            ),
+            flush=True,
+        )
+    after = [r for r in seen if r[0] >= FAILOVER_KILL_STEP]
+    others = [r for r in after if r[1] != doomed.url]
+    dead = [r for r in after if r[1] == doomed.url]
+    coverage = sum(r[2] == "scored" for r in others) / max(1, len(others))
+    slowest_end = max((r[4] for r in dead), default=0.0)
+    before = statistics.median(steps[1 : FAILOVER_KILL_STEP - 1]) if FAILOVER_KILL_STEP > 2 else steps[0]
+    after_s = statistics.median(steps[FAILOVER_KILL_STEP:])
+    print(
+        f"failover: after the kill {len(others)} rollouts not on the killed server, {coverage:.0%} scored; "
+        f"{len(dead)} on it, errors {sorted({r[3] for r in dead if r[3]})}, slowest ended after "
+        f"{slowest_end:.2f} s of calls (call timeout {FAILOVER_TIMEOUT_S:g} s); the run finished "
+        f"{len(steps)}/{FAILOVER_STEPS} steps; sessions left on the live servers {left}; "
+        f"server stats {[(s['in_rotation'], s['opened'], s['downs']) for s in stats]} (in rotation, opened, "
+        f"taken out); median step before {before:.2f} s, after {after_s:.2f} s "
+        f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)",
+        flush=True,
+    )
+    return {
+        "failover_coverage": coverage,
+        "failover_end_within_timeout": slowest_end / FAILOVER_TIMEOUT_S,
+        "failover_step_after_before": after_s / before,
+    }
+
+
 def main() -> None:
     from ormix.demo.tiny import build_tiny_model
     from ormix.local import serve_in_process
 
     model = str(build_tiny_model())
+    parts = os.environ.get("ORMIX_BENCH_PARTS", "all")
+    if parts == "failover":
+        for name, value in run_failover(model).items():
+            print(f"ratio {name}: {value:.2f}")
+        return
     env = {"ORMIX_LATENCY_OPEN_S": str(OPEN_S), "ORMIX_LATENCY_TOOL_S": str(TOOL_S)}
     step_ratios, wait_ratios = {}, {}
     with serve_in_process(["local:latency"], env=env) as server:
@@ -258,6 +416,8 @@ def main() -> None:
         print(f"ratio env_wait R={rollouts}: {ratio:.2f}")
     for rollouts, ratio in step_ratios.items():
         print(f"ratio env_bound_step R={rollouts}: {ratio:.2f}")
+    for name, value in run_failover(model).items():
+        print(f"ratio {name}: {value:.2f}")
 
 
 if __name__ == "__main__":

@@ -112,6 +112,7 @@ def test_arrows_point_one_way(layer, above):
         "ormix.rollout.outcome",
         "ormix.telemetry.metrics",
         "ormix.targets",
+        "ormix.ors.balance",
         "ormix.errors",
         "ormix.hashing",
         "ormix.config.trainer_rules",

@@ -6,7 +6,11 @@ and no exception into TRL's loop.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import socket
+import threading
 import time
 import uuid
 
@@ -166,3 +170,107 @@ def test_prompt_rides_out_a_slow_setup_answered_503_starting(monkeypatch):
         ep.submit(answer="42")
         assert ep.reward == 1.0
         close_episode(ep)
+
+
+# ── one member on several servers: one of them hangs, then dies ────────────────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def second_faulty():
+    """A `local:faulty` server in a child process, next to the thread one: it can be stopped and killed."""
+    server = serve_in_process(["local:faulty"])
+    yield server
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(server.pid, signal.SIGCONT)
+    server.close()
+
+
+def _on_both(faulty, other, **kwargs):
+    spec = OpenRewardSpec([faulty.url, other.url], env_name="faulty", discover_task_tools=False, **kwargs)
+    episodes = [spec.environment_factory() for _ in range(4)]
+    for ep in episodes:
+        ep.reset(task_spec={"answer": "42"})
+    assert sorted(ep.server for ep in episodes) == sorted([faulty.url, other.url] * 2)
+    return spec, episodes
+
+
+def _call_all(episodes, seconds):
+    """Every episode calls `slow` at once (a tool round); returns (text, seconds taken) per episode."""
+    out: dict[int, tuple[str, float]] = {}
+
+    def one(i, ep):
+        t0 = time.monotonic()
+        out[i] = (tool_text(ep.slow, seconds=seconds), time.monotonic() - t0)
+
+    threads = [threading.Thread(target=one, args=(i, ep)) for i, ep in enumerate(episodes)]
+    for t in threads:
+        t.start()
+    return threads, out
+
+
+def _wait_for(condition, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_hung_server_leaves_the_rotation_before_the_deadline_and_is_probed_back_in(faulty, second_faulty):
+    # The probe waits a quarter of the 4 s call deadline, twice: the hung server's calls end at ~2 s.
+    spec, episodes = _on_both(faulty, second_faulty, call_timeout_s=4, ping_interval_s=0.2)
+    try:
+        threads, out = _call_all(episodes, seconds=1.5)
+        time.sleep(0.3)
+        os.kill(second_faulty.pid, signal.SIGSTOP)  # the process stops answering, its sockets stay open
+        for t in threads:
+            t.join()
+        for i, ep in enumerate(episodes):
+            text, took = out[i]
+            if ep.server == second_faulty.url:
+                assert (
+                    ep.outcome.error_kind == "transport" and text == "the environment could not be reached."
+                )
+                assert took < 3.5, took  # not at the 4 s deadline
+                assert "taken out of rotation" in ep.outcome.error
+            else:
+                assert text == "slept 1.5s" and ep.outcome.kind == "unscored"
+        (down,) = [s for s in spec.connection.server_stats() if not s["in_rotation"]]
+        assert down["url"] == second_faulty.url
+        fresh = spec.environment_factory()
+        fresh.reset(task_spec={"answer": "42"})
+        assert fresh.server == faulty.url and "submitted" in fresh.submit(answer="42")
+        close_episode(fresh)
+
+        os.kill(second_faulty.pid, signal.SIGCONT)
+        _wait_for(lambda: all(s["in_rotation"] for s in spec.connection.server_stats()), 10)
+        back = [spec.environment_factory() for _ in range(2)]
+        for ep in back:
+            ep.reset(task_spec={"answer": "42"})
+        assert {ep.server for ep in back} == {faulty.url, second_faulty.url}
+        for ep in back:
+            ep.submit(answer="42")
+        assert spec.reward_funcs(environments=back) == [1.0, 1.0]
+    finally:
+        os.kill(second_faulty.pid, signal.SIGCONT)
+        spec.close()
+
+
+def test_a_server_killed_mid_round_ends_only_its_own_rollouts_and_leaves_no_session(faulty, second_faulty):
+    spec, episodes = _on_both(faulty, second_faulty, call_timeout_s=10)
+    threads, out = _call_all(episodes, seconds=1.0)
+    time.sleep(0.3)
+    os.kill(second_faulty.pid, signal.SIGKILL)
+    for t in threads:
+        t.join()
+    for ep in episodes:
+        if ep.server == faulty.url:
+            ep.submit(answer="42")
+    rewards = spec.reward_funcs(environments=episodes)  # scores, then closes every session
+    for i, (ep, reward) in enumerate(zip(episodes, rewards, strict=True)):
+        if ep.server == second_faulty.url:
+            assert ep.outcome.error_kind == "transport" and reward is None
+            assert out[i][1] < 10  # within one call timeout
+        else:
+            assert reward == 1.0
+    assert not set(faulty.active_sessions()) & {ep.session_id for ep in episodes}  # 0 left on the live one
+    spec.close()

@@ -33,7 +33,7 @@ import anyio
 
 from ormix.config import SpecConfig
 from ormix.errors import SpecError
-from ormix.ors import Endpoint, ORSClient, ToolSpec, errors
+from ormix.ors import Endpoint, ORSClient, ServerPool, ToolSpec, errors
 from ormix.ors.bridge import run_sync
 from ormix.tools import merge_tool_specs
 
@@ -88,6 +88,7 @@ def connection_key(config: SpecConfig) -> tuple[Any, ...]:
     """
     return (
         config.target,
+        tuple(config.targets or ()),
         config.env_name,
         config.local_serve,
         config.call_timeout_s,
@@ -121,7 +122,7 @@ class Connection:
         self.env_name = config.env_name
         self.key = connection_key(config)
         self._config = config
-        self._client: ORSClient | None = None
+        self._client: ORSClient | ServerPool | None = None
         self._sdk: Any = None
         # (url, env_name) of the local server this connection started: a pickled copy in another process
         # (TRL's AsyncGRPOTrainer worker) talks to the same server instead of starting its own.
@@ -146,8 +147,9 @@ class Connection:
 
     # ── the client ────────────────────────────────────────────────────
 
-    async def client(self) -> ORSClient:
-        """The ORS client (starting the local server of a `local:`/`module:` target on first use)."""
+    async def client(self) -> ORSClient | ServerPool:
+        """The ORS client (starting the local server of a `local:`/`module:` target on first use); a
+        `ServerPool` over every server of a member with several (`targets`)."""
         if self._client is None:
             _register_exit_hook()
             _open.add(self)
@@ -174,14 +176,28 @@ class Connection:
             # The client keeps at most this much of one tool output in memory (bounded under a 50 MB
             # answer); 8x: the model still sees `max_output_chars` of text when every character is escaped.
             kept = max(8 * self._config.max_output_chars, 65_536)
-            self._client = ORSClient(
-                endpoint,
-                timeout_s=self._config.call_timeout_s,
-                open_timeout_s=self._config.resolved_open_timeout_s,
-                ping_interval_s=self._config.ping_interval_s,
-                max_kept_chars=kept,
-            )
+            options: dict[str, Any] = {
+                "timeout_s": self._config.call_timeout_s,
+                "open_timeout_s": self._config.resolved_open_timeout_s,
+                "ping_interval_s": self._config.ping_interval_s,
+                "max_kept_chars": kept,
+            }
+            if self._config.targets:
+                servers = [Endpoint.for_url(u, env_name, api_key) for u in self._config.targets]
+                self._client = ServerPool(servers, **options)
+            else:
+                self._client = ORSClient(endpoint, **options)
         return self._client
+
+    def server_stats(self) -> list[dict[str, Any]]:
+        """Per server of a member on several (`targets`): URL, in rotation, sessions held now, opened,
+        times taken out; `[]` for one server, or before the first request.
+
+        Example:
+            >>> Connection(SpecConfig(target="local:echo")).server_stats()
+            []
+        """
+        return self._client.stats() if isinstance(self._client, ServerPool) else []
 
     async def sdk(self) -> Any:
         """The openreward SDK's connection (for `transport="sdk"` sessions)."""
@@ -280,7 +296,7 @@ class Connection:
         return [(i, s if isinstance(s, dict) else {}) for i, s in zip(wanted_indices, specs, strict=True)]
 
     @staticmethod
-    async def _all_tasks(client: ORSClient, split: str) -> list[dict[str, Any]]:
+    async def _all_tasks(client: ORSClient | ServerPool, split: str) -> list[dict[str, Any]]:
         try:
             return list(await client.tasks(split))
         except errors.ORSError:
@@ -425,11 +441,16 @@ def backend_waits() -> list[BackendWait]:
 
 
 def _gates() -> list[tuple[tuple[str, ...], str, Any]]:
-    return [
-        (tuple(sorted(conn.members)), conn.target, conn._client.gate)
-        for conn in list(_open)
-        if conn._client is not None
-    ]
+    out: list[tuple[tuple[str, ...], str, Any]] = []
+    for conn in list(_open):
+        client = conn._client
+        if isinstance(client, ServerPool):  # a member on several servers: each server's client has its gate
+            out += [
+                (tuple(sorted(conn.members)), s.endpoint.session_url, s.client.gate) for s in client.servers
+            ]
+        elif client is not None:
+            out.append((tuple(sorted(conn.members)), conn.target, client.gate))
+    return out
 
 
 def _notice_s() -> float:

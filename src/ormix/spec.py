@@ -98,7 +98,10 @@ class OpenRewardSpec:
     Args:
         target: catalog name (`"Eigent/SETA"`), ORS server URL (`"http://localhost:8080"`), `"local:NAME"`
             (an environment that ships with ormix) or `"module:Class"` (your own
-            `openreward.environments.Environment`); the last two are served on loopback automatically.
+            `openreward.environments.Environment`); the last two are served on loopback automatically. A
+            list of URLs is one environment on several ORS servers (`ormix.ors.ServerPool`): sessions go to
+            the least busy, stay there, and a server that stops answering leaves the rotation until it
+            answers again.
         num_tasks: cap on the number of tasks (the first `num_tasks` that pass `where`); exclusive with
             `indices`.
         split: the split to draw tasks from.
@@ -143,6 +146,7 @@ class OpenRewardSpec:
     """
 
     target = _Option()
+    targets = _Option()
     num_tasks = _Option()
     split = _Option()
     indices = _Option()
@@ -165,7 +169,7 @@ class OpenRewardSpec:
 
     def __init__(
         self,
-        target: str,
+        target: str | Sequence[str],
         *,
         num_tasks: int | None = None,
         split: str = "train",
@@ -192,7 +196,7 @@ class OpenRewardSpec:
         connection: Connection | None = None,
     ) -> None:
         options: dict[str, Any] = {
-            "target": target,
+            "target": target if isinstance(target, str) else list(target),
             "num_tasks": num_tasks,
             "split": split,
             "indices": list(indices) if indices is not None else None,
@@ -244,6 +248,7 @@ class OpenRewardSpec:
             'seta_easy'
         """
         options = {k: getattr(config, k) for k in SpecConfig.model_fields}
+        options["target"] = options.pop("targets") or options["target"]
         # Secrets stay `Secret`s (a deferred one fails only when sent); an empty mapping means "not given".
         options["secrets"] = options["secrets"] or None
         return cls(**options, name=name, connection=connection)
@@ -432,7 +437,7 @@ class OpenRewardSpec:
 
     def manifest_entry(self) -> dict[str, Any]:
         """This spec's part of a manifest (target, selection, tools); secrets appear by name only."""
-        return {
+        entry: dict[str, Any] = {
             "target": self.target,
             "split": self.split,
             "env_name": self.env_name,
@@ -443,6 +448,9 @@ class OpenRewardSpec:
             "tools": [t.name for t in self.tool_specs],
             "secret_names": sorted(self.effective_secrets() or {}),
         }
+        if self.targets:
+            entry["targets"] = list(self.targets)
+        return entry
 
     # ── internals ─────────────────────────────────────────────────────
 

@@ -73,8 +73,29 @@ def serve(
         str, typer.Option(help="address to bind; keep loopback unless you mean it")
     ] = "127.0.0.1",
     idle_limit: Annotated[float | None, typer.Option(help="reap sessions idle this many seconds")] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            metavar="N", min=1, help="N server processes, on ports PORT..PORT+N-1 (any free ones with 0)"
+        ),
+    ] = 1,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            metavar="KEY",
+            envvar="ORMIX_SERVE_API_KEY",
+            show_envvar=True,
+            help="every request must carry it as X-API-Key (required off loopback)",
+        ),
+    ] = None,
+    insecure: Annotated[bool, typer.Option(help="serve off loopback without a key")] = False,
+    ssl_certfile: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="serve TLS with this cert")
+    ] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option(metavar="FILE", help="the certificate's key")] = None,
 ) -> None:
     """Serve local environments (e.g. `ormix serve local:terminals local:seta --port 8080`)."""
+    from ormix.local.server.auth import exposure_problem, is_loopback
     from ormix.local.server.registry import UnknownEnvironmentError, load_environment_class
     from ormix.local.server.serving import run_forever
 
@@ -84,11 +105,89 @@ def serve(
     except UnknownEnvironmentError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from None
-    err.print(f"serving {', '.join(envs)} on http://{host}:{port} (Ctrl-C to stop)")
+    problem = exposure_problem(host, api_key, insecure=insecure)
+    if problem is None and (ssl_certfile is None) != (ssl_keyfile is None):
+        problem = "TLS needs both --ssl-certfile and --ssl-keyfile"
+    if problem is not None:
+        err.print(f"[red]error:[/red] {problem}")
+        raise typer.Exit(2)
+    scheme = "https" if ssl_certfile else "http"
+    if not is_loopback(host) and api_key and scheme == "http":
+        err.print("note: without TLS (--ssl-certfile/--ssl-keyfile) the key crosses the network in clear")
+    cert, key = (str(ssl_certfile) if ssl_certfile else None), (str(ssl_keyfile) if ssl_keyfile else None)
+    if workers > 1:
+        _serve_workers(envs, workers, port, host, idle_limit, api_key, insecure, (cert, key))
+        return
+    err.print(f"serving {', '.join(envs)} on {scheme}://{host}:{port} (Ctrl-C to stop)")
     try:
-        run_forever(envs, host=host, port=port, idle_limit_s=idle_limit)
+        run_forever(
+            envs,
+            host=host,
+            port=port,
+            idle_limit_s=idle_limit,
+            api_key=api_key,
+            insecure=insecure,
+            ssl_certfile=cert,
+            ssl_keyfile=key,
+        )
     except KeyboardInterrupt:
         pass
+
+
+def _serve_workers(
+    envs: list[str],
+    workers: int,
+    port: int,
+    host: str,
+    idle_limit: float | None,
+    api_key: str | None,
+    insecure: bool,
+    tls: tuple[str | None, str | None],
+) -> None:
+    """`ormix serve --workers N`: N server processes, one port each, until Ctrl-C or SIGTERM; prints the
+    `targets:` list a member names them by (its sessions then spread over them, `ormix.ors.ServerPool`)."""
+    import signal
+    import threading
+
+    from ormix.errors import ServerStartError
+    from ormix.local.server.serving import serve_in_process
+
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    servers = []
+    try:
+        for i in range(workers):
+            servers.append(
+                serve_in_process(
+                    envs,
+                    host=host,
+                    port=port + i if port else 0,
+                    idle_limit_s=idle_limit,
+                    api_key=api_key,
+                    insecure=insecure,
+                    ssl_certfile=tls[0],
+                    ssl_keyfile=tls[1],
+                )
+            )
+        urls = [s.url for s in servers]
+        err.print(f"serving {', '.join(envs)} on {workers} processes (Ctrl-C to stop); a member's targets:")
+        if host in ("0.0.0.0", "::"):
+            err.print(f"(replace {host} with this machine's address)")
+        print("targets: [" + ", ".join(urls) + "]", flush=True)
+        while not stop.wait(0.5):
+            pass
+    except ServerStartError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        closers = [threading.Thread(target=s.close) for s in servers]  # each tears its sessions down
+        for t in closers:
+            t.start()
+        for t in closers:
+            t.join()
 
 
 @app.command(cls=_Command)

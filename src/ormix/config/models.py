@@ -149,7 +149,9 @@ class SpecConfig(BaseModel):
     """Every option of one environment (an `ormix.OpenRewardSpec`): where it is, which tasks, how it is
     driven.
 
-    Selection: ``target`` (catalog ``owner/name``, ``http(s)://`` URL, ``local:NAME`` or ``module:Class``),
+    Selection: ``target`` (catalog ``owner/name``, ``http(s)://`` URL, ``local:NAME`` or ``module:Class``;
+    or ``targets``, several ``http(s)://`` ORS servers of the same environment, sessions spread over them:
+    ``target`` is then the first),
     ``split``, ``num_tasks`` or ``indices``, ``where`` (metadata filter: a value or a list of accepted values
     per key), ``env_name``, ``include_metadata``, ``discover_task_tools``, ``task_tools_discovery_index``.
     Access: ``secrets`` (per session, ``${VAR}`` references in files), ``api_key`` / ``api_key_env``
@@ -171,6 +173,7 @@ class SpecConfig(BaseModel):
     model_config = _MODEL_CONFIG
 
     target: str
+    targets: list[str] | None = None
     num_tasks: int | None = Field(None, ge=1)
     indices: list[int] | None = None
     split: str = Field("train", min_length=1)
@@ -211,6 +214,52 @@ class SpecConfig(BaseModel):
         except TargetError as e:
             raise problem_error(str(e)) from None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _fold_targets(cls, data: Any) -> Any:
+        # `target: [a, b]` (a list in OpenRewardSpec) and `targets: [a, b]` (files) are the same member on
+        # several servers; one server is a plain `target`.
+        if not isinstance(data, Mapping):
+            return data
+        target, targets = data.get("target"), data.get("targets")
+        if isinstance(target, (list, tuple)):
+            if targets is not None and list(targets) != list(target):
+                raise problem_error("target is a list and targets is set too; give the servers once")
+            targets, target = list(target), None
+        if targets is None:
+            return data
+        if not isinstance(targets, (list, tuple)) or not targets:
+            raise problem_error("targets is a non-empty list of ORS server URLs, e.g. [http://h1:8080, ...]")
+        targets = list(targets)
+        if target is not None and target != targets[0]:
+            raise problem_error(
+                "target and targets are both set; give the servers once, as targets: [...] (target is "
+                "then the first of them)"
+            )
+        return {**data, "target": targets[0], "targets": targets if len(targets) > 1 else None}
+
+    @field_validator("targets")
+    @classmethod
+    def _several_servers(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        out: list[str] = []
+        for s in v:
+            try:
+                parsed = parse_target(s)
+            except TargetError as e:
+                raise problem_error(str(e)) from None
+            if parsed.kind != "url":
+                raise problem_error(
+                    f"every entry of targets is the http(s):// URL of an ORS server of the same environment; "
+                    f"{s!r} is a {parsed.kind} target (serve a local environment on several ports with "
+                    f"`ormix serve --workers N`, which prints the targets list)"
+                )
+            if str(parsed).rstrip("/").lower() in {u.rstrip("/").lower() for u in out}:
+                raise problem_error(f"{s!r} appears twice in targets; list each server once")
+            out.append(str(parsed))
+        return out
+
     @field_validator("api_key_env")
     @classmethod
     def _env_var_name(cls, v: str | None) -> str | None:
@@ -225,6 +274,18 @@ class SpecConfig(BaseModel):
     @classmethod
     def _cross_checks(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         return checked(cls, data, handler, member_checks)
+
+    @property
+    def servers(self) -> list[str]:
+        """Every server of the target: ``targets``, else ``[target]``.
+
+        Example:
+            >>> SpecConfig(targets=["http://h1:80", "http://h2:80"]).servers
+            ['http://h1:80', 'http://h2:80']
+            >>> SpecConfig(target="local:echo").servers
+            ['local:echo']
+        """
+        return list(self.targets) if self.targets else [self.target]
 
     @property
     def parsed_target(self) -> Target:

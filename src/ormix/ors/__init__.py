@@ -32,6 +32,7 @@ from ormix.ors.errors import (
     TransportError,
 )
 from ormix.ors.models import Split, ToolResult, ToolSpec, text_of
+from ormix.ors.pool import PooledSession, ServerPool
 from ormix.ors.secrets import encode_secrets
 from ormix.ors.session import Session
 
@@ -42,8 +43,10 @@ __all__ = [
     "Endpoint",
     "ORSClient",
     "ORSError",
+    "PooledSession",
     "ProtocolError",
     "ServerError",
+    "ServerPool",
     "Session",
     "SessionDeadError",
     "SessionOpenError",

@@ -143,6 +143,7 @@ class Episode:
         task_index, split: the task of the last `reset` (the split is the row's when it names one, else
             the spec's).
         observation: the text the last `reset` returned (the task's prompt, as the model sees it).
+        server: the URL of the server the session is on, for a member on several servers (else `None`).
 
     Example:
         >>> from ormix import OpenRewardSpec
@@ -178,6 +179,7 @@ class Episode:
     split: str | None
     observation: str
     scored: bool
+    server: str | None
 
     def __init__(self) -> None:
         self._session: Any = None
@@ -210,6 +212,8 @@ class Episode:
             )
             return self.observation
         self._session = opened.session
+        # The server it lives on, for a member on several servers (`ormix.ors.PooledSession`), else None.
+        self.server = getattr(opened.session, "server", None)
         self.observation = opened.prompt
         return opened.prompt
 
@@ -298,6 +302,7 @@ class Episode:
         self.split = None
         self.observation = ""
         self.scored = False
+        self.server = None
 
     def _record_infra(self, kind: str, exc: BaseException) -> None:
         if self.error_kind is None:

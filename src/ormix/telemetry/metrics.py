@@ -5,10 +5,11 @@ scored rollouts only), `coverage`, `unscored_rate`, `error_rate`, `finished_rate
 `tool_errors`, `wrong_env_calls` (per rollout), `share` (1/0 for every rollout of the batch),
 `informative_groups` (1/0 per GRPO group of the member), `session_open_ms` (per rollout),
 `backend_starting_ms` (per rollout: of the open, the time spent waiting for a platform backend that was still
-starting; not an error), `tool_ms` (per call that reached the server). Values are ONE PER ROLLOUT (or per call
-/ group), so TRL's pooling (sum and count over all processes, then the mean) gives the exact batch-wide value.
-A member absent from a batch logs only `share` (0s), so TRL shows no value for the rest instead of a
-misleading 0.
+starting; not an error), `tool_ms` (per call that reached the server). A member on several servers also logs,
+per server, ``server/<host:port>/share``, ``.../coverage`` and ``.../error_rate`` (one value per rollout of
+the member, and per rollout on that server; `server_label`). Values are ONE PER ROLLOUT (or per call / group),
+so TRL's pooling (sum and count over all processes, then the mean) gives the exact batch-wide value. A member
+absent from a batch logs only `share` (0s), so TRL shows no value for the rest instead of a misleading 0.
 
 Example:
     >>> recs = [{"member": "a", "outcome": "scored", "env_reward": 1.0, "reward": 1.0, "finished": True,
@@ -25,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from ormix.rollout.outcome import ERROR_KINDS
 
@@ -37,6 +39,7 @@ __all__ = [
     "member_values",
     "metric_key",
     "present_rewards",
+    "server_label",
     "summarize",
 ]
 
@@ -163,7 +166,24 @@ def member_values(
         for c in r.get("calls") or []
         if c.get("error") not in _UNSENT_CALL_ERRORS
     ]
+    servers = sorted({r["server"] for r in mine if r.get("server")})
+    for server in servers:
+        on = [r for r in mine if r.get("server") == server]
+        label = f"server/{server_label(server)}"
+        out[f"{label}/share"] = [float(r.get("server") == server) for r in mine]
+        out[f"{label}/coverage"] = [float(r["outcome"] == "scored") for r in on]
+        out[f"{label}/error_rate"] = [float(r["outcome"] == "error") for r in on]
     return {k: v for k, v in out.items() if v}
+
+
+def server_label(url: str) -> str:
+    """The short name of a server in metric keys: its ``host:port``.
+
+    Example:
+        >>> server_label("http://10.0.0.7:8081"), server_label("https://env.example")
+        ('10.0.0.7:8081', 'env.example')
+    """
+    return urlsplit(url).netloc or url
 
 
 def summarize(values: Mapping[str, Sequence[float]]) -> dict[str, float]:

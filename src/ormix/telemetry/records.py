@@ -199,7 +199,7 @@ def rollout_record(
         )
     open_ms = getattr(episode, "open_ms", None)
     starting_ms = getattr(episode, "starting_ms", None)
-    return {
+    record: dict[str, Any] = {
         "v": RECORD_VERSION,
         "time": round(time.time(), 3),
         "step": step,
@@ -220,6 +220,10 @@ def rollout_record(
         "starting_ms": None if starting_ms is None else round(float(starting_ms), 3),
         "calls": calls,
     }
+    server = getattr(episode, "server", None)
+    if server is not None:  # a member on several servers: which one this rollout ran on
+        record["server"] = server
+    return record
 
 
 def _clip(text: str | None) -> str | None:

@@ -17,6 +17,10 @@ does at 900 s; tests shorten it to prove keepalive pings without waiting a quart
 own default is 5 s, gunicorn's 2 s); tests shorten it to prove that clients survive servers that close
 idle connections early. `ssl_certfile` / `ssl_keyfile` serve over TLS (`https://` URLs).
 
+`api_key`: every request must carry it as `X-API-Key`, else it is answered 401 and runs nothing
+(`ormix.local.server.auth`); a server on a non-loopback `host` refuses to start without one unless
+`insecure=True`.
+
 The readiness probe (`GET /health`) goes through `ormix.ors.http`, the one HTTP client ormix uses.
 """
 
@@ -38,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ormix.errors import ServerStartError
+from ormix.local.server.auth import SERVE_API_KEY_ENV, APIKeyGuard, exposure_problem
 from ormix.local.server.openreward_internals import delete_session, idle_sessions, session_ids
 from ormix.local.server.registry import env_name_of, load_environment_class
 
@@ -180,6 +185,7 @@ async def _serve(
     keep_alive_s: float | None = None,
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
+    api_key: str | None = None,
 ) -> None:
     import uvicorn
 
@@ -188,7 +194,7 @@ async def _serve(
     if uv_holder is not None:
         uv_holder.append(ors_server)
     config = uvicorn.Config(
-        ors_server.app,
+        APIKeyGuard(ors_server.app, api_key) if api_key else ors_server.app,
         log_level="warning",
         access_log=False,
         # uvicorn annotates these as int; it compares them with loop time, so fractions of a second work.
@@ -213,7 +219,13 @@ async def _serve(
                 await reaper
 
 
-def _wait_healthy(url: str, timeout_s: float, alive=lambda: True) -> None:
+def _check_exposure(host: str, api_key: str | None, insecure: bool) -> None:
+    problem = exposure_problem(host, api_key, insecure=insecure)
+    if problem is not None:
+        raise ServerStartError(problem)
+
+
+def _wait_healthy(url: str, timeout_s: float, alive=lambda: True, api_key: str | None = None) -> None:
     """Poll `GET /health` until it answers 200 (one HTTP client, on a private loop: callable from any
     thread, also one whose own loop is running)."""
     import anyio
@@ -230,7 +242,8 @@ def _wait_healthy(url: str, timeout_s: float, alive=lambda: True) -> None:
                     raise ServerStartError(f"local ORS server at {url} exited during start-up")
                 try:
                     with anyio.fail_after(1.0):
-                        if (await http.request("GET", f"{url}/health")).status_code == 200:
+                        headers = {"X-API-Key": api_key} if api_key else None
+                        if (await http.request("GET", f"{url}/health", headers=headers)).status_code == 200:
                             return
                 except (HTTPFailure, TimeoutError) as e:
                     last = e
@@ -307,11 +320,15 @@ def serve_in_thread(
     keep_alive_s: float | None = None,
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
+    api_key: str | None = None,
+    insecure: bool = False,
 ) -> LocalServer:
     """Serve environments (classes, `local:NAME` or `module:Class`) from a daemon thread of this process.
 
     `keep_alive_s`: idle keep-alive connections are closed after this long (default 60 s).
     `ssl_certfile` + `ssl_keyfile`: serve over TLS; the URL is then `https://`.
+    `api_key`: required as `X-API-Key` on every request (401 otherwise); off loopback the server refuses
+    to start without one unless `insecure`.
 
     Example:
         >>> srv = serve_in_thread(["local:echo", "local:seta"])
@@ -319,6 +336,7 @@ def serve_in_thread(
         (['echo', 'seta'], [])
         >>> srv.close()
     """
+    _check_exposure(host, api_key, insecure)
     classes = _classes(envs)
     sock = _bind(host, port)
     bound_port = sock.getsockname()[1]
@@ -328,7 +346,9 @@ def serve_in_thread(
 
     def run() -> None:
         try:
-            asyncio.run(_serve(classes, sock, idle_limit_s, holder, keep_alive_s, ssl_certfile, ssl_keyfile))
+            asyncio.run(
+                _serve(classes, sock, idle_limit_s, holder, keep_alive_s, ssl_certfile, ssl_keyfile, api_key)
+            )
         except BaseException as e:  # surfaced by the readiness wait
             errors.append(e)
 
@@ -343,7 +363,7 @@ def serve_in_thread(
             sock.close()
 
     try:
-        _wait_healthy(url, ready_timeout_s, alive=thread.is_alive)
+        _wait_healthy(url, ready_timeout_s, alive=thread.is_alive, api_key=api_key)
     except ServerStartError as e:
         close()
         raise ServerStartError(f"{e}; {errors[0]!r}" if errors else str(e)) from None
@@ -370,11 +390,14 @@ def serve_in_process(
     keep_alive_s: float | None = None,
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
+    api_key: str | None = None,
+    insecure: bool = False,
 ) -> LocalServer:
     """Serve environments named by `local:NAME` / `module:Class` from a child process.
 
     The child is the same code as `ormix serve`; it can be killed and restarted for fault tests.
-    `keep_alive_s`, `ssl_certfile`, `ssl_keyfile`: as for `serve_in_thread`.
+    `keep_alive_s`, `ssl_certfile`, `ssl_keyfile`, `api_key`, `insecure`: as for `serve_in_thread` (the
+    key reaches the child in its environment, never on its command line).
 
     Example:
         Not run as a doctest: a child Python process takes seconds to import openreward and start.
@@ -383,13 +406,20 @@ def serve_in_process(
         ...     srv.env_names, srv.mode
         (['terminals'], 'process')
     """
+    _check_exposure(host, api_key, insecure)
     names = [e if isinstance(e, str) else f"{e.__module__}:{e.__qualname__}" for e in envs]
     cmd = [sys.executable, "-m", "ormix.local", "--host", host, "--port", str(port), *names]
     if idle_limit_s is not None:
         cmd += ["--idle-limit", str(idle_limit_s)]
+    if insecure:
+        cmd.append("--insecure")
     # Own session: a Ctrl-C at the terminal reaches only this process, which closes its sessions first and
     # then stops the child (SIGTERM). stdin is a pipe the child watches: EOF means this process is gone.
     child_env = {**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"}
+    # The child's key is this call's, never one left in this process's environment for another server.
+    child_env.pop(SERVE_API_KEY_ENV, None)
+    if api_key:
+        child_env[SERVE_API_KEY_ENV] = api_key
     for var, value in (
         (_KEEP_ALIVE_ENV, keep_alive_s),
         (_CERTFILE_ENV, ssl_certfile),
@@ -445,7 +475,7 @@ def serve_in_process(
         time.sleep(0.02)
     url = f"{'https' if ssl_certfile else 'http'}://{host}:{bound[0]}"
     try:
-        _wait_healthy(url, ready_timeout_s, alive=lambda: proc.poll() is None)
+        _wait_healthy(url, ready_timeout_s, alive=lambda: proc.poll() is None, api_key=api_key)
     except ServerStartError:
         close()
         if proc.returncode is None:
@@ -473,12 +503,19 @@ def run_forever(
     keep_alive_s: float | None = None,
     ssl_certfile: str | None = None,
     ssl_keyfile: str | None = None,
+    api_key: str | None = None,
+    insecure: bool = False,
 ) -> None:
     """Serve in the foreground until SIGTERM/SIGINT (the body of `ormix serve` and `python -m ormix.local`).
 
     Every open session is torn down before it returns; Ctrl-C exits with status 130 without a traceback.
-    Options left None are read from the environment `serve_in_process` gives its child.
+    Options left None are read from the environment `serve_in_process` gives its child; the key
+    (`api_key`, else `ORMIX_SERVE_API_KEY`) is removed from it, so the environments' commands never see it.
+    Raises `ServerStartError` on a non-loopback `host` without a key, unless `insecure`.
     """
+    api_key = api_key or os.environ.pop(SERVE_API_KEY_ENV, None) or None
+    os.environ.pop(SERVE_API_KEY_ENV, None)
+    _check_exposure(host, api_key, insecure)
     classes = _classes(envs)
     sock = _bind(host, port)
     if os.environ.pop(_PARENT_PIPE_ENV, None) == "1":
@@ -492,7 +529,9 @@ def run_forever(
         flush=True,
     )
     try:
-        asyncio.run(_serve(classes, sock, idle_limit_s, None, keep_alive_s, ssl_certfile, ssl_keyfile))
+        asyncio.run(
+            _serve(classes, sock, idle_limit_s, None, keep_alive_s, ssl_certfile, ssl_keyfile, api_key)
+        )
     except KeyboardInterrupt:
         # uvicorn re-raises the SIGINT it handled, after its graceful shutdown: nothing is left to do.
         raise SystemExit(130) from None
