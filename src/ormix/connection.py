@@ -238,7 +238,7 @@ class Connection:
         return EnvironmentCodeError(
             f"{label or self.target}: listing the tasks of split {split!r} raised {e.detail or e}: that is "
             f"your {cls}.list_tasks (or num_tasks / get_task); "
-            f"`python -c \"from {module} import {cls}; {cls}.list_tasks({split!r})\"` shows its traceback"
+            f'`python -c "from {module} import {cls}; {cls}.list_tasks({split!r})"` shows its traceback'
         )
 
     async def _fetch_tasks(

@@ -271,8 +271,8 @@ def _model_problem(model: str) -> str | None:
         return f"--model {model}: the hub has no such model (ids are case-sensitive; check the spelling)"
     except Exception as e:  # noqa: BLE001 - offline, DNS, proxy: the hub cannot be asked
         return (
-            f"--model {model}: not in the local hub cache and the hub cannot be reached ({type(e).__name__}); "
-            "download it first, or pass a local model directory"
+            f"--model {model}: not in the local hub cache and the hub cannot be reached "
+            f"({type(e).__name__}); download it first, or pass a local model directory"
         )
     return None
 
@@ -400,7 +400,7 @@ def _start(mix: MixtureSpec, run: _Run, opts: RunOptions, console: Any) -> tuple
             run.dir.cut_back(step)
         console.print(f"  resuming from {run.checkpoint} (step {step})")
     run.dir.path.mkdir(parents=True, exist_ok=True)
-    overrides = {"settings": dict(opts.settings)}
+    overrides: dict[str, Any] = {"settings": dict(opts.settings)}
     if opts.max_steps is not None:
         overrides["max_steps"] = opts.max_steps
     manifest["overrides"] = overrides  # what `--resume` applies again
@@ -616,8 +616,8 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
     unscored = [m for m, v in result.summary.items() if v.get("coverage") == 0]
     if unscored and result.log_history:
         console.print(
-            f"[yellow]warning:[/yellow] never scored: {', '.join(unscored)} (coverage 0 in every logged step: "
-            "no rollout ended with a reward; `ormix check FILE` calls its tools, and a warm start on "
+            f"[yellow]warning:[/yellow] never scored: {', '.join(unscored)} (coverage 0 in every logged "
+            "step: no rollout ended with a reward; `ormix check FILE` calls its tools, and a warm start on "
             "reference solutions, README: Your own environment, gets a tiny model calling them)",
             highlight=False,
         )

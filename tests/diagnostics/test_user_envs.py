@@ -32,7 +32,12 @@ AT_LOAD = {"broken_plain_arg_tool", "broken_instance_list_tasks", "broken_no_pro
 def ormix(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"}
     return subprocess.run(
-        [sys.executable, "-m", "ormix.cli", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120
+        [sys.executable, "-m", "ormix.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=120,
     )
 
 

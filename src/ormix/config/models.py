@@ -642,7 +642,11 @@ class MixtureConfig(BaseModel):
         data, problem = _with_base_dir(data, None if source.startswith("<") else Path(source).parent)
         if problem is not None:
             problems.append(problem)
-        context = {"environ": environ, "defer_missing_secrets": defer_missing_secrets, "resolve_targets": False}
+        context = {
+            "environ": environ,
+            "defer_missing_secrets": defer_missing_secrets,
+            "resolve_targets": False,
+        }
         found: list[Problem] = []
         try:
             cfg = cls.model_validate(data, context=context)

@@ -378,7 +378,9 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     except TimeoutError:
         result.failed_stage, result.error = stage, f"no answer within {timeout_s * 4:g} s"
     except errors.ORSError as e:
-        own = spec.connection.own_code_error(e, spec.split, member) if isinstance(e, errors.ServerError) else e
+        own = (
+            spec.connection.own_code_error(e, spec.split, member) if isinstance(e, errors.ServerError) else e
+        )
         result.failed_stage, result.error = stage, redact(str(own), secret_values)
         result.bad_input = own is not e  # the user's own environment code raised: exit 2
     except UsageError as e:  # a member's own config or code (e.g. its reference hook, a list_tasks raising)

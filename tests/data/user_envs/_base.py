@@ -38,7 +38,9 @@ class Reverse(Environment):
     def answer(self, params: AnswerParams) -> ToolOutput:
         """Answer with the reversed word; ends the episode."""
         right = params.text == self.word[::-1]
-        return ToolOutput(blocks=[TextBlock(text="right" if right else "wrong")], reward=float(right), finished=True)
+        return ToolOutput(
+            blocks=[TextBlock(text="right" if right else "wrong")], reward=float(right), finished=True
+        )
 
 
 def solve(row: dict) -> list:

@@ -59,8 +59,7 @@ def _tool_problem(name: str, fn: Any) -> str | None:
         if not (inspect.isclass(hint) and issubclass(hint, BaseModel)):
             shown = getattr(hint, "__name__", str(hint))
             return (
-                f"tool {name!r}: argument `{params[0].name}: {shown}` is not a pydantic model; "
-                + TOOL_SHAPE
+                f"tool {name!r}: argument `{params[0].name}: {shown}` is not a pydantic model; " + TOOL_SHAPE
             )
     if hints.get("return") is not ToolOutput:
         ret = hints.get("return")
@@ -104,7 +103,8 @@ def shape_problems(cls: type) -> list[str]:
                 f"{name} must be a @classmethod (`@classmethod def {signature}`): the server calls it on "
                 "the class, before any task is opened"
             )
-    if cls.get_prompt is Environment.get_prompt and cls.get_messages is Environment.get_messages:
+    own: Any = cls
+    if own.get_prompt is Environment.get_prompt and own.get_messages is Environment.get_messages:
         problems.append(
             "it has no get_prompt: add `def get_prompt(self) -> list[TextBlock]` returning the task's prompt"
         )
