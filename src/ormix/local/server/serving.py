@@ -500,8 +500,8 @@ def child_error(lines: Sequence[str]) -> str | None:
     """The last exception a Python process printed (``"ValueError: ..."``), from its stderr lines.
 
     Example:
-        >>> child_error(["Traceback (most recent call last):\n", '  File "x.py", line 1\n',
-        ...              "ValueError: Environment 'env' has no tools defined.\n", "Fatal Python error: x\n"])
+        >>> child_error(["Traceback (most recent call last):", '  File "x.py", line 1',
+        ...              "ValueError: Environment 'env' has no tools defined.", "Fatal Python error: x"])
         "ValueError: Environment 'env' has no tools defined."
     """
     found = None
