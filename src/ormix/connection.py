@@ -32,7 +32,7 @@ from typing import Any
 import anyio
 
 from ormix.config import SpecConfig
-from ormix.errors import SpecError
+from ormix.errors import EnvironmentCodeError, SpecError
 from ormix.ors import Endpoint, ORSClient, ServerPool, ToolSpec, errors
 from ormix.ors.bridge import run_sync
 from ormix.tools import merge_tool_specs
@@ -252,8 +252,25 @@ class Connection:
         key = (split, num_tasks, tuple(indices) if indices is not None else None, _frozen(where or {}))
         async with self._locks.setdefault(("tasks", *key), anyio.Lock()):
             if key not in self._tasks:
-                self._tasks[key] = await self._fetch_tasks(split, num_tasks, indices, where or {}, label)
+                try:
+                    self._tasks[key] = await self._fetch_tasks(split, num_tasks, indices, where or {}, label)
+                except errors.ServerError as e:
+                    raise self.own_code_error(e, split, label) from None
             return list(self._tasks[key])
+
+    def own_code_error(self, e: errors.ServerError, split: str, label: str = "") -> Exception:
+        """A task listing that failed inside the user's own `module:Class` (the server answered 500 with its
+        exception): an `EnvironmentCodeError` naming list_tasks and the exception; anything else unchanged."""
+        from ormix.targets import parse_target
+
+        if e.status_code != 500 or parse_target(self.target).kind != "module":
+            return e
+        module, _, cls = self.target.partition(":")
+        return EnvironmentCodeError(
+            f"{label or self.target}: listing the tasks of split {split!r} raised {e.detail or e}: that is "
+            f"your {cls}.list_tasks (or num_tasks / get_task); "
+            f'`python -c "from {module} import {cls}; {cls}.list_tasks({split!r})"` shows its traceback'
+        )
 
     async def _fetch_tasks(
         self,
@@ -344,6 +361,8 @@ class Connection:
         try:
             total = await client.num_tasks(split)
         except errors.ORSError as e:
+            if isinstance(e, errors.ServerError) and self.own_code_error(e, split, label) is not e:
+                raise self.own_code_error(e, split, label) from None
             logger.warning("ormix %s: num_tasks failed (%s); binding shared tools only.", name, e)
             return shared
         wanted = list(probes) if probes is not None else [0]

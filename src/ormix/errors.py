@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 __all__ = [
+    "EnvironmentCodeError",
     "MixtureError",
     "OrmixError",
     "OrmixRuntimeError",
@@ -56,6 +57,11 @@ class TargetError(UsageError):
 
 class SpecError(UsageError):
     """An `OpenRewardSpec` argument that cannot work; the message says which and what to do."""
+
+
+class EnvironmentCodeError(SpecError):
+    """The user's own environment (a `module:Class` target) raised in its own code, e.g. in ``list_tasks``;
+    the message names the method and its exception (commands exit with 2: the user's code is input)."""
 
 
 class MixtureError(UsageError):

@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -222,6 +223,12 @@ def _plan_run(mix: MixtureSpec, opts: RunOptions) -> _Run:
         raise TrainConfigError(
             f"--warmup-sft is >= 0 and --warmup-fraction in (0, 1]; got {sft} and {fraction}"
         )
+    if model is not None:
+        problem = _model_problem(model)
+        if problem:
+            raise TrainConfigError(problem)
+    if sft > 0 and opts.resume is None:
+        _check_references(mix)
     run = _Run(RunDirectory(run_dir), args, notes, model, sft, fraction, int(os.environ.get("RANK", "0")))
     if run.rank == 0 or opts.resume is not None:
         run.checkpoint, run.changes = run.dir.prepare(
@@ -231,6 +238,81 @@ def _plan_run(mix: MixtureSpec, opts: RunOptions) -> _Run:
             allow_changed=opts.allow_changed_mixture,
         )
     return run
+
+
+def _model_problem(model: str) -> str | None:
+    """What is wrong with ``--model`` (a model directory or a hub id), found in a second, not after the
+    hub's retries: a path that is not there, a name that is no hub id, an id the hub does not know, or one
+    neither cached nor reachable."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return None
+        return f"--model {model}: {path} has no config.json, so it is not a model directory"
+    if model.startswith((".", "/", "~")) or model.count("/") > 1 or path.exists():
+        return f"--model {model}: no such model directory"
+    from huggingface_hub import HfApi, try_to_load_from_cache
+    from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(model)
+    except HFValidationError:
+        return f"--model {model}: neither a model directory nor a hub id (owner/name)"
+    if isinstance(try_to_load_from_cache(model, "config.json"), str):
+        return None
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return f"--model {model}: not in the local hub cache, and HF_HUB_OFFLINE is set"
+    try:
+        HfApi().model_info(model, timeout=10)
+    except GatedRepoError:
+        return f"--model {model}: a gated model; accept its terms on the hub and log in (`hf auth login`)"
+    except RepositoryNotFoundError:
+        return f"--model {model}: the hub has no such model (ids are case-sensitive; check the spelling)"
+    except Exception as e:  # noqa: BLE001 - offline, DNS, proxy: the hub cannot be asked
+        return (
+            f"--model {model}: not in the local hub cache and the hub cannot be reached "
+            f"({type(e).__name__}); download it first, or pass a local model directory"
+        )
+    return None
+
+
+def _check_references(mix: MixtureSpec) -> None:
+    """A warm start needs reference solutions: refuse before anything starts when no training member has
+    any (a member's ``reference:`` hook, or a shipped ``local:`` environment's)."""
+    from ormix.references import reference_solver
+
+    if not any(reference_solver(m, mix.members[m]) is not None for m in mix.train_members):
+        from ormix.demo.warmup import WarmupError
+
+        raise WarmupError(
+            "the warm start needs reference solutions and no training member has any: give yours a "
+            "`reference: module:function` (README: Your own environment), or drop --warmup-sft / warm_start:"
+        )
+
+
+def _earlier_overrides(opts: RunOptions) -> RunOptions:
+    """A resumed run trains with its first start's ``--set`` values (and ``--max-steps``) unless this
+    command gives them again."""
+    if opts.resume is None or opts.output_dir is None:
+        return opts
+    stored = (RunDirectory(opts.output_dir).read_manifest() or {}).get("overrides") or {}
+    settings = {**stored.get("settings", {}), **opts.settings}
+    max_steps = opts.max_steps if opts.max_steps is not None else stored.get("max_steps")
+    return replace(opts, settings=settings, max_steps=max_steps)
+
+
+def _clear_failed_start(run: _Run, created: bool) -> None:
+    """A start that failed before any step completed leaves nothing that would refuse the retry."""
+    if run.checkpoint is not None or run.rank != 0 or not run.dir.path.is_dir():
+        return
+    if run.dir.checkpoints() or run.dir.completed_step() is not None:
+        return
+    run.dir.clear()
+    (run.dir.path / "progress.json").unlink(missing_ok=True)
+    if created:
+        with contextlib.suppress(OSError):  # not empty (something else wrote there), or already gone
+            run.dir.path.rmdir()
 
 
 def train(
@@ -259,7 +341,7 @@ def train(
     from ormix.connection import BackendWatch
     from ormix.mixture import MixtureSpec
 
-    opts = replace(options or RunOptions(), **option_fields)
+    opts = _earlier_overrides(replace(options or RunOptions(), **option_fields))
     problem = max_steps_problem(opts.max_steps)
     if problem:
         raise TrainConfigError(f"--max-steps {opts.max_steps}: {problem}")
@@ -279,8 +361,7 @@ def train(
             model, processing_class = _start(mix, run, opts, console)
             _run_trainer(mix, run, opts, (model, processing_class), console, list(callbacks), result)
     except BaseException:
-        if created and run.dir.path.is_dir() and not any(run.dir.path.iterdir()):
-            run.dir.path.rmdir()  # a run that failed before writing anything leaves no empty directory
+        _clear_failed_start(run, created)
         raise
     finally:
         # Closing the connections also closes sessions no episode tracks any more (keepalive pings would
@@ -322,6 +403,13 @@ def _start(mix: MixtureSpec, run: _Run, opts: RunOptions, console: Any) -> tuple
             run.dir.cut_back(step)
         console.print(f"  resuming from {run.checkpoint} (step {step})")
     run.dir.path.mkdir(parents=True, exist_ok=True)
+    overrides: dict[str, Any] = {"settings": dict(opts.settings)}
+    if opts.max_steps is not None:
+        overrides["max_steps"] = opts.max_steps
+    manifest["overrides"] = overrides  # what `--resume` applies again
+    if run.checkpoint is not None and opts.settings:
+        shown = ", ".join(f"{k}={v}" for k, v in opts.settings.items())
+        console.print(f"  with the run's --set {shown}", highlight=False)
     if run.rank == 0:
         run.dir.manifest_path.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
         (run.dir.path / "train_args.json").write_text(run.args.to_json_string())
@@ -528,6 +616,14 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
                 )
     if result.stopped_by_alarm:
         console.print(f"[red]stopped by the coverage alarm:[/red] {result.stopped_by_alarm}", highlight=False)
+    unscored = [m for m, v in result.summary.items() if v.get("coverage") == 0]
+    if unscored and result.log_history:
+        console.print(
+            f"[yellow]warning:[/yellow] never scored: {', '.join(unscored)} (coverage 0 in every logged "
+            "step: no rollout ended with a reward; `ormix check FILE` calls its tools, and a warm start on "
+            "reference solutions, README: Your own environment, gets a tiny model calling them)",
+            highlight=False,
+        )
     if not (result.interrupted or result.terminated):
         console.print(f"finished in {result.wall_s:.0f}s; run directory: [bold]{path}[/bold]")
         return
@@ -585,7 +681,8 @@ def train_command(
 
     try:
         opts = replace(options or RunOptions(), **option_fields)
-        settings = check_settings(parse_overrides(overrides), "--set ")
+        parsed = parse_overrides(overrides)
+        settings = check_settings(parsed, "--set ") if parsed else {}  # the check imports TRL: seconds
         opts = replace(opts, settings={**opts.settings, **settings})
         result = train(mixture, opts, console=console, callbacks=callbacks)
     except OrmixError as e:

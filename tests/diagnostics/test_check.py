@@ -51,7 +51,9 @@ def test_check_names_the_dead_member_and_still_checks_the_others(tmp_path, threa
     # raising inside the environment is a finding (every rollout calling it would fail).
     assert "1 of 36" in lines["faulty"] and "│ 9 " in lines["faulty"]
     assert "tool(s) raising boom" in lines["faulty"] and "tool_failed" in text
-    assert "environment 'faulty': tool(s) boom raised inside the environment" in text
+    assert (
+        "environment 'faulty': tool 'boom' raised inside the environment: faulty: boom; every rollout" in text
+    )
     # `die` and `submit` (they look like they end the episode) ran after the others; `die` killed its session
     # and `submit` still ran, on a fresh one.
     cells = [

@@ -205,10 +205,14 @@ def inspect(
     from rich.table import Table
 
     from ormix.diagnostics.inspect import inspect_mixture
+    from ormix.errors import OrmixError, exit_status
 
     mix = _load(path, defer_missing_secrets=True)  # a look needs no keys: what needs one says so
     try:
         info = inspect_mixture(mix, first_steps=steps, batch=batch)
+    except OrmixError as failure:  # the user's environment fails to start or raises in its own code
+        err.print(f"[red]error:[/red] {failure}", highlight=False)
+        raise typer.Exit(exit_status(failure)) from None
     finally:
         mix.close()
     rows = "?" if info.rows is None else str(info.rows)

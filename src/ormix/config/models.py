@@ -724,22 +724,32 @@ class MixtureConfig(BaseModel):
         data, problem = _with_base_dir(data, None if source.startswith("<") else Path(source).parent)
         if problem is not None:
             problems.append(problem)
+        context = {
+            "environ": environ,
+            "defer_missing_secrets": defer_missing_secrets,
+            "resolve_targets": False,
+        }
+        found: list[Problem] = []
         try:
-            cfg = cls.model_validate(
-                data,
-                context={
-                    "environ": environ,
-                    "defer_missing_secrets": defer_missing_secrets,
-                    "resolve_targets": resolve_targets,
-                },
-            )
+            cfg = cls.model_validate(data, context=context)
         except ValidationError as e:
-            problems += problems_from(e, cls)
+            found = problems_from(e, cls)
             cfg = None
-        train = data.get("train")
-        if train_check is not None and isinstance(train, Mapping):
-            problems += [Problem(("train", key), message) for key, message in train_check(dict(train))]
         problems += _plan_length_problems(data)
+        # What needs imports (a `module:Class` target and the SDK, the trainer's settings and TRL: seconds)
+        # is checked once the rest of the file is right (or only targets are wrong), so a typo is reported
+        # at once.
+        is_target = lambda p: len(p.path) == 3 and p.path[0] == "members" and p.path[2] == "target"  # noqa: E731
+        if resolve_targets and not problems and all(is_target(p) for p in found):
+            try:
+                cfg = cls.model_validate(data, context={**context, "resolve_targets": True})
+            except ValidationError as e:
+                found = problems_from(e, cls)
+                cfg = None
+        problems += found
+        train = data.get("train")
+        if not problems and train_check is not None and isinstance(train, Mapping):
+            problems += [Problem(("train", key), message) for key, message in train_check(dict(train))]
         if problems:
             located = [
                 Problem(p.path, p.message, p.line if p.line is not None else line_of(p.path, lines))

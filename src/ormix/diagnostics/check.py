@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ormix.targets import parse_target
 from ormix.tools.schema import Node, SchemaWalker
 from ormix.tools.specs import normalize_spec
 
@@ -260,6 +261,14 @@ class MemberCheck:
     eval_problem: str | None = None
     #: Whether `eval_problem` is the file's fault (exit 2) rather than the server's.
     eval_bad_input: bool = False
+    #: Whether the member failed in the user's own environment code or config (exit 2).
+    bad_input: bool = False
+
+    @property
+    def never_scores(self) -> bool:
+        """Tool calls were made and answered, and none gave a reward or finished the episode."""
+        answered = [c for c in self.calls if c.ok]
+        return bool(answered) and not any(c.reward is not None or c.finished for c in answered)
 
     @property
     def usable(self) -> bool:
@@ -285,6 +294,7 @@ class MemberCheck:
 async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCheck:
     import anyio
 
+    from ormix.errors import UsageError
     from ormix.ors import errors
     from ormix.ors.errors import redact_text as redact
 
@@ -374,7 +384,13 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     except TimeoutError:
         result.failed_stage, result.error = stage, f"no answer within {timeout_s * 4 + open_s:g} s"
     except errors.ORSError as e:
-        result.failed_stage, result.error = stage, redact(str(e), secret_values)
+        own = (
+            spec.connection.own_code_error(e, spec.split, member) if isinstance(e, errors.ServerError) else e
+        )
+        result.failed_stage, result.error = stage, redact(str(own), secret_values)
+        result.bad_input = own is not e  # the user's own environment code raised: exit 2
+    except UsageError as e:  # a member's own config or code (e.g. its reference hook, a list_tasks raising)
+        result.failed_stage, result.error, result.bad_input = stage, redact(str(e), secret_values), True
     except Exception as e:  # noqa: BLE001 - a check reports any failure of one member and goes on
         result.failed_stage, result.error = stage, redact(f"{type(e).__name__}: {e}", secret_values)
     finally:
@@ -388,7 +404,7 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
 
 
 def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]:
-    """Check every member of a `MixtureSpec` (one after another); a failing member never stops the rest.
+    """Check every member of a `MixtureSpec` (all at once); a failing member never stops the rest.
 
     Example:
         >>> from ormix import MixtureSpec, OpenRewardSpec
@@ -400,10 +416,24 @@ def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]
     from ormix.ors.bridge import run_sync
     from ormix.ors.errors import ORSError
 
+    async def check_all() -> dict[str, MemberCheck]:
+        # Every member at once: each local server spends seconds starting, and they start side by side.
+        import anyio
+
+        found: dict[str, MemberCheck] = {}
+
+        async def one(member: str) -> None:
+            found[member] = await _check_member(member, mixture.spec(member), timeout_s=timeout_s)
+
+        async with anyio.create_task_group() as tg:
+            for member in mixture.members:
+                tg.start_soon(one, member)
+        return found
+
+    checked = run_sync(check_all)
     results = []
     for member in mixture.members:
-        spec = mixture.spec(member)
-        result = run_sync(_check_member, member, spec, timeout_s=timeout_s)
+        result = checked[member]
         if mixture.config.members[member].evaluates and result.failed_stage is None:
             try:
                 result.eval_set = mixture.eval_set(member)
@@ -539,13 +569,26 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         console.print(f"[red]error:[/red] environment {r.member!r} ({r.target}) is unusable: {r.cause}")
     raising = [r for r in results if r.usable and r.failing_tools]
     for r in raising:
+        first = next(c for c in r.calls if c.error and c.error.startswith("tool_failed"))
+        said = (first.error or "").removeprefix("tool_failed: ").split(". The session stays open")[0]
         console.print(
-            f"[red]error:[/red] environment {r.member!r}: tool(s) {', '.join(r.failing_tools)} raised inside "
-            "the environment; every rollout calling them fails (fix the environment, or pass "
-            "--tolerate-tool-errors)"
+            f"[red]error:[/red] environment {r.member!r}: {said}; every rollout calling "
+            f"{', '.join(r.failing_tools)} fails (fix the environment, or pass --tolerate-tool-errors)",
+            highlight=False,
         )
-    if any(r.eval_bad_input for r in bad_evals):
+    for r in results:
+        if r.usable and r.never_scores:
+            console.print(
+                f"[yellow]warning:[/yellow] environment {r.member!r}: no tool call gave a reward or finished "
+                "the episode, so every rollout may come back unscored; a scoring tool returns "
+                "ToolOutput(..., reward=..., finished=True)",
+                highlight=False,
+            )
+    if any(r.eval_bad_input for r in bad_evals) or any(r.bad_input for r in bad):
         return 2
+    if raising and not tolerate_tool_errors and not bad and not bad_evals:
+        # A `module:Class` environment is the user's own code: exit 2, as for the rest of their input.
+        return 2 if all(parse_target(r.target).kind == "module" for r in raising) else 1
     if bad or bad_evals or (raising and not tolerate_tool_errors):
         return 1
     console.print(f"all {len(results)} environment(s) usable")

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ormix.config import AdaptiveConfig
-from ormix.errors import OrmixError
+from ormix.errors import EnvironmentCodeError, OrmixError, ServerStartError
 from ormix.mixture.mixture import MixtureSpec
 from ormix.mixture.planner import LAG, Planner, fixed_steps, starvation_probability
 from ormix.ors.errors import ORSError
@@ -149,6 +149,8 @@ def _member_summary(mix: MixtureSpec, member: str, contact: bool) -> MemberSumma
     try:
         summary.tasks = len(spec.task_indices)
         report = spec.binding
+    except (EnvironmentCodeError, ServerStartError):
+        raise  # the user's own environment fails: the command says so, it does not describe a mixture
     except (ORSError, OrmixError, OSError) as e:
         summary.unknown = f"the server did not answer ({type(e).__name__}: {e})"
         return summary

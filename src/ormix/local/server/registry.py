@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "LOCAL_ENVIRONMENTS",
+    "EnvironmentShapeError",
     "UnknownEnvironmentError",
     "add_search_dir",
     "env_name_of",
@@ -60,6 +61,11 @@ _lock = threading.Lock()
 
 class UnknownEnvironmentError(TargetError):
     """A `local:` or `module:Class` target that does not name an environment class; says what it found."""
+
+
+class EnvironmentShapeError(UnknownEnvironmentError):
+    """A `module:Class` environment the SDK would not serve as written (`ormix.local.server.shape`): a tool
+    of the wrong shape, an instance-method ``list_tasks``, no prompt, no split; names each mistake."""
 
 
 def add_search_dir(directory: str | os.PathLike[str]) -> None:
@@ -160,6 +166,12 @@ def load_environment_class(ref: str) -> type[Environment]:
         raise UnknownEnvironmentError(
             f"{path!r} is {what}, not an openreward.environments.Environment subclass (target {ref!r})"
         )
+    if name not in LOCAL_ENVIRONMENTS:
+        from ormix.local.server.shape import shape_problems
+
+        problems = shape_problems(cls)
+        if problems:
+            raise EnvironmentShapeError(f"{path} (target {ref!r}): " + "; ".join(problems))
     return cls
 
 

@@ -431,12 +431,28 @@ def serve_in_process(
         cmd,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
-        stderr=None,
+        stderr=subprocess.PIPE,
         text=True,
         env=child_env,
         start_new_session=True,
     )
     bound: list[int] = []
+    # The child's stderr: held while it starts (a failed start is reported as its last exception, in one
+    # line), passed through once it serves (the server's own warnings).
+    started_up = threading.Event()
+    held: list[str] = []
+
+    def relay_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if started_up.is_set():
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.write(line)
+            else:
+                held.append(line)
+                del held[:-200]
+
+    threading.Thread(target=relay_stderr, daemon=True).start()
 
     def read_ready() -> None:
         assert proc.stdout is not None
@@ -464,11 +480,22 @@ def serve_in_process(
                 proc.stdin.close()
 
     what = f"local ORS server for {', '.join(names)}"
-    exited = f"{what} exited with code {{}} while starting (its error is above, on stderr; `{' '.join(cmd)}`)"
+
+    def exited() -> ServerStartError:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+        time.sleep(0.05)  # the relay thread reads the last lines the child wrote
+        reason = child_error(held)
+        return ServerStartError(
+            f"{what} exited with code {proc.returncode} while starting: "
+            + (reason or "it printed no error")
+            + f" (run `{' '.join(cmd)}` to see all it printed)"
+        )
+
     deadline = time.monotonic() + ready_timeout_s
     while not bound:
         if proc.poll() is not None:
-            raise ServerStartError(exited.format(proc.returncode))
+            raise exited()
         if time.monotonic() > deadline:
             close()
             raise ServerStartError(f"{what} not ready after {ready_timeout_s:.0f}s (`{' '.join(cmd)}`)")
@@ -480,7 +507,12 @@ def serve_in_process(
         close()
         if proc.returncode is None:
             raise
-        raise ServerStartError(exited.format(proc.returncode)) from None
+        raise exited() from None
+    started_up.set()
+    for line in held:  # what the child printed while starting, e.g. a warning of its own
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(line)
+    held.clear()
     server = LocalServer(
         url=url,
         port=bound[0],
@@ -492,6 +524,29 @@ def serve_in_process(
     )
     atexit.register(server.close)
     return server
+
+
+def child_error(lines: Sequence[str]) -> str | None:
+    """The last exception a Python process printed (``"ValueError: ..."``), from its stderr lines.
+
+    Example:
+        >>> child_error(["Traceback (most recent call last):", '  File "x.py", line 1',
+        ...              "ValueError: Environment 'env' has no tools defined.", "Fatal Python error: x"])
+        "ValueError: Environment 'env' has no tools defined."
+    """
+    found = None
+    for i, line in enumerate(lines):
+        text = line.rstrip()
+        if text.startswith("Traceback (most recent call last)"):
+            found = None
+            for later in lines[i + 1 :]:
+                if later.strip() and not later[:1].isspace():
+                    found = later.strip()
+                    break
+    if found is None:
+        errors = [x.strip() for x in lines if x.strip().startswith(("error:", "ERROR", "Error"))]
+        found = errors[-1] if errors else None
+    return found
 
 
 def run_forever(

@@ -14,6 +14,7 @@ from ormix.local.server.registry import search_path
 from ormix.local.server.serving import LocalServer, serve_in_process, serve_in_thread
 
 _servers: dict[tuple[str, str], LocalServer] = {}
+_starting: dict[tuple[str, str], threading.Lock] = {}
 _lock = threading.Lock()
 
 #: `process` (the environment's work never competes with the trainer for the GIL) or `thread`; the
@@ -34,7 +35,12 @@ def server_for(target: str, *, mode: str | None = None) -> LocalServer:
         raise ValueError(f"local serve mode must be 'process' or 'thread', not {mode!r} (ORMIX_LOCAL_SERVE)")
     key = (target, mode)
     with _lock:
-        server = _servers.get(key)
+        starting = _starting.setdefault(key, threading.Lock())
+    # One lock per target: different targets start at once (each child spends seconds importing), the same
+    # target starts once.
+    with starting:
+        with _lock:
+            server = _servers.get(key)
         if server is not None and server.alive:
             return server
         if mode == "thread":
@@ -43,7 +49,8 @@ def server_for(target: str, *, mode: str | None = None) -> LocalServer:
             # The child must import a user's `module:Class` the way this process does.
             path = os.pathsep.join(search_path())
             server = serve_in_process([target], env={"PYTHONPATH": path})
-        _servers[key] = server
+        with _lock:
+            _servers[key] = server
         return server
 
 
