@@ -216,8 +216,11 @@ class BrokenEnv(Environment):
 
 
 @pytest.mark.parametrize("command", ["train", "inspect", "check"])
-def test_a_local_server_that_fails_to_start_is_reported_as_such(tmp_path, monkeypatch, command):
-    # A real child server (`python -m ormix.local broken_env:BrokenEnv`) that exits while starting.
+def test_a_user_environment_that_fails_to_list_its_splits_is_named_before_any_server(
+    tmp_path, monkeypatch, command
+):
+    # The user's `list_splits` raises: found when the target is resolved (before a child server starts),
+    # reported as the user's code (exit 2) in one line with its exception, for every command.
     monkeypatch.delenv("ORMIX_LOCAL_SERVE")
     (tmp_path / "broken_env.py").write_text(BROKEN_ENV)
     path = tmp_path / "broken.yaml"
@@ -226,13 +229,11 @@ def test_a_local_server_that_fails_to_start_is_reported_as_such(tmp_path, monkey
     if command == "train":
         args += ["--max-steps", "1", "--output-dir", str(tmp_path / "run")]
     result = runner.invoke(app, args, terminal_width=200)
-    # `inspect` is a look: it names what it could not show and exits 0.
-    assert result.exit_code == (0 if command == "inspect" else 1), result.output
+    assert result.exit_code == 2, result.output
     out = " ".join(result.output.split())  # tables wrap their cells
-    assert "local ORS server for broken_env:BrokenEnv exited with code 1 while starting" in out, out
+    assert "list_splits() raised RuntimeError: the task store is unreachable" in out, out
+    assert "broken.yaml:2: members.broken.target" in out, out
     assert "Traceback" not in out and "training failed" not in out
-    if command == "train":
-        assert "error: local ORS server for broken_env:BrokenEnv" in out, out
 
 
 def test_inspect_shows_each_members_eval_set(tmp_path):

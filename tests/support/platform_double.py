@@ -21,10 +21,11 @@ platform sessions made and ended, `live()` those still open.
 What it does NOT prove: the platform's real routing, quotas, autoscaling and timings, its TLS, its answers
 to anything the SDK does not send, or that the real platform still behaves as this SDK version expects.
 
-Example:
-    >>> from ormix.local import serve_in_thread                      # doctest: +SKIP
-    >>> with serve_in_thread(["local:echo"]) as srv, PlatformDouble({"Owner/Echo": (srv.url, "echo")}) as p:
-    ...     p.env()  # {"OPENREWARD_SESSION_URL": ..., "OPENREWARD_API_URL": ..., "OPENREWARD_API_KEY": ...}
+Example (not a doctest: it starts a server; tests/ors/test_platform.py runs it)::
+
+    from ormix.local import serve_in_thread
+    with serve_in_thread(["local:echo"]) as srv, PlatformDouble({"Owner/Echo": (srv.url, "echo")}) as p:
+        p.env()  # {"OPENREWARD_SESSION_URL": ..., "OPENREWARD_API_URL": ..., "OPENREWARD_API_KEY": ...}
 """
 
 from __future__ import annotations
