@@ -335,6 +335,13 @@ class ServerPool:
 
     async def _any(self, what: str, fn: Callable[[ORSClient], Awaitable[T]]) -> T:
         """A stateless request on a server in rotation; another one when it cannot be reached."""
+        return await self._first_reachable(
+            what, lambda server: self.guarded(server, what, functools.partial(fn, server.client))
+        )
+
+    async def _first_reachable(self, what: str, attempt: Callable[[PoolServer], Awaitable[T]]) -> T:
+        """`attempt(server)` on the least-busy server in rotation, then on the next one while a server cannot
+        be reached (each such server is probed at once); `TransportError` when none is left."""
         await self._ensure_prober()
         tried: set[int] = set()
         last: ORSError | None = None
@@ -343,7 +350,7 @@ class ServerPool:
             if server is None:
                 raise last or self._none_in_rotation(what)
             try:
-                return await self.guarded(server, what, functools.partial(fn, server.client))
+                return await attempt(server)
             except TransportError as e:
                 last = e
                 tried.add(self.servers.index(server))
@@ -408,29 +415,20 @@ class ServerPool:
     async def open_session(self, **kwargs: Any) -> PooledSession:
         """Open a session (`ORSClient.open_session`'s arguments) on the least-busy server in rotation; on
         another one when that server cannot be reached. Raises `TransportError` when none can."""
-        await self._ensure_prober()
-        tried: set[int] = set()
-        last: ORSError | None = None
-        while True:
-            server = self._pick(tried)
-            if server is None:
-                raise last or self._none_in_rotation("opening a session")
-            server.active += 1
-            opened = False
+
+        async def attempt(server: PoolServer) -> PooledSession:
+            server.active += 1  # counted while it opens: "least busy" sees opens in progress
             try:
                 session = await self.guarded(
                     server, "opening a session", functools.partial(server.client.open_session, **kwargs)
                 )
-                opened = True
-                server.opened += 1
-                return PooledSession(session, server, self)
-            except TransportError as e:
-                last = e
-                tried.add(self.servers.index(server))
-                await self._check_now(server)
-            finally:
-                if not opened:
-                    server.active -= 1
+            except BaseException:
+                server.active -= 1
+                raise
+            server.opened += 1
+            return PooledSession(session, server, self)
+
+        return await self._first_reachable("opening a session", attempt)
 
     @contextlib.asynccontextmanager
     async def session(self, **kwargs: Any) -> AsyncIterator[PooledSession]:
