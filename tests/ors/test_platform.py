@@ -11,6 +11,7 @@ member; every platform session created is deleted, also when its open fails or i
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import math
 import time
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 from ormix import OpenRewardSpec
 from ormix.connection import BackendWait, BackendWatch, backend_waits
 from ormix.local import serve_in_thread
-from ormix.ors import Endpoint, ORSClient, SessionOpenError, run_sync
+from ormix.ors import Endpoint, ORSClient, ORSError, SessionOpenError, run_sync
 from ormix.ors.platform import BackendGate
 from ormix.ors.sdk import SdkConnection
 from support.platform_double import PlatformDouble
@@ -303,6 +304,41 @@ def test_an_open_cancelled_mid_cold_start_deletes_its_platform_session(platform,
 
     run_sync(go)
     assert platform.counts() == (1, 1)
+
+
+@pytest.mark.parametrize("how", ["cancelled", "client closed"])
+def test_an_open_cut_while_its_create_session_is_unanswered_deletes_the_session_made(platform, how):
+    """The platform makes the session before it answers `/create_session`: an open cut in that window (a
+    Ctrl-C, or the client closed at exit) must still learn the id and delete it."""
+    platform.slow_answer(ECHO, 0.5)
+
+    async def go():
+        conn = _client()
+        try:
+            with anyio.move_on_after(10):
+                async with anyio.create_task_group() as tg:
+
+                    async def open_it() -> None:
+                        with pytest.raises(ORSError) if how == "client closed" else _nothing():
+                            await conn.open_session(split="train", index=0)
+
+                    tg.start_soon(open_it)
+                    while not platform.counts()[0]:
+                        await anyio.sleep(0.01)
+                    if how == "cancelled":
+                        tg.cancel_scope.cancel()  # what Ctrl-C does to the portal's task
+                    else:
+                        await conn.aclose()  # what the exit hook does
+        finally:
+            await conn.aclose()
+
+    run_sync(go)
+    assert platform.counts() == (1, 1)
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield
 
 
 # ── rate limits and dropped streams ──────────────────────────────────────────────────────────────────────

@@ -80,7 +80,7 @@ class Record:
 
 @dataclass
 class _Rule:
-    kind: str  # "starting", "429", "drop"
+    kind: str  # "starting", "429", "drop", "slow"
     deployment: str | None
     paths: tuple[str, ...] | None
     seconds: float = 0.0
@@ -195,6 +195,12 @@ class PlatformDouble:
                 )
             )
 
+    def slow_answer(self, deployment: str | None, seconds: float, *, path: str = "/create_session") -> None:
+        """Answer `path` of `deployment` only `seconds` after doing its work (a `/create_session` makes its
+        session first, as the platform does whether or not the client still waits)."""
+        with self._lock:
+            self._rules.append(_Rule("slow", deployment, (path,), seconds, count=10**9))
+
     def drop_stream(self, deployment: str | None, count: int = 1, *, path: str = "/call") -> None:
         """Cut the next `count` `/call` streams right after their `task_id` event (the tool keeps running)."""
         with self._lock:
@@ -306,7 +312,8 @@ class PlatformDouble:
             headers = {"X-Backend-State": "starting", "Retry-After": str(rule.retry_after)}
             return self._json(503, {"detail": "Backend is starting"}, rec, headers)
         if path == "/create_session":
-            return await self._create_session(request, deployment, rec)
+            slow = self._fault("slow", deployment, "-", bare)
+            return await self._create_session(request, deployment, rec, slow.seconds if slow else 0.0)
         if path == "/delete_session":
             return await self._delete_session(sid, rec)
         url, env = self.deployments[deployment]
@@ -316,10 +323,14 @@ class PlatformDouble:
         drop = self._fault("drop", deployment, sid or "-", bare) is not None
         return await self._forward(request, url + upstream, raw, rec, drop=drop)
 
-    async def _create_session(self, request: web.Request, deployment: str, rec: Record) -> web.StreamResponse:
+    async def _create_session(
+        self, request: web.Request, deployment: str, rec: Record, delay_s: float = 0.0
+    ) -> web.StreamResponse:
         sid = str(uuid.uuid4())
         with self._lock:
             self.sessions[sid] = deployment
+        if delay_s:
+            await asyncio.sleep(delay_s)
         rec.sid, rec.status = sid, 200
         task_id = f"decoy-{uuid.uuid4()}" if self.end_sid == "different" else sid
         end = "" if self.end_sid == "none" else json.dumps({"sid": sid})

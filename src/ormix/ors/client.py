@@ -12,6 +12,7 @@ portal's loop, its ping loop's own); each ping loop is cancelled when its sessio
 
 Example:
     >>> import anyio
+import anyio.lowlevel
     >>> from ormix.local import serve_in_thread
     >>> async def main(url):
     ...     async with ORSClient(url, env_name="echo") as client:
@@ -131,6 +132,7 @@ class ORSClient:
         self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
         # Session ids created on the server whose open has not finished: deleted if it fails or is cut.
         self._pending: set[str] = set()
+        self._creating = 0  # `/create_session` requests in flight
         self._closed = False
         endpoint = target if isinstance(target, Endpoint) else Endpoint.for_url(target, env_name, api_key)
         if endpoint.env_name or endpoint.is_platform:
@@ -195,6 +197,9 @@ class ORSClient:
         with anyio.CancelScope(shield=True):
             sessions = [s for s in list(self._sessions) if not s.closed]
             self._closed = True
+            with anyio.move_on_after(10.0):
+                while self._creating:  # their ids join `_pending`, deleted below
+                    await anyio.sleep(0.01)
             async with anyio.create_task_group() as tg:
                 for s in sessions:
                     tg.start_soon(s.close)
@@ -221,6 +226,7 @@ class ORSClient:
             yield None
             return
         sid = await self._platform_sid(tr)
+        self._pending.discard(sid)  # deleted here, not by `aclose()`
         try:
             yield sid
         finally:
@@ -348,17 +354,32 @@ class ORSClient:
         """A session id from the platform (`POST /create_session`, SSE): the `end` event's `{"sid"}`
         when it carries one (the SDK prefers it), else the `task_id` event's."""
         headers = tr.headers(extra={"Accept": "text/event-stream", **(extra or {})})
-        resp = await tr.request("POST", "/create_session", json_body={}, headers=headers, waited=waited)
-        stream = CallStream()
-        for event, data in SSEParser().feed(resp.text + "\r\n\r\n"):
-            stream.on_event(event, data)
-        sid = _end_sid(stream.result) or stream.task_id
-        if not sid:
-            raise SessionOpenError(
-                f"POST /create_session to {tr.endpoint.target} returned no session id",
-                env=tr.endpoint.deployment,
-            )
-        return sid
+        # Once /create_session is sent the platform makes a session whether or not this client still waits,
+        # and only its answer names it. So a cancel (Ctrl-C, SIGTERM, a caller's scope) waits for the answer,
+        # up to the open's own deadline, and the id is recorded for deletion before the cancel goes on.
+        # `aclose()` waits for these too: closing the HTTP client under them would leak their sessions.
+        self._creating += 1
+        try:
+            with anyio.CancelScope(shield=True, deadline=anyio.current_effective_deadline()):
+                resp = await tr.request(
+                    "POST", "/create_session", json_body={}, headers=headers, waited=waited
+                )
+                stream = CallStream()
+                for event, data in SSEParser().feed(resp.text + "\r\n\r\n"):
+                    stream.on_event(event, data)
+                sid = _end_sid(stream.result) or stream.task_id
+                if not sid:
+                    raise SessionOpenError(
+                        f"POST /create_session to {tr.endpoint.target} returned no session id",
+                        env=tr.endpoint.deployment,
+                    )
+                self._pending.add(sid)
+                return sid
+        finally:
+            self._creating -= 1
+        # The shield's deadline (the open's) passed: the enclosing `fail_after` raises at this checkpoint.
+        await anyio.lowlevel.checkpoint()
+        raise TimeoutError("POST /create_session did not answer within the open deadline")
 
     async def _delete_unopened(self, tr: Transport, sid: str) -> None:
         """Delete a session whose open failed or was cut (the server may hold it; the platform does)."""
