@@ -12,7 +12,6 @@ portal's loop, its ping loop's own); each ping loop is cancelled when its sessio
 
 Example:
     >>> import anyio
-import anyio.lowlevel
     >>> from ormix.local import serve_in_thread
     >>> async def main(url):
     ...     async with ORSClient(url, env_name="echo") as client:
@@ -36,6 +35,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from pydantic import BaseModel, Field, StrictInt, StrictStr, TypeAdapter, ValidationError
 
 from ormix.ors import bridge
