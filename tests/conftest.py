@@ -70,3 +70,31 @@ def _close_shared_servers():
     from ormix.local.server.shared import close_all
 
     close_all()
+
+
+# The heaviest files, slowest first (from `--durations` of a whole run). pytest-xdist's `--dist loadfile`
+# hands files to idle workers in collection order, so starting with the longest ones keeps one of them from
+# running alone at the end while the other workers idle. Files not named here follow in collection order.
+HEAVY_FILES = (
+    "test_long_runs.py",
+    "test_cleanup.py",
+    "test_train.py",
+    "test_examples.py",
+    "diagnostics/test_user_envs.py",
+    "evaluation/test_runner.py",
+    "demo/test_demo_learns.py",
+    "integrations/test_concurrent.py",
+    "test_readme.py",
+    "test_platform_train.py",
+    "integrations/test_trl_mixture.py",
+    "test_secrets.py",
+    "evaluation/test_study.py",
+    "integrations/test_multiprocess.py",
+    "integrations/test_multiprocess_adaptive.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).resolve().parent
+    rank = {str(tests / name): i for i, name in enumerate(HEAVY_FILES)}
+    items.sort(key=lambda item: rank.get(str(item.path), len(HEAVY_FILES)))  # stable: the rest keep order
