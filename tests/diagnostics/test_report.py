@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from ormix.diagnostics.report import (
+    TABLE_COLUMNS,
     member_summary,
     percentile,
     report_command,
     step_series,
+    table_rows,
     trend,
     write_report,
 )
@@ -145,6 +147,9 @@ def test_summary_and_series_from_records():
     assert s["a"]["tool_ms_p50"] == 20.0 and s["a"]["informative_groups"] == 0.5
     assert s["a"]["tools"]["submit"] == {"calls": 3, "errors": 1, "p50_ms": 20.0, "p95_ms": 29.0}
     assert s["b"]["call_errors"] == {"tool_failed": 1} and s["b"]["share"] == 0.25
+    rows = {row[0]: dict(zip(TABLE_COLUMNS, row, strict=True)) for row in table_rows(s)}
+    assert rows["a"]["error mix"] == "session_open 1"  # its failed call is that rollout's error
+    assert rows["b"]["error mix"] == "calls: tool_failed 1 of 1"  # a raising tool: no "-"
     series = step_series(records)
     assert series[1]["ormix/a/share"] == 1.0 and series[1]["ormix/b/share"] == 0.0
     assert series[2]["ormix/a/error_rate"] == 1.0 and series[1]["ormix/a/tool_ms_p95"] == pytest.approx(29.0)

@@ -39,6 +39,7 @@ from typing import Any
 
 from ormix.evaluation.summary import summarize as summarize_eval
 from ormix.evaluation.summary import summary_markdown, summary_table
+from ormix.rollout.outcome import ERROR_KINDS
 from ormix.runs import RunDirectory, read_jsonl
 from ormix.telemetry.metrics import batch_metrics, member_values, metric_key, summarize
 from ormix.telemetry.records import read_records
@@ -299,6 +300,26 @@ def _mix(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "-"
 
 
+def error_mix(s: Mapping[str, Any]) -> str:
+    """The "error mix" cell: the rollouts' infrastructure error kinds, then the failed tool calls' kinds (a
+    tool that raises fails its calls, not its rollouts); ``-`` only when nothing failed.
+
+    Example:
+        >>> error_mix({"errors": {}, "call_errors": {"tool_failed": 4}, "tools": {"answer": {"calls": 4}}})
+        'calls: tool_failed 4 of 4'
+        >>> error_mix({"errors": {"transport": 1}, "call_errors": {}, "tools": {}})
+        'transport 1'
+    """
+    parts = [_mix(s["errors"])] if s.get("errors") else []
+    calls = sum(int(t.get("calls", 0)) for t in (s.get("tools") or {}).values())
+    # Infrastructure kinds of calls are already counted as their rollouts' errors.
+    failed = {k: v for k, v in (s.get("call_errors") or {}).items() if k not in ERROR_KINDS}
+    if failed:
+        kinds = sorted(failed.items(), key=lambda kv: -kv[1])
+        parts.append("calls: " + ", ".join(f"{k} {v}" for k, v in kinds) + f" of {calls}")
+    return "; ".join(parts) or "-"
+
+
 TABLE_COLUMNS = (
     "member",
     "rollouts",
@@ -332,7 +353,7 @@ def table_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
                 _fmt(s["coverage"]),
                 _fmt(s["unscored_rate"]),
                 _fmt(s["error_rate"]),
-                _mix(s["errors"]),
+                error_mix(s),
                 _fmt(s["informative_groups"]),
                 _fmt(s["tool_calls"]),
                 _fmt(s["tool_errors"]),

@@ -134,6 +134,12 @@ class TelemetryRun:
                     counts[r.get("error_kind") or "error"] += 1
                 elif r["outcome"] == "unscored":
                     counts["unscored"] += 1
+                    # An unscored rollout whose tool calls failed in the environment (a tool that raises)
+                    # is not "no errors": the alarm names the failed calls (`call:<kind>` of `calls`).
+                    for call in r.get("calls") or ():
+                        counts["calls"] += 1
+                        if call.get("error") is not None:
+                            counts[f"call:{call['error']}"] += 1
 
     def take_eval_records(self) -> list[dict[str, Any]]:
         """The evaluation rollouts recorded since the last call (and forget them): one evaluation's records
