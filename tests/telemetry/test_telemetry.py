@@ -389,3 +389,25 @@ def test_an_evaluations_log_entry_gets_each_members_pass_at_k_from_its_own_recor
     again = {"eval_loss": 0.0}
     callback.on_log(None, state, SimpleNamespace(should_training_stop=False), logs=again)
     assert again == {"eval_loss": 0.0}
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_the_missing_callbacks_error_blames_shuffling_only_when_the_trainer_shuffles(shuffle):
+    from types import SimpleNamespace
+
+    from ormix.errors import UsageError
+    from ormix.rollout.rewards import ScoredBatch
+    from ormix.telemetry.records import TelemetryObserver
+
+    class Trainer:  # what TRL's bound `_log_metric` points at: the trainer, with its args
+        args = SimpleNamespace(shuffle_dataset=shuffle)
+
+        def log_metric(self, key, value):
+            pass
+
+    observer = TelemetryObserver("a", callbacks_required=True)
+    batch = ScoredBatch("a", [], [], [], log_metric=Trainer().log_metric)
+    with pytest.raises(UsageError, match=r"callbacks=mix\.callbacks") as info:
+        observer._missing_callbacks(batch)
+    assert ("shuffles away" in str(info.value)) is shuffle
+    assert shuffle or "per-step quotas or schedule" in str(info.value)
