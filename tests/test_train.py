@@ -91,6 +91,24 @@ def test_a_run_that_never_scored_ends_with_a_line_naming_it_and_exit_1_when_no_m
     assert result.exit_status == 130  # Ctrl-C still says Ctrl-C
 
 
+def test_a_resume_does_not_report_the_tied_lm_head_as_missing(tiny_model, caplog):
+    import logging
+
+    from transformers import AutoModelForCausalLM
+
+    from ormix.integrations.trl.lifecycle import quiet_trainer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert model.lm_head.weight is model.get_input_embeddings().weight  # tied: not saved, "missing"
+    log = logging.getLogger("transformers.trainer")
+    with caplog.at_level(logging.WARNING, logger="transformers.trainer"), quiet_trainer(model):
+        # What transformers' Trainer logs when it resumes from a checkpoint of a tied model.
+        log.warning("There were missing keys in the checkpoint model loaded: ['lm_head.weight'].")
+        log.warning("There were missing keys in the checkpoint model loaded: ['model.norm.weight'].")
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["There were missing keys in the checkpoint model loaded: ['model.norm.weight']."]
+
+
 # ── the main job, end to end ──────────────────────────────────────────
 
 
@@ -115,6 +133,8 @@ def demo_run(tmp_path_factory) -> tuple[Path, str]:
     history = [json.loads(line) for line in (run / "log_history.jsonl").read_text().splitlines()]
     coverage = [h[k] for h in history for k in h if k.startswith("ormix/") and k.endswith("/coverage")]
     unscored = bool(coverage) and not any(coverage)
+    for bar in ("Loading weights", "Writing model shards"):  # ormix prints one line per step, no bars
+        assert bar not in done.stderr + done.stdout, done.stderr[-3000:]
     assert done.returncode == (1 if unscored else 0), done.stdout[-3000:] + done.stderr[-3000:]
     if unscored:
         assert done.stdout.strip().splitlines()[-1].startswith("error: no member was ever scored: echo")

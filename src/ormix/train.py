@@ -377,8 +377,13 @@ def train(
     try:
         # A member kept waiting by its server (a platform backend still starting, a rate limit) says so.
         with BackendWatch(lambda line: console.print(f"  [yellow]{line}[/yellow]", highlight=False)):
-            model, processing_class = _start(mix, run, opts, console)
-            _run_trainer(mix, run, opts, (model, processing_class), console, list(callbacks), result)
+            from ormix.integrations.trl.lifecycle import quiet_trainer
+
+            # Loading and writing models (the warm start, the trainer, checkpoints, the final model) draws
+            # no transformers bars: ormix prints one line per step.
+            with quiet_trainer():
+                model, processing_class = _start(mix, run, opts, console)
+                _run_trainer(mix, run, opts, (model, processing_class), console, list(callbacks), result)
     except BaseException:
         _clear_failed_start(run, created)
         raise
@@ -517,7 +522,7 @@ def _run_trainer(
             elif (before / "summary.json").is_file():
                 result.eval_before = before  # a resumed run compares with the eval of its first start
         try:
-            with quiet_trainer():
+            with quiet_trainer(trainer.model):
                 trainer.train(resume_from_checkpoint=str(run.checkpoint) if run.checkpoint else None)
         except KeyboardInterrupt:
             if stop.requested:
