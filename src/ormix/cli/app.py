@@ -2,7 +2,8 @@
 
 Each command imports what it needs when it runs, so `ormix --help` stays fast. Expected failures (bad input,
 an unreachable server, a refused key) end with one ``error:`` line and exit 2 (input) or 1 (runtime), never a
-traceback; ``ormix --debug COMMAND ...`` shows the traceback too. Help shows plain metavars (``FILE``, ``N``).
+traceback; ``ormix --debug COMMAND ...`` (or ``--debug`` after the command) shows the traceback too.
+Help shows plain metavars (``FILE``, ``N``).
 """
 
 from __future__ import annotations
