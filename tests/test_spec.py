@@ -308,3 +308,15 @@ def test_tool_named_like_episode_state_is_renamed(surfaces):
     )
     assert "metadata" not in cls.binding.method_names
     assert cls.binding.bindings[0].wire_name == "metadata"
+
+
+def test_num_tasks_beyond_the_split_is_said_and_a_wrong_env_name_lists_the_servers(echo_server, caplog):
+    from ormix.ors.errors import ServerError
+
+    with caplog.at_level(logging.WARNING, logger="ormix.connection"):
+        assert len(OpenRewardSpec(echo_server.url, env_name="echo", num_tasks=50).task_indices) == 16
+        assert len(OpenRewardSpec(echo_server.url, env_name="echo", num_tasks=3).task_indices) == 3
+    said = [r.getMessage() for r in caplog.records if "num_tasks" in r.getMessage()]
+    assert said == ["ormix echo: num_tasks is 50 but only 16 task(s) are in split 'train': using those 16"]
+    with pytest.raises(ServerError, match=r"has no environment 'ech'; it serves 'echo': fix env_name"):
+        _ = OpenRewardSpec(echo_server.url, env_name="ech").task_indices

@@ -69,6 +69,46 @@ def test_bad_inputs_exit_2_before_any_server(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_a_run_that_never_scored_ends_with_a_line_naming_it_and_exit_1_when_no_member_scored(tmp_path):
+    from ormix.runs import RunDirectory
+    from ormix.train import RunOptions, TrainResult, _finish, _Run
+
+    run = _Run(RunDirectory(tmp_path), None, [], None, 0, 1.0, 0)
+    history = [{"step": 1, "loss": 0.0}]
+    cases = (
+        (0.5, 0, "warning: never scored: mine (coverage 0"),  # another member scored: the run succeeded
+        (None, 1, "error: no member was ever scored: mine (coverage 0"),  # other: no training rollouts
+        (0.0, 1, "error: no member was ever scored: mine, other (coverage 0"),  # GRPO had nothing to learn
+    )
+    for coverage, status, label in cases:
+        summary = {"mine": {"coverage": 0.0}, "other": {"coverage": coverage}}
+        result = TrainResult(tmp_path, log_history=history, summary=summary)
+        console, out = _console()
+        _finish("m.yaml", run, RunOptions(report=False), result, console)
+        last = out.getvalue().strip().splitlines()[-1]
+        assert result.exit_status == status and last.startswith(label), out.getvalue()
+    result = TrainResult(tmp_path, log_history=history, summary={"mine": {"coverage": 0.0}}, interrupted=True)
+    assert result.exit_status == 130  # Ctrl-C still says Ctrl-C
+
+
+def test_a_resume_does_not_report_the_tied_lm_head_as_missing(tiny_model, caplog):
+    import logging
+
+    from transformers import AutoModelForCausalLM
+
+    from ormix.integrations.trl.lifecycle import quiet_trainer
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model)
+    assert model.lm_head.weight is model.get_input_embeddings().weight  # tied: not saved, "missing"
+    log = logging.getLogger("transformers.trainer")
+    with caplog.at_level(logging.WARNING, logger="transformers.trainer"), quiet_trainer(model):
+        # What transformers' Trainer logs when it resumes from a checkpoint of a tied model.
+        log.warning("There were missing keys in the checkpoint model loaded: ['lm_head.weight'].")
+        log.warning("There were missing keys in the checkpoint model loaded: ['model.norm.weight'].")
+    said = [r.getMessage() for r in caplog.records]
+    assert said == ["There were missing keys in the checkpoint model loaded: ['model.norm.weight']."]
+
+
 # ── the main job, end to end ──────────────────────────────────────────
 
 
@@ -88,7 +128,16 @@ def demo_run(tmp_path_factory) -> tuple[Path, str]:
         cwd=run.parent,
         env={**os.environ, "COLUMNS": "240"},  # one progress line per step, as on a wide terminal
     )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # Without a warm start the tiny model may score nothing in 2 steps: then the run fails (exit 1) with a
+    # last line naming every member, and is otherwise complete.
+    history = [json.loads(line) for line in (run / "log_history.jsonl").read_text().splitlines()]
+    coverage = [h[k] for h in history for k in h if k.startswith("ormix/") and k.endswith("/coverage")]
+    unscored = bool(coverage) and not any(coverage)
+    for bar in ("Loading weights", "Writing model shards"):  # ormix prints one line per step, no bars
+        assert bar not in done.stderr + done.stdout, done.stderr[-3000:]
+    assert done.returncode == (1 if unscored else 0), done.stdout[-3000:] + done.stderr[-3000:]
+    if unscored:
+        assert done.stdout.strip().splitlines()[-1].startswith("error: no member was ever scored: echo")
     return run, done.stdout
 
 

@@ -48,6 +48,17 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+
+def _fewer_tasks(
+    name: str, wanted: int, total: int, split: str, where: Mapping[str, Any] | None = None
+) -> None:
+    """Say that ``num_tasks`` asked for more tasks than there are (the member trains on all of them)."""
+    which = f"match where={dict(where)!r} in split {split!r}" if where else f"are in split {split!r}"
+    logger.warning(
+        "ormix %s: num_tasks is %d but only %d task(s) %s: using those %d", name, wanted, total, which, total
+    )
+
+
 #: How many probe sessions (task-tool discovery) and `task` requests run at once.
 _PROBE_CONCURRENCY = 8
 
@@ -288,6 +299,8 @@ class Connection:
                 wanted = set(indices)
                 chosen = [(i, t) for i, t in chosen if i in wanted]
             elif num_tasks is not None:
+                if num_tasks > len(chosen) > 0:
+                    _fewer_tasks(label or self.target, num_tasks, len(chosen), split, where)
                 chosen = chosen[:num_tasks]
             if not chosen:
                 raise SpecError(
@@ -300,6 +313,8 @@ class Connection:
             specs = await client.get_tasks(split, wanted_indices)
         else:
             total = await client.num_tasks(split)
+            if num_tasks is not None and num_tasks > total:
+                _fewer_tasks(label or self.target, num_tasks, total, split)
             wanted_indices = list(range(total if num_tasks is None else min(num_tasks, total)))
             try:
                 # One round trip for a contiguous range; big environments serve only `task` (400 here).

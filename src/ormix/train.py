@@ -141,13 +141,32 @@ class TrainResult:
     eval: Path | None = None
 
     @property
+    def never_scored(self) -> list[str]:
+        """The members that trained without one scored rollout (coverage 0 in every logged step).
+
+        Example:
+            >>> TrainResult(Path("r"), summary={"a": {"coverage": 0.0}, "b": {"coverage": 0.5}}).never_scored
+            ['a']
+        """
+        return [m for m, v in self.summary.items() if v.get("coverage") == 0]
+
+    @property
     def exit_status(self) -> int:
-        """0 finished, 1 stopped by the alarm, 130 interrupted (Ctrl-C), 143 terminated (SIGTERM)."""
+        """0 finished, 1 stopped by the alarm or no member ever scored, 130 interrupted (Ctrl-C), 143
+        terminated (SIGTERM).
+
+        Example:
+            >>> TrainResult(Path("r"), summary={"a": {"coverage": 0.0}, "b": {"coverage": None}}).exit_status
+            1
+        """
         if self.terminated:
             return EXIT_TERMINATED
         if self.interrupted:
             return EXIT_INTERRUPTED
-        return 1 if self.stopped_by_alarm else 0
+        trained = [v for v in self.summary.values() if v.get("coverage") is not None]
+        # Nothing scored: GRPO had no reward to learn from, a failed run whatever the loss printed.
+        unscored = bool(trained) and all(v["coverage"] == 0 for v in trained)
+        return 1 if self.stopped_by_alarm or unscored else 0
 
 
 # ── settings ──────────────────────────────────────────────────────────
@@ -358,8 +377,13 @@ def train(
     try:
         # A member kept waiting by its server (a platform backend still starting, a rate limit) says so.
         with BackendWatch(lambda line: console.print(f"  [yellow]{line}[/yellow]", highlight=False)):
-            model, processing_class = _start(mix, run, opts, console)
-            _run_trainer(mix, run, opts, (model, processing_class), console, list(callbacks), result)
+            from ormix.integrations.trl.lifecycle import quiet_trainer
+
+            # Loading and writing models (the warm start, the trainer, checkpoints, the final model) draws
+            # no transformers bars: ormix prints one line per step.
+            with quiet_trainer():
+                model, processing_class = _start(mix, run, opts, console)
+                _run_trainer(mix, run, opts, (model, processing_class), console, list(callbacks), result)
     except BaseException:
         _clear_failed_start(run, created)
         raise
@@ -498,7 +522,7 @@ def _run_trainer(
             elif (before / "summary.json").is_file():
                 result.eval_before = before  # a resumed run compares with the eval of its first start
         try:
-            with quiet_trainer():
+            with quiet_trainer(trainer.model):
                 trainer.train(resume_from_checkpoint=str(run.checkpoint) if run.checkpoint else None)
         except KeyboardInterrupt:
             if stop.requested:
@@ -616,16 +640,9 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
                 )
     if result.stopped_by_alarm:
         console.print(f"[red]stopped by the coverage alarm:[/red] {result.stopped_by_alarm}", highlight=False)
-    unscored = [m for m, v in result.summary.items() if v.get("coverage") == 0]
-    if unscored and result.log_history:
-        console.print(
-            f"[yellow]warning:[/yellow] never scored: {', '.join(unscored)} (coverage 0 in every logged "
-            "step: no rollout ended with a reward; `ormix check FILE` calls its tools, and a warm start on "
-            "reference solutions, README: Your own environment, gets a tiny model calling them)",
-            highlight=False,
-        )
     if not (result.interrupted or result.terminated):
         console.print(f"finished in {result.wall_s:.0f}s; run directory: [bold]{path}[/bold]")
+        _never_scored_line(result, console)  # the last line: what a glance at the end must see
         return
     why = "terminated (SIGTERM)" if result.terminated else "interrupted"
     saved = f"; checkpoint {result.checkpoint}" if result.checkpoint else "; no checkpoint was saved"
@@ -636,6 +653,25 @@ def _finish(mixture: Any, run: _Run, opts: RunOptions, result: TrainResult, cons
             f"ormix train {shlex.quote(str(target))} --output-dir {shlex.quote(str(path))} --resume"
         )
         console.print(f"resume with: [bold]{command}[/bold]", highlight=False, soft_wrap=True)
+    _never_scored_line(result, console)
+
+
+def _never_scored_line(result: TrainResult, console: Any) -> None:
+    """Name the members that never scored (coverage 0 in every logged step): an error when all did (the run
+    exits 1), a warning when others scored."""
+    unscored = result.never_scored
+    if not unscored or not result.log_history:
+        return
+    every = result.exit_status == 1 and not result.stopped_by_alarm
+    label = "[red]error:[/red]" if every else "[yellow]warning:[/yellow]"
+    what = "no member was ever scored" if every else "never scored"
+    console.print(
+        f"{label} {what}: {', '.join(unscored)} (coverage 0 in every logged step: no rollout ended with a "
+        "reward; `ormix check FILE` calls its tools, and a warm start on reference solutions, README: Your "
+        "own environment, gets a tiny model calling them)",
+        highlight=False,
+        soft_wrap=True,  # one line, however narrow the terminal: it is the line that names the failure
+    )
 
 
 def _compare_evals(result: TrainResult, console: Any) -> None:

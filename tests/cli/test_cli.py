@@ -260,3 +260,43 @@ def test_report_of_two_runs_points_to_compare(tmp_path):
     result = runner.invoke(app, ["report", str(tmp_path / "a"), str(tmp_path / "b")], terminal_width=250)
     assert result.exit_code == 2
     assert f"ormix compare {tmp_path / 'a'} {tmp_path / 'b'}" in result.output.replace("\n", "")
+
+
+def test_help_texts_are_whole_and_plain():
+    top = runner.invoke(app, ["--help"], terminal_width=200).output
+    assert "Serve local environments over ORS: `ormix serve local:terminals local:seta --port" in top
+    ablate = runner.invoke(app, ["ablate", "--help"], terminal_width=200).output
+    assert "--only MEMBER" in ablate and "list[str]" not in ablate
+
+
+def test_debug_after_the_subcommand_is_the_root_option(monkeypatch, tmp_path, capsys):
+    from ormix.cli.app import _state, main
+
+    monkeypatch.setattr(sys, "argv", ["ormix", "report", str(tmp_path / "nope"), "--debug"])
+    monkeypatch.setitem(_state, "debug", False)
+    with pytest.raises(SystemExit) as done:
+        main()
+    out = capsys.readouterr()
+    assert done.value.code == 2 and "No such option" not in out.out + out.err
+    assert "not a directory" in out.out + out.err and _state["debug"] is True
+
+
+def test_inspect_says_where_the_plan_ends(tmp_path):
+    from ormix.diagnostics.inspect import inspect_mixture
+    from ormix.mixture import MixtureSpec
+
+    text = "members:\n  echo: {target: 'local:echo', num_tasks: 4}\nprompts_per_step: 2\nnum_samples: 6\n"
+    (tmp_path / "short.yaml").write_text(text)
+    mix = MixtureSpec.from_config(load_mixture_config(tmp_path / "short.yaml"))
+    info = inspect_mixture(mix, first_steps=12, contact_servers=False)  # task counts from the file
+    assert [label for label, _ in info.composition] == ["step 1", "step 2", "step 3"]
+    assert "the plan ends at step 3 (6 rows, 2 prompts per step): 12 steps asked for, 3 shown" in info.notes
+    assert not any("plan ends" in n for n in inspect_mixture(mix, first_steps=3, contact_servers=False).notes)
+
+
+def test_a_negative_completion_length_is_refused(tmp_path):
+    result = runner.invoke(
+        app, ["train", str(ROOT / "mixtures/local-demo.yaml"), "--set", "max_completion_length=-5"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "--set max_completion_length: a whole number >= 1, not -5" in result.output

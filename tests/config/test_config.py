@@ -772,7 +772,10 @@ def test_without_a_needed_member_reports_why() -> None:
     cfg = load(THREE)
     with pytest.raises(MixtureConfigError) as info:
         cfg.without("b", "c", "a")
-    assert "no member is trained on" in str(info.value)
+    assert "without('b', 'c', 'a') leaves no member to train on; keep at least one of a, b, c" in str(
+        info.value
+    )
+    assert len(info.value.problems) == 1  # not also the empty weights it would leave
     with pytest.raises(MixtureConfigError) as info:
         cfg.without("a")  # phase 0 now gives every train member weight 0
     assert "schedule[0].weights" in str(info.value) and "is 0" in str(info.value)
@@ -812,6 +815,11 @@ def test_unknown_names_in_helpers(op: str) -> None:
     with pytest.raises(MixtureConfigError) as info:
         call()
     assert f"{op}() got unknown member(s) 'zz'; known members: a, b, c, held" in str(info.value)
+
+
+def test_a_misspelt_member_in_a_helper_gets_a_did_you_mean() -> None:
+    with pytest.raises(MixtureConfigError, match=r"unknown member\(s\) 'hold'; did you mean 'held'\?"):
+        load(THREE).without("hold")
 
 
 def test_ablation_keeps_secrets_without_the_env() -> None:

@@ -12,10 +12,12 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from ormix.diagnostics.report import (
+    TABLE_COLUMNS,
     member_summary,
     percentile,
     report_command,
     step_series,
+    table_rows,
     trend,
     write_report,
 )
@@ -145,6 +147,9 @@ def test_summary_and_series_from_records():
     assert s["a"]["tool_ms_p50"] == 20.0 and s["a"]["informative_groups"] == 0.5
     assert s["a"]["tools"]["submit"] == {"calls": 3, "errors": 1, "p50_ms": 20.0, "p95_ms": 29.0}
     assert s["b"]["call_errors"] == {"tool_failed": 1} and s["b"]["share"] == 0.25
+    rows = {row[0]: dict(zip(TABLE_COLUMNS, row, strict=True)) for row in table_rows(s)}
+    assert rows["a"]["error mix"] == "session_open 1"  # its failed call is that rollout's error
+    assert rows["b"]["error mix"] == "calls: tool_failed 1 of 1"  # a raising tool: no "-"
     series = step_series(records)
     assert series[1]["ormix/a/share"] == 1.0 and series[1]["ormix/b/share"] == 0.0
     assert series[2]["ormix/a/error_rate"] == 1.0 and series[1]["ormix/a/tool_ms_p95"] == pytest.approx(29.0)
@@ -174,9 +179,54 @@ def test_plots_use_whole_steps_distinct_markers_and_say_why_a_panel_is_empty():
         assert len(lines) == 2 and lines[0].get_marker() != lines[1].get_marker()
         assert lines[0].get_linestyle() != lines[1].get_linestyle()
         assert not reward.texts  # something was drawn
+        # b never scored: the legend says so, and the reward axis is [0, 1] rather than autoscaled.
+        assert "b: never scored" in [t.get_text() for t in reward.get_legend().get_texts()]
+        assert reward.get_ylim() == (-0.05, 1.05)
+        # Equal error rates (a and b: 0 at step 2) stay visible: the lines are drawn apart.
+        errors, _ = figs["errors.png"].axes
+        a_err, b_err = (list(line.get_ydata()) for line in errors.get_lines())
+        assert a_err[1] != b_err[0] and abs(a_err[1] - b_err[0]) < 0.05
         nobody = figures(step_series([_record("b", "unscored", None, 1)]), ["b"])
         (empty, _) = nobody["reward_coverage.png"].axes
         assert "no rollout was scored" in empty.texts[0].get_text()
+    finally:
+        plt.close("all")
+
+
+def test_share_is_drawn_per_step_with_the_plan_over_it_and_the_legend_outside():
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.patches import Rectangle
+
+    from ormix.diagnostics.report import figures, planned_shares
+
+    records = [_record("a", "scored", 1.0, 1)] * 3 + [_record("b", "scored", 1.0, 1)]
+    records += [_record("a", "scored", 1.0, 2)] * 2 + [_record("b", "scored", 1.0, 2)] * 2
+    planned = planned_shares(
+        {
+            "plan": [["a", 0], ["a", 1], ["a", 2], ["b", 0], ["a", 3], ["b", 1]],
+            "config": {"prompts_per_step": 3, "strategy": "weights"},
+        }
+    )
+    assert planned == {1: {"a": 1.0}, 2: {"b": 2 / 3, "a": 1 / 3}}
+    figs = figures(step_series(records), ["a", "b"], planned=planned)
+    try:
+        (ax,) = figs["share.png"].axes
+        assert not [c for c in ax.collections if isinstance(c, PolyCollection)]  # no interpolated areas
+        bars = [p for p in ax.patches if isinstance(p, Rectangle)]
+        assert sorted((p.get_x() + p.get_width() / 2, round(p.get_height(), 2)) for p in bars) == [
+            (1.0, 0.25),
+            (1.0, 0.75),
+            (2.0, 0.5),
+            (2.0, 0.5),
+        ]
+        plan = [c for c in ax.collections if isinstance(c, LineCollection)]
+        tops = sorted(round(float(seg[0][1]), 2) for c in plan for seg in c.get_segments())
+        assert tops == [0.33, 1.0, 1.0, 1.0]  # a's top at steps 1, 2 (1.0, 1/3), then b's (1.0, 1.0)
+        legend = ax.get_legend()
+        assert "planned (each member's top)" in [t.get_text() for t in legend.get_texts()]
+        anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+        assert anchor.x0 > 1.0  # right of the data
     finally:
         plt.close("all")
 

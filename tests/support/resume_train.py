@@ -48,8 +48,8 @@ def main(mixture: str, run_dir: str, model: str, kill: str = "none", options: st
                 os.kill(os.getpid(), signal.SIGKILL)
 
         mix.reward_funcs[0].observers.append(kill_now)
-    console = Console(width=200, color_system=None)
-    return train_command(
+    console = Console(width=200, color_system=None, record=True)
+    status = train_command(
         mix,
         model=model,
         max_steps=max_steps,
@@ -61,6 +61,11 @@ def main(mixture: str, run_dir: str, model: str, kill: str = "none", options: st
         resume_command=f"ormix train {mixture} --output-dir {run_dir} --resume",
         **opts,
     )
+    # These runs test stopping and resuming, not learning: the tiny model without a warm start may score
+    # nothing in 4 steps, which `ormix train` reports as a failed run (exit 1, a last line saying so).
+    if status == 1 and "error: no member was ever scored" in console.export_text():
+        return 0
+    return status
 
 
 if __name__ == "__main__":

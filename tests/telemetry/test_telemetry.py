@@ -285,6 +285,24 @@ def test_dominant_cause_prefers_errors_over_unscored():
     assert dominant_cause({"unscored": 9, "transport": 1}) == ("transport", 1, 1)
 
 
+def test_an_alarm_on_a_tool_that_raises_on_every_call_names_the_failed_calls():
+    from ormix.telemetry.records import TelemetryRun
+
+    run = TelemetryRun(None)
+    failed = [{"tool": "answer", "error": "tool_failed"}] * 2
+    run.note("mine", [{"mode": "train", "outcome": "unscored", "calls": failed} for _ in range(2)])
+    t = AlarmTracker(TelemetryConfig(min_coverage=0.5, consecutive_steps=1), ["mine"])
+    (alarm,) = t.update(1, {metric_key("mine", "coverage"): 0.0}, run.take_causes())
+    assert alarm.cause == ("unscored", 2, 2)  # the failed calls are no rollout error kind
+    assert "no infrastructure errors" not in alarm.message
+    assert "every one of their tool calls failed (tool_failed 4" in alarm.message
+    quiet = TelemetryRun(None)
+    quiet.note("mine", [{"mode": "train", "outcome": "unscored", "calls": [{"tool": "a", "error": None}]}])
+    t = AlarmTracker(TelemetryConfig(min_coverage=0.5, consecutive_steps=1), ["mine"])
+    (alarm,) = t.update(1, {metric_key("mine", "coverage"): 0.0}, quiet.take_causes())
+    assert "no infrastructure errors, but 1 rollout(s) came back unscored" in alarm.message
+
+
 def test_telemetry_config_validates_every_key():
     cfg = TelemetryConfig(
         min_coverage=0.5, max_error_rate=0.25, consecutive_steps=2, stop=True, records=False
@@ -371,3 +389,25 @@ def test_an_evaluations_log_entry_gets_each_members_pass_at_k_from_its_own_recor
     again = {"eval_loss": 0.0}
     callback.on_log(None, state, SimpleNamespace(should_training_stop=False), logs=again)
     assert again == {"eval_loss": 0.0}
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_the_missing_callbacks_error_blames_shuffling_only_when_the_trainer_shuffles(shuffle):
+    from types import SimpleNamespace
+
+    from ormix.errors import UsageError
+    from ormix.rollout.rewards import ScoredBatch
+    from ormix.telemetry.records import TelemetryObserver
+
+    class Trainer:  # what TRL's bound `_log_metric` points at: the trainer, with its args
+        args = SimpleNamespace(shuffle_dataset=shuffle)
+
+        def log_metric(self, key, value):
+            pass
+
+    observer = TelemetryObserver("a", callbacks_required=True)
+    batch = ScoredBatch("a", [], [], [], log_metric=Trainer().log_metric)
+    with pytest.raises(UsageError, match=r"callbacks=mix\.callbacks") as info:
+        observer._missing_callbacks(batch)
+    assert ("shuffles away" in str(info.value)) is shuffle
+    assert shuffle or "per-step quotas or schedule" in str(info.value)

@@ -2,7 +2,8 @@
 
 Each command imports what it needs when it runs, so `ormix --help` stays fast. Expected failures (bad input,
 an unreachable server, a refused key) end with one ``error:`` line and exit 2 (input) or 1 (runtime), never a
-traceback; ``ormix --debug COMMAND ...`` shows the traceback too. Help shows plain metavars (``FILE``, ``N``).
+traceback; ``ormix --debug COMMAND ...`` (or ``--debug`` after the command) shows the traceback too.
+Help shows plain metavars (``FILE``, ``N``).
 """
 
 from __future__ import annotations
@@ -94,7 +95,7 @@ def serve(
     ] = None,
     ssl_keyfile: Annotated[Path | None, typer.Option(metavar="FILE", help="the certificate's key")] = None,
 ) -> None:
-    """Serve local environments (e.g. `ormix serve local:terminals local:seta --port 8080`)."""
+    """Serve local environments over ORS: `ormix serve local:terminals local:seta --port 8080`."""
     from ormix.local.server.auth import exposure_problem, is_loopback
     from ormix.local.server.registry import UnknownEnvironmentError, load_environment_class
     from ormix.local.server.serving import run_forever
@@ -295,7 +296,8 @@ def ablate(
         bool, typer.Option("--leave-one-out", help="one arm per train member left out (--run: the default)")
     ] = False,
     only: Annotated[
-        list[str] | None, typer.Option("--only", help="one arm with only this member (repeatable)")
+        list[str] | None,
+        typer.Option("--only", metavar="MEMBER", help="one arm with only this member (repeatable)"),
     ] = None,
     budget: Annotated[
         str,
@@ -784,8 +786,25 @@ def expand_resume(argv: list[str]) -> list[str]:
     return out
 
 
+def hoist_debug(argv: list[str]) -> list[str]:
+    """``--debug`` anywhere before a ``--`` is the root option: ``ormix train FILE --debug`` works as
+    ``ormix --debug train FILE`` does (no command takes a ``--debug`` of its own).
+
+    Example:
+        >>> hoist_debug(["train", "m.yaml", "--debug", "--max-steps", "2"])
+        ['--debug', 'train', 'm.yaml', '--max-steps', '2']
+        >>> hoist_debug(["train", "m.yaml", "--", "--debug"])
+        ['train', 'm.yaml', '--', '--debug']
+    """
+    end = argv.index("--") if "--" in argv else len(argv)
+    if "--debug" not in argv[:end]:
+        return list(argv)
+    rest = [a for a in argv[:end] if a != "--debug"]
+    return ["--debug", *rest, *argv[end:]]
+
+
 def main() -> None:
     """Entry point of the `ormix` console script."""
     import sys
 
-    app(args=expand_resume(sys.argv[1:]))
+    app(args=hoist_debug(expand_resume(sys.argv[1:])))

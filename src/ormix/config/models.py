@@ -55,7 +55,14 @@ from pydantic import (
 from typing_extensions import Self
 
 from ormix.config.checks import checked, member_checks, mixture_checks, selection_checks
-from ormix.config.problems import MixtureConfigError, MixtureFileError, Problem, problem_error, problems_from
+from ormix.config.problems import (
+    MixtureConfigError,
+    MixtureFileError,
+    Problem,
+    problem_error,
+    problems_from,
+    suggest,
+)
 from ormix.config.secrets import ENV_VAR_RE, Secret
 from ormix.config.trainer_rules import plan_length_problem
 from ormix.config.yaml_io import (
@@ -849,6 +856,17 @@ class MixtureConfig(BaseModel):
                 [Problem(("members",), "without() needs at least one member name")], self.name
             )
         train = [n for n in self.train_members if n not in names]
+        if not train:  # one problem, not also the empty weights it would leave behind
+            raise MixtureConfigError(
+                [
+                    Problem(
+                        ("members",),
+                        f"without({', '.join(map(repr, names))}) leaves no member to train on; keep at "
+                        f"least one of {', '.join(self.train_members)}",
+                    )
+                ],
+                self.name,
+            )
         return self._subset(train, f"{self.name}-without-{'-'.join(names)}", () if as_eval else names)
 
     def only(self, *names: str, as_eval: bool = True) -> MixtureConfig:
@@ -908,11 +926,12 @@ class MixtureConfig(BaseModel):
     def _require_known(self, names: Iterable[str], op: str) -> None:
         unknown = [n for n in names if n not in self.members]
         if unknown:
+            hints = "".join(suggest(n, self.members) for n in unknown)
             raise MixtureConfigError(
                 [
                     Problem(
                         ("members",),
-                        f"{op}() got unknown member(s) {', '.join(map(repr, unknown))}; "
+                        f"{op}() got unknown member(s) {', '.join(map(repr, unknown))}{hints}; "
                         f"known members: {', '.join(self.members)}",
                     )
                 ],

@@ -20,6 +20,7 @@ __all__ = [
     "columns_problem",
     "eval_settings_problem",
     "max_steps_problem",
+    "range_problem",
     "plan_length_problem",
     "shuffle_problem",
 ]
@@ -63,6 +64,45 @@ def max_steps_problem(max_steps: object) -> str | None:
         else "0 steps would still train one"
     )
     return f"a run trains at least 1 step, not {max_steps} ({why}): give the number of steps to train"
+
+
+#: Settings that are counts of at least 1 (TRL takes a negative one and fails, or loops, much later).
+_AT_LEAST_ONE = (
+    "max_completion_length",
+    "num_generations",
+    "num_generations_eval",
+    "per_device_train_batch_size",
+    "per_device_eval_batch_size",
+    "gradient_accumulation_steps",
+    "num_iterations",
+)
+#: Step intervals: a count, or a fraction of the run (HF reads a value below 1 so), never 0 or below.
+_POSITIVE = ("logging_steps", "save_steps", "eval_steps")
+#: Settings that are numbers of at least 0.
+_AT_LEAST_ZERO = ("learning_rate", "warmup_steps", "weight_decay", "max_grad_norm", "save_total_limit")
+
+
+def range_problem(key: str, value: object) -> str | None:
+    """A trainer setting out of its range: a count below 1 (``max_completion_length=-5``), a rate or
+    count below 0, a temperature that is not positive. ``None`` (TRL's default) is always fine.
+
+    Example:
+        >>> range_problem("max_completion_length", -5)
+        'a whole number >= 1, not -5'
+        >>> range_problem("max_completion_length", 16) is None, range_problem("temperature", 0.7) is None
+        (True, True)
+    """
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if key in _AT_LEAST_ONE and value < 1:
+        return f"a whole number >= 1, not {value}"
+    if key in _AT_LEAST_ZERO and value < 0:
+        return f"a number >= 0, not {value}"
+    if key in _POSITIVE and value <= 0:
+        return f"a number > 0 (steps, or a fraction of the run below 1), not {value}"
+    if key == "temperature" and value <= 0:
+        return f"a number > 0, not {value} (sampling needs a positive temperature)"
+    return None
 
 
 def eval_settings_problem(

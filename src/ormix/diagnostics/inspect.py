@@ -317,6 +317,12 @@ def inspect_mixture(
         probabilities = planner.weights(1) if planner.k else dict(planner.base)
         composition = _composition(planner, mix, first_steps)
         rows = planner.num_rows
+        last = -(-rows // planner.k) if planner.k else None
+        if last is not None and first_steps > last:
+            notes.append(
+                f"the plan ends at step {last} ({rows} rows, {planner.k} prompts per step): "
+                f"{first_steps} steps asked for, {last} shown"
+            )
     starvation: dict[str, dict[str, float]] = {}
     k = batch or mix.config.prompts_per_step
     if k and probabilities:

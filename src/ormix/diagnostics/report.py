@@ -39,6 +39,7 @@ from typing import Any
 
 from ormix.evaluation.summary import summarize as summarize_eval
 from ormix.evaluation.summary import summary_markdown, summary_table
+from ormix.rollout.outcome import ERROR_KINDS
 from ormix.runs import RunDirectory, read_jsonl
 from ormix.telemetry.metrics import batch_metrics, member_values, metric_key, summarize
 from ormix.telemetry.records import read_records
@@ -299,6 +300,26 @@ def _mix(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])) or "-"
 
 
+def error_mix(s: Mapping[str, Any]) -> str:
+    """The "error mix" cell: the rollouts' infrastructure error kinds, then the failed tool calls' kinds (a
+    tool that raises fails its calls, not its rollouts); ``-`` only when nothing failed.
+
+    Example:
+        >>> error_mix({"errors": {}, "call_errors": {"tool_failed": 4}, "tools": {"answer": {"calls": 4}}})
+        'calls: tool_failed 4 of 4'
+        >>> error_mix({"errors": {"transport": 1}, "call_errors": {}, "tools": {}})
+        'transport 1'
+    """
+    parts = [_mix(s["errors"])] if s.get("errors") else []
+    calls = sum(int(t.get("calls", 0)) for t in (s.get("tools") or {}).values())
+    # Infrastructure kinds of calls are already counted as their rollouts' errors.
+    failed = {k: v for k, v in (s.get("call_errors") or {}).items() if k not in ERROR_KINDS}
+    if failed:
+        kinds = sorted(failed.items(), key=lambda kv: -kv[1])
+        parts.append("calls: " + ", ".join(f"{k} {v}" for k, v in kinds) + f" of {calls}")
+    return "; ".join(parts) or "-"
+
+
 TABLE_COLUMNS = (
     "member",
     "rollouts",
@@ -332,7 +353,7 @@ def table_rows(summary: Mapping[str, Mapping[str, Any]]) -> list[list[str]]:
                 _fmt(s["coverage"]),
                 _fmt(s["unscored_rate"]),
                 _fmt(s["error_rate"]),
-                _mix(s["errors"]),
+                error_mix(s),
                 _fmt(s["informative_groups"]),
                 _fmt(s["tool_calls"]),
                 _fmt(s["tool_errors"]),
@@ -405,6 +426,35 @@ def _markdown(
 #: Marker and line style per member (by position), so members stay apart where their lines overlap.
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 _STYLES = ("-", "--", "-.", ":")
+#: How far apart errors.png draws members' lines (rates in [0, 1]): equal rates stay visible side by side.
+_ERRORS_OFFSET = 0.015
+
+
+def _is_member_key(key: str, members: Mapping[str, Any]) -> bool:
+    parts = key.split("/")
+    return len(parts) == 3 and parts[0] == "ormix" and parts[1] in members
+
+
+def planned_shares(manifest: Mapping[str, Any] | None) -> dict[int, dict[str, float]]:
+    """Per training step, each member's share of the batch as the run's plan laid it out (the manifest's
+    ``plan`` rows, ``prompts_per_step`` of them per step); empty when the manifest does not say (no
+    ``prompts_per_step``, an adaptive plan decided as it trains).
+
+    Example:
+        >>> planned_shares({"plan": [["a", 0], ["b", 0], ["a", 1], ["a", 2]],
+        ...                 "config": {"prompts_per_step": 2, "strategy": "weights"}})
+        {1: {'a': 0.5, 'b': 0.5}, 2: {'a': 1.0}}
+    """
+    config = (manifest or {}).get("config") or {}
+    plan = (manifest or {}).get("plan") or []
+    k = config.get("prompts_per_step")
+    if not isinstance(k, int) or k < 1 or config.get("strategy") == "adaptive" or not plan:
+        return {}
+    out: dict[int, dict[str, float]] = {}
+    for start in range(0, len(plan), k):
+        rows = [row[0] for row in plan[start : start + k]]
+        out[start // k + 1] = {m: rows.count(m) / len(rows) for m in dict.fromkeys(rows)}
+    return out
 
 
 def logged_series(run_dir: Path, metrics: Sequence[str]) -> dict[int, dict[str, float]]:
@@ -439,10 +489,12 @@ def figures(
     members: Sequence[str],
     logged: Mapping[int, Mapping[str, float]] | None = None,
     trend: Mapping[str, Any] | None = None,
+    planned: Mapping[int, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
     """The report's matplotlib figures by file name, from `step_series` (and `logged_series` for the
-    adaptive weights, `trend` for the first- and last-third reward drawn as bars over the per-step curve);
-    the caller saves and closes them. Needs matplotlib.
+    adaptive weights, `trend` for the first- and last-third reward drawn as bars over the per-step curve,
+    `planned_shares` for the plan's share per step drawn over the actual one); the caller saves and closes
+    them. Needs matplotlib.
 
     Example:
         >>> figs = figures({1: {"ormix/a/coverage": 0.0, "ormix/a/share": 1.0}}, ["a"])
@@ -475,7 +527,8 @@ def figures(
     def finish(ax, empty: str, legend: str = "best") -> None:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # training steps are whole numbers
         ax.grid(alpha=0.3)
-        if not ax.lines and not ax.collections:
+        drawn = any(len(line.get_xdata()) for line in ax.lines)  # legend-only handles draw nothing
+        if not drawn and not ax.collections and not ax.patches:
             ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, color="0.4")
         _legend(ax, legend)
 
@@ -499,6 +552,15 @@ def figures(
             top.hlines(y, a - 0.5, b + 0.5, colors=colour, linewidth=6, alpha=0.3)
         if bars:
             top.plot([], [], color="0.5", linewidth=6, alpha=0.3, label="first / last third, rollouts pooled")
+    # A member never scored has no reward line: the legend says so rather than leaving it out.
+    for m in members:
+        if not any(f"ormix/{m}/reward" in series[s] for s in steps):
+            top.plot(
+                [], [], marker=markers[m], linestyle="none", color=colours[m], label=f"{m}: never scored"
+            )
+    rewards = [v[f"ormix/{m}/reward"] for v in series.values() for m in members if f"ormix/{m}/reward" in v]
+    if all(0.0 <= r <= 1.0 for r in rewards):  # the usual reward range: fixed, so runs compare at a glance
+        top.set_ylim(-0.05, 1.05)
     top.set_ylabel("reward (scored rollouts)")
     top.set_title("Reward and coverage per environment")
     bottom.set_ylabel("coverage (scored fraction)")
@@ -508,22 +570,59 @@ def figures(
     finish(bottom, "no rollouts recorded")
     written["reward_coverage.png"] = fig
 
-    fig, ax = plt.subplots(figsize=(8, 4))
-    shares = [[series[s].get(f"ormix/{m}/share", 0.0) for s in steps] for m in members]
-    ax.stackplot(steps, shares, labels=list(members), colors=[colours[m] for m in members], alpha=0.85)
+    # Each step's batch is a whole: one stacked bar per step (quotas change by step, nothing in between),
+    # the plan's share drawn over it as the outline of where each member's part should end.
+    fig, ax = plt.subplots(figsize=(9, 4))
+    bottoms = dict.fromkeys(steps, 0.0)
+    for m in members:
+        heights = [series[s].get(f"ormix/{m}/share", 0.0) for s in steps]
+        ax.bar(
+            steps,
+            heights,
+            bottom=[bottoms[s] for s in steps],
+            width=0.8,
+            color=colours[m],
+            alpha=0.85,
+            label=m,
+        )
+        for s, h in zip(steps, heights, strict=True):
+            bottoms[s] += h
+    plan_steps = [s for s in steps if planned and s in planned]
+    if plan_steps:
+        tops = dict.fromkeys(plan_steps, 0.0)
+        for m in members:
+            for s in plan_steps:
+                tops[s] += float(planned[s].get(m, 0.0))  # type: ignore[index]  # plan_steps: planned is set
+            ax.hlines(
+                [tops[s] for s in plan_steps],
+                [s - 0.4 for s in plan_steps],
+                [s + 0.4 for s in plan_steps],
+                colors="black",
+                linestyles="--",
+                linewidth=1.2,
+            )
+        ax.plot([], [], color="black", linestyle="--", linewidth=1.2, label="planned (each member's top)")
     ax.set_ylim(0, 1)
     ax.set_xlabel("training step")
     ax.set_ylabel("share of the batch")
-    ax.set_title("Actual batch share per environment")
-    finish(ax, "no rollouts recorded", "upper right")
+    ax.set_title("Batch share per environment, per step" + (" (dashed: the plan)" if plan_steps else ""))
+    finish(ax, "no rollouts recorded", "outside")
     written["share.png"] = fig
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    # Members often fail alike (all 0, all 1): each is drawn a little apart, so no line hides another.
+    offsets = {m: (i - (len(members) - 1) / 2) * _ERRORS_OFFSET for i, m in enumerate(members)}
+    shifted = {
+        s: {k: v + offsets[k.split("/")[1]] for k, v in values.items() if _is_member_key(k, offsets)}
+        for s, values in series.items()
+    }
     for m in members:
-        line(top, m, "error_rate", label=m)
-        line(bottom, m, "unscored_rate", label=m)
+        line(top, m, "error_rate", source=shifted, label=m)
+        line(bottom, m, "unscored_rate", source=shifted, label=m)
     top.set_ylabel("infrastructure error rate")
-    top.set_title("Failures per environment")
+    top.set_title(
+        f"Failures per environment (lines set apart by up to ±{_ERRORS_OFFSET * len(members) / 2:.2f})"
+    )
     bottom.set_ylabel("unscored rate")
     bottom.set_xlabel("training step")
     for ax in (top, bottom):
@@ -741,7 +840,8 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
             drawn = {}
             if series:
                 logged = logged_series(run_dir, ("weight", "tasks_set_aside"))
-                drawn = figures(series, members, logged, result.summary["trend"])
+                planned = planned_shares(RunDirectory(run_dir).read_manifest())
+                drawn = figures(series, members, logged, result.summary["trend"], planned)
             if env_time:
                 drawn["env_time.png"] = env_time_figure(env_time)
             if evaluated:
@@ -878,6 +978,12 @@ def _print_run_evals(finals: Mapping[str, Any], console: Any) -> None:
 
 
 def _legend(ax, loc: str) -> None:
-    """A legend only when something was drawn with a label (an empty one makes matplotlib warn)."""
-    if ax.get_legend_handles_labels()[0]:
+    """A legend only when something was drawn with a label (an empty one makes matplotlib warn);
+    ``"outside"``: right of the axes, where it covers no data."""
+    if not ax.get_legend_handles_labels()[0]:
+        return
+    if loc == "outside":
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8)
+        ax.figure.tight_layout()
+    else:
         ax.legend(loc=loc, fontsize=8)

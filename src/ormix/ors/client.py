@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field, StrictInt, StrictStr, TypeAdapter, Valida
 from ormix.ors import bridge
 from ormix.ors.bridge import run_in_new_loop
 from ormix.ors.endpoint import Endpoint
-from ormix.ors.errors import ORSError, ProtocolError, SessionOpenError, TransportError
+from ormix.ors.errors import ORSError, ProtocolError, ServerError, SessionOpenError, TransportError
 from ormix.ors.http import HTTPClient
 from ormix.ors.models import Split, ToolSpec, invalid_because
 from ormix.ors.platform import BackendGate, OpenWait
@@ -240,7 +240,12 @@ class ORSClient:
         path = tr.endpoint.path(suffix) if env_path else suffix
         with anyio.fail_after(self.timeout_s):
             async with self._throwaway_sid(tr) as sid:
-                resp = await tr.request(method, path, json_body=body, sid=sid)
+                try:
+                    resp = await tr.request(method, path, json_body=body, sid=sid)
+                except ServerError as e:
+                    if e.status_code != 404 or not env_path or tr.endpoint.is_platform:
+                        raise
+                    raise await self._unknown_environment(tr, e) from None
         try:
             return json_of(
                 resp,
@@ -250,6 +255,25 @@ class ORSClient:
             )
         except ProtocolError as e:
             raise e.redact(tr.sensitive) from e.__cause__
+
+    async def _unknown_environment(self, tr: Transport, e: ServerError) -> ServerError:
+        """A 404 on an environment's path: when the server does not host that environment, an error that
+        lists the ones it does (a misspelt ``env_name``); else ``e`` unchanged (a route it lacks)."""
+        env = tr.endpoint.env_name
+        try:
+            names = await self.list_environments()
+        except ORSError:
+            return e
+        if not env or not isinstance(names, list) or env in names:
+            return e
+        listed = ", ".join(map(repr, names)) or "none"
+        return ServerError(
+            f"the ORS server at {tr.endpoint.target} has no environment {env!r}; it serves {listed}: "
+            "fix env_name",
+            status_code=404,
+            detail=e.detail,
+            env=env,
+        )
 
     async def _read(self, method: str, suffix: str, body: Any, shape: TypeAdapter) -> Any:
         """A stateless answer validated as `shape`; `ProtocolError` when it is not of that shape."""

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ormix.config import TelemetryConfig
-from ormix.telemetry.metrics import dominant_cause, metric_key
+from ormix.telemetry.metrics import call_failures, dominant_cause, metric_key
 
 __all__ = ["Alarm", "AlarmTracker", "CoverageAlarmWarning"]
 
@@ -45,6 +45,8 @@ class Alarm:
     cause: tuple[str, int, int] | None
     consecutive_steps: int
     stop: bool
+    #: (failed calls, calls, failed calls per kind) of the unscored rollouts (`call_failures`), if any failed.
+    failed_calls: tuple[int, int, dict[str, int]] | None = None
 
     @property
     def message(self) -> str:
@@ -55,7 +57,20 @@ class Alarm:
         )
         if self.cause is not None:
             kind, count, total = self.cause
-            if kind == "unscored":
+            if kind == "unscored" and self.failed_calls is not None:
+                failed, calls, kinds = self.failed_calls
+                mix = ", ".join(f"{k} {v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))
+                share = "every one" if failed == calls else f"{failed} of {calls}"
+                why = (
+                    "; tool_failed: the environment's tool raised, `ormix check` shows it"
+                    if ("tool_failed" in kinds)
+                    else ""
+                )
+                text += (
+                    f"; {count} rollout(s) came back unscored and {share} of their tool calls failed "
+                    f"({mix}{why})"
+                )
+            elif kind == "unscored":
                 text += f"; no infrastructure errors, but {count} rollout(s) came back unscored"
             else:
                 text += f"; dominant error kind: {kind} ({count} of {total} failed rollouts on this process)"
@@ -143,6 +158,7 @@ class AlarmTracker:
                         dominant_cause(self.causes[member]),
                         cfg.consecutive_steps,
                         cfg.stop,
+                        call_failures(self.causes[member]),
                     )
                 )
         return fired

@@ -33,6 +33,7 @@ from ormix.rollout.outcome import ERROR_KINDS
 __all__ = [
     "METRICS",
     "batch_metrics",
+    "call_failures",
     "dominant_cause",
     "group_ids",
     "is_informative",
@@ -211,6 +212,25 @@ def batch_metrics(records: Sequence[Mapping[str, Any]], members: Iterable[str]) 
     return out
 
 
+_NOT_ROLLOUT_ERRORS = frozenset({"unscored", "calls"})
+
+
+def call_failures(counts: Mapping[str, int]) -> tuple[int, int, dict[str, int]] | None:
+    """(failed calls, calls, failed calls per kind) of the unscored rollouts counted in ``counts``; ``None``
+    when none of their calls failed.
+
+    Example:
+        >>> call_failures({"unscored": 2, "calls": 4, "call:tool_failed": 4})
+        (4, 4, {'tool_failed': 4})
+        >>> call_failures({"unscored": 2, "calls": 4}) is None
+        True
+    """
+    kinds = {k.removeprefix("call:"): v for k, v in counts.items() if k.startswith("call:") and v > 0}
+    if not kinds:
+        return None
+    return sum(kinds.values()), int(counts.get("calls", 0)), kinds
+
+
 def dominant_cause(counts: Mapping[str, int]) -> tuple[str, int, int] | None:
     """(cause, its count, all failures) of the most frequent failure cause: an error kind, else `unscored`.
 
@@ -222,7 +242,9 @@ def dominant_cause(counts: Mapping[str, int]) -> tuple[str, int, int] | None:
         >>> dominant_cause({"unscored": 2})
         ('unscored', 2, 2)
     """
-    errors = {k: v for k, v in counts.items() if k != "unscored" and v > 0}
+    # `calls` and `call:<kind>` count the tool calls of unscored rollouts (`call_failures`), not rollouts.
+    errors = {k: v for k, v in counts.items() if k not in _NOT_ROLLOUT_ERRORS and not k.startswith("call:")}
+    errors = {k: v for k, v in errors.items() if v > 0}
     pool = errors or {k: v for k, v in counts.items() if k == "unscored" and v > 0}
     if not pool:
         return None

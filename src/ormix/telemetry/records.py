@@ -134,6 +134,12 @@ class TelemetryRun:
                     counts[r.get("error_kind") or "error"] += 1
                 elif r["outcome"] == "unscored":
                     counts["unscored"] += 1
+                    # An unscored rollout whose tool calls failed in the environment (a tool that raises)
+                    # is not "no errors": the alarm names the failed calls (`call:<kind>` of `calls`).
+                    for call in r.get("calls") or ():
+                        counts["calls"] += 1
+                        if call.get("error") is not None:
+                            counts[f"call:{call['error']}"] += 1
 
     def take_eval_records(self) -> list[dict[str, Any]]:
         """The evaluation rollouts recorded since the last call (and forget them): one evaluation's records
@@ -328,11 +334,32 @@ class TelemetryObserver:
             return
         # The error ends training: free the sandboxes of the whole batch (every member's rollouts) first.
         close_episodes([e for e in map(episode_of, batch.environments) if e is not None])
-        raise UsageError(
-            MISSING_CALLBACKS + ": without them the trainer shuffles away this mixture's plan (its per-step "
-            "quotas, schedule or adaptive curriculum) and writes no rollout records. Pass "
-            "callbacks=mix.callbacks to the trainer (or train with `ormix train`)"
+        args = getattr(getattr(batch.log_metric, "__self__", None), "args", None)
+        raise UsageError(missing_callbacks_message(getattr(args, "shuffle_dataset", None)))
+
+
+def missing_callbacks_message(shuffle_dataset: bool | None) -> str:
+    """Why a mixture whose plan carries an order (or adapts) cannot train without ormix's callbacks, as
+    the trainer is set: shuffling (TRL's default) loses the plan; unshuffled, its settings go unchecked
+    against the plan, an adaptive curriculum never learns a step's results and nothing is recorded.
+
+    Example:
+        >>> "shuffl" in missing_callbacks_message(False), "shuffles away" in missing_callbacks_message(True)
+        (False, True)
+    """
+    if shuffle_dataset is False:
+        why = (
+            "without them nobody checks the trainer's batch and step settings against this mixture's plan "
+            "(its per-step quotas or schedule), an adaptive curriculum never sees a step's rewards, and no "
+            "rollout records or coverage alarm are written"
         )
+    else:
+        why = (
+            "without them the trainer shuffles away this mixture's plan (its per-step quotas, schedule or "
+            "adaptive curriculum) and writes no rollout records"
+        )
+    fix = "Pass callbacks=mix.callbacks to the trainer (or train with `ormix train`)"
+    return f"{MISSING_CALLBACKS}: {why}. {fix}"
 
 
 #: The start of what is said when a trainer was built without ormix's callbacks.

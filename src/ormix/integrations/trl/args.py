@@ -20,6 +20,7 @@ from ormix.config.trainer_rules import (
     columns_problem,
     eval_settings_problem,
     max_steps_problem,
+    range_problem,
     shuffle_problem,
 )
 from ormix.errors import TrainConfigError
@@ -95,7 +96,7 @@ def setting_problems(settings: Mapping[str, Any]) -> tuple[dict[str, Any], list[
         except ValueError as e:
             problems.append((key, str(e)))
             continue
-        problem = max_steps_problem(out[key]) if key == "max_steps" else None
+        problem = max_steps_problem(out[key]) if key == "max_steps" else range_problem(key, out[key])
         if problem:
             problems.append((key, problem))
     return out, problems

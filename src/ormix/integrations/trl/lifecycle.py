@@ -33,6 +33,7 @@ __all__ = [
     "RunLifecycle",
     "StopRequest",
     "TerminationPolicy",
+    "TiedKeysFilter",
     "handle_termination",
     "quiet_trainer",
     "save_checkpoint",
@@ -243,17 +244,55 @@ def save_checkpoint(trainer: Any) -> Path | None:
 
 
 @contextlib.contextmanager
-def quiet_trainer() -> Iterator[None]:
-    """Within the block, no transformers progress bars and no deprecation notices TRL triggers inside
-    transformers (ormix prints its own line per step)."""
+def quiet_trainer(model: Any = None) -> Iterator[None]:
+    """Within the block, no transformers progress bars ("Loading weights", "Writing model shards"), no
+    deprecation notices TRL triggers inside transformers (ormix prints its own line per step) and, with the
+    trainer's ``model``, no "missing keys" notice on resume for keys that are only tied weights
+    (`TiedKeysFilter`)."""
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()
+    trainer_log = logging.getLogger("transformers.trainer")
+    tied = TiedKeysFilter(model) if model is not None else None
+    if tied is not None:
+        trainer_log.addFilter(tied)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning, module=r"transformers\..*")
             yield
     finally:
+        if tied is not None:
+            trainer_log.removeFilter(tied)
         if bars:
             hf_logging.enable_progress_bar()
+
+
+_MISSING_KEYS = "There were missing keys in the checkpoint model loaded: "
+
+
+class TiedKeysFilter(logging.Filter):
+    """Drops transformers' "missing keys in the checkpoint" warning when every missing key is a tied
+    weight of ``model`` (the same parameter as another one: a tied ``lm_head.weight`` is not saved, so every
+    resume would report it missing although nothing is); any other missing key is still reported."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if not text.startswith(_MISSING_KEYS):
+            return True
+        import ast
+
+        try:
+            keys = ast.literal_eval(text[len(_MISSING_KEYS) :].rstrip(". "))
+        except (ValueError, SyntaxError):
+            return True
+        return not (isinstance(keys, list) and keys and all(self._tied(str(k)) for k in keys))
+
+    def _tied(self, key: str) -> bool:
+        params = dict(self.model.named_parameters(remove_duplicate=False))
+        mine = params.get(key)
+        return mine is not None and any(p is mine for name, p in params.items() if name != key)
