@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -191,8 +192,7 @@ def test_sigkill_resumes_from_the_last_periodic_checkpoint_without_duplicates(se
 
 def test_a_changed_mixture_is_refused_before_any_server_unless_allowed(setup, remote):
     base, sandboxes, model = setup
-    first = drive(base, "changed", model, sandboxes, max_steps=2)
-    assert first.returncode == 0, first.stderr[-3000:]
+    shutil.copytree(base / "reference", base / "changed")  # a finished 4-step run, checkpoints at 2 and 4
     (base / "heavier.yaml").write_text(mixture(remote.url, weight=0.8))
     status, said = refuse(base / "heavier.yaml", base / "changed", model, resume="latest")
     assert status == 2
@@ -205,9 +205,10 @@ def test_a_changed_mixture_is_refused_before_any_server_unless_allowed(setup, re
         mix="heavier.yaml",
         resume="latest",
         allow_changed_mixture=True,
-        max_steps=3,
+        max_steps=5,
     )
     assert allowed.returncode == 0, allowed.stderr[-3000:]
+    assert "(step 4)" in allowed.stdout and sorted(steps_of(base / "changed")) == [1, 2, 3, 4, 5]
     resumes = json.loads((base / "changed" / "manifest.json").read_text())["resumes"]
     assert resumes[-1]["allowed_changes"] is True and any(
         "weights.remote" in c for c in resumes[-1]["changed"]
