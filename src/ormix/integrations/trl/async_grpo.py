@@ -48,10 +48,11 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import queue
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,6 +169,16 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
         self.reward_func_names.append("ormix")
         self._records: dict[int, list[dict[str, Any]]] = {}
         self._dropped = 0
+
+    def run(self) -> None:
+        try:
+            super().run()
+        finally:
+            # The trainer has stopped reading: samples and metrics still buffered for it are dropped rather
+            # than flushed, or this process would wait at exit for a reader that is gone (TRL then kills it
+            # after 15 s).
+            self.rollout_buffer.cancel_join_thread()
+            self._metrics_queue.cancel_join_thread()
 
     async def _generate_one(
         self, prompt: Any, tool_dict: dict[str, Callable[..., Any]], tools: list[Callable[..., Any]], group_id: int = 0
@@ -321,6 +332,24 @@ def use_sdpa_tree_attention() -> None:
 # ── the trainer ────────────────────────────────────────────────────────────────────────────────────────
 
 
+@contextlib.contextmanager
+def _without_cuda_peak_flops() -> Iterator[None]:
+    """Without CUDA, TRL's trainer construction asks CUDA for the device name (to look up peak FLOPs for
+    its MFU metrics) and fails; for the call, the lookup answers ``None`` (unknown device: TRL then logs
+    no MFU, as it does for any device it does not know)."""
+    from trl.experimental.async_grpo import async_grpo_trainer
+
+    if torch.cuda.is_available():
+        yield
+        return
+    original = async_grpo_trainer.get_peak_flops_per_device
+    async_grpo_trainer.get_peak_flops_per_device = lambda accelerator, dtype: None
+    try:
+        yield
+    finally:
+        async_grpo_trainer.get_peak_flops_per_device = original
+
+
 def _eos_ids(model: str, tokenizer: Any) -> list[int]:
     try:
         eos = GenerationConfig.from_pretrained(model).eos_token_id
@@ -428,16 +457,17 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
         ours = [c for c in mixture.callbacks if not isinstance(c, AdaptiveCallback)]
         self._telemetry = next((c for c in ours if isinstance(c, TelemetryCallback)), None)
         self.ormix_members = sorted({name for name, _, _ in members.values()})
-        super().__init__(
-            model=model,
-            args=args,
-            train_dataset=train_dataset,
-            processing_class=tokenizer,
-            callbacks=[*ours, *(callbacks or [])],
-            rollout_worker=worker,
-            weight_transfer=weight_transfer,
-            **kwargs,
-        )
+        with _without_cuda_peak_flops():
+            super().__init__(
+                model=model,
+                args=args,
+                train_dataset=train_dataset,
+                processing_class=tokenizer,
+                callbacks=[*ours, *(callbacks or [])],
+                rollout_worker=worker,
+                weight_transfer=weight_transfer,
+                **kwargs,
+            )
         if not torch.cuda.is_available():
             use_sdpa_tree_attention()
         self.ormix_records_seen = 0
