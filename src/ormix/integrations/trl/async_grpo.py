@@ -183,7 +183,9 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
     async def _generate_one(
         self, prompt: Any, tool_dict: dict[str, Callable[..., Any]], tools: list[Callable[..., Any]], group_id: int = 0
     ) -> Any:
+        started = time.monotonic()
         result = await super()._generate_one(prompt, tool_dict, tools, group_id)
+        duration = time.monotonic() - started
         episode = _episode_in(tool_dict)
         member = self.ormix.member_of(getattr(episode, "token", None))
         if member is None:
@@ -201,6 +203,7 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
             secrets=self.ormix.secrets,
         )
         record["tool_call_count"] = int(result[3])
+        record["duration_s"] = round(duration, 4)  # generation and tool calls (the reset came before)
         self._records.setdefault(group_id, []).append(record)
         # The session is done once its record is taken: free the server's sandbox now, without a thread.
         await _on_portal(episode._aclose)
@@ -400,6 +403,8 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
         tokenizer = processing_class or AutoTokenizer.from_pretrained(model)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
+        # The worker reads the dataset rows itself (TRL's column removal never runs); said so to ormix's check.
+        args.remove_unused_columns = False
         samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
         if args.max_inflight_tasks < 0:  # as TRL sets it (it does so after building its own worker)
             args.max_inflight_tasks = max(args.max_staleness, 1) * samples_per_step
@@ -503,6 +508,14 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
         for member in self.ormix_members:
             for metric, values in member_values(records, member, len(records)).items():
                 sink[metric_key(member, metric)].extend(values)
+        # Where the window's rollout time went, summed over its rollouts (the sync trainer logs the same
+        # three per batch): opening sessions, waiting for tools, the rest of the rollout (generating).
+        open_s = sum((r.get("open_ms") or 0.0) for r in records) / 1000
+        tools_s = sum(c.get("latency_ms") or 0.0 for r in records for c in r.get("calls") or []) / 1000
+        duration_s = sum(r.get("duration_s") or 0.0 for r in records)
+        sink["ormix/env/open_s"].append(open_s)
+        sink["ormix/env/tools_s"].append(tools_s)
+        sink["ormix/env/generate_s"].append(max(0.0, duration_s - tools_s))
         sink["ormix/staleness"].extend(float(r["staleness"]) for r in records)
         sink["ormix/policy_version"].extend(float(r["policy_version"]) for r in records)
         self.ormix_records_seen += len(records)
