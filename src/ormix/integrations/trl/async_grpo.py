@@ -74,10 +74,13 @@ from ormix.telemetry.records import rollout_record
 
 __all__ = [
     "RECORDS_KEY",
+    "STANDIN",
     "AsyncMixtureTrainer",
     "OrmixRolloutLoop",
     "OrmixRolloutWorker",
     "WorkerMixture",
+    "async_config",
+    "async_problems",
     "sdpa_tree_attention",
 ]
 
@@ -519,3 +522,79 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
         sink["ormix/staleness"].extend(float(r["staleness"]) for r in records)
         sink["ormix/policy_version"].extend(float(r["policy_version"]) for r in records)
         self.ormix_records_seen += len(records)
+
+
+# ── the file-driven path (`ormix train FILE --async`) ─────────────────────────────────────────────────
+
+#: `--vllm-url standin`: ormix's vLLM stand-in (`ormix.demo.vllm_standin`), started for the run.
+STANDIN = "standin"
+
+# The GRPOConfig settings an AsyncGRPOConfig takes over as they are (both are TrainingArguments).
+_SHARED = (
+    "output_dir",
+    "per_device_train_batch_size",
+    "gradient_accumulation_steps",
+    "num_generations",
+    "max_steps",
+    "max_completion_length",
+    "learning_rate",
+    "logging_steps",
+    "report_to",
+    "use_cpu",
+    "bf16",
+    "save_strategy",
+    "save_steps",
+    "seed",
+    "temperature",
+    "top_p",
+    "max_tool_calling_iterations",
+    "disable_tqdm",
+    "log_completions",
+)
+
+
+def async_problems(vllm_url: str) -> list[str]:
+    """What stops ``ormix train --async --vllm-url URL`` before anything starts (empty: nothing).
+
+    Example:
+        >>> async_problems("standin")
+        []
+        >>> async_problems("localhost:8000")[0][:41]
+        '--vllm-url localhost:8000 is not an http('
+    """
+    import importlib.util
+
+    if vllm_url == STANDIN:
+        return []
+    problems = []
+    if not vllm_url.startswith(("http://", "https://")):
+        problems.append(f"--vllm-url {vllm_url} is not an http(s):// URL (or `standin`)")
+    if importlib.util.find_spec("vllm") is None:
+        problems.append(
+            "a vLLM server receives the trainer's weights over NCCL through the vllm package, which is not "
+            "installed here: pip install vllm (the server must run with VLLM_SERVER_DEV_MODE=1 and "
+            "--weight-transfer-config '{\"backend\":\"nccl\"}'), or use --vllm-url standin on a machine "
+            "without vLLM"
+        )
+    return problems
+
+
+def async_config(args: Any, vllm_url: str) -> Any:
+    """The ``AsyncGRPOConfig`` of a run whose checked ``GRPOConfig`` is ``args``: the shared settings, a
+    fixed number of samples per optimizer step (``token_budget=0``, so a step is
+    ``per_device_train_batch_size × gradient_accumulation_steps`` samples and the mixture's per-step
+    composition holds), float32 weights on CPU, and the server's URL (for `STANDIN`, set once it runs)."""
+    from trl.experimental.async_grpo import AsyncGRPOConfig
+
+    settings = {name: getattr(args, name) for name in _SHARED if hasattr(args, name)}
+    settings["report_to"] = settings.get("report_to") or "none"
+    if settings.get("save_strategy") is not None:
+        settings["save_strategy"] = str(getattr(settings["save_strategy"], "value", settings["save_strategy"]))
+    settings.update(
+        token_budget=0,
+        remove_unused_columns=False,
+        vllm_server_base_url=vllm_url if vllm_url != STANDIN else "http://127.0.0.1:0",
+    )
+    if args.use_cpu:
+        settings.update(dtype="float32", bf16=False)
+    return AsyncGRPOConfig(**settings)
