@@ -6,14 +6,15 @@ the worker's thread pool (``ThreadPoolExecutor(max_workers=max_inflight_tasks)``
 call through TRL's own ``_AsyncRolloutLoop._execute_tool_calls`` (called as is: it awaits a coroutine tool and
 runs a plain one with ``run_in_executor``), then the session closed. The server is `local:latency` in a child
 process (open waits ``OPEN_S``, each ``work`` call ``TOOL_S``, both asynchronously); each episode makes
-``CALLS`` ``work`` calls and a ``submit``. Between the tool calls nothing else runs (no generation): the worker's
-own share of each episode is only the dispatch, so this measures what the dispatch costs.
+``CALLS`` ``work`` calls and a ``submit``. Between the tool calls nothing else runs (no generation): the
+worker's own share of each episode is only the dispatch, so this measures what the dispatch costs.
 
-Printed per variant (medians over ``ORMIX_BENCH_REPEATS`` runs, default 3, of ``EPISODES`` episodes): episodes
-per second, and the event loop's lag (a task that sleeps 5 ms and measures how late it wakes; median and p99 of
-every wake-up), which is what generation requests sharing that loop would wait. Side by side, the ideal: the
-same sessions and calls awaited directly on ormix's ORS portal loop (no TRL, no threads, no second loop), i.e.
-what this client and server can do at R = 64; and the bound ``R / (OPEN_S + CALLS * TOOL_S)`` of pure waiting.
+Printed per variant (medians over ``ORMIX_BENCH_REPEATS`` runs, default 3, of ``EPISODES`` episodes):
+episodes per second, and the event loop's lag (a task that sleeps 5 ms and measures how late it wakes;
+median and p99 of every wake-up), which is what generation requests sharing that loop would wait. Side by
+side, the ideal: the same sessions and calls awaited directly on ormix's ORS portal loop (no TRL, no
+threads, no second loop), i.e. what this client and server can do at R = 64; and the bound
+``R / (OPEN_S + CALLS * TOOL_S)`` of pure waiting.
 
 Last line: ``ratio async_tools R=64: X (coroutine / plain episodes per second) ... load average``.
 Run: ``python benchmarks/async_tools.py``.
@@ -142,7 +143,10 @@ def main() -> None:
         rows["coroutine"].append(run_worker(coroutine, True))
         ideal.append(run_ideal(plain))
     bound = R / (OPEN_S + CALLS * TOOL_S)
-    print(f"R={R} episodes in flight, {EPISODES} episodes per run, {REPEATS} runs; open {OPEN_S}s, {CALLS} x {TOOL_S}s")
+    print(
+        f"R={R} episodes in flight, {EPISODES} episodes per run, {REPEATS} runs; "
+        f"open {OPEN_S}s, {CALLS} x {TOOL_S}s"
+    )
     eps = {}
     for name, runs in rows.items():
         eps[name] = statistics.median(r[0] for r in runs)
@@ -154,7 +158,8 @@ def main() -> None:
     print(f"  bound     {bound:7.1f} episodes/s   (R / time waited per episode)")
     load = os.getloadavg()
     print(
-        f"ratio async_tools R={R}: {eps['coroutine'] / eps['plain']:.2f} (coroutine / plain episodes per second; "
+        f"ratio async_tools R={R}: {eps['coroutine'] / eps['plain']:.2f} "
+        "(coroutine / plain episodes per second; "
         f"ideal / plain {statistics.median(ideal) / eps['plain']:.2f}) load average "
         f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}"
     )

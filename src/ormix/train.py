@@ -442,7 +442,8 @@ def _start(mix: MixtureSpec, run: _Run, opts: RunOptions, console: Any) -> tuple
         f"  {len(mix.train_dataset)} training rows, {mix.prompts_per_step or '?'} prompts/step × "
         f"{args.num_generations} generations, max_steps "
         f"{args.max_steps if args.max_steps > 0 else 'epochs'}, device "
-        f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if getattr(args, 'use_vllm', False) else ''}{f', async ({opts.vllm_url})' if opts.vllm_url else ''}"
+        f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if getattr(args, 'use_vllm', False) else ''}"
+        f"{f', async ({opts.vllm_url})' if opts.vllm_url else ''}"
     )
     if run.warmup_sft == 0 or run.checkpoint is not None:
         return model_path, None
@@ -492,9 +493,7 @@ def _run_trainer(
             *callbacks,
         ]
         trainer = (
-            _async_trainer(mix, run, opts, model, ours, stack)
-            if opts.vllm_url is not None
-            else None
+            _async_trainer(mix, run, opts, model, ours, stack) if opts.vllm_url is not None else None
         ) or ConcurrentGRPOTrainer(
             concurrent=opts.concurrent,
             model=model[0],

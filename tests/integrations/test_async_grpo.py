@@ -3,9 +3,9 @@ local ORS servers, the tiny model served by the vLLM stand-in (`ormix.demo.vllm_
 as `ScriptedPolicy` does for the sync trainer: a random tiny model never calls a tool).
 
 Two members on `local:echo`: `flaky` calls no tool on two of its four tasks (unscored: its coverage falls
-below the alarm's 0.6) and solves the other two (no group of it teaches GRPO anything); `mixed` solves sample 0
-of each group and fails sample 1 (its groups teach). The adaptive
-planner, which runs in the worker, must move the budget to `mixed`.
+below the alarm's 0.6) and solves the other two (no group of it teaches GRPO anything); `mixed` solves
+sample 0 of each group and fails sample 1 (its groups teach). The adaptive planner, which runs in the
+worker, must move the budget to `mixed`.
 """
 
 from __future__ import annotations

@@ -124,7 +124,10 @@ def test_groups_are_pooled_per_step_in_group_order():
     assert plan.add(1, "a", 0, [1.0]) == []
     assert plan.add(0, "b", 2, [1.0]) == [1]
     assert plan.add(2, "a", 4, [0.0]) == [2]
-    assert seen == [(1, {"b": [(2, [1.0])], "a": [(0, [1.0])]}), (2, {"a": [(4, [0.0])], "b": [(1, [0.0, 1.0])]})]
+    assert seen == [
+        (1, {"b": [(2, [1.0])], "a": [(0, [1.0])]}),
+        (2, {"a": [(4, [0.0])], "b": [(1, [0.0, 1.0])]}),
+    ]
     assert list(seen[0][1]) == ["b", "a"]  # group 0 (b) before group 1 (a)
     with pytest.raises(MixtureError, match="already observed"):
         plan.add(0, "b", 2, [1.0])

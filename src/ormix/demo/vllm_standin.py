@@ -45,7 +45,9 @@ __all__ = ["StandInWeightTransfer", "VLLMStandIn", "completion_response"]
 Script = Callable[[str, int], str]
 
 
-def completion_response(token_ids: list[int], logprobs: list[float], model: str = "standin") -> dict[str, Any]:
+def completion_response(
+    token_ids: list[int], logprobs: list[float], model: str = "standin"
+) -> dict[str, Any]:
     """The body of a ``/v1/completions`` answer, shaped as vLLM's (only what TRL reads is filled in).
 
     Example:
@@ -107,8 +109,8 @@ class VLLMStandIn:
     def url(self) -> str:
         """The base URL (``http://127.0.0.1:<port>``)."""
         assert self._server is not None, "start() the stand-in first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
 
     def start(self) -> VLLMStandIn:
         """Serve on a free loopback port, in a daemon thread."""
@@ -149,14 +151,16 @@ class VLLMStandIn:
         with self.lock:
             self.requests += 1
             if self.script is not None:
-                text = self.tokenizer.decode(prompt)
+                text = str(self.tokenizer.decode(prompt))
                 sample = self._seen[text]
                 self._seen[text] += 1
                 out = self.tokenizer.encode(self.script(text, sample), add_special_tokens=False)
                 out = out[: max(0, max_tokens - 1)] + self.eos_ids[:1]
                 logprobs = self._score(prompt, out, temperature)
             else:
-                out, logprobs = self._sample(prompt, max_tokens, temperature, torch.Generator().manual_seed(seed))
+                out, logprobs = self._sample(
+                    prompt, max_tokens, temperature, torch.Generator().manual_seed(seed)
+                )
         return completion_response(out, logprobs, model=str(payload.get("model") or "standin"))
 
     def _score(self, prompt: list[int], out: list[int], temperature: float) -> list[float]:

@@ -100,7 +100,7 @@ class LaggedPlan:
 
     def row(self, group_index: int) -> tuple[str, int]:
         """The (member, task) of a row, decided now by the planner."""
-        return tuple(self.planner.rows(self.step_of(group_index))[group_index % self.k])  # type: ignore[return-value]
+        return tuple(self.planner.rows(self.step_of(group_index))[group_index % self.k])
 
     def add(self, group_index: int, member: str, task: int, rewards: Sequence[float | None]) -> list[int]:
         """Take one scored group; hand every plan step it completes to the planner (see the class)."""

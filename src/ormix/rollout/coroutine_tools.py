@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import functools
+import weakref
 from typing import Any
 
 from ormix.ors.bridge import portal
@@ -45,6 +45,10 @@ class _CoroutineTools:
         return await asyncio.wrap_future(future)
 
 
+# One coroutine-tool class per episode class (weakly keyed: episode classes are made per spec).
+_CLASSES: weakref.WeakKeyDictionary[type, type[Episode]] = weakref.WeakKeyDictionary()
+
+
 def _coroutine_method(binding: Any) -> Any:
     dispatch = make_method(binding, dispatch="_acall_tool_anywhere")  # returns the coroutine, unawaited
 
@@ -56,7 +60,6 @@ def _coroutine_method(binding: Any) -> Any:
     return method
 
 
-@functools.cache
 def async_episode_class(cls: type[Episode]) -> type[Episode]:
     """``cls`` with coroutine tool methods (same names, docstrings, signatures); cached per class.
 
@@ -69,10 +72,13 @@ def async_episode_class(cls: type[Episode]) -> type[Episode]:
         >>> cls.__name__, inspect.iscoroutinefunction(cls.echo)
         ('EchoEpisode', True)
     """
-    namespace: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
-    for binding in cls.binding.bindings:
-        namespace[binding.method_name] = _coroutine_method(binding)
-    return type(cls.__name__, (_CoroutineTools, cls), namespace)
+    made = _CLASSES.get(cls)
+    if made is None:
+        namespace: dict[str, Any] = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        for binding in cls.binding.bindings:
+            namespace[binding.method_name] = _coroutine_method(binding)
+        made = _CLASSES.setdefault(cls, type(cls.__name__, (_CoroutineTools, cls), namespace))
+    return made
 
 
 class AsyncEpisodeFactory:

@@ -1,8 +1,8 @@
 """`AsyncMixtureTrainer`: TRL's `AsyncGRPOTrainer` on an ormix mixture, with every ormix signal.
 
-TRL 1.16's async trainer (``trl.experimental.async_grpo``) spawns a CUDA-free rollout worker that draws dataset
-rows, drives each episode against a vLLM server's ``/v1/completions`` and scores it there, while the trainer
-trains on what the worker queued. Its reward functions are called without the environments, so ormix's
+TRL 1.16's async trainer (``trl.experimental.async_grpo``) spawns a CUDA-free rollout worker that draws
+dataset rows, drives each episode against a vLLM server's ``/v1/completions`` and scores it there, while the
+trainer trains on what the worker queued. Its reward functions are called without the environments, so ormix's
 reward functions (which read the episodes) cannot score there, and nothing the worker computes reaches the
 trainer's callbacks. This module moves ormix's scoring into the worker and ships what it learns back:
 
@@ -184,7 +184,11 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
             self._metrics_queue.cancel_join_thread()
 
     async def _generate_one(
-        self, prompt: Any, tool_dict: dict[str, Callable[..., Any]], tools: list[Callable[..., Any]], group_id: int = 0
+        self,
+        prompt: Any,
+        tool_dict: dict[str, Callable[..., Any]],
+        tools: list[Callable[..., Any]],
+        group_id: int = 0,
     ) -> Any:
         started = time.monotonic()
         result = await super()._generate_one(prompt, tool_dict, tools, group_id)
@@ -231,7 +235,9 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
             weights = lagged.planner.weights(step)
             for member, weight in weights.items():
                 extra[metric_key(member, "weight")] = float(weight)
-                extra[metric_key(member, "tasks_set_aside")] = float(lagged.planner.tasks_set_aside(member, step))
+                extra[metric_key(member, "tasks_set_aside")] = float(
+                    lagged.planner.tasks_set_aside(member, step)
+                )
         if records or extra:
             payload: dict[str, Any] = dict(extra)
             if records:
@@ -406,9 +412,12 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
         tokenizer = processing_class or AutoTokenizer.from_pretrained(model)
         if tokenizer.pad_token is None:
             tokenizer.pad_token = tokenizer.eos_token
-        # The worker reads the dataset rows itself (TRL's column removal never runs); said so to ormix's check.
+        # The worker reads the dataset rows itself (TRL's column removal never runs): said so to ormix's
+        # check.
         args.remove_unused_columns = False
-        samples_per_step = args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+        samples_per_step = (
+            args.per_device_train_batch_size * args.gradient_accumulation_steps * args.world_size
+        )
         if args.max_inflight_tasks < 0:  # as TRL sets it (it does so after building its own worker)
             args.max_inflight_tasks = max(args.max_staleness, 1) * samples_per_step
         self.ormix_lag: int | None = None
@@ -421,14 +430,18 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
                 prompts_per_step=k,
             )
             planner = lagged_planner(mixture, self.ormix_lag)
-            rows = {n: {r["task_index"]: r for r in mixture.spec(n).dataset_rows()} for n in mixture.train_members}
+            rows = {
+                n: {r["task_index"]: r for r in mixture.spec(n).dataset_rows()} for n in mixture.train_members
+            }
             run = _AsyncAdaptiveRun(planner, rows)
             train_dataset = run.dataset(mixture.num_rows)
             lagged = LaggedPlan(planner)
         else:
             train_dataset = mixture.train_dataset
         members = {f.token: (f.member, float(f.scale), f.unscored_reward) for f in mixture.reward_funcs}
-        self.worker_mixture = WorkerMixture(members, int(args.num_generations), mixture.secret_values(), lagged)
+        self.worker_mixture = WorkerMixture(
+            members, int(args.num_generations), mixture.secret_values(), lagged
+        )
         factory = mixture.environment_factory
         if coroutine_tools:
             factory = (
@@ -472,7 +485,7 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
                 train_dataset=train_dataset,
                 processing_class=tokenizer,
                 callbacks=[*ours, *(callbacks or [])],
-                rollout_worker=worker,
+                rollout_worker=worker,  # type: ignore[arg-type]  # TRL's own worker class, subclassed
                 weight_transfer=weight_transfer,
                 **kwargs,
             )
@@ -573,7 +586,7 @@ def async_problems(vllm_url: str) -> list[str]:
         problems.append(
             "a vLLM server receives the trainer's weights over NCCL through the vllm package, which is not "
             "installed here: pip install vllm (the server must run with VLLM_SERVER_DEV_MODE=1 and "
-            "--weight-transfer-config '{\"backend\":\"nccl\"}'), or use --vllm-url standin on a machine "
+            '--weight-transfer-config \'{"backend":"nccl"}\'), or use --vllm-url standin on a machine '
             "without vLLM"
         )
     return problems
@@ -589,7 +602,9 @@ def async_config(args: Any, vllm_url: str) -> Any:
     settings = {name: getattr(args, name) for name in _SHARED if hasattr(args, name)}
     settings["report_to"] = settings.get("report_to") or "none"
     if settings.get("save_strategy") is not None:
-        settings["save_strategy"] = str(getattr(settings["save_strategy"], "value", settings["save_strategy"]))
+        settings["save_strategy"] = str(
+            getattr(settings["save_strategy"], "value", settings["save_strategy"])
+        )
     settings.update(
         token_budget=0,
         remove_unused_columns=False,
