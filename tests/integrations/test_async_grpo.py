@@ -143,3 +143,21 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
         "weights.png",
         "env_time.png",
     } <= written
+
+
+def test_async_training_is_checked_before_anything_starts(tmp_path):
+    from typer.testing import CliRunner
+
+    from ormix.cli import app
+    from ormix.errors import TrainConfigError
+    from ormix.train import train
+
+    file = tmp_path / "mix.yaml"
+    file.write_text(MIXTURE)
+    result = CliRunner().invoke(app, ["train", str(file), "--vllm-url", "http://127.0.0.1:8000"])
+    assert result.exit_code == 2 and "--async" in result.output
+    # A real server gets the weights over NCCL through the vllm package, which this machine lacks.
+    with pytest.raises(TrainConfigError, match="pip install vllm") as info:
+        train(str(file), vllm_url="127.0.0.1:8000", output_dir=tmp_path / "run", warmup_sft=2)
+    assert "http(s)://" in str(info.value) and "--warmup-sft 0" in str(info.value)
+    assert not (tmp_path / "run").exists()
