@@ -24,6 +24,8 @@ trainer's callbacks. This module moves ormix's scoring into the worker and ships
   ``rollouts/rank-0.jsonl`` through ormix's `TelemetryCallback` (which also counts failure causes for the
   coverage alarm), and every ``ormix/<member>/<metric>`` of that entry is computed from exactly those
   records (`ormix.telemetry.metrics.member_values`), so the log and the records agree by construction.
+  Records that arrive with the end-of-training entry (rollouts generated ahead, never trained on) are
+  counted (``ormix_records_untrained``), not written.
 - Adaptive mixing: the planner runs in the worker (it decides rows as the worker reads them), with the lag
   `ormix.mixture.lagged.async_lag` gives for the worker's bounds; ``ormix/<member>/weight`` is logged from
   there.
@@ -492,6 +494,7 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
         if not torch.cuda.is_available():
             use_sdpa_tree_attention()
         self.ormix_records_seen = 0
+        self.ormix_records_untrained = 0
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         worker = getattr(self, "rollout_worker", None)
@@ -505,7 +508,11 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
                 records.extend(item.pop(RECORDS_KEY, None) or [])
                 for key, value in item.items():
                     self._metrics["train"][key].append(value)
-            if records:
+            if records and "train_runtime" in logs:
+                # The end-of-training entry: these rollouts were generated ahead and never trained on (the
+                # last step's entry is already written), so they are no step's records.
+                self.ormix_records_untrained += len(records)
+            elif records:
                 self._take_records(records)
         super().log(logs, start_time)
 
