@@ -101,6 +101,9 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
     history = trainer.state.log_history
     steps = [h for h in history if "loss" in h]
     assert [h["step"] for h in steps] == [1, 2, 3, 4]
+    # Step 1 trains on samples of the weights it starts from: the trainer's logprobs (TRL's packed tree
+    # attention, here on SDPA) equal the server's, token for token.
+    assert steps[0]["ratio"] == pytest.approx(1.0, abs=1e-3) and steps[0]["sample/staleness_mean"] == 0
 
     # Records: written once (one file, one line per rollout), stamped with the policy they were sampled
     # with and how stale they were when they reached the trainer.
