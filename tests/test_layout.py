@@ -109,6 +109,7 @@ def test_arrows_point_one_way(layer, above):
         "ormix.mixture.planner",
         "ormix.mixture.adaptive",
         "ormix.mixture.ablation",
+        "ormix.mixture.lagged",
         "ormix.rollout.outcome",
         "ormix.telemetry.metrics",
         "ormix.targets",

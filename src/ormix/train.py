@@ -86,6 +86,9 @@ class RunOptions:
         resume_command: the command printed to resume a stopped run (default: built from the arguments).
         evaluate: run the evaluations of the mixture's eval sets that its ``evaluation:`` asks for (after
             training by default; `EvaluationConfig`); ``False`` skips them.
+        vllm_url: train with TRL's `AsyncGRPOTrainer` (`ormix.integrations.trl.async_grpo`) against the
+            vLLM server at this URL, or ``"standin"`` for ormix's stand-in (`ormix.demo.vllm_standin`: the
+            model served by transformers, for machines without vLLM); ``None``: the sync trainer.
 
     Example:
         >>> RunOptions(max_steps=4, settings={"learning_rate": 1e-5}).on_sigterm
@@ -108,6 +111,7 @@ class RunOptions:
     report: bool = True
     resume_command: str | None = None
     evaluate: bool = True
+    vllm_url: str | None = None
 
 
 @dataclass
@@ -231,6 +235,8 @@ def _plan_run(mix: MixtureSpec, opts: RunOptions) -> _Run:
     run_dir = Path(opts.output_dir) if opts.output_dir is not None else default_run_dir(mix.name)
     model = None if opts.model in (None, TINY_MODEL) else opts.model
     args, notes = build_grpo_config(mix, merged, output_dir=run_dir, model=model, world_size=world_size)
+    if opts.vllm_url is not None:
+        args = _async_args(mix, opts, args, world_size)
     cfg = mix.config
     problem = plan_length_problem(args.max_steps, cfg.prompts_per_step, cfg.num_samples, cfg.num_steps)
     if problem:
@@ -257,6 +263,24 @@ def _plan_run(mix: MixtureSpec, opts: RunOptions) -> _Run:
             allow_changed=opts.allow_changed_mixture,
         )
     return run
+
+
+def _async_args(mix: MixtureSpec, opts: RunOptions, args: Any, world_size: int) -> Any:
+    """The checked `GRPOConfig` as TRL's ``AsyncGRPOConfig``, after what the async path cannot do yet."""
+    from ormix.integrations.trl.async_grpo import async_config, async_problems
+
+    assert opts.vllm_url is not None
+    problems = async_problems(opts.vllm_url)
+    if world_size > 1:
+        problems.append("--async runs one trainer process here (TRL's async worker is on rank 0 only)")
+    warm = mix.config.warm_start
+    if (opts.warmup_sft if opts.warmup_sft is not None else (warm.sft_steps if warm else 0)) > 0:
+        problems.append("--async does not warm start (--warmup-sft / warm_start): pass --warmup-sft 0")
+    if str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no":
+        problems.append("--async does not evaluate during training: drop train.eval_steps")
+    if problems:
+        raise TrainConfigError("ormix train --async:\n- " + "\n- ".join(problems))
+    return async_config(args, opts.vllm_url)
 
 
 def _model_problem(model: str) -> str | None:
@@ -442,7 +466,8 @@ def _start(mix: MixtureSpec, run: _Run, opts: RunOptions, console: Any) -> tuple
         f"  {len(mix.train_dataset)} training rows, {mix.prompts_per_step or '?'} prompts/step × "
         f"{args.num_generations} generations, max_steps "
         f"{args.max_steps if args.max_steps > 0 else 'epochs'}, device "
-        f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if args.use_vllm else ''}"
+        f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if getattr(args, 'use_vllm', False) else ''}"
+        f"{f', async ({opts.vllm_url})' if opts.vllm_url else ''}"
     )
     if run.warmup_sft == 0 or run.checkpoint is not None:
         return model_path, None
@@ -485,8 +510,15 @@ def _run_trainer(
     from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
 
     args = run.args
-    with handle_termination(opts.on_sigterm, opts.sigterm_grace_s) as stop:
-        trainer = ConcurrentGRPOTrainer(
+    with handle_termination(opts.on_sigterm, opts.sigterm_grace_s) as stop, contextlib.ExitStack() as stack:
+        ours = [
+            RunLifecycle(run.dir.path, stop),
+            ProgressLine(list(mix.members), console, run.dir.path, eval_members=mix.config.eval_members),
+            *callbacks,
+        ]
+        trainer = (
+            _async_trainer(mix, run, opts, model, ours, stack) if opts.vllm_url is not None else None
+        ) or ConcurrentGRPOTrainer(
             concurrent=opts.concurrent,
             model=model[0],
             args=args,
@@ -496,18 +528,13 @@ def _run_trainer(
             eval_dataset=mix.eval_dataset if args.eval_strategy != "no" and mix.eval_dataset else None,
             environment_factory=mix.environment_factory,
             reward_funcs=mix.reward_funcs,
-            callbacks=[
-                *mix.callbacks,
-                RunLifecycle(run.dir.path, stop),
-                ProgressLine(list(mix.members), console, run.dir.path, eval_members=mix.config.eval_members),
-                *callbacks,
-            ],
+            callbacks=[*mix.callbacks, *ours],
         )
         # Our one line per step replaces transformers' printed log dicts.
         trainer.remove_callback(PrinterCallback)
         if args.disable_tqdm:
             trainer.remove_callback(ProgressCallback)
-        evaluation = _evaluation(mix) if opts.evaluate else None
+        evaluation = _evaluation(mix) if opts.evaluate and opts.vllm_url is None else None
         if evaluation is not None and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             # Not yet run or tested across processes: said, not hung.
             console.print(
@@ -556,6 +583,24 @@ def _run_trainer(
             result.eval = _evaluate_run(
                 trainer, mix, evaluation, run.dir.path / "eval", console, model=run.dir.path.resolve()
             )
+
+
+def _async_trainer(
+    mix: MixtureSpec, run: _Run, opts: RunOptions, model: tuple[Any, Any], callbacks: list[Any], stack: Any
+) -> Any:
+    """`AsyncMixtureTrainer` against ``opts.vllm_url`` (the stand-in started on ``stack`` for ``standin``)."""
+    from ormix.integrations.trl.async_grpo import STANDIN, AsyncMixtureTrainer
+
+    weight_transfer = None
+    if opts.vllm_url == STANDIN:
+        from ormix.demo.vllm_standin import StandInWeightTransfer, VLLMStandIn
+
+        standin = stack.enter_context(VLLMStandIn(str(model[0])))
+        weight_transfer = StandInWeightTransfer(standin)
+        run.args.vllm_server_base_url = standin.url
+    return AsyncMixtureTrainer(
+        str(model[0]), mix, run.args, weight_transfer=weight_transfer, callbacks=callbacks
+    )
 
 
 def _evaluation(mix: MixtureSpec) -> Any:

@@ -511,6 +511,21 @@ def train(
             "--sequential-envs", help="TRL's own loop: sessions and tool calls one rollout at a time"
         ),
     ] = False,
+    async_: Annotated[
+        bool,
+        typer.Option(
+            "--async", help="TRL's AsyncGRPOTrainer: a rollout worker generates through a vLLM server"
+        ),
+    ] = False,
+    vllm_url: Annotated[
+        str | None,
+        typer.Option(
+            "--vllm-url",
+            metavar="URL",
+            help="with --async: the vLLM server (default `standin`: ormix's stand-in, the model served by "
+            "transformers, for machines without vLLM)",
+        ),
+    ] = None,
 ) -> None:
     """GRPO on a mixture file: per-member progress, run directory with manifest, rollouts, report and model.
 
@@ -520,6 +535,9 @@ def train(
 
     if on_sigterm not in ("checkpoint", "abandon"):
         err.print(f"[red]error:[/red] --on-sigterm is 'checkpoint' or 'abandon', not {on_sigterm!r}")
+        raise typer.Exit(2)
+    if vllm_url is not None and not async_:
+        err.print("[red]error:[/red] --vllm-url is for --async training; add --async")
         raise typer.Exit(2)
     options = RunOptions(
         model=model,
@@ -534,6 +552,7 @@ def train(
         sigterm_grace_s=sigterm_grace,
         save_on_interrupt=save_on_interrupt,
         concurrent=not sequential_envs,
+        vllm_url=(vllm_url or "standin") if async_ else None,
     )
     status = train_command(path, options, overrides=set_ or [], console=console, debug=_state["debug"])
     raise typer.Exit(status)
