@@ -130,7 +130,9 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
     # Adaptive: the planner (in the worker) decides with the async lag and moves the budget to `mixed`.
     assert trainer.ormix_lag == async_lag(max_inflight_tasks=4, score_queue_maxsize=1, prompts_per_step=2)
     weights = [h["ormix/mixed/weight"] for h in steps]
-    assert weights[0] == pytest.approx(0.5) and max(weights) > 0.7
+    # Plan steps up to the lag keep the prior (0.5); a log entry averages the groups that reached it, and the
+    # worker runs ahead by its queues, so the first entry may already hold a later step's group.
+    assert weights[0] < 0.6 and max(weights) > 0.7
     assert {r["plan_step"] for r in records} >= {1, 2}
 
     # `ormix report` on the async run directory: the plots a sync run gets.

@@ -514,6 +514,14 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
                 self.ormix_records_untrained += len(records)
             elif records:
                 self._take_records(records)
+            # TRL's `log` drains the queue too: a payload arriving now would put its records list among the
+            # floats it reduces. Everything due was drained above; the next call takes what comes after.
+            self.rollout_worker = None  # type: ignore[assignment]  # restored below
+            try:
+                super().log(logs, start_time)
+            finally:
+                self.rollout_worker = worker
+            return
         super().log(logs, start_time)
 
     def _take_records(self, records: list[dict[str, Any]]) -> None:
