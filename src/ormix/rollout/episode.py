@@ -87,7 +87,14 @@ class EpisodeConfig:
 
     async def open_ahead(self, row: Mapping[str, Any]) -> None:
         """Open the session `row` asks for and park it until an episode's `reset(**row)` takes it."""
-        opened = await _open(self, row)
+        self.park(row, await self.open_for(row))
+
+    async def open_for(self, row: Mapping[str, Any]) -> _Opened:
+        """Open the session `row` asks for (with this spec's retries); a failed open is returned, not raised."""
+        return await _open(self, row)
+
+    def park(self, row: Mapping[str, Any], opened: _Opened) -> None:
+        """Park a session opened for `row` until an episode's `reset(**row)` takes it."""
         with self.lock:
             self._parked.setdefault(row_key(row), deque()).append(opened)
 
