@@ -74,15 +74,15 @@ def cut_at(policy: StragglerPolicy, done: Sequence[float], total: int) -> float 
 
 
 def tail_wait(latencies: Sequence[float], fraction: float = 0.05) -> float:
-    """The time a round spent waiting on its last `fraction` of calls: slowest latency minus the latency at
-    which all but that fraction were back (0 for an empty round).
+    """The time a round spent waiting on its last `fraction` of calls (at least its last call): slowest
+    latency minus the latency at which all the others were back (0 for a round of one call or none).
 
     Example:
         >>> tail_wait([1.0] * 19 + [10.0])           # 20 calls: the last 5% is the one of 10 s
         9.0
     """
-    if not latencies:
+    if len(latencies) < 2:
         return 0.0
     ordered = sorted(latencies)
-    keep = max(1, math.ceil((1.0 - fraction) * len(ordered)))
+    keep = max(1, min(len(ordered) - 1, math.floor((1.0 - fraction) * len(ordered))))
     return ordered[-1] - ordered[keep - 1]

@@ -50,7 +50,7 @@ from ormix.errors import TrainConfigError
 from ormix.integrations.trl.callbacks import trl_notices_filtered
 from ormix.rollout.ahead import SessionsAhead
 from ormix.rollout.batch import DEFAULT_MAX_IN_FLIGHT, OpenRequest, ToolRound, open_sessions, row_key
-from ormix.rollout.episode import Episode, set_tool_round
+from ormix.rollout.episode import Episode, episode_of, set_tool_round
 from ormix.rollout.lookahead import DEFAULT_LOOKAHEAD, choose_ahead, generation_batches, locate
 from ormix.rollout.routing import RoutingEnvironment
 
@@ -440,3 +440,16 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
                 )
             if stats.fallbacks:
                 self._log_metric("ormix/env/calls_not_run_ahead", float(stats.fallbacks))
+            self._log_metric("ormix/env/tail_wait_s", stats.tail_wait_s)
+            self._log_straggler_rates(ours, stats.cut)
+
+    def _log_straggler_rates(self, environments: list[Any], cut: dict[str, int]) -> None:
+        """``ormix/<member>/straggler_rate``: of the member's rollouts of the batch, the fraction cut (logged
+        for members with a straggler rule)."""
+        rollouts: dict[str, int] = {}
+        for environment in environments:
+            config = getattr(episode_of(environment), "_config", None)
+            if config is not None and getattr(config, "stragglers", None) is not None:
+                rollouts[config.member] = rollouts.get(config.member, 0) + 1
+        for member, n in rollouts.items():
+            self._log_metric(f"ormix/{member}/straggler_rate", cut.get(member, 0) / n)
