@@ -509,6 +509,15 @@ def train(
             "--sequential-envs", help="TRL's own loop: sessions and tool calls one rollout at a time"
         ),
     ] = False,
+    lookahead: Annotated[
+        int | None,
+        typer.Option(
+            "--lookahead",
+            min=0,
+            metavar="N",
+            help="steps whose sessions open while the step before them runs (default: the file's, else 1)",
+        ),
+    ] = None,
 ) -> None:
     """GRPO on a mixture file: per-member progress, run directory with manifest, rollouts, report and model.
 
@@ -532,6 +541,7 @@ def train(
         sigterm_grace_s=sigterm_grace,
         save_on_interrupt=save_on_interrupt,
         concurrent=not sequential_envs,
+        lookahead=lookahead,
     )
     status = train_command(path, options, overrides=set_ or [], console=console, debug=_state["debug"])
     raise typer.Exit(status)
