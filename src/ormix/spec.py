@@ -41,6 +41,7 @@ from ormix.ors.bridge import run_sync
 from ormix.ors.models import ToolSpec
 from ormix.rollout.episode import Episode, EpisodeConfig, make_episode_class
 from ormix.rollout.rewards import RewardFunction, SessionCloser
+from ormix.rollout.stragglers import StragglerPolicy
 from ormix.telemetry.records import TelemetryObserver
 from ormix.tools import BindingReport
 
@@ -341,7 +342,7 @@ class OpenRewardSpec:
             open_retries=self.open_retries,
             split=self.split,
             max_concurrent_sessions=self.max_concurrent_sessions,
-            stragglers=None if self.stragglers is None else self.stragglers.policy(),
+            stragglers=None if self.stragglers is None else StragglerPolicy(**self.stragglers.model_dump()),
         )
 
     @cached_property

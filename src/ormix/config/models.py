@@ -156,8 +156,8 @@ class StragglerConfig(BaseModel):
     often the long, hard tasks.
 
     Example:
-        >>> StragglerConfig(median_multiple=10, after_fraction=0.9).policy().median_multiple
-        10.0
+        >>> StragglerConfig(median_multiple=10).after_fraction
+        0.9
     """
 
     model_config = _MODEL_CONFIG
@@ -172,12 +172,6 @@ class StragglerConfig(BaseModel):
         if self.deadline_s is None and self.median_multiple is None:
             raise problem_error("stragglers needs deadline_s and/or median_multiple")
         return self
-
-    def policy(self) -> Any:
-        """The pure `StragglerPolicy` of this config."""
-        from ormix.rollout.stragglers import StragglerPolicy
-
-        return StragglerPolicy(self.deadline_s, self.median_multiple, self.after_fraction, self.min_wait_s)
 
 
 class SpecConfig(BaseModel):
