@@ -40,9 +40,9 @@ The ``ormix`` and ``mixture`` variants above run with `ConcurrentGRPOTrainer`'s 
 straggler rule).
 
 (a) Sessions opened ahead (``lookahead``): a server whose opens take 2 s and whose ``work`` takes 0.25 s,
-R = 8 rollouts x 1 tool round: TRL's loop, ormix with ``lookahead=0`` and ormix with ``lookahead=1``. Printed per
-variant: median step, and for ormix the median open wait on the critical path after step 1 (``open_s``: the
-wait for opens still running plus the opens at the step) as a fraction of one open. Last lines:
+R = 8 rollouts x 1 tool round: TRL's loop, ormix with ``lookahead=0`` and ormix with ``lookahead=1``. Printed
+per variant: median step, and for ormix the median open wait on the critical path after step 1 (``open_s``:
+the wait for opens still running plus the opens at the step) as a fraction of one open. Last lines:
 ``ratio lookahead_step: X`` (median step without / with lookahead; goal >= 1.5),
 ``ratio lookahead_open_wait_of_open: X`` (median open wait after step 1 with lookahead / one open; goal
 <= 0.1),
