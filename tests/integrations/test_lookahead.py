@@ -1,61 +1,126 @@
-"""Sessions opened ahead (`ConcurrentGRPOTrainer(lookahead=N)`): real TRL, a real local server whose opens
-are slower than a step, the tiny offline model; only sampling is scripted."""
+"""Sessions opened ahead (`ConcurrentGRPOTrainer(lookahead=N)`): real TRL, a real local server, the tiny
+offline model; only sampling is scripted. Faults with sessions opened ahead: a session the server reaps
+while it waits for its step, Ctrl-C and SIGTERM with sessions opened ahead (none left on the server)."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
+import time
 
 import pytest
+from transformers import TrainerCallback
 
 from ormix import OpenRewardSpec
 from ormix.demo.scripted import ScriptedPolicy, tool_call
+from ormix.ors.bridge import run_sync
 from ormix.local.server.shared import server_for
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
 
-T = {"local_serve": "thread"}
-
 
 @pytest.fixture(autouse=True)
 def _env(monkeypatch):
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-    monkeypatch.setenv("ORMIX_LATENCY_OPEN_S", "0.6")
-    monkeypatch.setenv("ORMIX_LATENCY_TOOL_S", "0.02")
 
 
-def one_round(ctx):
-    word = re.search(r"word '(\w+)'", ctx.user).group(1)
-    return tool_call("work", text=word) if ctx.turn == 0 else "done"
+def submit(ctx):
+    answer = re.search(r"answer '(\d+)'", ctx.user).group(1)
+    return tool_call("submit", answer=answer) if ctx.turn == 0 else "done"
 
 
-def trainer_for(spec, tiny_model, tmp_path, name, *, lookahead, **args):
+def _wait_for(condition, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+class AtStepEnd(TrainerCallback):
+    """Runs `action(trainer)` when the given step ends, once the next step's sessions are all open ahead."""
+
+    def __init__(self, step, action):
+        self.step, self.action, self.trainer = step, action, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            _wait_for(lambda: len(self.trainer._ahead.sessions()) == 4)
+            self.action(self.trainer)
+        return control
+
+
+def trainer_for(tmp_path, *callbacks, max_steps=3, **spec_kwargs):
     from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
 
-    settings = dict(max_steps=3, max_completion_length=32, max_tool_calling_iterations=1)
+    spec = OpenRewardSpec(
+        "local:faulty", indices=[0, 6, 10, 12, 18, 22], local_serve="thread", ping_interval_s=0.1, **spec_kwargs
+    )
+    args = cpu_grpo_config(
+        str(tmp_path / "run"), max_steps=max_steps, max_completion_length=32, max_tool_calling_iterations=1
+    )
     trainer = ConcurrentGRPOTrainer(
-        model=tiny_model,
-        args=cpu_grpo_config(str(tmp_path / name), **{**settings, **args}),
+        model=os.environ["ORMIX_TEST_TINY"],
+        args=args,
         train_dataset=spec.train_dataset,
         environment_factory=spec.environment_factory,
         reward_funcs=spec.reward_funcs,
-        callbacks=spec.callbacks,
-        lookahead=lookahead,
+        callbacks=[*spec.callbacks, *callbacks],
     )
-    ScriptedPolicy(one_round).attach(trainer)
+    for callback in callbacks:
+        callback.trainer = trainer
+    ScriptedPolicy(submit).attach(trainer)
     return trainer
 
 
-def test_sessions_of_the_next_step_open_while_this_one_runs(tiny_model, tmp_path):
-    spec = OpenRewardSpec("local:latency", num_tasks=8, **T)
-    trainer = trainer_for(spec, tiny_model, tmp_path, "a", lookahead=1)
+@pytest.fixture
+def tiny(tiny_model, monkeypatch):
+    monkeypatch.setenv("ORMIX_TEST_TINY", tiny_model)
+
+
+def test_sessions_open_ahead_and_one_the_server_reaped_is_opened_again(tiny, tmp_path):
+    server = server_for("local:faulty", mode="thread")
+
+    def reap(trainer):
+        # The server forgets step 3's sessions while they wait (`die`); their pings find out.
+        sessions = trainer._ahead.sessions()
+        for session in sessions:
+            run_sync(session.call, "die", {})
+        _wait_for(lambda: all(s.dead for s in sessions))
+
+    trainer = trainer_for(tmp_path, AtStepEnd(2, reap))
     trainer.train()
     steps = [h for h in trainer.state.log_history if "loss" in h]
-    assert len(steps) == 3
-    assert steps[0]["ormix/env/opened_ahead"] == 0 and steps[0]["ormix/env/open_s"] >= 0.6
-    for step in steps[1:]:
-        assert step["ormix/env/opened_ahead"] == 4  # every row of the step was opened ahead
-        assert step["ormix/latency/coverage"] == 1.0
-    # max_steps: the step after the last one was never opened; nothing is left on the server.
+    assert [h["ormix/env/opened_ahead"] for h in steps] == [0, 4, 0]  # step 3's four were reaped
+    assert "ormix/env/ahead_reaped" not in steps[1] and steps[2]["ormix/env/ahead_reaped"] == 4
+    assert all(h["ormix/faulty/coverage"] == 1.0 for h in steps)  # opened again: every rollout scored
+    # max_steps: no step after the last one was opened; nothing is left on the server.
     assert trainer.ahead_unused == 0
-    assert server_for("local:latency", mode="thread").active_sessions() == []
+    assert server.active_sessions() == []
+
+
+@pytest.mark.parametrize("how", ["ctrl_c", "sigterm"])
+def test_a_stopped_run_leaves_no_session_opened_ahead(tiny, tmp_path, how):
+    from ormix.integrations.trl.lifecycle import RunLifecycle, handle_termination
+
+    server = server_for("local:faulty", mode="thread")
+
+    def stop(trainer):
+        assert len(server.active_sessions()) >= 4  # step 2's, opened ahead, are there to be left behind
+        if how == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)  # the step ends, then the run stops (ormix train's rule)
+        else:
+            raise KeyboardInterrupt
+
+    with handle_termination("checkpoint", 60) as request:
+        trainer = trainer_for(tmp_path, AtStepEnd(1, stop), RunLifecycle(None, request))
+        if how == "ctrl_c":
+            with pytest.raises(KeyboardInterrupt):
+                trainer.train()
+        else:
+            trainer.train()
+            assert request.requested and request.saved_step == 1
+    assert trainer.state.global_step == 1
+    assert trainer.ahead_unused == 4  # closed, and counted
+    assert server.active_sessions() == []

@@ -106,6 +106,12 @@ class SessionsAhead:
                     counts[id(request.config)] += 1
         return dict(counts)
 
+    def sessions(self) -> list[Any]:
+        """The sessions opened ahead and not yet handed over (those still opening are not in it)."""
+        with self._lock:
+            batches = list(self._batches.values())
+        return [o.session for b in batches for _, o in list(b.results) if o.session is not None]
+
     def start(self, position: Any, requests: Sequence[OpenRequest]) -> None:
         """Start opening `requests` (one coming batch's rows) in the background; returns at once."""
         if not requests:
