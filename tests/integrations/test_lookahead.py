@@ -14,8 +14,8 @@ from transformers import TrainerCallback
 
 from ormix import OpenRewardSpec
 from ormix.demo.scripted import ScriptedPolicy, tool_call
-from ormix.ors.bridge import run_sync
 from ormix.local.server.shared import server_for
+from ormix.ors.bridge import run_sync
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
@@ -55,7 +55,11 @@ def trainer_for(tmp_path, *callbacks, max_steps=3, **spec_kwargs):
     from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
 
     spec = OpenRewardSpec(
-        "local:faulty", indices=[0, 6, 10, 12, 18, 22], local_serve="thread", ping_interval_s=0.1, **spec_kwargs
+        "local:faulty",
+        indices=[0, 6, 10, 12, 18, 22],
+        local_serve="thread",
+        ping_interval_s=0.1,
+        **spec_kwargs,
     )
     args = cpu_grpo_config(
         str(tmp_path / "run"), max_steps=max_steps, max_completion_length=32, max_tool_calling_iterations=1

@@ -175,8 +175,8 @@ class SessionsAhead:
                 request.config.park(request.row, opened)
                 taken.used += 1
         left = [opened for found in pool.values() for opened in found]
-        taken.unused = len(left)
-        self.unused += len(left)
+        taken.unused = sum(o.session is not None for o in left)
+        self.unused += taken.unused
         _close([*stale, *left])
         if taken.reaped:
             logger.warning(
@@ -202,13 +202,13 @@ class SessionsAhead:
         for batch in batches:
             batch.cancelled = True
             call_soon(_cancel, batch)
-        opened = []
+        opened: list[Any] = []
         for batch in batches:
             batch.done.wait()
             opened.extend(o for _, o in batch.results)
         self.opened += len(opened)
-        closed = sum(1 for o in opened if o.session is not None)
-        self.unused += len(opened)
+        closed = sum(o.session is not None for o in opened)
+        self.unused += closed
         _close(opened)
         return closed
 

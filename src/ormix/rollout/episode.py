@@ -74,7 +74,7 @@ class EpisodeConfig:
     split: str | None = None
     #: Sessions of this spec being opened or running a tool call at once (None: no bound).
     max_concurrent_sessions: int | None = None
-    #: When a tool round stops waiting for this spec's slowest calls (`ormix.rollout.stragglers`; None: never).
+    #: When a tool round stops waiting for this spec's slowest calls (a `StragglerPolicy`; None: never).
     stragglers: Any = None
     live: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -93,7 +93,8 @@ class EpisodeConfig:
         self.park(row, await self.open_for(row))
 
     async def open_for(self, row: Mapping[str, Any]) -> _Opened:
-        """Open the session `row` asks for (with this spec's retries); a failed open is returned, not raised."""
+        """Open the session `row` asks for (with this spec's retries); a failed open is returned, not
+        raised."""
         return await _open(self, row)
 
     def park(self, row: Mapping[str, Any], opened: _Opened) -> None:
@@ -498,7 +499,7 @@ _MODEL_MESSAGES = {
     "session_died": "the environment session has ended; no further tool call can succeed.",
     "transport": "the environment could not be reached.",
     "session_open": "the environment could not start this task.",
-    "straggler": "the tool took far longer than the others of its round and was abandoned; this episode ends.",
+    "straggler": "the tool took far longer than the rest of its round and was abandoned; this episode ends.",
 }
 
 

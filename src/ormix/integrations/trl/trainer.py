@@ -222,7 +222,9 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
             self._ahead.close()
             self.ahead_unused = self._ahead.unused
             if self.ahead_unused:
-                logger.info("ormix: %d session(s) opened ahead were not used and were closed", self.ahead_unused)
+                logger.info(
+                    "ormix: %d session(s) opened ahead were not used and were closed", self.ahead_unused
+                )
 
     def evaluate(self, *args: Any, **kwargs: Any) -> Any:
         with trl_notices_filtered(self.callback_handler.callbacks):
@@ -283,9 +285,13 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
             self._keys[index] = (row.get("environment"), row_key(row))
         return self._keys[index]
 
+    @property
+    def _steps_per_generation(self) -> int:
+        return int(getattr(self.args, "steps_per_generation", None) or 1)
+
     def _generations_left(self) -> int:
         """Batches TRL will still generate for after the current one (by ``max_steps``)."""
-        every = self.args.steps_per_generation * self.num_iterations
+        every = self._steps_per_generation * self.num_iterations
         accumulation = max(1, self.args.gradient_accumulation_steps)
         micro = (self.state.max_steps - self.state.global_step) * accumulation - self._step % accumulation
         return max(0, math.ceil(micro / every) - 1)
@@ -293,7 +299,7 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
     def _schedule(self) -> list[tuple[tuple[int, int], list[int]]]:
         """(position, sampler indices) of this epoch's batches and, when the run goes on, the next epoch's."""
         assert self._planned is not None
-        size = self._train_batch_size * self.args.steps_per_generation
+        size = self._train_batch_size * self._steps_per_generation
         out = []
         epoch = self._planned.epochs
         for i, batch in enumerate(generation_batches(self._planned.epoch, size, self.num_iterations)):
@@ -338,7 +344,7 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         left = min(self.lookahead, self._generations_left())
         if len(coming) < left:
             # The run goes on into the next epoch: its order is drawn now (and yielded unchanged later).
-            size = self._train_batch_size * self.args.steps_per_generation
+            size = self._train_batch_size * self._steps_per_generation
             epoch = self._planned.epochs + 1
             nxt = generation_batches(self._planned.next_epoch(), size, self.num_iterations)
             coming += [((epoch, i), batch) for i, batch in enumerate(nxt)]
