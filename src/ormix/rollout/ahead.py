@@ -181,8 +181,8 @@ class SessionsAhead:
         if taken.reaped:
             logger.warning(
                 "ormix: %d session(s) opened ahead were gone when their step started (the server reaped "
-                "them); opened again. A server reaping idle sessions faster than one step needs a shorter "
-                "ping_interval_s",
+                "them); opened again. If this repeats, compare the server's idle limit with the member's "
+                "ping_interval_s, or lower the lookahead",
                 taken.reaped,
             )
         return taken
