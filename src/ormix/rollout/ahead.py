@@ -166,8 +166,8 @@ class SessionsAhead:
             opened = found.pop(0) if found else None
             if opened is None:
                 taken.remaining.append(request)
-            elif opened.session is not None and getattr(opened.session, "dead", False):
-                # Reaped by the server (or its keepalive failed) while it waited: opened again now.
+            elif opened.session is not None and _gone(opened.session):
+                # Reaped by the server (or its server left the rotation) while it waited: opened again now.
                 stale.append(opened)
                 taken.reaped += 1
                 taken.remaining.append(request)
@@ -211,6 +211,12 @@ class SessionsAhead:
         self.unused += closed
         _close(opened)
         return closed
+
+
+def _gone(session: Any) -> bool:
+    """A session that can no longer serve its rollout: the server forgot it, or (a member on several
+    servers) its server is out of rotation."""
+    return bool(getattr(session, "dead", False)) or getattr(session, "server_up", True) is False
 
 
 def _cancel(batch: _Batch) -> None:
