@@ -20,6 +20,12 @@ stop training, as pyarrow cannot write a struct without fields; and within `trai
 `predict`, TRL's "All reward functions returned None" dumps are counted by the telemetry callback, not
 printed (`trl_notices_filtered`: the filter is on TRL's logger for the call only).
 
+Two more, off the critical path: with ``lookahead`` (default 1) the sessions of the coming steps open while a
+step generates and trains (`PlannedSampler` reads TRL's sampler order ahead; `ormix.rollout.ahead` opens them
+and hands them to the step's resets; ``ormix/env/opened_ahead``, ``ormix/env/ahead_wait_s``); and a member's
+straggler rule (`ormix.rollout.stragglers`) lets a tool round abandon its slowest calls
+(``ormix/<member>/straggler_rate``, ``ormix/env/tail_wait_s``).
+
 Everything else — prompts, generation, parsing, the tool-result overflow rule, masks, rewards — is TRL's own
 code, so the training signal is token for token what TRL's sequential loop produces. Environments that are
 not ormix's are left to TRL. Per batch it logs where the time went: ``ormix/env/open_s`` (waiting for
