@@ -7,7 +7,8 @@ session waiting for its step is kept alive by the server's reaper rules like any
 `take(position, requests)` is called when that batch starts: it waits for the opens still running (the time
 is ``ahead_wait_s``: the part of the opens that the lookahead did not hide), parks each session with its spec
 for the episode whose `reset(**row)` asks for it, and returns the requests it had nothing for (opened then,
-as without lookahead). A session the server reaped while it waited is closed and opened again.
+as without lookahead). A session the server reaped while it waited (or whose server left the rotation) is
+closed and opened again, and so is an open that failed ahead.
 `discard(keep)` closes the batches opened ahead that will not be used (a plan that changed, a resumed run);
 `close()` cancels the opens still running and closes everything (run end, ``max_steps``, Ctrl-C, SIGTERM).
 Both count what they closed (`unused`).
@@ -62,13 +63,15 @@ class _Batch:
 @dataclass
 class Taken:
     """What `SessionsAhead.take` did for one batch: sessions handed over (`used`), requests it had nothing
-    for (`remaining`), the wait for opens still running (`wait_s`), sessions found reaped (`reaped`) and
-    sessions it had that the batch did not ask for (`unused`, closed)."""
+    for (`remaining`), the wait for opens still running (`wait_s`), sessions found reaped (`reaped`), opens
+    that had failed (`failed`; both opened again, so in `remaining`) and sessions it had that the batch did not
+    ask for (`unused`, closed)."""
 
     used: int = 0
     remaining: list[OpenRequest] = field(default_factory=list)
     wait_s: float = 0.0
     reaped: int = 0
+    failed: int = 0
     unused: int = 0
 
 
@@ -165,6 +168,11 @@ class SessionsAhead:
             found = pool.get(_key(request))
             opened = found.pop(0) if found else None
             if opened is None:
+                taken.remaining.append(request)
+            elif opened.error is not None:
+                # Failed ahead (its server died meanwhile, a flaky open): opened again now, as it would have
+                # been without lookahead, rather than handing the old failure to the rollout.
+                taken.failed += 1
                 taken.remaining.append(request)
             elif opened.session is not None and _gone(opened.session):
                 # Reaped by the server (or its server left the rotation) while it waited: opened again now.

@@ -340,6 +340,8 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
             self._log_metric("ormix/env/ahead_unused", float(unused))
         if taken.reaped:
             self._log_metric("ormix/env/ahead_reaped", float(taken.reaped))
+        if taken.failed:
+            self._log_metric("ormix/env/ahead_failed", float(taken.failed))
         self._expected = (epoch, index + 1)
         self._start_ahead(schedule, found)
         return taken.remaining
