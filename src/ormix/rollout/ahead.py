@@ -64,8 +64,8 @@ class _Batch:
 class Taken:
     """What `SessionsAhead.take` did for one batch: sessions handed over (`used`), requests it had nothing
     for (`remaining`), the wait for opens still running (`wait_s`), sessions found reaped (`reaped`), opens
-    that had failed (`failed`; both opened again, so in `remaining`) and sessions it had that the batch did not
-    ask for (`unused`, closed)."""
+    that had failed (`failed`; both opened again, so in `remaining`) and sessions it had that the batch did
+    not ask for (`unused`, closed)."""
 
     used: int = 0
     remaining: list[OpenRequest] = field(default_factory=list)
