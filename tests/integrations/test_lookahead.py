@@ -129,3 +129,25 @@ def test_a_stopped_run_leaves_no_session_opened_ahead(tiny, tmp_path, how):
     assert trainer.state.global_step == 1
     assert trainer.ahead_unused == 4  # closed, and counted
     assert server.active_sessions() == []
+
+
+def test_an_open_that_failed_ahead_is_opened_again_at_its_step():
+    # The first open of this task fails (as on a server that died meanwhile); at its step it opens again.
+    import uuid
+
+    from ormix.rollout.ahead import SessionsAhead
+    from ormix.rollout.batch import OpenRequest
+    from ormix.rollout.episode import close_episode
+
+    spec = OpenRewardSpec("local:faulty", num_tasks=1, local_serve="thread", discover_task_tools=False)
+    config = spec.episode_config
+    row = {"task_spec": {"flaky_open": uuid.uuid4().hex, "answer": "42"}}
+    ahead = SessionsAhead()
+    ahead.start(1, [OpenRequest(config, row)])
+    taken = ahead.take(1, [OpenRequest(config, row)])
+    assert (taken.used, taken.failed, len(taken.remaining)) == (0, 1, 1)
+    episode = spec.environment_factory()
+    episode.reset(**row)  # opened now: the flaky open fails only once
+    assert episode.outcome.kind == "unscored" and "submitted" in episode.submit(answer="42")
+    close_episode(episode)
+    assert ahead.close() == 0 and server_for("local:faulty", mode="thread").active_sessions() == []
