@@ -154,6 +154,8 @@ class ToolRound:
         environments: the batch's environments, in rollout order.
         is_ours: which environments take part (ormix's episodes); others are left to TRL.
         max_in_flight: rollouts run at once.
+        cut_stragglers: apply the members' straggler rules (`EpisodeConfig.stragglers`); ``False`` waits for
+            every call (an evaluation).
 
     Installed by setting it on the environments (`ormix.rollout.episode.set_tool_round`); their tool methods
     then ask `intercept` before doing anything.
@@ -163,6 +165,7 @@ class ToolRound:
     environments: Sequence[Any]
     is_ours: Callable[[Any], bool]
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    cut_stragglers: bool = True
     stats: RoundStats = field(default_factory=RoundStats)
     _results: dict[int, deque[_Outcome]] = field(default_factory=dict)
     _dispatched: dict[int, Any] = field(default_factory=dict)
@@ -248,7 +251,7 @@ class ToolRound:
             policy = getattr(config, "stragglers", None)
             member = getattr(config, "member", "?")
             groups.setdefault(member, []).append(future)
-            if isinstance(policy, StragglerPolicy) and policy.active:
+            if self.cut_stragglers and isinstance(policy, StragglerPolicy) and policy.active:
                 policies[member] = policy
         latency: dict[concurrent.futures.Future, float] = {}
         cut: list[Any] = []

@@ -295,6 +295,12 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
     def _steps_per_generation(self) -> int:
         return int(getattr(self.args, "steps_per_generation", None) or 1)
 
+    @property
+    def _repeat(self) -> int:
+        # TRL's sampler yields each generation batch num_iterations × steps_per_generation times in a row
+        # (one dataloader batch per micro-step); it generates on the first of them.
+        return int(self.num_iterations) * self._steps_per_generation
+
     def _generations_left(self) -> int:
         """Batches TRL will still generate for after the current one (by ``max_steps``)."""
         every = self._steps_per_generation * self.num_iterations
@@ -308,7 +314,7 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         size = self._train_batch_size * self._steps_per_generation
         out = []
         epoch = self._planned.epochs
-        for i, batch in enumerate(generation_batches(self._planned.epoch, size, self.num_iterations)):
+        for i, batch in enumerate(generation_batches(self._planned.epoch, size, self._repeat)):
             out.append(((epoch, i), batch))
         return out
 
@@ -354,7 +360,7 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
             # The run goes on into the next epoch: its order is drawn now (and yielded unchanged later).
             size = self._train_batch_size * self._steps_per_generation
             epoch = self._planned.epochs + 1
-            nxt = generation_batches(self._planned.next_epoch(), size, self.num_iterations)
+            nxt = generation_batches(self._planned.next_epoch(), size, self._repeat)
             coming += [((epoch, i), batch) for i, batch in enumerate(nxt)]
         coming = [c for c in coming[:left] if c[0] not in self._ahead.positions()]
         if not coming:
@@ -433,7 +439,11 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
             return super()._tool_call_loop(
                 prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields
             )
-        tool_round = ToolRound(completions, environments, _is_ours, max_in_flight=self.max_in_flight)
+        # Straggler rules cut training rollouts only: an evaluation measures every task, slow ones included.
+        training = bool(getattr(self.model, "training", True))
+        tool_round = ToolRound(
+            completions, environments, _is_ours, max_in_flight=self.max_in_flight, cut_stragglers=training
+        )
         ours = [e for e in environments if _is_ours(e)]
         for environment in ours:
             set_tool_round(environment, tool_round)
@@ -455,7 +465,8 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
             if stats.fallbacks:
                 self._log_metric("ormix/env/calls_not_run_ahead", float(stats.fallbacks))
             self._log_metric("ormix/env/tail_wait_s", stats.tail_wait_s)
-            self._log_straggler_rates(ours, stats.cut)
+            if training:
+                self._log_straggler_rates(ours, stats.cut)
 
     def _log_straggler_rates(self, environments: list[Any], cut: dict[str, int]) -> None:
         """``ormix/<member>/straggler_rate``: of the member's rollouts of the batch, the fraction cut (logged
