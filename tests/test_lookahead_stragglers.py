@@ -110,3 +110,18 @@ def test_the_straggler_rule_and_lookahead_in_a_mixture_file():
     assert "stragglers" not in plain.manifest_dict()["members"]["a"]
     with pytest.raises(MixtureConfigError, match="deadline_s and/or median_multiple"):
         MixtureConfig.from_dict({"members": {"a": {"target": "local:echo", "stragglers": {}}}})
+
+
+def test_the_progress_line_says_when_the_lookahead_bounds_the_wait_and_what_was_cut():
+    from types import SimpleNamespace
+
+    from ormix.integrations.trl.lifecycle import ProgressLine
+
+    line = ProgressLine(["a"], None, ".")
+    state = SimpleNamespace(global_step=2, max_steps=4)
+    logs = {"ormix/env/opened_ahead": 8.0, "ormix/env/ahead_wait_s": 1.2, "ormix/a/straggler_rate": 0.0625}
+    text = " | ".join(line.parts(state, logs))
+    assert "8 opened ahead, waited 1.2s: opens slower than a step, lookahead bounds the wait" in text
+    assert "cut 6%" in text
+    hidden = " | ".join(line.parts(state, {"ormix/env/opened_ahead": 8.0, "ormix/env/ahead_wait_s": 0.01}))
+    assert "8 opened ahead" in hidden and "bounds the wait" not in hidden
