@@ -35,12 +35,34 @@ kill (step 2; step 1 includes loading) and after it (steps 4-6). Last lines: ``r
 (scored / rollouts not on the killed server, steps 3-6), ``ratio failover_end_within_timeout: X`` (slowest end
 of a killed-server rollout / the call timeout; < 1 is within), ``ratio failover_step_after_before: X`` (median
 step after / before). ``ORMIX_BENCH_PARTS=failover`` runs (c) alone (default: all).
+
+The ``ormix`` and ``mixture`` variants above run with `ConcurrentGRPOTrainer`'s defaults (lookahead 1, no
+straggler rule).
+
+(a) Sessions opened ahead (``lookahead``): a server whose opens take 2 s and whose ``work`` takes 0.25 s,
+R = 8 rollouts x 1 tool round: TRL's loop, ormix with ``lookahead=0`` and ormix with ``lookahead=1``. Printed
+per variant: median step, and for ormix the median open wait on the critical path after step 1 (``open_s``:
+the wait for opens still running plus the opens at the step) as a fraction of one open. Last lines:
+``ratio lookahead_step: X`` (median step without / with lookahead; goal >= 1.5),
+``ratio lookahead_open_wait_of_open: X`` (median open wait after step 1 with lookahead / one open; goal
+<= 0.1),
+``ratio lookahead_vs_trl: X``.
+
+(b) Stragglers cut by rule: ``work`` latencies log-normal (median 0.3 s, sigma 1.2), R = 32 rollouts x 3 tool
+rounds (then ``submit``), ormix without a rule and with two rules (``median_multiple`` once a fraction of the
+round is back). Printed per variant: median step, median tool wait, fraction of rollouts cut; and, from a
+simulation of the same latency distribution (no model), the env-wait ratio of each rule and of the best any
+per-round cut could do while cutting at most 5% of rollouts (an oracle that knows every latency): what bounds
+the step ratio. Last lines: ``ratio stragglers_step <rule>: X`` (median step without / with the rule) and
+``ratio stragglers_cut <rule>: X`` (fraction of rollouts cut). ``ORMIX_BENCH_PARTS`` takes a comma list of
+``base``, ``lookahead``, ``stragglers``, ``failover``.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
+import math
 import os
 import re
 import statistics
@@ -142,8 +164,20 @@ class EnvClock:
         return StepClock()
 
 
-def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[tuple[float, float, float]]:
-    """(step time, env wait, process CPU) of each step."""
+def run(
+    variant: str,
+    url: str,
+    rollouts: int,
+    rounds: int,
+    model: str,
+    *,
+    steps: int | None = None,
+    trainer_kwargs: dict | None = None,
+    spec_kwargs: dict | None = None,
+    logs_out: list | None = None,
+) -> list[tuple[float, float, float]]:
+    """(step time, env wait, process CPU) of each step; `logs_out` gets each step's log entry."""
+    steps_n = STEPS if steps is None else steps
     from trl import GRPOConfig, GRPOTrainer
 
     from ormix import MixtureSpec, OpenRewardSpec
@@ -154,7 +188,7 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
         output_dir=os.path.join(tempfile.gettempdir(), "ormix-bench-env", f"{variant}-{rollouts}"),
         per_device_train_batch_size=rollouts,
         num_generations=2,
-        max_steps=STEPS,
+        max_steps=steps_n,
         max_completion_length=64 * rounds,
         logging_steps=1,
         report_to="none",
@@ -169,14 +203,14 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
         disable_tqdm=True,
         max_tool_calling_iterations=rounds,
     )
-    tasks = rollouts // 2 * STEPS
+    tasks = rollouts // 2 * steps_n
     if variant == "trl":
         from trl.experimental.openreward import OpenRewardSpec as TRLSpec
 
         spec = TRLSpec(url, env_name="latency", num_tasks=tasks)
         trainer_class, inputs, closer = GRPOTrainer, spec, None  # closed below, from TRL's pool
     elif variant == "ormix":
-        spec = OpenRewardSpec(url, env_name="latency", num_tasks=tasks)
+        spec = OpenRewardSpec(url, env_name="latency", num_tasks=tasks, **(spec_kwargs or {}))
         trainer_class, inputs, closer = ConcurrentGRPOTrainer, spec, spec.close
     else:
         half = tasks // 2
@@ -186,7 +220,7 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
                 "b": OpenRewardSpec(url, env_name="latency", indices=list(range(half, 2 * half))),
             },
             prompts_per_step=rollouts // 2,
-            num_steps=STEPS,
+            num_steps=steps_n,
         )
         trainer_class, inputs, closer = ConcurrentGRPOTrainer, mix, mix.close
     clock = EnvClock()
@@ -204,6 +238,7 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
         environment_factory=clock.factory(inputs.environment_factory),
         reward_funcs=reward_funcs,
         callbacks=callbacks,
+        **(trainer_kwargs or {}),
     )
     ScriptedPolicy(script_for(rounds)).attach(trainer)
     with warnings.catch_warnings():
@@ -216,6 +251,8 @@ def run(variant: str, url: str, rollouts: int, rounds: int, model: str) -> list[
             for environment in pool:
                 environment._close()
     logs = [h for h in trainer.state.log_history if "step_time" in h]
+    if logs_out is not None:
+        logs_out.extend(logs)
     return [
         (h["step_time"], env_s + h.get("ormix/env/open_s", 0.0), cpu_s)
         for h, (env_s, cpu_s) in zip(logs, clock.steps, strict=True)
@@ -364,14 +401,196 @@ def run_failover(model: str) -> dict[str, float]:
     }
 
 
+AHEAD_OPEN_S, AHEAD_TOOL_S, AHEAD_STEPS = 2.0, 0.25, 5
+
+
+def run_lookahead(model: str) -> dict[str, float]:
+    """(a): opens of 2 s, tools of 0.25 s, R = 8: TRL, ormix without and with lookahead; its ratios."""
+    from ormix.local import serve_in_process
+
+    env = {"ORMIX_LATENCY_OPEN_S": str(AHEAD_OPEN_S), "ORMIX_LATENCY_TOOL_S": str(AHEAD_TOOL_S)}
+    step, open_wait = {}, {}
+    with serve_in_process(["local:latency"], env=env) as server:
+        os.environ["OPENREWARD_SESSION_URL"] = server.url
+        for name, variant, kwargs in (
+            ("trl", "trl", None),
+            ("lookahead 0", "ormix", {"lookahead": 0}),
+            ("lookahead 1", "ormix", {"lookahead": 1}),
+        ):
+            logs: list = []
+            steps = run(
+                variant, server.url, 8, 2, model, steps=AHEAD_STEPS, trainer_kwargs=kwargs, logs_out=logs
+            )
+            step[name] = statistics.median(s for s, _, _ in steps[1:])
+            shown = ", ".join(f"{s:.2f}" for s, _, _ in steps)
+            line = f"lookahead: {name:12s} median step {step[name]:5.2f} s (steps {shown})"
+            if variant == "ormix":
+                opens = [h["ormix/env/open_s"] for h in logs[1:]]
+                # The rest of the step (generation, tools, loss) is the same work with or without lookahead:
+                # it bounds the step ratio, and on a loaded machine it varies most.
+                other = statistics.median(s - o for (s, _, _), o in zip(steps[1:], opens, strict=True))
+                line += f"; rest of the step (not opens) median {other:.2f} s"
+                ahead = [h.get("ormix/env/opened_ahead", 0.0) for h in logs]
+                open_wait[name] = statistics.median(opens)
+                line += (
+                    f"; open wait after step 1: median {open_wait[name]:.2f} s = "
+                    f"{open_wait[name] / AHEAD_OPEN_S:.0%} of one open (per step "
+                    f"{', '.join(f'{o:.2f}' for o in opens)}); "
+                    f"opened ahead per step {[int(a) for a in ahead]}"
+                )
+            print(line + f" (load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)", flush=True)
+    return {
+        "lookahead_step": step["lookahead 0"] / step["lookahead 1"],
+        "lookahead_open_wait_of_open": open_wait["lookahead 1"] / AHEAD_OPEN_S,
+        "lookahead_vs_trl": step["trl"] / step["lookahead 1"],
+    }
+
+
+STRAGGLER_MEDIAN_S, STRAGGLER_SIGMA, STRAGGLER_ROUNDS, STRAGGLER_STEPS = 0.3, 1.2, 3, 6
+#: The rules compared: name -> `StragglerConfig` fields.
+STRAGGLER_RULES = {
+    "x10@90%": {"median_multiple": 10, "after_fraction": 0.9},
+    "x13@95%": {"median_multiple": 13, "after_fraction": 0.95},
+}
+
+
+def simulate_rounds(
+    rule: dict | None, rollouts: int, rounds: int, steps: int, seed: int = 1
+) -> tuple[float, float]:
+    """(mean env wait per step, fraction cut) of a rule on simulated log-normal latencies (no model)."""
+    import random
+
+    from ormix.rollout.stragglers import StragglerPolicy, cut_at
+
+    rng = random.Random(seed)
+    policy = StragglerPolicy(**rule) if rule else StragglerPolicy()
+    total, cut = 0.0, 0
+    for _ in range(steps):
+        alive = rollouts
+        for _ in range(rounds):
+            times = sorted(
+                STRAGGLER_MEDIAN_S * math.exp(STRAGGLER_SIGMA * rng.gauss(0, 1)) for _ in range(alive)
+            )
+            end = times[-1]
+            for k in range(1, len(times) + 1):  # the rule asked each time a call is back, as the round does
+                at = cut_at(policy, times[:k], len(times))
+                nxt = times[k] if k < len(times) else None
+                if at is not None and nxt is not None and at < nxt:
+                    end = max(at, times[k - 1])
+                    cut += len(times) - k
+                    alive -= len(times) - k
+                    break
+            total += end
+    return total / steps, cut / (steps * rollouts)
+
+
+def oracle(rollouts: int, rounds: int, steps: int, budget: float = 0.05, seed: int = 1) -> float:
+    """Env-wait ratio of the best per-step choice of cuts (at most `budget` of the rollouts), knowing every
+    latency in advance: what no rule can beat."""
+    import random
+
+    rng = random.Random(seed)
+    base = best = 0.0
+    for n in range(steps):
+        # At most `budget` of the rollouts over the steps (5% of 32: 1 or 2 a step, 1.6 on average).
+        allowed = int(budget * rollouts * (n + 1)) - int(budget * rollouts * n)
+        lat = [
+            [STRAGGLER_MEDIAN_S * math.exp(STRAGGLER_SIGMA * rng.gauss(0, 1)) for _ in range(rollouts)]
+            for _ in range(rounds)
+        ]
+        plain = sum(max(r) for r in lat)
+        base += plain
+        choice = plain
+        cut: set[int] = set()
+        for _ in range(allowed):  # greedy: the cut (rollout, from round) saving most, one at a time
+            options = []
+            for j in range(rollouts):
+                if j in cut:
+                    continue
+                for r0 in range(rounds):
+                    t = sum(
+                        max(x for i, x in enumerate(lat[r]) if i not in cut and (i != j or r < r0))
+                        for r in range(rounds)
+                    )
+                    options.append((t, j))
+            t, j = min(options)
+            if t < choice:
+                choice, cut = t, cut | {j}
+        best += choice
+    return base / best
+
+
+def run_stragglers(model: str) -> dict[str, float]:
+    """(b): log-normal tool latencies, R = 32 x 3 rounds, without and with the straggler rules."""
+    from ormix.local import serve_in_process
+
+    rollouts = 32
+    env = {
+        "ORMIX_LATENCY_OPEN_S": "0.05",
+        "ORMIX_LATENCY_TOOL_S": str(STRAGGLER_MEDIAN_S),
+        "ORMIX_LATENCY_TOOL_SIGMA": str(STRAGGLER_SIGMA),
+    }
+    step, cut = {}, {}
+    base_sim, _ = simulate_rounds(None, rollouts, STRAGGLER_ROUNDS, 3000)
+    for name, rule in (("no rule", None), *STRAGGLER_RULES.items()):
+        with serve_in_process(["local:latency"], env=env) as server:  # the same latency draws for each
+            logs: list = []
+            steps = run(
+                "ormix",
+                server.url,
+                rollouts,
+                STRAGGLER_ROUNDS + 1,
+                model,
+                steps=STRAGGLER_STEPS,
+                spec_kwargs={"stragglers": rule} if rule else None,
+                logs_out=logs,
+            )
+        kept = steps[1:]
+        step[name] = statistics.median(s for s, _, _ in kept)
+        tools = statistics.median(h["ormix/env/tools_s"] for h in logs[1:])
+        tail = statistics.median(h["ormix/env/tail_wait_s"] for h in logs[1:])
+        rates = [h.get("ormix/latency/straggler_rate", 0.0) for h in logs]
+        cut[name] = statistics.mean(rates)
+        sim = ""
+        if rule:
+            wait_sim, cut_sim = simulate_rounds(rule, rollouts, STRAGGLER_ROUNDS, 3000)
+            sim = f"; simulated: env wait {base_sim / wait_sim:.2f}x, {cut_sim:.1%} cut"
+        print(
+            f"stragglers: {name:8s} median step {step[name]:5.2f} s, tools {tools:5.2f} s, "
+            f"tail wait {tail:5.2f} s, "
+            f"cut {cut[name]:.1%} (steps {', '.join(f'{s:.2f}' for s, _, _ in steps)}){sim} "
+            f"(load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)",
+            flush=True,
+        )
+    best = oracle(rollouts, STRAGGLER_ROUNDS, 300)
+    print(
+        f"stragglers: the best any per-round cut can do with <= 5% of rollouts cut (oracle, simulated): "
+        f"env wait {best:.2f}x; the step ratio is lower still (generation does not shrink)",
+        flush=True,
+    )
+    out = {}
+    for name in STRAGGLER_RULES:
+        out[f"stragglers_step {name}"] = step["no rule"] / step[name]
+        out[f"stragglers_cut {name}"] = cut[name]
+    return out
+
+
 def main() -> None:
     from ormix.demo.tiny import build_tiny_model
     from ormix.local import serve_in_process
 
     model = str(build_tiny_model())
     parts = os.environ.get("ORMIX_BENCH_PARTS", "all")
-    if parts == "failover":
-        for name, value in run_failover(model).items():
+    chosen = {"base", "lookahead", "stragglers", "failover"} if parts == "all" else set(parts.split(","))
+    ratios: dict[str, float] = {}
+    if "lookahead" in chosen:
+        ratios.update(run_lookahead(model))
+    if "stragglers" in chosen:
+        ratios.update(run_stragglers(model))
+    if "base" not in chosen:
+        if "failover" in chosen:
+            ratios.update(run_failover(model))
+        for name, value in ratios.items():
             print(f"ratio {name}: {value:.2f}")
         return
     env = {"ORMIX_LATENCY_OPEN_S": str(OPEN_S), "ORMIX_LATENCY_TOOL_S": str(TOOL_S)}
@@ -416,7 +635,9 @@ def main() -> None:
         print(f"ratio env_wait R={rollouts}: {ratio:.2f}")
     for rollouts, ratio in step_ratios.items():
         print(f"ratio env_bound_step R={rollouts}: {ratio:.2f}")
-    for name, value in run_failover(model).items():
+    if "failover" in chosen:
+        ratios.update(run_failover(model))
+    for name, value in ratios.items():
         print(f"ratio {name}: {value:.2f}")
 
 

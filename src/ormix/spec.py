@@ -41,6 +41,7 @@ from ormix.ors.bridge import run_sync
 from ormix.ors.models import ToolSpec
 from ormix.rollout.episode import Episode, EpisodeConfig, make_episode_class
 from ormix.rollout.rewards import RewardFunction, SessionCloser
+from ormix.rollout.stragglers import StragglerPolicy
 from ormix.telemetry.records import TelemetryObserver
 from ormix.tools import BindingReport
 
@@ -130,6 +131,8 @@ class OpenRewardSpec:
             targets), read when the key is needed.
         max_concurrent_sessions: most of this spec's sessions being opened or running a tool call at once (a
             deployment's quota); more wait their turn. `None`: no bound.
+        stragglers: when a tool round abandons this spec's slowest calls (a `StragglerConfig` or its fields
+            as a mapping, e.g. ``{"median_multiple": 10, "after_fraction": 0.9}``); `None` (default): never.
         connection: share another spec's `Connection` (its client and what its server answered).
 
     Every option is also a read-only attribute (`spec.split`, `spec.call_timeout_s`, ...); `spec.config` is
@@ -165,6 +168,7 @@ class OpenRewardSpec:
     open_retries = _Option()
     transport = _Option()
     max_concurrent_sessions = _Option()
+    stragglers = _Option()
     api_key_env = _Option()
 
     def __init__(
@@ -193,6 +197,7 @@ class OpenRewardSpec:
         transport: str = "ormix",
         api_key_env: str | None = None,
         max_concurrent_sessions: int | None = None,
+        stragglers: Any = None,
         connection: Connection | None = None,
     ) -> None:
         options: dict[str, Any] = {
@@ -220,6 +225,7 @@ class OpenRewardSpec:
             "transport": transport,
             "api_key_env": api_key_env,
             "max_concurrent_sessions": max_concurrent_sessions,
+            "stragglers": stragglers,
         }
         try:
             self.config = SpecConfig.model_validate(options, context={"resolve_targets": True})
@@ -336,6 +342,7 @@ class OpenRewardSpec:
             open_retries=self.open_retries,
             split=self.split,
             max_concurrent_sessions=self.max_concurrent_sessions,
+            stragglers=None if self.stragglers is None else StragglerPolicy(**self.stragglers.model_dump()),
         )
 
     @cached_property

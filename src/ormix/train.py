@@ -76,6 +76,8 @@ class RunOptions:
         settings: GRPOConfig overrides, applied over the file's ``train:`` section.
         concurrent: open each batch's sessions and run each tool round together (`ConcurrentGRPOTrainer`);
             ``False`` keeps TRL's sequential loop.
+        lookahead: steps whose sessions open while the step before them runs (`ConcurrentGRPOTrainer`);
+            ``None`` = the file's ``lookahead`` (else 1).
         resume: continue the run in ``output_dir`` from ``"latest"`` or a checkpoint directory.
         overwrite: start over in an ``output_dir`` that holds a run (its files are removed).
         allow_changed_mixture: resume although the mixture changed (the changes go into the manifest).
@@ -102,6 +104,7 @@ class RunOptions:
     warmup_fraction: float | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     concurrent: bool = True
+    lookahead: int | None = None
     resume: str | Path | None = None
     overwrite: bool = False
     allow_changed_mixture: bool = False
@@ -508,6 +511,7 @@ def _run_trainer(
         save_checkpoint,
     )
     from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.rollout.lookahead import DEFAULT_LOOKAHEAD
 
     args = run.args
     with handle_termination(opts.on_sigterm, opts.sigterm_grace_s) as stop, contextlib.ExitStack() as stack:
@@ -516,10 +520,12 @@ def _run_trainer(
             ProgressLine(list(mix.members), console, run.dir.path, eval_members=mix.config.eval_members),
             *callbacks,
         ]
+        lookahead = opts.lookahead if opts.lookahead is not None else mix.config.lookahead
         trainer = (
             _async_trainer(mix, run, opts, model, ours, stack) if opts.vllm_url is not None else None
         ) or ConcurrentGRPOTrainer(
             concurrent=opts.concurrent,
+            lookahead=DEFAULT_LOOKAHEAD if lookahead is None else lookahead,
             model=model[0],
             args=args,
             processing_class=model[1],

@@ -155,6 +155,8 @@ def test_concurrent_loop_trains_on_exactly_what_trls_sequential_loop_does(tiny_m
         h["ormix/env/open_s"] > 0 and "ormix/env/tools_s" in h and "ormix/env/generate_s" in h for h in steps
     )
     assert not any("ormix/env/calls_not_run_ahead" in h or "ormix/env/unused_sessions" in h for h in steps)
+    # With lookahead on (the default, 1): the second batch's sessions were all opened during the first.
+    assert b.lookahead == 1 and steps[1]["ormix/env/opened_ahead"] == 8 and b.ahead_unused == 0
     assert server_for("local:latency", mode="thread").active_sessions() == []
 
 

@@ -526,6 +526,15 @@ def train(
             "transformers, for machines without vLLM)",
         ),
     ] = None,
+    lookahead: Annotated[
+        int | None,
+        typer.Option(
+            "--lookahead",
+            min=0,
+            metavar="N",
+            help="steps whose sessions open while the step before them runs (default: the file's, else 1)",
+        ),
+    ] = None,
 ) -> None:
     """GRPO on a mixture file: per-member progress, run directory with manifest, rollouts, report and model.
 
@@ -553,6 +562,7 @@ def train(
         save_on_interrupt=save_on_interrupt,
         concurrent=not sequential_envs,
         vllm_url=(vllm_url or "standin") if async_ else None,
+        lookahead=lookahead,
     )
     status = train_command(path, options, overrides=set_ or [], console=console, debug=_state["debug"])
     raise typer.Exit(status)

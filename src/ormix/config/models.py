@@ -152,6 +152,35 @@ class EvalConfig(BaseModel):
         return checked(cls, data, handler, selection_checks)
 
 
+class StragglerConfig(BaseModel):
+    """When a tool round stops waiting for a member's slowest calls (`ormix.rollout.stragglers`).
+
+    ``deadline_s``: calls still running this long after the round started are abandoned. ``median_multiple``:
+    once ``after_fraction`` of the member's calls of the round are back, those still running get until this
+    multiple of their median latency (never less than ``min_wait_s``). The earlier applies. Abandoned
+    rollouts end as ``error`` / ``straggler`` (reward ``None``: out of the group baseline, advantage 0) and
+    their sessions are closed. Off unless set: every cut rollout is a lost sample, and the slow ones are
+    often the long, hard tasks.
+
+    Example:
+        >>> StragglerConfig(median_multiple=10).after_fraction
+        0.9
+    """
+
+    model_config = _MODEL_CONFIG
+
+    deadline_s: float | None = Field(None, gt=0)
+    median_multiple: float | None = Field(None, gt=1)
+    after_fraction: float = Field(0.9, gt=0, le=1)
+    min_wait_s: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _needs_a_rule(self) -> Self:
+        if self.deadline_s is None and self.median_multiple is None:
+            raise problem_error("stragglers needs deadline_s and/or median_multiple")
+        return self
+
+
 class SpecConfig(BaseModel):
     """Every option of one environment (an `ormix.OpenRewardSpec`): where it is, which tasks, how it is
     driven.
@@ -169,7 +198,8 @@ class SpecConfig(BaseModel):
     ``max_output_chars`` (most characters of a tool result the model sees), ``open_retries``,
     ``close_after_scoring``, ``local_serve`` (``process`` or ``thread`` for ``local:``/``module:`` targets),
     ``max_concurrent_sessions`` (this environment's sessions being opened or running a call at once, for a
-    deployment with a quota; more wait their turn).
+    deployment with a quota; more wait their turn), ``stragglers`` (`StragglerConfig`: when a tool round
+    abandons this environment's slowest calls; off unless set).
     Scoring: ``unscored_reward`` (reward of a rollout that got no score; ``None`` leaves it out of GRPO).
 
     Example:
@@ -202,6 +232,7 @@ class SpecConfig(BaseModel):
     close_after_scoring: bool = True
     local_serve: Literal["process", "thread"] | None = None
     max_concurrent_sessions: int | None = Field(None, ge=1)
+    stragglers: StragglerConfig | None = None
 
     _indices = field_validator("indices")(classmethod(lambda cls, v: _non_negative_indices(v)))
 
@@ -618,6 +649,10 @@ class MixtureConfig(BaseModel):
     original did wherever it is written. It says where, not what: it is left out of `manifest_dict` and
     the hash.
 
+    ``lookahead``: training steps whose sessions open while the step before them runs (default 1; 0: open
+    each step's sessions at its start); `ormix train --lookahead N` overrides it. Like ``base_dir`` it says
+    how, not what: left out of the hash.
+
     Example:
         >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}},
         ...                     weights={"a": 1, "b": 3})
@@ -644,6 +679,7 @@ class MixtureConfig(BaseModel):
     warm_start: WarmStartConfig | None = None
     evaluation: EvaluationConfig | None = None
     base_dir: str | None = Field(None, min_length=1)
+    lookahead: int | None = Field(None, ge=0)
 
     @field_validator("name")
     @classmethod
@@ -823,7 +859,10 @@ class MixtureConfig(BaseModel):
         for member in data["members"].values():
             if member.get("reference") is None:
                 member.pop("reference", None)  # likewise for a member without a reference solver
+            if member.get("stragglers") is None:
+                member.pop("stragglers", None)  # likewise without a straggler rule
         del data["base_dir"]  # where modules are found, not what is trained: a moved copy keeps its hash
+        data.pop("lookahead", None)  # when sessions open, not what is trained (the same tokens either way)
         return data
 
     def config_hash(self) -> str:

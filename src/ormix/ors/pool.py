@@ -483,6 +483,11 @@ class PooledSession:
         """True when the server no longer has this session."""
         return self._session.dead
 
+    @property
+    def server_up(self) -> bool:
+        """True while this session's server is in rotation (False: its calls would end at once)."""
+        return bool(self._server.rotation.up)
+
     def __getattr__(self, name: str) -> Any:  # timings, dead_reason, pinging: the session's own
         return getattr(self._session, name)
 

@@ -36,6 +36,7 @@ from typing import Any
 import anyio
 
 from ormix.ors.bridge import run_sync
+from ormix.rollout.stragglers import StragglerPolicy, cut_at, tail_wait
 from ormix.tools.binding import RESERVED_METHOD_NAMES
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "OpenRequest", "RoundStats", "ToolRound", "open_sessions", "row_key"]
@@ -113,12 +114,16 @@ def open_sessions(requests: Sequence[OpenRequest], *, max_in_flight: int = DEFAU
 @dataclass
 class RoundStats:
     """What the tool rounds of one batch did: rounds run ahead, calls answered from them, calls that ran
-    normally (not found ahead), and the wall time spent waiting for the environments."""
+    normally (not found ahead), the wall time spent waiting for the environments, of it the time spent
+    waiting on each round's last 5% of rollouts (`tail_wait_s`), and the rollouts cut as stragglers per
+    member (`cut`)."""
 
     rounds: int = 0
     answered: int = 0
     fallbacks: int = 0
     wait_s: float = 0.0
+    tail_wait_s: float = 0.0
+    cut: dict[str, int] = field(default_factory=dict)
 
 
 _executing = threading.local()
@@ -149,6 +154,8 @@ class ToolRound:
         environments: the batch's environments, in rollout order.
         is_ours: which environments take part (ormix's episodes); others are left to TRL.
         max_in_flight: rollouts run at once.
+        cut_stragglers: apply the members' straggler rules (`EpisodeConfig.stragglers`); ``False`` waits for
+            every call (an evaluation).
 
     Installed by setting it on the environments (`ormix.rollout.episode.set_tool_round`); their tool methods
     then ask `intercept` before doing anything.
@@ -158,6 +165,7 @@ class ToolRound:
     environments: Sequence[Any]
     is_ours: Callable[[Any], bool]
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT
+    cut_stragglers: bool = True
     stats: RoundStats = field(default_factory=RoundStats)
     _results: dict[int, deque[_Outcome]] = field(default_factory=dict)
     _dispatched: dict[int, Any] = field(default_factory=dict)
@@ -220,9 +228,65 @@ class ToolRound:
         t0 = time.perf_counter()
         workers = min(len(pending), max(1, self.max_in_flight))
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ormix-round") as pool:
-            list(pool.map(lambda item: self._run_rollout(*item), pending))
+            futures = {pool.submit(self._run_rollout, *item): item[0] for item in pending}
+            latencies = self._wait(futures, t0)
         self.stats.rounds += 1
         self.stats.wait_s += time.perf_counter() - t0
+        self.stats.tail_wait_s += tail_wait(latencies)
+
+    def _wait(self, futures: dict[concurrent.futures.Future, Any], t0: float) -> list[float]:
+        """Wait for the round's rollouts, cutting those its members' straggler rules give up on; returns
+        each rollout's time in the round (a cut one: until it was cut)."""
+        from ormix.rollout.episode import close_episodes, cut_straggler, episode_of
+
+        groups: dict[str, list[concurrent.futures.Future]] = {}
+        policies: dict[str, StragglerPolicy] = {}
+        skip = set()
+        for future, environment in futures.items():
+            episode = episode_of(environment)
+            if getattr(episode, "_cut", False):
+                skip.add(future)  # cut in an earlier round: its calls fail at once, not a latency
+                continue
+            config = getattr(episode, "_config", None)
+            policy = getattr(config, "stragglers", None)
+            member = getattr(config, "member", "?")
+            groups.setdefault(member, []).append(future)
+            if self.cut_stragglers and isinstance(policy, StragglerPolicy) and policy.active:
+                policies[member] = policy
+        latency: dict[concurrent.futures.Future, float] = {}
+        cut: list[Any] = []
+        waiting = set(futures)
+        while waiting:
+            now = time.perf_counter() - t0
+            soonest = None
+            for member, policy in policies.items():
+                running = [f for f in groups[member] if f in waiting and f not in latency]
+                if not running:
+                    continue
+                done = [latency[f] for f in groups[member] if f in latency and futures[f] not in cut]
+                at = cut_at(policy, done, len(groups[member]))
+                if at is None:
+                    continue
+                if at <= now:
+                    why = f"cut as a straggler after {now:.1f} s (rule of member {member!r})"
+                    for future in running:
+                        latency[future] = now
+                        episode = cut_straggler(futures[future], why)
+                        if episode is not None:
+                            cut.append(episode)
+                    self.stats.cut[member] = self.stats.cut.get(member, 0) + len(running)
+                    continue
+                soonest = at if soonest is None else min(soonest, at)
+            timeout = None if soonest is None else max(0.0, soonest - now)
+            finished, _ = concurrent.futures.wait(
+                waiting, timeout=timeout, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            for future in finished:
+                waiting.discard(future)
+                latency.setdefault(future, time.perf_counter() - t0)
+        if cut:
+            close_episodes(cut)
+        return [t for f, t in latency.items() if f not in skip]
 
     def _run_rollout(self, environment: Any, tool_calls: Iterable[dict[str, Any]]) -> None:
         # The calls TRL will make, made the way TRL makes them: the same method, the same arguments.

@@ -27,7 +27,7 @@ import anyio
 
 from ormix.errors import OrmixRuntimeError
 from ormix.ors import errors as ors_errors
-from ormix.ors.bridge import run_sync
+from ormix.ors.bridge import call_soon, run_sync
 from ormix.rollout.batch import row_key, row_task
 from ormix.rollout.outcome import Outcome, classify_outcome
 from ormix.tools import BindingReport, bind_tools
@@ -42,7 +42,8 @@ class CallRecord:
     `output_chars` is the full size of the tool's text output (also when the model saw a truncated
     head: `truncated`). `error` is `None` for a successful call, else a kind: `rejected:<reason>` (the server
     refused the arguments or the tool), `tool_failed` (the environment raised), `wrong_env` (namespaced
-    routing), or an infrastructure kind (`transport`, `session_died`, `deadline`, `session_open`).
+    routing), or an infrastructure kind (`transport`, `session_died`, `deadline`, `session_open`, `straggler`:
+    abandoned by the round's `ormix.rollout.stragglers` rule).
     """
 
     tool: str
@@ -73,6 +74,8 @@ class EpisodeConfig:
     split: str | None = None
     #: Sessions of this spec being opened or running a tool call at once (None: no bound).
     max_concurrent_sessions: int | None = None
+    #: When a tool round stops waiting for this spec's slowest calls (a `StragglerPolicy`; None: never).
+    stragglers: Any = None
     live: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _parked: dict[tuple[Any, ...], deque[_Opened]] = field(default_factory=dict, repr=False)
@@ -87,7 +90,15 @@ class EpisodeConfig:
 
     async def open_ahead(self, row: Mapping[str, Any]) -> None:
         """Open the session `row` asks for and park it until an episode's `reset(**row)` takes it."""
-        opened = await _open(self, row)
+        self.park(row, await self.open_for(row))
+
+    async def open_for(self, row: Mapping[str, Any]) -> _Opened:
+        """Open the session `row` asks for (with this spec's retries); a failed open is returned, not
+        raised."""
+        return await _open(self, row)
+
+    def park(self, row: Mapping[str, Any], opened: _Opened) -> None:
+        """Park a session opened for `row` until an episode's `reset(**row)` takes it."""
         with self.lock:
             self._parked.setdefault(row_key(row), deque()).append(opened)
 
@@ -184,6 +195,8 @@ class Episode:
     def __init__(self) -> None:
         self._session: Any = None
         self._round: Any = None  # a ToolRound while a trainer runs a batch's tool rounds together
+        self._scope: Any = None  # the cancel scope of the call in flight (a straggler cut cancels it)
+        self._cut = False
         self._clear()
         with self._config.lock:
             self._config.live.add(self)
@@ -230,12 +243,24 @@ class Episode:
 
     async def _acall_tool(self, wire_name: str, arguments: dict[str, Any]) -> str:
         t0 = time.perf_counter()
+        if self._cut:
+            raise failed_call(self, wire_name, "straggler", self.error or "cut", _MODEL_MESSAGES["straggler"])
         if self._session is None:
             reason = self.error or "no session: reset() was not called or the session could not open"
             raise failed_call(self, wire_name, self.error_kind or "session_open", reason, reason)
         try:
-            async with self._config.limiter():
-                result = await self._session.call(wire_name, arguments)
+            with anyio.CancelScope() as scope:
+                # Set and read on the portal's loop only, as `cut_straggler`'s cancel is: no cut is missed.
+                self._scope = scope
+                if self._cut:
+                    scope.cancel()
+                async with self._config.limiter():
+                    result = await self._session.call(wire_name, arguments)
+            self._scope = None
+            if scope.cancelled_caught:
+                latency = (time.perf_counter() - t0) * 1000
+                detail = self.error or "cut as a straggler"
+                raise failed_call(self, wire_name, "straggler", detail, _MODEL_MESSAGES["straggler"], latency)
         except ors_errors.ToolRejected as e:
             raise self._tool_error(wire_name, t0, f"rejected:{e.reason or 'unknown'}", e) from None
         except ors_errors.ToolFailed as e:
@@ -303,6 +328,7 @@ class Episode:
         self.observation = ""
         self.scored = False
         self.server = None
+        self._cut = False
 
     def _record_infra(self, kind: str, exc: BaseException) -> None:
         if self.error_kind is None:
@@ -439,6 +465,30 @@ def _all_at_once(closers: Sequence[Callable[[], Coroutine[Any, Any, Any]]]) -> N
         run_sync(run)
 
 
+def episode_of(environment: Any) -> Episode | None:
+    """The `Episode` behind an environment (itself, or a `RoutingEnvironment`'s active one)."""
+    return environment if isinstance(environment, Episode) else getattr(environment, "episode", None)
+
+
+def cut_straggler(environment: Any, why: str) -> Episode | None:
+    """Abandon the rollout of `environment` (from any thread): its call in flight is cancelled, it and any
+    later call fail as ``straggler``, and its outcome is ``error`` / ``straggler``. The caller closes its
+    session (`close_episodes`) once the call has returned. Returns the episode cut, if any."""
+    episode = episode_of(environment)
+    if episode is None:
+        return None
+    episode._cut = True
+    if episode.error_kind is None:
+        episode.error_kind, episode.error = "straggler", why
+
+    def cancel() -> None:
+        if episode._scope is not None:
+            episode._scope.cancel()
+
+    call_soon(cancel)
+    return episode
+
+
 def set_tool_round(environment: Any, tool_round: Any) -> None:
     """Install (or, with ``None``, remove) a `ToolRound` on an `Episode` or `RoutingEnvironment`."""
     environment._round = tool_round
@@ -449,6 +499,7 @@ _MODEL_MESSAGES = {
     "session_died": "the environment session has ended; no further tool call can succeed.",
     "transport": "the environment could not be reached.",
     "session_open": "the environment could not start this task.",
+    "straggler": "the tool took far longer than the rest of its round and was abandoned; this episode ends.",
 }
 
 

@@ -20,7 +20,7 @@ from typing import Literal
 OutcomeKind = Literal["scored", "unscored", "error"]
 
 #: Infrastructure error kinds, in the order a report lists them.
-ERROR_KINDS: tuple[str, ...] = ("session_open", "transport", "session_died", "deadline")
+ERROR_KINDS: tuple[str, ...] = ("session_open", "transport", "session_died", "deadline", "straggler")
 
 
 @dataclass(frozen=True)

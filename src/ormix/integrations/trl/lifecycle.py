@@ -177,6 +177,9 @@ class ProgressLine(TrainerCallback):
             starting = logs.get(f"ormix/{m}/backend_starting_ms")
             if isinstance(starting, (int, float)) and starting >= 100:
                 text += f" backend starting {starting / 1000:.1f}s"  # mean wait per open
+            cut = logs.get(f"ormix/{m}/straggler_rate")
+            if isinstance(cut, (int, float)) and cut > 0:
+                text += f" cut {cut:.0%}"  # rollouts abandoned as stragglers
             parts.append(text)
         calls = logs.get("tools/call_frequency")
         if calls is not None:
@@ -184,6 +187,13 @@ class ProgressLine(TrainerCallback):
         waits: list[Any] = [logs.get(f"ormix/env/{k}_s") for k in ("open", "tools", "generate")]
         if all(isinstance(w, (int, float)) for w in waits):
             parts.append("env open {:.1f}s tools {:.1f}s gen {:.1f}s".format(*waits))
+        ahead, ahead_wait = logs.get("ormix/env/opened_ahead"), logs.get("ormix/env/ahead_wait_s")
+        if isinstance(ahead, (int, float)) and ahead > 0 and isinstance(ahead_wait, (int, float)):
+            text = f"{ahead:.0f} opened ahead"
+            if ahead_wait >= 0.1:
+                # The opens take longer than a step: how far ahead they start is what bounds the wait now.
+                text += f", waited {ahead_wait:.1f}s: opens slower than a step, lookahead bounds the wait"
+            parts.append(text)
         parts.append(f"{time.monotonic() - self.started:.0f}s")
         return parts
 

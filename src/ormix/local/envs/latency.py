@@ -3,7 +3,10 @@
 Opening a session waits `open_s` (a container starting), each `work` call waits `tool_s` (a command
 running); both wait asynchronously, so one server holds many sessions at once, as a real deployment does.
 The defaults are 0.4 s and 0.25 s; the environment variables `ORMIX_LATENCY_OPEN_S` / `ORMIX_LATENCY_TOOL_S`
-(read by the server process) or the task spec's `open_s` / `tool_s` change them.
+(read by the server process) or the task spec's `open_s` / `tool_s` change them. With
+`ORMIX_LATENCY_TOOL_SIGMA` (or `tool_sigma`) > 0 each `work` call waits a log-normal time instead: median
+`tool_s`, shape σ (heavy-tailed, as test suites are), drawn from one generator per server process seeded by
+`ORMIX_LATENCY_SEED` (default 0).
 
 Tools: `work{text}` (waits, echoes `text`, reward 1.0 when it is the task's word, never finishes) and
 `submit{text}` (no wait, reward 1.0 / 0.0, finishes). Split `train` has 64 tasks, `test` 4.
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
+import random
 import threading
 
 from openreward.environments import Environment, TextBlock, ToolOutput, tool
@@ -42,6 +47,7 @@ class TextParams(BaseModel, extra="forbid"):
 class Latency(Environment):
     """Slow sessions and slow tools (see the module docstring)."""
 
+    _rng: random.Random | None = None
     peak = 0
     _busy = 0
     _lock = threading.Lock()
@@ -70,6 +76,14 @@ class Latency(Environment):
         self.word = self.spec.get("word", "w0")
         self.open_s = _seconds(self.spec, "open_s", "ORMIX_LATENCY_OPEN_S", 0.4)
         self.tool_s = _seconds(self.spec, "tool_s", "ORMIX_LATENCY_TOOL_S", 0.25)
+        self.tool_sigma = _seconds(self.spec, "tool_sigma", "ORMIX_LATENCY_TOOL_SIGMA", 0.0)
+
+    @classmethod
+    def _draw(cls, median: float, sigma: float) -> float:
+        with cls._lock:
+            if cls._rng is None:
+                cls._rng = random.Random(int(os.environ.get("ORMIX_LATENCY_SEED", "0")))
+            return median * math.exp(sigma * cls._rng.gauss(0.0, 1.0))
 
     @classmethod
     def list_splits(cls) -> list[str]:
@@ -93,8 +107,9 @@ class Latency(Environment):
     @tool
     async def work(self, params: TextParams) -> ToolOutput:
         """Do some slow work on the text and echo it back."""
+        wait = self._draw(self.tool_s, self.tool_sigma) if self.tool_sigma > 0 else self.tool_s
         async with self._working():
-            await asyncio.sleep(self.tool_s)
+            await asyncio.sleep(wait)
         reward = 1.0 if params.text.strip() == self.word else 0.0
         return ToolOutput(blocks=[TextBlock(text=f"worked on {params.text}")], reward=reward, finished=False)
 

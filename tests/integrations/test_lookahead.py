@@ -1,0 +1,153 @@
+"""Sessions opened ahead (`ConcurrentGRPOTrainer(lookahead=N)`): real TRL, a real local server, the tiny
+offline model; only sampling is scripted. Faults with sessions opened ahead: a session the server reaps
+while it waits for its step, Ctrl-C and SIGTERM with sessions opened ahead (none left on the server)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+
+import pytest
+from transformers import TrainerCallback
+
+from ormix import OpenRewardSpec
+from ormix.demo.scripted import ScriptedPolicy, tool_call
+from ormix.local.server.shared import server_for
+from ormix.ors.bridge import run_sync
+from support.trl_args import cpu_grpo_config
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _env(monkeypatch):
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+def submit(ctx):
+    answer = re.search(r"answer '(\d+)'", ctx.user).group(1)
+    return tool_call("submit", answer=answer) if ctx.turn == 0 else "done"
+
+
+def _wait_for(condition, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
+class AtStepEnd(TrainerCallback):
+    """Runs `action(trainer)` when the given step ends, once the next step's sessions are all open ahead."""
+
+    def __init__(self, step, action):
+        self.step, self.action, self.trainer = step, action, None
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step == self.step:
+            _wait_for(lambda: len(self.trainer._ahead.sessions()) == 4)
+            self.action(self.trainer)
+        return control
+
+
+def trainer_for(tmp_path, *callbacks, max_steps=2, **spec_kwargs):
+    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+
+    spec = OpenRewardSpec(
+        "local:faulty",
+        indices=[0, 6, 10, 12, 18, 22],
+        local_serve="thread",
+        ping_interval_s=0.1,
+        **spec_kwargs,
+    )
+    args = cpu_grpo_config(
+        str(tmp_path / "run"), max_steps=max_steps, max_completion_length=32, max_tool_calling_iterations=1
+    )
+    trainer = ConcurrentGRPOTrainer(
+        model=os.environ["ORMIX_TEST_TINY"],
+        args=args,
+        train_dataset=spec.train_dataset,
+        environment_factory=spec.environment_factory,
+        reward_funcs=spec.reward_funcs,
+        callbacks=[*spec.callbacks, *callbacks],
+    )
+    for callback in callbacks:
+        callback.trainer = trainer
+    ScriptedPolicy(submit).attach(trainer)
+    return trainer
+
+
+@pytest.fixture
+def tiny(tiny_model, monkeypatch):
+    monkeypatch.setenv("ORMIX_TEST_TINY", tiny_model)
+
+
+def test_sessions_open_ahead_and_one_the_server_reaped_is_opened_again(tiny, tmp_path):
+    server = server_for("local:faulty", mode="thread")
+
+    def reap(trainer):
+        # The server forgets step 2's sessions while they wait (`die`); their pings find out.
+        sessions = trainer._ahead.sessions()
+        for session in sessions:
+            run_sync(session.call, "die", {})
+        _wait_for(lambda: all(s.dead for s in sessions))
+
+    trainer = trainer_for(tmp_path, AtStepEnd(1, reap), max_steps=2)
+    trainer.train()
+    steps = [h for h in trainer.state.log_history if "loss" in h]
+    # (That sessions opened ahead are used: tests/integrations/test_concurrent.py, step 2 of its run.)
+    assert [h["ormix/env/opened_ahead"] for h in steps] == [0, 0]  # step 2's four were reaped
+    assert "ormix/env/ahead_reaped" not in steps[0] and steps[1]["ormix/env/ahead_reaped"] == 4
+    assert all(h["ormix/faulty/coverage"] == 1.0 for h in steps)  # opened again: every rollout scored
+    # max_steps: no step after the last one was opened; nothing is left on the server.
+    assert trainer.ahead_unused == 0
+    assert server.active_sessions() == []
+
+
+@pytest.mark.parametrize("how", ["ctrl_c", "sigterm"])
+def test_a_stopped_run_leaves_no_session_opened_ahead(tiny, tmp_path, how):
+    from ormix.integrations.trl.lifecycle import RunLifecycle, handle_termination
+
+    server = server_for("local:faulty", mode="thread")
+
+    def stop(trainer):
+        assert len(server.active_sessions()) >= 4  # step 2's, opened ahead, are there to be left behind
+        if how == "sigterm":
+            os.kill(os.getpid(), signal.SIGTERM)  # the step ends, then the run stops (ormix train's rule)
+        else:
+            raise KeyboardInterrupt
+
+    with handle_termination("checkpoint", 60) as request:
+        trainer = trainer_for(tmp_path, AtStepEnd(1, stop), RunLifecycle(None, request))
+        if how == "ctrl_c":
+            with pytest.raises(KeyboardInterrupt):
+                trainer.train()
+        else:
+            trainer.train()
+            assert request.requested and request.saved_step == 1
+    assert trainer.state.global_step == 1
+    assert trainer.ahead_unused == 4  # closed, and counted
+    assert server.active_sessions() == []
+
+
+def test_an_open_that_failed_ahead_is_opened_again_at_its_step():
+    # The first open of this task fails (as on a server that died meanwhile); at its step it opens again.
+    import uuid
+
+    from ormix.rollout.ahead import SessionsAhead
+    from ormix.rollout.batch import OpenRequest
+    from ormix.rollout.episode import close_episode
+
+    spec = OpenRewardSpec("local:faulty", num_tasks=1, local_serve="thread", discover_task_tools=False)
+    config = spec.episode_config
+    row = {"task_spec": {"flaky_open": uuid.uuid4().hex, "answer": "42"}}
+    ahead = SessionsAhead()
+    ahead.start(1, [OpenRequest(config, row)])
+    taken = ahead.take(1, [OpenRequest(config, row)])
+    assert (taken.used, taken.failed, len(taken.remaining)) == (0, 1, 1)
+    episode = spec.environment_factory()
+    episode.reset(**row)  # opened now: the flaky open fails only once
+    assert episode.outcome.kind == "unscored" and "submitted" in episode.submit(answer="42")
+    close_episode(episode)
+    assert ahead.close() == 0 and server_for("local:faulty", mode="thread").active_sessions() == []
