@@ -116,13 +116,20 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
 
     # Every per-member metric of a step's log entry is what that step's records say.
     members = ["flaky", "mixed"]
+    # (A record's step is the entry it reached the trainer with; an entry whose window no group reached has
+    # no per-member metrics, as a sync step without a member's rows has none of that member's.)
+    with_records = 0
     for entry in steps:
         batch = [r for r in records if r["step"] == entry["step"]]
-        assert batch, entry["step"]
+        if not batch:
+            assert not [k for k in entry if k.startswith("ormix/") and k.endswith("/coverage")], entry
+            continue
+        with_records += 1
         for key, value in batch_metrics(batch, members).items():
             assert entry[key] == pytest.approx(value), (entry["step"], key)
         assert entry["ormix/staleness"] == pytest.approx(sum(r["staleness"] for r in batch) / len(batch))
 
+    assert with_records >= 2
     # The coverage alarm fired on `flaky` (and was written beside the records).
     alarms = [json.loads(line) for line in (run_dir / "alarms.jsonl").read_text().splitlines()]
     assert alarms and alarms[0]["member"] == "flaky"
