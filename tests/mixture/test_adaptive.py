@@ -473,7 +473,9 @@ def test_each_signal_moves_budget_to_the_member_that_teaches_and_never_below_the
 
 def test_informative_puts_saturated_and_dead_members_on_the_floor() -> None:
     planner = _planner(
-        {"learns": 4, "solved": 4, "failed": 4}, 6, settings={"floor": 0.05, "max_change": 0.3}
+        {"learns": 4, "solved": 4, "failed": 4},
+        6,
+        settings={"signal": "informative", "floor": 0.05, "max_change": 0.3},
     )
     _drive(planner, 12, lambda m, t, s: {"learns": [1.0, 0.0], "solved": [1.0, 1.0]}.get(m, [0.0, 0.0]))
     assert planner.weights(12) == pytest.approx({"learns": 0.9, "solved": 0.05, "failed": 0.05}, abs=1e-9)
@@ -486,7 +488,7 @@ def test_a_member_with_no_group_in_a_short_window_is_judged_on_its_longer_record
         {"solved": 4, "failed": 4, "mixed": 4},
         6,
         1,
-        settings={"warmup_steps": 2, "floor": 0.05, "max_change": 0.3, "window": 2},
+        settings={"signal": "informative", "warmup_steps": 2, "floor": 0.05, "max_change": 0.3, "window": 2},
     )
     outcome = {"solved": [1.0, 1.0], "failed": [0.0, 0.0], "mixed": [1.0, 0.0]}
     _drive(planner, 16, lambda m, t, s: outcome[m])
