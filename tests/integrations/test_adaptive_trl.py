@@ -27,7 +27,7 @@ members:
   failed: {target: "local:echo", indices: [4, 5, 6, 7], local_serve: thread}
   mixed: {target: "local:echo", indices: [8, 9, 10, 11], local_serve: thread}
 strategy: adaptive
-adaptive: {warmup_steps: 2, floor: 0.05, max_change: 0.3, window: 2}
+adaptive: {signal: informative, warmup_steps: 2, floor: 0.05, max_change: 0.3, window: 2}
 prompts_per_step: 6
 num_samples: 60
 seed: 1

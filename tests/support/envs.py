@@ -9,11 +9,13 @@ and the server-side dispatch `_call_tool` (to answer any listed tool name and re
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from openreward.environments import Environment, TextBlock, ToolOutput
+from openreward.environments import Environment, TextBlock, ToolOutput, tool
 from openreward.environments.types import ListToolsOutput, RunToolOutput, RunToolSuccess, ToolSpec
+from pydantic import BaseModel
 
 SURFACES = Path(__file__).resolve().parents[1] / "data" / "tool-surfaces"
 
@@ -157,3 +159,53 @@ class NumericDifficulty(_SurfaceBase):
     @classmethod
     def list_tasks(cls, split: str) -> list[dict]:
         return [{"n": i, "difficulty": i % 3, "tags": {"nested": [i]}} for i in range(4)]
+
+
+_FLAKY_LOCK = threading.Lock()
+
+
+class _EchoParams(BaseModel, extra="forbid"):
+    text: str
+
+
+class FlakyEcho(Environment):
+    """`local:echo`'s tasks and tools with a flaky grader: every fifth `submit` in this process has its
+    reward flipped (20% of outcomes, deterministic in count, as a flaky test suite would flip them).
+
+    Example (a target ``support.envs:FlakyEcho``):
+        >>> FlakyEcho.list_splits()
+        ['train', 'test']
+    """
+
+    FLIP_EVERY: ClassVar[int] = 5
+    _calls: ClassVar[list[int]] = [0]
+
+    def __init__(self, task_spec: dict, secrets: dict | None = None) -> None:
+        super().__init__(task_spec, secrets or {})
+        self.word = task_spec["word"]
+
+    @classmethod
+    def list_splits(cls) -> list[str]:
+        return ["train", "test"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> list[dict]:
+        from ormix.local.envs.echo import Echo
+
+        return Echo.list_tasks(split)
+
+    def get_prompt(self) -> list[TextBlock]:
+        return [TextBlock(text=f"Call the submit tool with the word {self.word!r}.")]
+
+    @tool
+    def submit(self, params: _EchoParams) -> ToolOutput:
+        """Submit the final answer and end the episode."""
+        reward = 1.0 if params.text.strip() == self.word else 0.0
+        with _FLAKY_LOCK:
+            self._calls[0] += 1
+            flip = self._calls[0] % self.FLIP_EVERY == 0
+        return ToolOutput(
+            blocks=[TextBlock(text=f"submitted {params.text!r}")],
+            reward=1.0 - reward if flip else reward,
+            finished=True,
+        )

@@ -34,7 +34,7 @@ MIXTURE = {
         "mixed": {"target": "local:echo", "indices": [8, 9, 10, 11], "local_serve": "thread"},
     },
     "strategy": "adaptive",
-    "adaptive": {"warmup_steps": 2, "floor": 0.05, "max_change": 0.3, "window": 2},
+    "adaptive": {"signal": "informative", "warmup_steps": 2, "floor": 0.05, "max_change": 0.3, "window": 2},
     "prompts_per_step": 4,
     "num_steps": 6,  # one step more than trained: the loader's look-ahead fetches (decides) step 6's rows too
     # Step 1 split by member (rank 0 both `mixed` rows, rank 1 both `solved` ones), and no rank ever holds

@@ -434,15 +434,18 @@ class PriorConfig(BaseModel):
 class AdaptiveConfig(BaseModel):
     """How adaptive weights move (``adaptive:``, with ``strategy: adaptive``).
 
-    ``signal``: ``informative`` (default: the fraction of a member's recent GRPO groups with reward spread),
-    ``progress`` (informative rate × learnability: reward gained per informative group) or ``thompson`` (a
-    bandit on the same). ``warmup_steps`` steps use the static weights (``weights:``, or uniform; so do the
+    ``signal``: ``denoised`` (default: ``informative`` less what each member's own outcome noise explains,
+    averaged with progress in the reward achieved; ``uniform_mix`` of the batch stays uniform),
+    ``informative`` (the fraction of a member's recent GRPO groups with reward spread), ``progress``
+    (informative rate × learnability: reward gained per informative group) or ``thompson`` (a bandit on the
+    same). ``warmup_steps`` steps use the static weights (``weights:``, or uniform; so do the
     first two steps in any case, which have no statistics yet, so 2 or less adds no warm-up). Every member
     keeps at least ``floor`` of the batch; a weight moves at most ``max_change`` per step; ``window``
     steps of statistics feed the informative rate, ``progress_window`` the learnability; target weights go as
     ``score ** sharpness``, times the member's headroom (reward left to gain, on the range of rewards seen)
     ``** headroom`` (0 turns it off); ``prior_groups`` is the strength of the prior a member's rate is shrunk
-    toward; ``thompson_draws`` the draws per decision. The statistics of step *t* decide step *t + 2* (see
+    toward; ``thompson_draws`` the draws per decision; ``uniform_mix`` (``denoised`` only) the share of the
+    batch spread uniformly whatever the signal says. The statistics of step *t* decide step *t + 2* (see
     `ormix.mixture.adaptive` and `ormix.mixture.planner`).
 
     Example:
@@ -452,7 +455,7 @@ class AdaptiveConfig(BaseModel):
 
     model_config = _MODEL_CONFIG
 
-    signal: Literal["informative", "progress", "thompson"] = "informative"
+    signal: Literal["denoised", "informative", "progress", "thompson"] = "denoised"
     warmup_steps: int = Field(2, ge=0)
     floor: float = Field(0.05, ge=0.0, le=1.0)
     max_change: float = Field(0.25, gt=0.0, le=1.0)
@@ -462,6 +465,7 @@ class AdaptiveConfig(BaseModel):
     prior_groups: float = Field(4.0, ge=0.0)
     thompson_draws: int = Field(256, ge=1)
     headroom: float = Field(1.0, ge=0.0)
+    uniform_mix: float = Field(0.2, ge=0.0, le=1.0)
 
 
 class MemberConfig(SpecConfig):

@@ -244,6 +244,9 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
     a = cfg.adaptive or AdaptiveConfig()
     fixed = fixed_steps(a)
     signal = {
+        "denoised": "the share of its recent GRPO groups whose rewards differ beyond what its own outcome "
+        f"noise explains, averaged with its progress in reward ({a.uniform_mix:.0%} of a step stays uniform; "
+        "a member rises above its uniform share only as its noise is measured)",
         "informative": "the share of its recent GRPO groups whose rewards differ "
         "(groups that teach something)",
         "progress": "its learning progress (informative share times reward gained per informative group)",

@@ -645,17 +645,22 @@ def figures(
 
     if logged and any(k.endswith("/weight") for v in logged.values() for k in v):
         # An adaptive mixture: the weights the planner chose next to the share each member actually got.
-        fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+        # What the signal believed (its value, the outcome noise it estimated): why a member got its share.
+        fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
         for m in members:
             line(top, m, "weight", source=logged, label=f"{m} weight")
             line(top, m, "share", label=f"{m} actual share", linestyle=":", alpha=0.6)
+            line(middle, m, "signal", source=logged, label=f"{m} signal")
+            line(middle, m, "noise", source=logged, label=f"{m} noise", linestyle="--", alpha=0.7)
             line(bottom, m, "tasks_set_aside", source=logged, label=m)
         top.set_ylim(-0.05, 1.05)
         top.set_ylabel("weight / share of the batch")
         top.set_title("Adaptive weights per environment")
+        middle.set_ylabel("signal value / outcome noise")
         bottom.set_ylabel("tasks set aside")
         bottom.set_xlabel("training step")
         finish(top, "no weights logged")
+        finish(middle, "no signal logged (warm-up only)")
         finish(bottom, "no member filters its tasks")
         written["weights.png"] = fig
     return written
@@ -839,7 +844,7 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
         try:
             drawn = {}
             if series:
-                logged = logged_series(run_dir, ("weight", "tasks_set_aside"))
+                logged = logged_series(run_dir, ("weight", "tasks_set_aside", "noise", "signal"))
                 planned = planned_shares(RunDirectory(run_dir).read_manifest())
                 drawn = figures(series, members, logged, result.summary["trend"], planned)
             if env_time:

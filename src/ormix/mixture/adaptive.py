@@ -12,7 +12,18 @@ last ``progress_window`` steps, itself shrunk the same way toward the mixture-wi
 groups in the window, or none, as a member on the floor of a small batch may have, is judged on its longer
 record, not on those two alone).
 
-- ``informative`` (default): budget follows the informative rate minus a *noise baseline*, the least
+- ``denoised`` (default): ``informative`` made robust to what fools it (`denoised_detail`). Each member's
+  outcome noise is estimated from its own groups (`noise_estimates`: the disagreement between rollouts of one
+  group, on its least disagreeing tasks), and the informativeness that noise explains (the chance that a
+  group of a solved or hopeless task looks informative through flips alone) is taken off its informative
+  rate. A second view weighs progress in the reward achieved: the informative rate times the member's pace
+  (its slope of success on practice, relative to the fastest member's, discounted by its noise); it keeps a
+  member whose every task sits mid-way (which reads as noise in the first view) and starves none that
+  learns. Both views are weighed by the member's headroom on its own reward range (so partial credit or -1/+1
+  rewards read like 0/1) and averaged, each by how much it says. Do no harm: a member rises above its
+  uniform share only as far as its noise is known (``NOISE_SUPPORT`` pairs of rollouts measure it half-way),
+  and ``uniform_mix`` (0.2) of the batch is spread uniformly whatever the signal says, on top of ``floor``.
+- ``informative``: budget follows the informative rate minus a *noise baseline*, the least
   informative member's rate (reward noise alone makes a member that teaches nothing look informative now and
   then: with 4 rollouts and 5% flipped rewards, about 18% of its groups), raised to ``sharpness``.
 - ``progress``: budget follows expected learning progress per row: the informative rate times the member's
@@ -47,9 +58,12 @@ Example:
     >>> import random
     >>> from ormix.config import AdaptiveConfig
     >>> window = [step_stats({"a": [(0, [1.0, 1.0])] * 4, "b": [(0, [0.0, 1.0])] * 4}, ["a", "b"])]
-    >>> s = scores(window, ["a", "b"], random.Random(0), AdaptiveConfig())
+    >>> s = scores(window, ["a", "b"], random.Random(0), AdaptiveConfig(signal="informative"))
     >>> s["a"], s["b"] > 0
     (0.0, True)
+    >>> s = scores(window, ["a", "b"], random.Random(0), AdaptiveConfig())  # denoised (the default)
+    >>> round(s["a"], 2), round(s["b"], 2)  # one task: b's noise is unknown, so b may not gain much yet
+    (0.3, 0.7)
 """
 
 from __future__ import annotations
@@ -62,10 +76,10 @@ from dataclasses import dataclass
 from ormix.config import AdaptiveConfig
 from ormix.telemetry.metrics import is_informative, present_rewards
 
-__all__ = ["SIGNALS", "Group", "StepStats", "constrain", "scores", "step_stats"]
+__all__ = ["SIGNALS", "Group", "StepStats", "constrain", "noise_estimates", "scores", "step_stats"]
 
 #: The adaptive signals, in the order the docs list them.
-SIGNALS: tuple[str, ...] = ("informative", "progress", "thompson")
+SIGNALS: tuple[str, ...] = ("denoised", "informative", "progress", "thompson")
 #: One GRPO group: (task index, the rewards of its rollouts; ``None`` for an error or an unscored one).
 Group = tuple[int, Sequence[float | None]]
 
@@ -89,6 +103,10 @@ class StepStats:
     squares: float = 0.0  # ... and of their squares
     low: float = math.inf  # the lowest and highest reward seen (the scale headroom is measured on)
     high: float = -math.inf
+    present: int = 0  # rewards present in the groups counted by ``groups`` (their mean size: present/groups)
+    # Per task of those groups: (task, pairs of rollouts, sum of the pairs' squared reward differences), the
+    # within-group disagreement ``denoised`` estimates the member's outcome noise from.
+    pairs: tuple[tuple[int, int, float], ...] = ()
 
 
 def step_stats(groups: Mapping[str, Sequence[Group]], members: Sequence[str]) -> dict[str, StepStats]:
@@ -102,10 +120,11 @@ def step_stats(groups: Mapping[str, Sequence[Group]], members: Sequence[str]) ->
 
 
 def _member_stats(groups: Sequence[Group]) -> StepStats:
-    n2 = informative = scored = 0
+    n2 = informative = scored = size = 0
     total = squares = 0.0
     low, high = math.inf, -math.inf
-    for _, rewards in groups:
+    pairs: dict[int, tuple[int, float]] = {}
+    for task, rewards in groups:
         present = present_rewards(rewards)
         if present:
             low, high = min(low, *present), max(high, *present)
@@ -115,8 +134,16 @@ def _member_stats(groups: Sequence[Group]) -> StepStats:
             squares += mean * mean
         if len(present) >= 2:
             n2 += 1
+            size += len(present)
             informative += is_informative(present)
-    return StepStats(n2, informative, scored, total, squares, low, high)
+            # Sum over pairs of (r_i - r_j)^2 = n * sum(r^2) - (sum r)^2.
+            n = len(present)
+            diff = max(0.0, n * math.fsum(r * r for r in present) - math.fsum(present) ** 2)
+            count, sq = pairs.get(task, (0, 0.0))
+            pairs[task] = (count + n * (n - 1) // 2, sq + diff)
+    return StepStats(
+        n2, informative, scored, total, squares, low, high, size, tuple((t, *pairs[t]) for t in sorted(pairs))
+    )
 
 
 @dataclass(frozen=True)
@@ -225,6 +252,8 @@ def scores(
     hits = {m: informative[m] + a * own[m] for m in members}
     misses = {m: groups[m] - informative[m] + a * (1 - own[m]) for m in members}
     rate = {m: hits[m] / (hits[m] + misses[m]) if hits[m] + misses[m] > 0 else own[m] for m in members}
+    if signal == "denoised":
+        return _denoised(recent, longer, members, rate, cfg)
     room = _headroom(recent, longer, members, a)
     gain = {m: room[m] ** cfg.headroom for m in members}
     if signal == "informative":
@@ -239,6 +268,208 @@ def scores(
         draws = {m: _beta(rng, hits[m], misses[m]) * abs(rng.gauss(*spread[m])) * gain[m] for m in members}
         wins[max(members, key=lambda m: (draws[m], m))] += 1
     return {m: wins[m] / cfg.thompson_draws for m in members}
+
+
+def noise_estimates(steps: Sequence[Mapping[str, StepStats]], members: Sequence[str]) -> dict[str, float]:
+    """Each member's outcome noise: the probability that a rollout's binary outcome is flipped, estimated
+    from its own groups (0 for a member without two distinct rewards seen or two tasks with groups).
+
+    Within one group the policy and the task are the same, so two rollouts disagree with probability
+    ``2q(1 - q)`` (q: the chance of success the grader reports). A task the policy always solves, or always
+    fails, disagrees only through noise e: ``2e(1 - e)``; one it is learning disagrees more. Each task's
+    disagreement is pooled over its groups (on the member's own reward range, so partial credit or -1/+1
+    reads the same), and the noise is read off the least disagreeing third of the tasks, where learning adds
+    the least: the tasks are picked on one half of the steps and measured on the other (then the other way
+    round), so picking the luckiest does not bias the estimate low. Not modelled: a member whose every task
+    sits mid-way, which reads as noise.
+
+    Example:
+        >>> flaky = [(t, [1.0, 0.0, 0.0, 0.0, 0.0]) for t in range(6)]  # a stray success in every group
+        >>> clean = [(t, [0.0] * 5) for t in range(3)] + [(t, [1.0] * 5) for t in range(3, 6)]
+        >>> steps = [step_stats({"a": flaky, "b": clean}, ["a", "b"])] * 4
+        >>> e = noise_estimates(steps, ["a", "b"])
+        >>> round(e["a"], 2), e["b"]
+        (0.28, 0.0)
+    """
+    return {m: e for m, (e, _) in _noise_support(steps, members).items()}
+
+
+def _noise_support(
+    steps: Sequence[Mapping[str, StepStats]], members: Sequence[str]
+) -> dict[str, tuple[float, float]]:
+    """`noise_estimates` with the pairs of rollouts each estimate was measured on (0 when none).
+
+    A grader's noise does not change over a run, while learning moves a task's disagreement (a policy at
+    0.5 on every task disagrees as much as 25% noise, and no longer once it is at 0.9): the window's earlier
+    and later halves are estimated apart and the lower estimate is kept (the one that learning inflates
+    least)."""
+    out = {}
+    middle = len(steps) // 2
+    for m in members:
+        low = min((st[m].low for st in steps if m in st), default=math.inf)
+        high = max((st[m].high for st in steps if m in st), default=-math.inf)
+        if not high - low > 1e-9:
+            out[m] = (0.0, 0.0)
+            continue
+        found = [
+            _disagreement(part, m, (high - low) ** 2) for part in (steps[:middle], steps[middle:]) if part
+        ]
+        known = [f for f in found if f[1] > 0]
+        if not known:
+            out[m] = (0.0, 0.0)
+            continue
+        d, _ = min(known)
+        support = math.fsum(f[1] for f in known)
+        out[m] = ((1 - math.sqrt(max(0.0, 1 - 2 * min(0.5, d)))) / 2, support)
+    return out
+
+
+def _disagreement(steps: Sequence[Mapping[str, StepStats]], m: str, span2: float) -> tuple[float, float]:
+    """The chance that two rollouts of one group disagree on the least disagreeing third of a member's
+    tasks, and the pairs it was measured on ((0, 0) when fewer than two tasks were seen in both halves).
+
+    Two halves of the steps (alternate steps): one picks the least disagreeing tasks, the other measures
+    them, so the pick's luck (the least disagreeing of noisy estimates) does not bias the measure low; then
+    the halves swap, and the two measures are averaged."""
+    halves: list[dict[int, list[float]]] = [{}, {}]
+    for i, st in enumerate(steps):
+        if m in st:
+            for task, pairs, sq in st[m].pairs:
+                acc = halves[i % 2].setdefault(task, [0.0, 0.0])
+                acc[0] += pairs
+                acc[1] += sq
+    both = sorted(set(halves[0]) & set(halves[1]))
+    if len(both) < 2:
+        return 0.0, 0.0
+    measures: list[float] = []
+    support = 0.0
+    for pick, measure in ((halves[0], halves[1]), (halves[1], halves[0])):
+        # E[(r_i - r_j)^2] on a 0/1 scale is the chance two rollouts disagree.
+        order = sorted(both, key=lambda t: (pick[t][1] / pick[t][0], t))
+        chosen = order[: max(1, -(-len(order) // 3))]
+        count = math.fsum(measure[t][0] for t in chosen)
+        support += count
+        measures.append(math.fsum(measure[t][1] for t in chosen) / count / span2)
+    return math.fsum(measures) / 2, support
+
+
+def _denoised(
+    recent: Sequence[Mapping[str, StepStats]],
+    longer: Sequence[Mapping[str, StepStats]],
+    members: Sequence[str],
+    rate: Mapping[str, float],
+    cfg: AdaptiveConfig,
+) -> dict[str, float | None]:
+    """The ``denoised`` scores (see the module docstring): normalised, with the uniform mix."""
+    detail = denoised_detail(recent, longer, members, rate, cfg)
+    return {m: detail[m][2] for m in members}
+
+
+def denoised_detail(
+    recent: Sequence[Mapping[str, StepStats]],
+    longer: Sequence[Mapping[str, StepStats]],
+    members: Sequence[str],
+    rate: Mapping[str, float],
+    cfg: AdaptiveConfig,
+) -> dict[str, tuple[float, float, float]]:
+    """Per member (noise, the informative rate beyond it, score): what ``denoised`` believes."""
+    support = _noise_support(longer, members)
+    noise = {m: e for m, (e, _) in support.items()}
+    posterior = _posteriors(_slopes(longer, members))
+    baseline = min(rate.values())  # what the least informative member shows: noise every member has
+    excess, room = {}, {}
+    for m in members:
+        e = noise[m]
+        groups = math.fsum(st[m].groups for st in longer if m in st)
+        size = math.fsum(st[m].present for st in longer if m in st) / groups if groups else 2.0
+        # The chance that noise alone makes a group of a solved (or hopeless) task informative.
+        explained = max(baseline, 1 - (1 - e) ** size - e**size)
+        excess[m] = max(0.0, rate[m] - explained)
+        # Headroom on the reward seen, not corrected for the noise: a correction by an overestimated noise
+        # would call a member at 0.9 on every task solved.
+        room[m] = _own_headroom(recent, longer, m, 0.0, cfg.prior_groups)
+    raw = {m: excess[m] ** cfg.sharpness * room[m] ** cfg.headroom for m in members}
+    # Progress in the reward achieved: the informative rate times the member's pace (its expected absolute
+    # slope of success on practice, as ``progress`` has it), relative to the fastest member's. A member whose
+    # every task sits mid-way reads as noisy in the view above but shows here, learning. A flaky grader
+    # shrinks the slope it reports by (1 - 2e) and inflates the groups it calls informative, so its pace is
+    # discounted by its noise, (1 - 2e)^2.
+    pace = {m: _expected_abs(*posterior[m]) * (1 - 2 * noise[m]) ** 2 for m in members}
+    fastest = max(pace.values())
+    moved = {
+        m: (rate[m] * (pace[m] / fastest if fastest > 0 else 1.0)) ** cfg.sharpness * room[m] ** cfg.headroom
+        for m in members
+    }
+    n, mix = len(members), cfg.uniform_mix
+    # The two views, each normalised, averaged by how much each says: a view in which every member is near
+    # zero (below `SIGNIFICANT`) says little and weighs less; when neither says much, the rest is spread
+    # evenly (tiny scores are not blown up to full shares).
+    views = [(_normalised(v, n), min(1.0, math.fsum(v.values()) / SIGNIFICANT**2)) for v in (raw, moved)]
+    said = math.fsum(w for _, w in views)
+    joint = {
+        m: math.fsum(v[m] * w for v, w in views) / max(1.0, said) + max(0.0, 1.0 - said) / n for m in members
+    }
+    # Do no harm: a member may rise above its uniform share in proportion to the data its noise was
+    # measured on (until its noise is known, a flaky member's disagreement could be all noise; it may lose
+    # share, not gain it), and a fixed ``uniform_mix`` of the batch is spread uniformly whatever the signal
+    # says.
+    score = {}
+    for m in members:
+        trust = support[m][1] / (support[m][1] + NOISE_SUPPORT)
+        wanted = joint[m]
+        score[m] = (1 - mix) * (trust * wanted + (1 - trust) * min(wanted, 1 / n)) + mix / n
+    spare = max(0.0, 1.0 - math.fsum(score.values()))  # what the untrusted gave up, spread evenly
+    score = {m: v + spare / n for m, v in score.items()}
+    return {m: (noise[m], excess[m], score[m]) for m in members}
+
+
+#: Pairs of rollouts a member's noise must be measured on before it may rise well above its uniform share
+#: (half-way at this many).
+NOISE_SUPPORT = 100.0
+#: An informative rate (beyond noise) below which a view is not trusted to pick members on its own.
+SIGNIFICANT = 0.1
+
+
+def _normalised(values: Mapping[str, float], n: int) -> dict[str, float]:
+    total = math.fsum(values.values())
+    return {m: v / total if total > 0 else 1 / n for m, v in values.items()}
+
+
+def _own_headroom(
+    recent: Sequence[Mapping[str, StepStats]],
+    longer: Sequence[Mapping[str, StepStats]],
+    m: str,
+    noise: float,
+    prior: float,
+) -> float:
+    """A member's reward left to gain on its own reward range (the mixture's when it has none: always
+    solved, or always failed), its mean corrected for its noise (a flaky grader reports a solved member at
+    1 - e, a hopeless one at e). The mean is shrunk like `_headroom`'s."""
+    low = min((st[m].low for st in longer if m in st), default=math.inf)
+    high = max((st[m].high for st in longer if m in st), default=-math.inf)
+    if not high - low > 1e-9:
+        low = min((st[x].low for st in longer for x in st), default=math.inf)
+        high = max((st[x].high for st in longer for x in st), default=-math.inf)
+        noise = 0.0
+    if not high - low > 1e-9:
+        return 1.0
+    scored = math.fsum(st[x].scored for st in longer for x in st)
+    pooled = math.fsum(st[x].total for st in longer for x in st) / scored if scored else (low + high) / 2
+    own = _shrunk(
+        math.fsum(st[m].total for st in longer if m in st),
+        math.fsum(st[m].scored for st in longer if m in st),
+        pooled,
+        prior,
+    )
+    mean = _shrunk(
+        math.fsum(st[m].total for st in recent if m in st),
+        math.fsum(st[m].scored for st in recent if m in st),
+        own,
+        prior,
+    )
+    u = (mean - low) / (high - low)
+    solved = (u - noise) / (1 - 2 * noise) if noise < 0.5 else 0.5
+    return min(1.0, max(0.0, 1 - solved))
 
 
 def _headroom(

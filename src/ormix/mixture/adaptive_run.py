@@ -6,8 +6,9 @@ scored.
 - the training dataset (`dataset`) is one placeholder row per planned row; a `datasets` transform fills each
   row in when the trainer fetches it, from ``planner.rows(step)`` (step = row // prompts_per_step + 1);
 - an observer on every train member's reward function (`observer`) keeps each GRPO group's task and rewards
-  of the step being trained, and logs the member's weight and its tasks set aside
-  (``ormix/<member>/weight``, ``ormix/<member>/tasks_set_aside``);
+  of the step being trained, and logs the member's weight, its tasks set aside and what the signal believed of
+  it (``ormix/<member>/weight``, ``ormix/<member>/tasks_set_aside``, ``ormix/<member>/noise``,
+  ``ormix/<member>/signal``; the last two once the warm-up is over);
 - at the end of every training step, a trainer callback (`ormix.integrations.trl.callbacks.AdaptiveCallback`)
   pools those groups over all ranks and hands them to ``planner.observe`` (`end_step`), and saves / restores
   ``planner.state_dict()`` with the trainer's checkpoints.
@@ -157,3 +158,8 @@ class _Observer:
                 metric_key(self.member, "tasks_set_aside"),
                 float(run.planner.tasks_set_aside(self.member, step)),
             )
+            # What the signal believed of this member when it decided the step (none during warm-up).
+            belief = run.planner.beliefs(step).get(self.member)
+            if belief is not None:
+                batch.log_metric(metric_key(self.member, "noise"), belief["noise"])
+                batch.log_metric(metric_key(self.member, "signal"), belief["signal"])

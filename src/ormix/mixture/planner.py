@@ -71,7 +71,7 @@ from typing import Any
 
 from ormix.config import AdaptiveConfig, MixtureConfig
 from ormix.errors import MixtureError
-from ormix.mixture.adaptive import Group, StepStats, constrain, scores, step_stats
+from ormix.mixture.adaptive import Group, StepStats, constrain, noise_estimates, scores, step_stats
 from ormix.telemetry.metrics import present_rewards
 
 __all__ = ["LAG", "Planner", "PlanRow", "derive_seed", "fixed_steps", "starvation_probability"]
@@ -195,6 +195,9 @@ class Planner:
         self._cycle = dict.fromkeys(self.members, 0)
         self._perms: dict[str, tuple[int, list[int]]] = {}  # cache: member → (cycle, permutation)
         self._summary: dict[int, dict[str, StepStats]] = {}  # cache of history
+        # What the adaptive signal believed when it decided a step: member → (noise, signal value). Derived
+        # from the history (not checkpointed): for the logs only.
+        self._beliefs: dict[int, dict[str, tuple[float, float]]] = {}
         self._task_history: dict[str, dict[int, list[str]]] = {m: {} for m in self.members}
         # member → task → (first step set aside, first step back)
         self._aside: dict[str, dict[int, tuple[int, int]]] = {m: {} for m in self.members}
@@ -258,6 +261,27 @@ class Planner:
         """
         self._decide_through(step)
         return dict(self._weights[step])
+
+    def beliefs(self, step: int) -> dict[str, dict[str, float]]:
+        """What the adaptive signal believed of each member when it decided `step`: its outcome noise
+        (`ormix.mixture.adaptive.noise_estimates`), its signal value (the score its weight follows) and the
+        weight; empty for a step decided on the starting weights, or before a resume (they are logs, not
+        state).
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
+            ...                     strategy="adaptive", prompts_per_step=2)
+            >>> p = Planner(cfg, {"a": [0], "b": [0]})
+            >>> for s in (1, 2): p.observe(s, {"a": [(0, [1.0, 0.0])], "b": [(0, [1.0, 1.0])]})
+            >>> sorted(p.beliefs(4)["a"]), p.beliefs(1)
+            (['noise', 'signal', 'weight'], {})
+        """
+        weights = self.weights(step)
+        return {
+            m: {"noise": noise, "signal": signal, "weight": weights[m]}
+            for m, (noise, signal) in self._beliefs.get(step, {}).items()
+        }
 
     # ── rows ──────────────────────────────────────────────────────────
 
@@ -462,6 +486,9 @@ class Planner:
             target = dict(previous)  # nothing to go on: stay
         else:
             target = {m: (score[m] or 0.0) + 1e-12 for m in self.members}
+            noise = noise_estimates(window, self.members)
+            self._beliefs[step] = {m: (noise[m], score[m] or 0.0) for m in self.members}
+            self._beliefs.pop(step - 4 * self.lag - 64, None)  # logs read the current step only
         return constrain(target, previous, floor=cfg.floor, max_change=cfg.max_change)
 
     def _stats(self, step: int) -> dict[str, StepStats]:
