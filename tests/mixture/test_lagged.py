@@ -35,10 +35,14 @@ def rewards_of(member: str, task: int, g: int) -> list[float | None]:
     return [float(i % 2 == 0) if task % 2 == 0 else 0.0 for i in range(g)]
 
 
-def simulate(m: int, q: int, g: int, groups: int, choices: list[int]) -> list[tuple[str, int]]:
-    """Run the worker's schedule with `choices` picking each next event; return the rows it drew."""
+def simulate(
+    m: int, q: int, g: int, groups: int, choices: list[int], *, fifo: bool = False
+) -> tuple[list[tuple[str, int]], Planner]:
+    """Run the worker's schedule with `choices` picking each next event (`fifo`: rollouts finish in the
+    order they were drawn); return the rows it drew and the planner (its `held`: the plan steps decided
+    before their statistics were in)."""
     lag = async_lag(max_inflight_tasks=m, score_queue_maxsize=q, prompts_per_step=CONFIG.prompts_per_step)
-    plan = LaggedPlan(Planner(CONFIG, TASKS, lag=lag))
+    plan = LaggedPlan(Planner(CONFIG, TASKS, lag=lag, hold_unobserved=True))
     rows: list[tuple[str, int]] = []
     drawn = 0  # rollouts drawn
     inflight: list[int] = []  # rollout indices
@@ -66,7 +70,7 @@ def simulate(m: int, q: int, g: int, groups: int, choices: list[int]) -> list[tu
             inflight.append(drawn)
             drawn += 1
         elif event == "finish":
-            rollout = inflight.pop(next(picks, 0) % len(inflight))
+            rollout = inflight.pop(0 if fifo else next(picks, 0) % len(inflight))
             done[rollout // g] += 1
             if done[rollout // g] == g:
                 if len(queue) < q:
@@ -84,21 +88,46 @@ def simulate(m: int, q: int, g: int, groups: int, choices: list[int]) -> list[tu
             plan.add(group, member, task, rewards_of(member, task, g))
             scoring = None
             scored += 1
-    return rows
+    return rows, plan.planner
+
+
+SCHEDULES = {
+    "m": st.integers(1, 6),
+    "q": st.integers(1, 3),
+    "g": st.integers(1, 3),
+    "choices": st.lists(st.integers(0, 7), max_size=400),
+}
 
 
 @settings(max_examples=40, deadline=None)
-@given(
-    m=st.integers(1, 6),
-    q=st.integers(1, 3),
-    g=st.integers(1, 3),
-    choices=st.lists(st.integers(0, 7), max_size=400),
-)
-def test_the_async_lag_never_asks_for_missing_statistics_and_rows_do_not_depend_on_timing(m, q, g, choices):
+@given(**SCHEDULES)
+def test_while_rollouts_finish_in_order_the_lag_holds_and_rows_do_not_depend_on_timing(m, q, g, choices):
     groups = 14  # 7 plan steps
-    rows = simulate(m, q, g, groups, choices)  # raises MixtureError if a step was decided too early
-    in_order = simulate(m, q, g, groups, [])  # the sequential schedule: always the first event
+    rows, planner = simulate(m, q, g, groups, choices, fifo=True)
+    in_order, sequential = simulate(m, q, g, groups, [])  # the sequential schedule: always the first event
+    assert planner.held == [] and sequential.held == []
     assert rows == in_order
+
+
+@settings(max_examples=40, deadline=None)
+@given(**SCHEDULES)
+def test_a_rollout_slower_than_the_lag_holds_the_weights_and_never_stops_the_worker(m, q, g, choices):
+    """Any completion order (one rollout may stay in flight while later ones cycle through): no row is
+    refused; a step whose statistics were not in keeps the weights of the step before, and is counted."""
+    groups = 14
+    rows, planner = simulate(m, q, g, groups, choices)
+    in_order, _ = simulate(m, q, g, groups, [])
+    for step in planner.held:
+        assert planner.weights(step) == planner.weights(step - 1)
+    if not planner.held:
+        assert rows == in_order
+
+
+def test_a_slow_rollout_is_what_holds_a_step():
+    # m=3, q=1, g=1: rollout 2 finishes first, rollout 0 waits behind a full queue, rollout 1 is still being
+    # scored when step 4 (rows 6, 7) is drawn, so step 1's statistics are not in.
+    _, planner = simulate(3, 1, 1, 14, [0, 0, 0, 0, 2])
+    assert planner.held and planner.held[0] == 4
 
 
 def test_a_row_whose_statistics_are_missing_is_refused():

@@ -167,6 +167,7 @@ class Planner:
         *,
         metadata: Mapping[str, Mapping[int, Mapping[str, Any]]] | None = None,
         lag: int = LAG,
+        hold_unobserved: bool = False,
     ) -> None:
         if not tasks:
             raise MixtureError("the mixture has no train members; add at least one environment")
@@ -181,6 +182,11 @@ class Planner:
         self.adaptive = config.strategy == "adaptive"
         self.settings = config.adaptive or AdaptiveConfig()
         self.lag = max(1, lag)
+        # A step whose statistics (t - lag) are not in yet keeps the weights of the step before (counted in
+        # `held`) instead of refusing: TRL's async worker draws a row while an older group may still be in
+        # flight, however long, so no lag can promise the statistics there.
+        self.hold_unobserved = hold_unobserved
+        self.held: list[int] = []
         self.phases = list(config.schedule or [])
         self.base = self._fixed_weights()
         self.filters = {m: f for m in self.members if (f := config.members[m].filter) is not None}
@@ -468,6 +474,9 @@ class Planner:
         previous = self._weights.get(step - 1, self.base)
         seen_through = step - self.lag
         if seen_through >= 1:
+            if seen_through not in self.history and self.hold_unobserved:
+                self.held.append(step)
+                return dict(previous)
             if seen_through not in self.history:
                 missing = [s for s in range(1, seen_through + 1) if s not in self.history]
                 raise MixtureError(

@@ -139,7 +139,7 @@ class _AsyncAdaptiveRun(AdaptiveRun):
 def lagged_planner(mixture: Any, lag: int) -> Planner:
     """A fresh copy of the mixture's planner that decides with ``lag`` (no statistics observed yet)."""
     base = mixture.planner
-    planner = Planner(mixture.config, base.tasks, lag=lag)
+    planner = Planner(mixture.config, base.tasks, lag=lag, hold_unobserved=True)
     planner._aside = copy.deepcopy(base._aside)  # the metadata prior's decisions (made at construction)
     return planner
 
@@ -235,6 +235,7 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
             for record in records:
                 record["plan_step"] = step
             weights = lagged.planner.weights(step)
+            extra["ormix/plan_held_steps"] = float(len(lagged.planner.held))
             for member, weight in weights.items():
                 extra[metric_key(member, "weight")] = float(weight)
                 extra[metric_key(member, "tasks_set_aside")] = float(
