@@ -39,12 +39,13 @@ def test_coroutine_tools_match_the_sync_ones_and_never_hold_the_loop():
 
         task = asyncio.create_task(ticker())
         right = await coro.echo(text=word)
+        during = ticks  # the ticker ran while the call waited (a call holding the loop leaves it at 0)
         try:
             await coro.submit(text=word, unknown=1)
         except TypeError as e:
             bad = str(e)
         task.cancel()
-        return right, bad, ticks
+        return right, bad, during
 
     right, bad, ticks = asyncio.run(calls())
     assert right == plain.echo(text=word) == word
@@ -52,7 +53,7 @@ def test_coroutine_tools_match_the_sync_ones_and_never_hold_the_loop():
         plain.submit(text=word, unknown=1)
     except TypeError as e:
         assert str(e) == bad
-    assert ticks > 1
+    assert ticks >= 1
     assert (coro.reward, coro.outcome.kind, [c.tool for c in coro.calls]) == (1.0, "scored", ["echo"])
     assert (plain.reward, plain.outcome.kind) == (coro.reward, coro.outcome.kind)
     close_episode(plain)
