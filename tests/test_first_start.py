@@ -9,7 +9,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ormix.train import RunOptions, _earlier_overrides, _model_problem, train_command
+from ormix.train import RunOptions, train_command
+from ormix.train.prepare import earlier_overrides, model_problem
 
 ENVS = Path(__file__).resolve().parent / "data" / "user_envs"
 ECHO = """
@@ -21,13 +22,13 @@ train: {max_steps: 1, num_generations: 2, per_device_train_batch_size: 2, max_co
 
 
 def test_model_problems_name_the_flag_at_once(tmp_path, monkeypatch):
-    assert "no such model directory" in _model_problem("./no_such_model")
+    assert "no such model directory" in model_problem("./no_such_model")
     (tmp_path / "empty").mkdir()
-    assert "has no config.json" in _model_problem(str(tmp_path / "empty"))
+    assert "has no config.json" in model_problem(str(tmp_path / "empty"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    said = _model_problem("Qwen/Qwen3-0.6b-typo")
+    said = model_problem("Qwen/Qwen3-0.6b-typo")
     assert said.startswith("--model Qwen/Qwen3-0.6b-typo: not in the local hub cache")
-    assert "neither a model directory nor a hub id" in _model_problem("bad id!")
+    assert "neither a model directory nor a hub id" in model_problem("bad id!")
 
 
 def test_a_failed_start_leaves_nothing_and_the_retry_runs_into_the_same_error(tmp_path):
@@ -52,7 +53,7 @@ def test_resume_reapplies_the_first_starts_settings(tmp_path):
     run.mkdir()
     overrides = {"settings": {"learning_rate": 0.001, "save_steps": 1}, "max_steps": 4}
     (run / "manifest.json").write_text(json.dumps({"overrides": overrides}))
-    again = _earlier_overrides(RunOptions(output_dir=run, resume="latest", settings={"save_steps": 2}))
+    again = earlier_overrides(RunOptions(output_dir=run, resume="latest", settings={"save_steps": 2}))
     assert again.settings == {"learning_rate": 0.001, "save_steps": 2} and again.max_steps == 4
     fresh = RunOptions(output_dir=run, settings={"save_steps": 2})
-    assert _earlier_overrides(fresh) is fresh  # a new run takes only what it is given
+    assert earlier_overrides(fresh) is fresh  # a new run takes only what it is given

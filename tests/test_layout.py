@@ -150,7 +150,7 @@ def test_pure_logic_does_no_io(pure):
 
 
 def test_trl_transformers_and_torch_are_imported_only_at_the_edges():
-    # integrations/trl is the library's one TRL-facing module; train.py (the CLI's runner), the eval runner
+    # integrations/trl is the library's one TRL-facing module; train/ (the CLI's runner), the eval runner
     # (the one evaluation module driving a trainer) and demo/ are applications of the library, not part of it.
     edges = ("ormix.integrations.trl", "ormix.demo", "ormix.train", "ormix.evaluation.runner")
     offenders = [

@@ -71,9 +71,11 @@ def test_bad_inputs_exit_2_before_any_server(tmp_path):
 
 def test_a_run_that_never_scored_ends_with_a_line_naming_it_and_exit_1_when_no_member_scored(tmp_path):
     from ormix.runs import RunDirectory
-    from ormix.train import RunOptions, TrainResult, _finish, _Run
+    from ormix.train import RunOptions, TrainResult
+    from ormix.train.finish import finish_run
+    from ormix.train.prepare import PlannedRun
 
-    run = _Run(RunDirectory(tmp_path), None, [], None, 0, 1.0, 0)
+    run = PlannedRun(RunDirectory(tmp_path), None, [], None, 0, 1.0, 0)
     history = [{"step": 1, "loss": 0.0}]
     cases = (
         (0.5, 0, "warning: never scored: mine (coverage 0"),  # another member scored: the run succeeded
@@ -84,7 +86,7 @@ def test_a_run_that_never_scored_ends_with_a_line_naming_it_and_exit_1_when_no_m
         summary = {"mine": {"coverage": 0.0}, "other": {"coverage": coverage}}
         result = TrainResult(tmp_path, log_history=history, summary=summary)
         console, out = _console()
-        _finish("m.yaml", run, RunOptions(report=False), result, console)
+        finish_run("m.yaml", run, RunOptions(report=False), result, console)
         last = out.getvalue().strip().splitlines()[-1]
         assert result.exit_status == status and last.startswith(label), out.getvalue()
     result = TrainResult(tmp_path, log_history=history, summary={"mine": {"coverage": 0.0}}, interrupted=True)

@@ -1,0 +1,85 @@
+"""How a run ends on the console: the report, how it ended (and how to resume it), the members that never
+scored."""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ormix.train.evals import compare_evals
+from ormix.train.options import RunOptions, TrainResult
+from ormix.train.prepare import PlannedRun
+
+__all__ = ["finish_run", "summarise"]
+
+
+def summarise(
+    history: Sequence[Mapping[str, Any]], members: Sequence[str]
+) -> dict[str, dict[str, float | None]]:
+    def mean(key: str) -> float | None:
+        values = [h[key] for h in history if isinstance(h.get(key), (int, float)) and not math.isnan(h[key])]
+        return sum(values) / len(values) if values else None
+
+    out: dict[str, dict[str, float | None]] = {}
+    for m in members:
+        coverage = mean(f"ormix/{m}/coverage")
+        # Coverage 0: no rollout was scored, so any logged reward is only `unscored_reward` filling in.
+        reward = None if coverage == 0 else mean(f"rewards/{m}/mean")
+        out[m] = {"reward": reward, "coverage": coverage}
+    return out
+
+
+def finish_run(mixture: Any, run: PlannedRun, opts: RunOptions, result: TrainResult, console: Any) -> None:
+    """The report, then how the run ended (and how to resume it)."""
+    path = run.dir.path
+    if result.eval is not None and result.eval_before is not None:
+        compare_evals(result, console)
+    if opts.report:
+        if result.interrupted and not any((path / "rollouts").glob("*.jsonl")):
+            console.print("no rollout was recorded before the interrupt: no report")
+        else:
+            from ormix.diagnostics.report import report_command
+
+            try:
+                report_command(path, console)
+            except Exception as e:  # noqa: BLE001 - a report failure must not hide a finished run
+                console.print(
+                    f"[yellow]warning:[/yellow] the report failed ({e}); the run directory is intact"
+                )
+    if result.stopped_by_alarm:
+        console.print(f"[red]stopped by the coverage alarm:[/red] {result.stopped_by_alarm}", highlight=False)
+    if not (result.interrupted or result.terminated):
+        console.print(f"finished in {result.wall_s:.0f}s; run directory: [bold]{path}[/bold]")
+        _never_scored_line(result, console)  # the last line: what a glance at the end must see
+        return
+    why = "terminated (SIGTERM)" if result.terminated else "interrupted"
+    saved = f"; checkpoint {result.checkpoint}" if result.checkpoint else "; no checkpoint was saved"
+    console.print(f"[yellow]{why}[/yellow] after {result.wall_s:.0f}s{saved}")
+    if result.checkpoint is not None or run.dir.latest_checkpoint() is not None:
+        target = mixture if isinstance(mixture, (str, Path)) else "FILE"
+        command = opts.resume_command or (
+            f"ormix train {shlex.quote(str(target))} --output-dir {shlex.quote(str(path))} --resume"
+        )
+        console.print(f"resume with: [bold]{command}[/bold]", highlight=False, soft_wrap=True)
+    _never_scored_line(result, console)
+
+
+def _never_scored_line(result: TrainResult, console: Any) -> None:
+    """Name the members that never scored (coverage 0 in every logged step): an error when all did (the run
+    exits 1), a warning when others scored."""
+    unscored = result.never_scored
+    if not unscored or not result.log_history:
+        return
+    every = result.exit_status == 1 and not result.stopped_by_alarm
+    label = "[red]error:[/red]" if every else "[yellow]warning:[/yellow]"
+    what = "no member was ever scored" if every else "never scored"
+    console.print(
+        f"{label} {what}: {', '.join(unscored)} (coverage 0 in every logged step: no rollout ended with a "
+        "reward; `ormix check FILE` calls its tools, and a warm start on reference solutions, README: Your "
+        "own environment, gets a tiny model calling them)",
+        highlight=False,
+        soft_wrap=True,  # one line, however narrow the terminal: it is the line that names the failure
+    )

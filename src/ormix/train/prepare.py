@@ -1,0 +1,279 @@
+"""Everything before the trainer: the checks that need no server (`plan_run`: settings, plan length, warm
+start, model, run directory) and the start (`start_run`: servers contacted, manifest written, model warmed
+up). A start that fails leaves nothing that would refuse the retry (`clear_failed_start`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ormix.config.trainer_rules import plan_length_problem
+from ormix.errors import TrainConfigError
+from ormix.runs import RunDirectory, default_run_dir
+from ormix.train.options import RunOptions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ormix.config import MixtureConfig
+    from ormix.mixture import MixtureSpec
+
+__all__ = [
+    "PlannedRun",
+    "clear_failed_start",
+    "earlier_overrides",
+    "load_run_config",
+    "model_problem",
+    "plan_run",
+    "start_run",
+]
+
+
+def load_run_config(
+    path: str | Path, settings: Mapping[str, Any] | None = None, max_steps: int | None = None
+) -> MixtureConfig:
+    """The mixture `ormix train` runs from a file: validated (its ``train:`` section too) and sized to the
+    run.
+
+    ``settings`` are ``--set`` overrides and ``max_steps`` is ``--max-steps``; the run's ``max_steps`` sizes
+    a dataset the file leaves unsized (`MixtureConfig.sized_for`). Its `config_hash()` is the run's manifest
+    hash.
+
+    Example:
+        >>> load_run_config("mixtures/local-demo.yaml").name
+        'local-demo'
+    """
+    from ormix.config import load_mixture_config
+    from ormix.mixture.mixture import trainer_settings_check
+
+    config = load_mixture_config(str(path), train_check=trainer_settings_check())
+    settings = settings or {}
+    steps = max_steps if max_steps is not None else settings.get("max_steps", config.train.get("max_steps"))
+    return config.sized_for(steps if isinstance(steps, int) else None)
+
+
+@dataclass
+class PlannedRun:
+    """One run, as checked before anything starts: where, with which trainer settings, from where."""
+
+    dir: RunDirectory
+    args: Any  # the GRPOConfig
+    notes: list[str]
+    model: str | None  # None: the tiny model
+    warmup_sft: int
+    warmup_fraction: float
+    rank: int
+    checkpoint: Path | None = None
+    changes: list[str] = field(default_factory=list)
+
+
+def plan_run(mix: MixtureSpec, opts: RunOptions) -> PlannedRun:
+    """Every check that needs no server: trainer settings, plan length, warm start, the run directory."""
+    from ormix.demo.tiny import TINY_MODEL
+    from ormix.integrations.trl.args import build_grpo_config, check_settings
+
+    file_settings = dict(mix.config.train)
+    check_settings(file_settings, "train.")  # name a bad key as the file spells it, before merging
+    merged = {**file_settings, **opts.settings}
+    if opts.max_steps is not None:
+        merged["max_steps"] = opts.max_steps
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if opts.output_dir is None and (world_size > 1 or opts.resume is not None):
+        why = f"{world_size} processes" if world_size > 1 else "--resume"
+        # Each rank would stamp its own time: every process must write into one run directory.
+        raise TrainConfigError(f"{why}: pass --output-dir (the run directory)")
+    run_dir = Path(opts.output_dir) if opts.output_dir is not None else default_run_dir(mix.name)
+    model = None if opts.model in (None, TINY_MODEL) else opts.model
+    args, notes = build_grpo_config(mix, merged, output_dir=run_dir, model=model, world_size=world_size)
+    if opts.vllm_url is not None:
+        args = _async_args(mix, opts, args, world_size)
+    cfg = mix.config
+    problem = plan_length_problem(args.max_steps, cfg.prompts_per_step, cfg.num_samples, cfg.num_steps)
+    if problem:
+        raise TrainConfigError(problem)
+    warm = cfg.warm_start  # the file's warm start, unless the options say otherwise
+    sft = opts.warmup_sft if opts.warmup_sft is not None else (warm.sft_steps if warm else 0)
+    fraction = opts.warmup_fraction if opts.warmup_fraction is not None else (warm.fraction if warm else 1.0)
+    if sft < 0 or not 0.0 < fraction <= 1.0:
+        raise TrainConfigError(
+            f"--warmup-sft is >= 0 and --warmup-fraction in (0, 1]; got {sft} and {fraction}"
+        )
+    if model is not None:
+        problem = model_problem(model)
+        if problem:
+            raise TrainConfigError(problem)
+    if sft > 0 and opts.resume is None:
+        _check_references(mix)
+    run = PlannedRun(
+        RunDirectory(run_dir), args, notes, model, sft, fraction, int(os.environ.get("RANK", "0"))
+    )
+    if run.rank == 0 or opts.resume is not None:
+        run.checkpoint, run.changes = run.dir.prepare(
+            mix.config.manifest_dict(),
+            resume=opts.resume,
+            overwrite=opts.overwrite,
+            allow_changed=opts.allow_changed_mixture,
+        )
+    return run
+
+
+def _async_args(mix: MixtureSpec, opts: RunOptions, args: Any, world_size: int) -> Any:
+    """The checked `GRPOConfig` as TRL's ``AsyncGRPOConfig``, after what the async path cannot do yet."""
+    from ormix.integrations.trl.async_grpo import async_config, async_problems
+
+    assert opts.vllm_url is not None
+    problems = async_problems(opts.vllm_url)
+    if world_size > 1:
+        problems.append("--async runs one trainer process here (TRL's async worker is on rank 0 only)")
+    warm = mix.config.warm_start
+    if (opts.warmup_sft if opts.warmup_sft is not None else (warm.sft_steps if warm else 0)) > 0:
+        problems.append("--async does not warm start (--warmup-sft / warm_start): pass --warmup-sft 0")
+    if str(getattr(args.eval_strategy, "value", args.eval_strategy)) != "no":
+        problems.append("--async does not evaluate during training: drop train.eval_steps")
+    if problems:
+        raise TrainConfigError("ormix train --async:\n- " + "\n- ".join(problems))
+    return async_config(args, opts.vllm_url)
+
+
+def model_problem(model: str) -> str | None:
+    """What is wrong with ``--model`` (a model directory or a hub id), found in a second, not after the
+    hub's retries: a path that is not there, a name that is no hub id, an id the hub does not know, or one
+    neither cached nor reachable."""
+    path = Path(model).expanduser()
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return None
+        return f"--model {model}: {path} has no config.json, so it is not a model directory"
+    if model.startswith((".", "/", "~")) or model.count("/") > 1 or path.exists():
+        return f"--model {model}: no such model directory"
+    from huggingface_hub import HfApi, try_to_load_from_cache
+    from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
+    from huggingface_hub.utils import validate_repo_id
+
+    try:
+        validate_repo_id(model)
+    except HFValidationError:
+        return f"--model {model}: neither a model directory nor a hub id (owner/name)"
+    if isinstance(try_to_load_from_cache(model, "config.json"), str):
+        return None
+    if os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on"):
+        return f"--model {model}: not in the local hub cache, and HF_HUB_OFFLINE is set"
+    try:
+        HfApi().model_info(model, timeout=10)
+    except GatedRepoError:
+        return f"--model {model}: a gated model; accept its terms on the hub and log in (`hf auth login`)"
+    except RepositoryNotFoundError:
+        return f"--model {model}: the hub has no such model (ids are case-sensitive; check the spelling)"
+    except Exception as e:  # noqa: BLE001 - offline, DNS, proxy: the hub cannot be asked
+        return (
+            f"--model {model}: not in the local hub cache and the hub cannot be reached "
+            f"({type(e).__name__}); download it first, or pass a local model directory"
+        )
+    return None
+
+
+def _check_references(mix: MixtureSpec) -> None:
+    """A warm start needs reference solutions: refuse before anything starts when no training member has
+    any (a member's ``reference:`` hook, or a shipped ``local:`` environment's)."""
+    from ormix.references import reference_solver
+
+    if not any(reference_solver(m, mix.members[m]) is not None for m in mix.train_members):
+        from ormix.demo.warmup import WarmupError
+
+        raise WarmupError(
+            "the warm start needs reference solutions and no training member has any: give yours a "
+            "`reference: module:function` (README: Your own environment), or drop --warmup-sft / warm_start:"
+        )
+
+
+def earlier_overrides(opts: RunOptions) -> RunOptions:
+    """A resumed run trains with its first start's ``--set`` values (and ``--max-steps``) unless this
+    command gives them again."""
+    if opts.resume is None or opts.output_dir is None:
+        return opts
+    stored = (RunDirectory(opts.output_dir).read_manifest() or {}).get("overrides") or {}
+    settings = {**stored.get("settings", {}), **opts.settings}
+    max_steps = opts.max_steps if opts.max_steps is not None else stored.get("max_steps")
+    return replace(opts, settings=settings, max_steps=max_steps)
+
+
+def clear_failed_start(run: PlannedRun, created: bool) -> None:
+    """A start that failed before any step completed leaves nothing that would refuse the retry."""
+    if run.checkpoint is not None or run.rank != 0 or not run.dir.path.is_dir():
+        return
+    if run.dir.checkpoints() or run.dir.completed_step() is not None:
+        return
+    run.dir.clear()
+    (run.dir.path / "progress.json").unlink(missing_ok=True)
+    if created:
+        with contextlib.suppress(OSError):  # not empty (something else wrote there), or already gone
+            run.dir.path.rmdir()
+
+
+def start_run(mix: MixtureSpec, run: PlannedRun, opts: RunOptions, console: Any) -> tuple[Any, Any]:
+    """Contact the servers, write the manifest and train args, warm the model up: (model, tokenizer)."""
+    from ormix.demo.tiny import resolve_model
+
+    model_path = resolve_model(run.model)
+    console.print(
+        f"[bold]ormix train[/bold] {mix.name}: members {', '.join(mix.members)} "
+        f"({mix.routing} routing), model {run.model or 'ormix:tiny'}"
+    )
+    console.print(f"run directory: {run.dir.path}")
+    for note in run.notes:
+        console.print(f"  set {note}")
+    # Contacts the servers: task lists, tool surfaces, eval sets (a split or task that does not exist is
+    # refused here, before any model loads); the manifest pins exactly what this run trains on.
+    manifest = mix.manifest()
+    for member, found in mix.eval_sets().items():
+        console.print(
+            f"  eval {member}: {len(found.task_indices)} task(s) of split {found.split!r}, {found.source}"
+            + (f"; {found.overlap} also trained on" if found.overlap else ""),
+            highlight=False,
+        )
+        for note in found.notes:
+            console.print(f"  [yellow]note:[/yellow] {note}", highlight=False)
+    if run.checkpoint is not None:
+        manifest = run.dir.resumed_manifest(manifest, run.checkpoint, run.changes, opts.allow_changed_mixture)
+        step = RunDirectory.step_of(run.checkpoint)
+        if run.rank == 0:
+            run.dir.cut_back(step)
+        console.print(f"  resuming from {run.checkpoint} (step {step})")
+    run.dir.path.mkdir(parents=True, exist_ok=True)
+    overrides: dict[str, Any] = {"settings": dict(opts.settings)}
+    if opts.max_steps is not None:
+        overrides["max_steps"] = opts.max_steps
+    manifest["overrides"] = overrides  # what `--resume` applies again
+    if run.checkpoint is not None and opts.settings:
+        shown = ", ".join(f"{k}={v}" for k, v in opts.settings.items())
+        console.print(f"  with the run's --set {shown}", highlight=False)
+    if run.rank == 0:
+        run.dir.manifest_path.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+        (run.dir.path / "train_args.json").write_text(run.args.to_json_string())
+    args = run.args
+    console.print(
+        f"  {len(mix.train_dataset)} training rows, {mix.prompts_per_step or '?'} prompts/step × "
+        f"{args.num_generations} generations, max_steps "
+        f"{args.max_steps if args.max_steps > 0 else 'epochs'}, device "
+        f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if getattr(args, 'use_vllm', False) else ''}"
+        f"{f', async ({opts.vllm_url})' if opts.vllm_url else ''}"
+    )
+    if run.warmup_sft == 0 or run.checkpoint is not None:
+        return model_path, None
+    from ormix.demo.warmup import warmup_sft
+
+    warm = mix.config.warm_start
+    return warmup_sft(
+        mix,
+        model_path,
+        steps=run.warmup_sft,
+        console=console,
+        seed=args.seed,
+        use_cpu=bool(args.use_cpu),
+        max_completion_length=args.max_completion_length,
+        fraction=run.warmup_fraction,
+        near_misses=warm.near_misses if warm is not None else False,
+    )
