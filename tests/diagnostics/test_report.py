@@ -22,7 +22,7 @@ from ormix.diagnostics.report import (
     write_report,
 )
 from ormix.telemetry.records import TelemetryRun
-from support.trl_args import cpu_grpo_config
+from support.trl_args import cpu_grpo_config, scripted_trainer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -37,10 +37,8 @@ def finished_run(tiny_model, tmp_path_factory):
     """Three GRPO steps on a mixture of two `local:echo` members (scripted: one right, one wrong a group)."""
     import os
 
-    from trl import GRPOTrainer
-
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.demo.scripted import ScriptedPolicy, tool_call
+    from ormix.demo.scripted import tool_call
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     mix = MixtureSpec(
@@ -61,15 +59,7 @@ def finished_run(tiny_model, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("report") / "run"
     args = cpu_grpo_config(str(out), max_steps=3, max_completion_length=128, max_tool_calling_iterations=2)
-    trainer = GRPOTrainer(
-        model=tiny_model,
-        args=args,
-        train_dataset=mix.train_dataset,
-        environment_factory=mix.environment_factory,
-        reward_funcs=mix.reward_funcs,
-        callbacks=mix.callbacks,
-    )
-    ScriptedPolicy(script).attach(trainer)
+    trainer = scripted_trainer(mix, tiny_model, args, script)
     trainer.train()
     return out, trainer.state.log_history
 

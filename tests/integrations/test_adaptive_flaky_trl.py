@@ -16,11 +16,11 @@ import re
 
 import pytest
 
-from ormix.demo.scripted import ScriptContext, ScriptedPolicy, tool_call
+from ormix.demo.scripted import ScriptContext, tool_call
 from ormix.local.envs.echo import WORDS
 from ormix.mixture import load_mixture
 from ormix.telemetry.records import read_records
-from support.trl_args import cpu_grpo_config
+from support.trl_args import cpu_grpo_config, scripted_trainer
 
 pytestmark = pytest.mark.slow
 
@@ -70,15 +70,7 @@ def test_the_default_keeps_a_flaky_member_within_twice_its_uniform_share(tiny_mo
         remove_unused_columns=False,
         max_tool_calling_iterations=1,
     )
-    trainer = ConcurrentGRPOTrainer(
-        model=tiny_model,
-        args=args,
-        train_dataset=mix.train_dataset,
-        environment_factory=mix.environment_factory,
-        reward_funcs=mix.reward_funcs,
-        callbacks=mix.callbacks,
-    )
-    ScriptedPolicy(script).attach(trainer)
+    trainer = scripted_trainer(mix, tiny_model, args, script, ConcurrentGRPOTrainer)
     trainer.train()
 
     steps = [h for h in trainer.state.log_history if "loss" in h]

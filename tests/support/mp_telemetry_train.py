@@ -36,11 +36,9 @@ def script(ctx):
 
 
 def main(model: str, out: str) -> None:
-    from trl import GRPOTrainer
-    from trl_args import cpu_grpo_config  # a sibling: run as a script, its folder is on sys.path
+    from trl_args import cpu_grpo_config, scripted_trainer  # a sibling: run as a script, on sys.path
 
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.demo.scripted import ScriptedPolicy
 
     mix = MixtureSpec(
         {
@@ -53,15 +51,7 @@ def main(model: str, out: str) -> None:
         seed=5,
     )
     args = cpu_grpo_config(out, max_tool_calling_iterations=2, ddp_backend="gloo")
-    trainer = GRPOTrainer(
-        model=model,
-        args=args,
-        train_dataset=mix.train_dataset,
-        environment_factory=mix.environment_factory,
-        reward_funcs=mix.reward_funcs,
-        callbacks=mix.callbacks,
-    )
-    ScriptedPolicy(script).attach(trainer)
+    trainer = scripted_trainer(mix, model, args, script)
     trainer.train()
     if trainer.accelerator.is_main_process:
         Path(out, "log_history.json").write_text(json.dumps(trainer.state.log_history))

@@ -29,3 +29,23 @@ def cpu_grpo_config(output_dir: str, **overrides: Any) -> Any:
     )
     settings.update(overrides)
     return GRPOConfig(**settings)
+
+
+def scripted_trainer(mix: Any, model: Any, args: Any, script: Any, trainer_class: Any = None) -> Any:
+    """A trainer on the mixture `mix` (its dataset, environments, reward functions and callbacks) whose
+    policy plays `script` (`ormix.demo.scripted.ScriptedPolicy`); TRL's `GRPOTrainer` unless
+    `trainer_class` is given."""
+    from trl import GRPOTrainer
+
+    from ormix.demo.scripted import ScriptedPolicy
+
+    trainer = (trainer_class or GRPOTrainer)(
+        model=model,
+        args=args,
+        train_dataset=mix.train_dataset,
+        environment_factory=mix.environment_factory,
+        reward_funcs=mix.reward_funcs,
+        callbacks=mix.callbacks,
+    )
+    ScriptedPolicy(script).attach(trainer)
+    return trainer

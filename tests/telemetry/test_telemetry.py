@@ -29,7 +29,7 @@ from ormix.telemetry.metrics import (
     summarize,
 )
 from ormix.telemetry.records import read_records, rollout_record
-from support.trl_args import cpu_grpo_config
+from support.trl_args import cpu_grpo_config, scripted_trainer
 
 SECRET = "tok-SECRET-7f3a9c2e1d"
 API_KEY = "sk-ormix-APIKEY-5b8d0e4f"
@@ -59,10 +59,8 @@ def _script(ctx):
 def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(
     tiny_model, tmp_path, caplog, monkeypatch
 ):
-    from trl import GRPOTrainer
 
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.demo.scripted import ScriptedPolicy
     from ormix.integrations.trl.callbacks import TelemetryCallback
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
@@ -91,15 +89,7 @@ def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(
         max_completion_length=256,
         max_tool_calling_iterations=2,
     )
-    trainer = GRPOTrainer(
-        model=tiny_model,
-        args=args,
-        train_dataset=mix.train_dataset,
-        environment_factory=mix.environment_factory,
-        reward_funcs=mix.reward_funcs,
-        callbacks=mix.callbacks,
-    )
-    ScriptedPolicy(_script).attach(trainer)
+    trainer = scripted_trainer(mix, tiny_model, args, _script)
     caplog.set_level(logging.INFO)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
