@@ -78,15 +78,7 @@ def run_worker(factory, coroutine: bool) -> tuple[float, list[float]]:
         samples: list[float] = []
         stop = asyncio.Event()
         probe = asyncio.create_task(_lag_probe(samples, stop))
-        gate = asyncio.Semaphore(R)
-
-        async def one(i: int) -> None:
-            async with gate:
-                await episode(i)
-
-        t0 = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(EPISODES)))
-        elapsed = time.perf_counter() - t0
+        elapsed = await _episodes_in_flight(episode)
         stop.set()
         await probe
         return EPISODES / elapsed, samples
@@ -95,6 +87,19 @@ def run_worker(factory, coroutine: bool) -> tuple[float, list[float]]:
         return asyncio.run(main())
     finally:
         pool.shutdown(wait=True)
+
+
+async def _episodes_in_flight(episode) -> float:
+    """Run `EPISODES` episodes, `R` at a time; the seconds it took."""
+    gate = asyncio.Semaphore(R)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await episode(i)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(EPISODES)))
+    return time.perf_counter() - t0
 
 
 def run_ideal(factory) -> float:
@@ -114,15 +119,7 @@ def run_ideal(factory) -> float:
         await env._aclose()
 
     async def main() -> float:
-        gate = asyncio.Semaphore(R)
-
-        async def one(i: int) -> None:
-            async with gate:
-                await episode(i)
-
-        t0 = time.perf_counter()
-        await asyncio.gather(*(one(i) for i in range(EPISODES)))
-        return EPISODES / (time.perf_counter() - t0)
+        return EPISODES / await _episodes_in_flight(episode)
 
     return portal().call(main)
 
