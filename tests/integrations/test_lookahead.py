@@ -1,12 +1,15 @@
 """Sessions opened ahead (`ConcurrentGRPOTrainer(lookahead=N)`): real TRL, a real local server, the tiny
 offline model; only sampling is scripted. Faults with sessions opened ahead: a session the server reaps
-while it waits for its step, Ctrl-C and SIGTERM with sessions opened ahead (none left on the server)."""
+while it waits for its step, Ctrl-C and SIGTERM with sessions opened ahead (none left on the server), and one
+of a member's two servers killed mid-round (its rollouts end at once, its sessions opened ahead open again on
+the other)."""
 
 from __future__ import annotations
 
 import os
 import re
 import signal
+import threading
 import time
 
 import pytest
@@ -16,6 +19,7 @@ from ormix import OpenRewardSpec
 from ormix.demo.scripted import ScriptedPolicy, tool_call
 from ormix.local.server.shared import server_for
 from ormix.ors.bridge import run_sync
+from support.tools import tool_text
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
@@ -151,3 +155,85 @@ def test_an_open_that_failed_ahead_is_opened_again_at_its_step():
     assert episode.outcome.kind == "unscored" and "submitted" in episode.submit(answer="42")
     close_episode(episode)
     assert ahead.close() == 0 and server_for("local:faulty", mode="thread").active_sessions() == []
+
+
+def test_a_server_killed_mid_round_with_sessions_open_ahead_costs_only_its_own_rollouts(tiny, tmp_path):
+    # One member on two servers, lookahead 1. Step 1's tool round is in flight on both when one server is
+    # SIGKILLed: its rollouts end as transport errors at once (not at the call timeout), the run goes on, step
+    # 2's sessions opened ahead on the dead server are opened again on the live one (every rollout scored),
+    # and nothing is left on the live server.
+    import contextlib
+
+    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.local import serve_in_process, serve_in_thread
+    from ormix.rollout.episode import close_episode
+
+    call_timeout_s, busy_s, key = 30.0, 2.0, "r"
+
+    def script(ctx):
+        if ctx.turn == 0:
+            return tool_call("count", key=key, sleep_s=busy_s)
+        answer = re.search(r"answer '(\d+)'", ctx.user).group(1)
+        return tool_call("submit", answer=answer) if ctx.turn == 1 else "done"
+
+    with serve_in_thread(["local:faulty"]) as live:
+        doomed = serve_in_process(["local:faulty"])
+        try:
+            probe = OpenRewardSpec(
+                doomed.url, env_name="faulty", discover_task_tools=False
+            ).environment_factory()
+            probe.reset(task_spec={"answer": "42"})
+
+            def kill_mid_round(trainer):
+                # The doomed server holds both of its rollouts' calls (each sleeping busy_s): kill it then.
+                _wait_for(lambda: tool_text(probe.read_count, key=key).strip() == "2")
+                os.kill(doomed.pid, signal.SIGKILL)
+
+            spec = OpenRewardSpec(
+                [live.url, doomed.url],
+                env_name="faulty",
+                indices=[0, 6, 10, 12, 18, 22],
+                ping_interval_s=0.1,
+                call_timeout_s=call_timeout_s,
+            )
+            args = cpu_grpo_config(
+                str(tmp_path / "run"), max_steps=2, max_completion_length=128, max_tool_calling_iterations=2
+            )
+            trainer = ConcurrentGRPOTrainer(
+                model=os.environ["ORMIX_TEST_TINY"],
+                args=args,
+                train_dataset=spec.train_dataset,
+                environment_factory=spec.environment_factory,
+                reward_funcs=spec.reward_funcs,
+                callbacks=list(spec.callbacks),
+            )
+            assert trainer.lookahead == 1
+            policy = ScriptedPolicy(script)
+            policy.attach(trainer)
+            killer = None
+
+            class KillDuringStepOne(TrainerCallback):
+                def on_step_begin(self, args, state, control, **kwargs):
+                    nonlocal killer
+                    if state.global_step == 0:
+                        killer = threading.Thread(target=kill_mid_round, args=(trainer,), daemon=True)
+                        killer.start()
+
+            trainer.add_callback(KillDuringStepOne())
+            trainer.train()
+            killer.join(timeout=1)
+            steps = [h for h in trainer.state.log_history if "loss" in h]
+            assert trainer.state.global_step == 2
+            first, second = steps
+            assert first["ormix/faulty/coverage"] == 0.5  # the doomed server's two rollouts: transport errors
+            assert first["ormix/env/tools_s"] < call_timeout_s / 2  # ended at once, not at the timeout
+            # Step 2's two sessions opened ahead on the doomed server were gone: opened again on the live one.
+            assert (second["ormix/env/opened_ahead"], second["ormix/env/ahead_reaped"]) == (2, 2)
+            assert second["ormix/faulty/coverage"] == 1.0  # every rollout scored
+            assert live.active_sessions() == []
+            with contextlib.suppress(Exception):
+                close_episode(probe)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(doomed.pid, signal.SIGKILL)
+            doomed.close()
