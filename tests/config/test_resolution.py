@@ -88,6 +88,18 @@ def test_every_bad_target_is_named_with_its_line(project):
     assert "http://http//" not in text
 
 
+def test_checking_shipped_local_targets_imports_no_openreward():
+    # The trainer serves them from child processes; importing openreward there too costs seconds per run.
+    demo = Path(__file__).resolve().parents[2] / "mixtures" / "local-demo.yaml"
+    code = (
+        "import sys; from ormix.config import load_mixture_config; "
+        f"cfg = load_mixture_config({str(demo)!r}); "
+        "print(sorted(m.target for m in cfg.members.values()), 'openreward' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['local:echo', 'local:seta', 'local:terminals'] False"
+
+
 def test_a_module_next_to_the_mixture_file_is_found_by_the_server_child_too(project, tmp_path):
     # Run from elsewhere, without PYTHONPATH: the file's directory is searched first, in the trainer and in
     # the child process that serves the environment.

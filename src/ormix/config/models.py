@@ -245,9 +245,9 @@ class SpecConfig(BaseModel):
         try:
             target = parse_target(v)
             if target.kind in ("local", "module") and context.get("resolve_targets"):
-                from ormix.local.server.registry import load_environment_class
+                from ormix.local.server.registry import check_environment
 
-                load_environment_class(str(target))
+                check_environment(str(target))
             return str(target)
         except TargetError as e:
             raise problem_error(str(e)) from None

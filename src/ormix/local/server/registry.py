@@ -39,6 +39,7 @@ __all__ = [
     "EnvironmentShapeError",
     "UnknownEnvironmentError",
     "add_search_dir",
+    "check_environment",
     "env_name_of",
     "import_module",
     "load_environment_class",
@@ -125,6 +126,23 @@ def import_module(
         ) from None
     except Exception as e:  # noqa: BLE001 - a user module that fails to import: say where
         raise error(f"importing module {module_name!r} for {what} raised {type(e).__name__}: {e}") from e
+
+
+def check_environment(ref: str) -> None:
+    """Raise `UnknownEnvironmentError` unless `ref` names an environment class, as `load_environment_class`.
+
+    A shipped `local:NAME` is known by name: checking a mixture file must not import openreward (seconds)
+    in a trainer whose local servers run in child processes.
+
+    Example:
+        >>> check_environment("local:echo")
+        >>> check_environment("local:ech")
+        Traceback (most recent call last):
+        ...
+        ormix.local.server.registry.UnknownEnvironmentError: 'local:ech' is not a local ...
+    """
+    if ref.removeprefix("local:") not in LOCAL_ENVIRONMENTS:
+        load_environment_class(ref)
 
 
 def load_environment_class(ref: str) -> type[Environment]:

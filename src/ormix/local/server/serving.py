@@ -437,6 +437,8 @@ def serve_in_process(
         start_new_session=True,
     )
     bound: list[int] = []
+    # The child names what it serves: loading the classes here too would import openreward (seconds).
+    served: list[str] = []
     # The child's stderr: held while it starts (a failed start is reported as its last exception, in one
     # line), passed through once it serves (the server's own warnings).
     started_up = threading.Event()
@@ -458,7 +460,9 @@ def serve_in_process(
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith(READY_LINE):
-                bound.append(int(line.split("port=")[1].split()[0]))
+                fields = dict(f.split("=", 1) for f in line.split()[1:])
+                bound.append(int(fields["port"]))
+                served.extend(fields["envs"].split(","))
                 break
         # Keep draining so the child never blocks on a full pipe.
         for _ in proc.stdout:
@@ -516,7 +520,7 @@ def serve_in_process(
     server = LocalServer(
         url=url,
         port=bound[0],
-        env_names=[env_name_of(load_environment_class(n)) for n in names],
+        env_names=served,
         mode="process",
         closer=close,
         pid=proc.pid,
