@@ -154,6 +154,9 @@ def test_a_cold_start_on_every_create_is_waited_out_shown_and_counted(
     # The member whose backend never starts: its opens fail at their deadline, and the alarm names it.
     assert "never: backend of Owner/Never did not start within the open deadline" in text
     assert "environment 'never' is failing" in text and "session_open" in text
+    # Said when it fires, between the step lines, as a console line (not a warning naming transformers).
+    fired = text.index("  ormix: environment 'never' is failing")
+    assert fired < text.index("step 2/2") < text.index("alarm step")
     never = [r for r in platform.records if r.path == "/create" and r.note == "starting"]
     assert never
     assert took < 120

@@ -32,6 +32,7 @@ def run_trainer(
     from ormix.integrations.trl.lifecycle import (
         ProgressLine,
         RunLifecycle,
+        alarms_on_console,
         handle_termination,
         quiet_trainer,
         save_checkpoint,
@@ -52,7 +53,7 @@ def run_trainer(
             elif (before / "summary.json").is_file():
                 result.eval_before = before  # a resumed run compares with the eval of its first start
         try:
-            with quiet_trainer(trainer.model):
+            with quiet_trainer(trainer.model), alarms_on_console(console):
                 trainer.train(resume_from_checkpoint=str(run.checkpoint) if run.checkpoint else None)
         except KeyboardInterrupt:
             if stop.requested:

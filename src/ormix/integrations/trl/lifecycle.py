@@ -30,6 +30,7 @@ from ormix.runs import RunDirectory, checkpoint_path
 
 __all__ = [
     "ProgressLine",
+    "alarms_on_console",
     "RunLifecycle",
     "StopRequest",
     "TerminationPolicy",
@@ -251,6 +252,37 @@ def save_checkpoint(trainer: Any) -> Path | None:
         logger.warning("ormix: could not save a checkpoint after the interrupt: %s", e)
         return None
     return path if path.is_dir() else None
+
+
+@contextlib.contextmanager
+def alarms_on_console(console: Any) -> Iterator[None]:
+    """Within the block, a `CoverageAlarmWarning` is a line of ``console`` (red, between the step lines)
+    instead of a Python warning on stderr, where it would name the transformers line that ran the callback.
+    Other warnings show as before.
+
+    Example:
+        >>> import io, warnings
+        >>> from rich.console import Console
+        >>> from ormix.telemetry.alarm import CoverageAlarmWarning
+        >>> out = io.StringIO()
+        >>> with alarms_on_console(Console(file=out, color_system=None)):
+        ...     warnings.warn("ormix: environment 'seta' is failing", CoverageAlarmWarning)
+        >>> print(out.getvalue().strip())
+        ormix: environment 'seta' is failing
+    """
+    from ormix.telemetry.alarm import CoverageAlarmWarning
+
+    shown = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], *where: Any, **more: Any) -> None:
+        if issubclass(category, CoverageAlarmWarning):
+            console.print(f"  [red]{message}[/red]", highlight=False, soft_wrap=True)
+        else:
+            shown(message, category, *where, **more)
+
+    with warnings.catch_warnings():
+        warnings.showwarning = show
+        yield
 
 
 @contextlib.contextmanager
