@@ -55,18 +55,26 @@ class AtStepEnd(TrainerCallback):
         return control
 
 
-def trainer_for(tmp_path, *callbacks, max_steps=2, **spec_kwargs):
+def trainer_for(
+    tmp_path,
+    *callbacks,
+    max_steps=2,
+    target="local:faulty",
+    script=submit,
+    max_completion_length=32,
+    max_tool_calling_iterations=1,
+    **spec_kwargs,
+):
     from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
 
-    spec = OpenRewardSpec(
-        "local:faulty",
-        indices=[0, 6, 10, 12, 18, 22],
-        local_serve="thread",
-        ping_interval_s=0.1,
-        **spec_kwargs,
-    )
+    if target == "local:faulty":
+        spec_kwargs.setdefault("local_serve", "thread")
+    spec = OpenRewardSpec(target, indices=[0, 6, 10, 12, 18, 22], ping_interval_s=0.1, **spec_kwargs)
     args = cpu_grpo_config(
-        str(tmp_path / "run"), max_steps=max_steps, max_completion_length=32, max_tool_calling_iterations=1
+        str(tmp_path / "run"),
+        max_steps=max_steps,
+        max_completion_length=max_completion_length,
+        max_tool_calling_iterations=max_tool_calling_iterations,
     )
     trainer = ConcurrentGRPOTrainer(
         model=os.environ["ORMIX_TEST_TINY"],
@@ -78,7 +86,7 @@ def trainer_for(tmp_path, *callbacks, max_steps=2, **spec_kwargs):
     )
     for callback in callbacks:
         callback.trainer = trainer
-    ScriptedPolicy(submit).attach(trainer)
+    ScriptedPolicy(script).attach(trainer)
     return trainer
 
 
@@ -164,7 +172,6 @@ def test_a_server_killed_mid_round_with_sessions_open_ahead_costs_only_its_own_r
     # and nothing is left on the live server.
     import contextlib
 
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
     from ormix.local import serve_in_process, serve_in_thread
     from ormix.rollout.episode import close_episode
 
@@ -189,27 +196,16 @@ def test_a_server_killed_mid_round_with_sessions_open_ahead_costs_only_its_own_r
                 _wait_for(lambda: tool_text(probe.read_count, key=key).strip() == "2")
                 os.kill(doomed.pid, signal.SIGKILL)
 
-            spec = OpenRewardSpec(
-                [live.url, doomed.url],
+            trainer = trainer_for(
+                tmp_path,
+                target=[live.url, doomed.url],
                 env_name="faulty",
-                indices=[0, 6, 10, 12, 18, 22],
-                ping_interval_s=0.1,
                 call_timeout_s=call_timeout_s,
-            )
-            args = cpu_grpo_config(
-                str(tmp_path / "run"), max_steps=2, max_completion_length=128, max_tool_calling_iterations=2
-            )
-            trainer = ConcurrentGRPOTrainer(
-                model=os.environ["ORMIX_TEST_TINY"],
-                args=args,
-                train_dataset=spec.train_dataset,
-                environment_factory=spec.environment_factory,
-                reward_funcs=spec.reward_funcs,
-                callbacks=list(spec.callbacks),
+                script=script,
+                max_completion_length=128,
+                max_tool_calling_iterations=2,
             )
             assert trainer.lookahead == 1
-            policy = ScriptedPolicy(script)
-            policy.attach(trainer)
             killer = None
 
             class KillDuringStepOne(TrainerCallback):
