@@ -52,8 +52,8 @@ default with task filtering (`TaskFilterConfig` defaults) on every member, and, 
 static weights with the same task filter; and ``oracle``, for reference only: a policy that reads the
 learner's true skills and gives each row to the member whose expected gain in mean success is the largest.
 
-Per world, the largest weight the default ever gives a flaky member (20% flipped, learning no faster) after
-warm-up, as a multiple of its uniform share; then one line per world and the overall lines:
+Per world, the largest weight each adaptive variant ever gives a flaky member (20% flipped, learning no
+faster) after warm-up, as a multiple of its uniform share; then one line per world and the overall lines:
 ``ratio steps_to_target best_static/adaptive: X (geometric mean over worlds)`` and the worst world's
 ``uniform/adaptive`` (adaptive = the default).
 
@@ -500,7 +500,8 @@ def run_world(world: World, seeds: Sequence[int]) -> dict[str, float]:
     for signal in SIGNALS:
         label = f"adaptive: {signal}" + (" (default)" if signal == default else "")
         runs[label] = bench.adaptive_runs({"signal": signal}, label=label)
-    runs["adaptive: default + task filter"] = bench.adaptive_runs({}, filtered=True)
+    filtered = "adaptive: default + task filter"
+    runs[filtered] = bench.adaptive_runs({}, filtered=True, label=filtered)
     runs["best static + task filter"] = bench.adaptive_runs(
         {"warmup_steps": MAX_STEPS + 1}, filtered=True, base_weights=best_w
     )
