@@ -30,11 +30,11 @@ from ormix.runs import RunDirectory, checkpoint_path
 
 __all__ = [
     "ProgressLine",
-    "alarms_on_console",
     "RunLifecycle",
     "StopRequest",
     "TerminationPolicy",
     "TiedKeysFilter",
+    "alarms_on_console",
     "handle_termination",
     "quiet_trainer",
     "save_checkpoint",
