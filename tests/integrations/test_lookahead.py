@@ -63,13 +63,14 @@ def trainer_for(
     script=submit,
     max_completion_length=32,
     max_tool_calling_iterations=1,
+    local_serve="thread",
     **spec_kwargs,
 ):
     from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
 
-    if target == "local:faulty":
-        spec_kwargs.setdefault("local_serve", "thread")
-    spec = OpenRewardSpec(target, indices=[0, 6, 10, 12, 18, 22], ping_interval_s=0.1, **spec_kwargs)
+    spec = OpenRewardSpec(
+        target, indices=[0, 6, 10, 12, 18, 22], ping_interval_s=0.1, local_serve=local_serve, **spec_kwargs
+    )
     args = cpu_grpo_config(
         str(tmp_path / "run"),
         max_steps=max_steps,
@@ -199,6 +200,7 @@ def test_a_server_killed_mid_round_with_sessions_open_ahead_costs_only_its_own_r
             trainer = trainer_for(
                 tmp_path,
                 target=[live.url, doomed.url],
+                local_serve=None,
                 env_name="faulty",
                 call_timeout_s=call_timeout_s,
                 script=script,

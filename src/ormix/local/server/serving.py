@@ -436,9 +436,9 @@ def serve_in_process(
         env=child_env,
         start_new_session=True,
     )
-    bound: list[int] = []
-    # The child names what it serves: loading the classes here too would import openreward (seconds).
-    served: list[str] = []
+    # The child's ready line: its port and the envs it serves (loading the classes here too would import
+    # openreward, seconds).
+    ready: list[dict[str, str]] = []
     # The child's stderr: held while it starts (a failed start is reported as its last exception, in one
     # line), passed through once it serves (the server's own warnings).
     started_up = threading.Event()
@@ -460,9 +460,7 @@ def serve_in_process(
         assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith(READY_LINE):
-                fields = dict(f.split("=", 1) for f in line.split()[1:])
-                bound.append(int(fields["port"]))
-                served.extend(fields["envs"].split(","))
+                ready.append(dict(f.split("=", 1) for f in line.split()[1:]))
                 break
         # Keep draining so the child never blocks on a full pipe.
         for _ in proc.stdout:
@@ -497,14 +495,15 @@ def serve_in_process(
         )
 
     deadline = time.monotonic() + ready_timeout_s
-    while not bound:
+    while not ready:
         if proc.poll() is not None:
             raise exited()
         if time.monotonic() > deadline:
             close()
             raise ServerStartError(f"{what} not ready after {ready_timeout_s:.0f}s (`{' '.join(cmd)}`)")
         time.sleep(0.02)
-    url = f"{'https' if ssl_certfile else 'http'}://{host}:{bound[0]}"
+    port_of_child = int(ready[0]["port"])
+    url = f"{'https' if ssl_certfile else 'http'}://{host}:{port_of_child}"
     try:
         _wait_healthy(url, ready_timeout_s, alive=lambda: proc.poll() is None, api_key=api_key)
     except ServerStartError:
@@ -519,8 +518,8 @@ def serve_in_process(
     held.clear()
     server = LocalServer(
         url=url,
-        port=bound[0],
-        env_names=served,
+        port=port_of_child,
+        env_names=ready[0]["envs"].split(","),
         mode="process",
         closer=close,
         pid=proc.pid,
