@@ -167,6 +167,7 @@ def test_stateless_calls_match_the_sdk_and_delete_their_throwaway_sessions(platf
 
     n = run_sync(sdk_count)
     sdk = [_normal(r) for r in platform.records]
+    assert platform.live() == set()  # the SDK deleted its throwaway session (`clear()` forgets it)
     platform.clear()
 
     async def ours():
@@ -301,6 +302,37 @@ def test_an_open_cancelled_mid_cold_start_deletes_its_platform_session(platform,
                     tg.cancel_scope.cancel()  # what Ctrl-C does to the portal's task
         finally:
             await conn.aclose()
+
+    run_sync(go)
+    assert platform.counts() == (1, 1)
+
+
+@pytest.mark.parametrize("transport", ["ormix", "sdk"])
+def test_a_client_closed_while_a_cancelled_opens_deletion_is_on_the_wire_waits_for_it(platform, transport):
+    """Ctrl-C cancels the portal's task without waiting for it, and the exit hook closes the client at once:
+    the cancelled open's deletion is still in flight then, and closing the connections under it would leave
+    its platform session behind."""
+    platform.cold_start(COLD, math.inf, paths=("/create",))
+    platform.slow_answer(COLD, 1.0, path="/delete")
+
+    async def go():
+        conn = SdkConnection(COLD, timeout_s=30) if transport == "sdk" else _client(COLD)
+        opening = anyio.CancelScope()
+
+        async def open_it() -> None:
+            with opening:
+                await conn.open_session(split="train", index=0)
+
+        with anyio.move_on_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(open_it)
+                while not any(r.note == "starting" for r in platform.records):
+                    await anyio.sleep(0.02)
+                opening.cancel()  # not waited for, as run_sync's future.cancel() is not
+                while not any(r.path == "/delete" for r in platform.records):
+                    await anyio.sleep(0.01)
+                await conn.aclose()  # what the exit hook does, the deletion on the wire
+                assert platform.live() == set()
 
     run_sync(go)
     assert platform.counts() == (1, 1)

@@ -112,6 +112,7 @@ class PlatformDouble:
         self._upstream_deleted: set[str] = set()
         self._rules: list[_Rule] = []
         self._base = (0, 0)
+        self._before: set[str] = set()  # sessions made before the last `clear()`
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -196,8 +197,9 @@ class PlatformDouble:
             )
 
     def slow_answer(self, deployment: str | None, seconds: float, *, path: str = "/create_session") -> None:
-        """Answer `path` of `deployment` only `seconds` after doing its work (a `/create_session` makes its
-        session first, as the platform does whether or not the client still waits)."""
+        """Answer `path` of `deployment` `seconds` late: a `/create_session` makes its session first and
+        answers late (as the platform does whether or not the client still waits); a forwarded path
+        (`/delete`, `/call`, ...) reaches the upstream server `seconds` late."""
         with self._lock:
             self._rules.append(_Rule("slow", deployment, (path,), seconds, count=10**9))
 
@@ -212,6 +214,7 @@ class PlatformDouble:
             self._rules.clear()
             self.records.clear()
             self._base = (len(self.sessions), len(self.ended))
+            self._before = set(self.sessions)
 
     def counts(self) -> tuple[int, int]:
         """(platform sessions created, ended) since the last `clear()`."""
@@ -227,9 +230,10 @@ class PlatformDouble:
         return len(self.ended)
 
     def live(self) -> set[str]:
-        """Platform sessions created and not yet ended by `/delete_session`."""
+        """Platform sessions created since the last `clear()` and not yet ended by `/delete_session` (one
+        test's leak is its own failure, not the next test's)."""
         with self._lock:
-            return set(self.sessions) - self.ended
+            return set(self.sessions) - self.ended - self._before
 
     def trace(self, sid: str) -> list[Record]:
         """The requests of one platform session, in order (its `/create_session` first)."""
@@ -321,6 +325,9 @@ class PlatformDouble:
         if path == "/delete" and sid:
             self._upstream_deleted.add(sid)
         drop = self._fault("drop", deployment, sid or "-", bare) is not None
+        slow = self._fault("slow", deployment, "-", bare)
+        if slow is not None:
+            await asyncio.sleep(slow.seconds)  # a forwarded request reaches the upstream late
         return await self._forward(request, url + upstream, raw, rec, drop=drop)
 
     async def _create_session(

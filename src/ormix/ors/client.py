@@ -133,6 +133,7 @@ class ORSClient:
         # Session ids created on the server whose open has not finished: deleted if it fails or is cut.
         self._pending: set[str] = set()
         self._creating = 0  # `/create_session` requests in flight
+        self._deleting = 0  # deletions of unopened sessions in flight (a cut open's cleanup)
         self._closed = False
         endpoint = target if isinstance(target, Endpoint) else Endpoint.for_url(target, env_name, api_key)
         if endpoint.env_name or endpoint.is_platform:
@@ -206,6 +207,12 @@ class ORSClient:
                 if self._transport is not None:
                     for sid in list(self._pending):
                         tg.start_soon(self._delete_unopened, self._transport, sid)
+            # A Ctrl-C cancels an open in its own task and the exit hook closes this client at once: that
+            # open's deletion may still be on the wire, and closing the connections under it would leak
+            # its session. Bounded as each deletion is.
+            with anyio.move_on_after(30.0):
+                while self._deleting:
+                    await anyio.sleep(0.01)
             await self._http.aclose()
 
     def forget(self, session: Session) -> None:
@@ -409,12 +416,18 @@ class ORSClient:
         """Delete a session whose open failed or was cut (the server may hold it; the platform does)."""
         self._pending.discard(sid)
         paths = ("/delete", "/delete_session") if tr.endpoint.is_platform else ("/delete",)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
-            for path in paths:
-                try:
-                    await tr.request("POST", path, headers=tr.headers(sid, routed=False), ok_statuses=GONE_OK)
-                except Exception:  # noqa: BLE001 - the next path still goes; the caller's error stands
-                    continue
+        self._deleting += 1  # `aclose()` waits for it
+        try:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
+                for path in paths:
+                    try:
+                        await tr.request(
+                            "POST", path, headers=tr.headers(sid, routed=False), ok_statuses=GONE_OK
+                        )
+                    except Exception:  # noqa: BLE001 - the next path still goes; the caller's error stands
+                        continue
+        finally:
+            self._deleting -= 1
 
     async def open_session(
         self,

@@ -158,12 +158,18 @@ class SdkConnection:
         self._env: Any = None
         self._client: Any = None
         self._finalizer: weakref.finalize | None = None
+        self._deleting = 0  # cleanups of cut opens in flight: `aclose()` waits for them
 
     def __repr__(self) -> str:
         return f"SdkConnection({self.target!r}, env_name={self.env_name!r})"
 
     async def aclose(self) -> None:
         """Close the SDK client's aiohttp sessions and connector (idempotent; a later use reconnects)."""
+        # A Ctrl-C cancels an open without waiting for its cleanup; closing the SDK's sessions under it
+        # would leave its platform session behind.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
+            while self._deleting:
+                await anyio.sleep(0.01)
         client, self._client, self._env = self._client, None, None
         if self._finalizer is not None:
             self._finalizer.detach()
@@ -225,11 +231,15 @@ class SdkConnection:
             except BaseException:
                 # The SDK's own `async with` never exits a session whose enter failed, so the platform
                 # session from /create_session would be left behind: delete it here (shielded, bounded).
-                with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
-                    try:
-                        await sdk_session.__aexit__(None, None, None)
-                    except Exception:  # noqa: BLE001 - the open's own error is the one to report
-                        pass
+                self._deleting += 1
+                try:
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
+                        try:
+                            await sdk_session.__aexit__(None, None, None)
+                        except Exception:  # noqa: BLE001 - the open's own error is the one to report
+                            pass
+                finally:
+                    self._deleting -= 1
                 raise
         except TimeoutError as e:
             raise errors.SessionOpenError(
