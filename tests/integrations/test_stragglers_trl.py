@@ -66,7 +66,9 @@ def test_a_straggler_is_cut_by_rule_and_left_out_of_its_group_baseline(tiny_mode
     step = next(h for h in trainer.state.log_history if "loss" in h)
     assert step["ormix/faulty/straggler_rate"] == 1 / 8
     assert 0.5 <= step["ormix/env/tools_s"] < 2.0
-    assert step["ormix/env/tail_wait_s"] >= 0.4  # the round's last 5% (the cut one) held it ~0.5 s
+    # The round's last call (the cut one) held it from the others' return to the cut at >= 0.5 s: about
+    # 0.4 s on an idle machine, less when the others are slow (CI once read 0.397), never the 20 s call.
+    assert 0.05 < step["ormix/env/tail_wait_s"] <= step["ormix/env/tools_s"]
     records = read_records(tmp_path / "s")
     cut = [r for r in records if r["error_kind"] == "straggler"]
     assert len(cut) == 1 and cut[0]["outcome"] == "error" and cut[0]["task_index"] == 0
