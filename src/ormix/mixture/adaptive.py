@@ -22,7 +22,9 @@ record, not on those two alone).
   learns. Both views are weighed by the member's headroom on its own reward range (so partial credit or -1/+1
   rewards read like 0/1) and averaged, each by how much it says. Do no harm: a member rises above its
   uniform share only as far as its noise is known (``NOISE_SUPPORT`` pairs of rollouts measure it half-way),
-  and ``uniform_mix`` (0.2) of the batch is spread uniformly whatever the signal says, on top of ``floor``.
+  and never further than its measured noise allows (`_noise_cap`, on a high estimate of the noise: about
+  1.6x uniform for a grader flipping 20%) unless it is seen to learn faster than every other member; and
+  ``uniform_mix`` (0.2) of the batch is spread uniformly whatever the signal says, on top of ``floor``.
 - ``informative``: budget follows the informative rate minus a *noise baseline*, the least
   informative member's rate (reward noise alone makes a member that teaches nothing look informative now and
   then: with 4 rollouts and 5% flipped rewards, about 18% of its groups), raised to ``sharpness``.
@@ -291,37 +293,57 @@ def noise_estimates(steps: Sequence[Mapping[str, StepStats]], members: Sequence[
         >>> round(e["a"], 2), e["b"]
         (0.28, 0.0)
     """
-    return {m: e for m, (e, _) in _noise_support(steps, members).items()}
+    return {m: e for m, (e, _, _) in _noise_support(steps, members).items()}
 
 
 def _noise_support(
     steps: Sequence[Mapping[str, StepStats]], members: Sequence[str]
-) -> dict[str, tuple[float, float]]:
-    """`noise_estimates` with the pairs of rollouts each estimate was measured on (0 when none).
+) -> dict[str, tuple[float, float, float]]:
+    """`noise_estimates` with the pairs of rollouts each estimate was measured on (0 when none) and a
+    high estimate (the noise a member may still have, given those pairs; 0 when none: then only the trust
+    rule of `denoised_detail` holds the member back).
 
     A grader's noise does not change over a run, while learning moves a task's disagreement (a policy at
     0.5 on every task disagrees as much as 25% noise, and no longer once it is at 0.9): the window's earlier
     and later halves are estimated apart and the lower estimate is kept (the one that learning inflates
-    least)."""
+    least); the high estimate is the lower of the halves' high bounds (so not set by a half whose few pairs
+    happened to agree)."""
     out = {}
     middle = len(steps) // 2
     for m in members:
         low = min((st[m].low for st in steps if m in st), default=math.inf)
         high = max((st[m].high for st in steps if m in st), default=-math.inf)
         if not high - low > 1e-9:
-            out[m] = (0.0, 0.0)
+            out[m] = (0.0, 0.0, 0.0)
             continue
         found = [
             _disagreement(part, m, (high - low) ** 2) for part in (steps[:middle], steps[middle:]) if part
         ]
-        known = [f for f in found if f[1] > 0]
+        known = [(_high_disagreement(d, n), d, n) for d, n in found if n > 0]
         if not known:
-            out[m] = (0.0, 0.0)
+            out[m] = (0.0, 0.0, 0.0)
             continue
-        d, _ = min(known)
-        support = math.fsum(f[1] for f in known)
-        out[m] = ((1 - math.sqrt(max(0.0, 1 - 2 * min(0.5, d)))) / 2, support)
+        d = min(d for _, d, _ in known)
+        d_high = min(h for h, _, _ in known)
+        support = math.fsum(n for _, _, n in known)
+        out[m] = (_flip_chance(d), support, _flip_chance(d_high))
     return out
+
+
+def _flip_chance(d: float) -> float:
+    """The flip chance e for which two rollouts of a settled task disagree with chance d = 2e(1 - e)."""
+    return (1 - math.sqrt(max(0.0, 1 - 2 * min(0.5, d)))) / 2
+
+
+def _high_disagreement(d: float, pairs: float) -> float:
+    """A high (Wilson, two standard errors) bound on a disagreement rate ``d`` measured on ``pairs`` pairs of
+    rollouts. The six pairs of a group of four share their rollouts: they count as three independent ones
+    (measured: counting them as one capped clean members for most of a run and slowed every world)."""
+    n = max(1.0, pairs / 2)
+    z2 = 4.0
+    centre = d + z2 / (2 * n)
+    spread = math.sqrt(z2 * (d * (1 - d) / n + z2 / (4 * n * n)))
+    return min(0.5, (centre + spread) / (1 + z2 / n))
 
 
 def _disagreement(steps: Sequence[Mapping[str, StepStats]], m: str, span2: float) -> tuple[float, float]:
@@ -374,7 +396,7 @@ def denoised_detail(
 ) -> dict[str, tuple[float, float, float]]:
     """Per member (noise, the informative rate beyond it, score): what ``denoised`` believes."""
     support = _noise_support(longer, members)
-    noise = {m: e for m, (e, _) in support.items()}
+    noise = {m: e for m, (e, _, _) in support.items()}
     posterior = _posteriors(_slopes(longer, members))
     baseline = min(rate.values())  # what the least informative member shows: noise every member has
     excess, room = {}, {}
@@ -412,15 +434,61 @@ def denoised_detail(
     # Do no harm: a member may rise above its uniform share in proportion to the data its noise was
     # measured on (until its noise is known, a flaky member's disagreement could be all noise; it may lose
     # share, not gain it), and a fixed ``uniform_mix`` of the batch is spread uniformly whatever the signal
-    # says.
+    # says. Once its noise is measured, a flaky member may not rise far above its share on its inflated
+    # disagreement (`_noise_cap` of the high estimate) unless it is seen to learn faster than the others:
+    # its slope's low bound against the fastest other's slope (noise widens a slope's spread, and so its
+    # expected size, not its mean). A slope within a millionth of its spread of zero is rounding: zero.
+    rise = {m: mean if mean > 1e-6 * math.sqrt(var) else 0.0 for m, (mean, var) in posterior.items()}
+    cap = {}
+    for m in members:
+        mean, var = posterior[m]
+        others = max((rise[x] for x in members if x != m), default=0.0)
+        faster = (
+            max(0.0, mean - 2 * math.sqrt(var)) / others if others > 0 else (math.inf if rise[m] else 1.0)
+        )
+        cap[m] = min(1.0, _noise_cap(support[m][2], n) * max(1.0, faster))
     score = {}
     for m in members:
         trust = support[m][1] / (support[m][1] + NOISE_SUPPORT)
         wanted = joint[m]
         score[m] = (1 - mix) * (trust * wanted + (1 - trust) * min(wanted, 1 / n)) + mix / n
-    spare = max(0.0, 1.0 - math.fsum(score.values()))  # what the untrusted gave up, spread evenly
-    score = {m: v + spare / n for m, v in score.items()}
+        score[m] = min(score[m], cap[m])
+    score = _spread(score, cap)
     return {m: (noise[m], excess[m], score[m]) for m in members}
+
+
+def _spread(score: Mapping[str, float], cap: Mapping[str, float]) -> dict[str, float]:
+    """``score`` topped up to a sum of 1: what the untrusted and the capped gave up goes evenly to the
+    members below their caps, again while a top-up meets a cap (caps sum to at least 1).
+
+    Example:
+        >>> s = _spread({"a": 0.5, "b": 0.1, "c": 0.1}, {"a": 0.5, "b": 0.2, "c": 1.0})
+        >>> {m: round(v, 3) for m, v in s.items()}
+        {'a': 0.5, 'b': 0.2, 'c': 0.3}
+    """
+    out = dict(score)
+    while (spare := 1.0 - math.fsum(out.values())) > 1e-12:
+        free = [m for m in out if out[m] < cap[m] - 1e-12]
+        if not free:
+            break
+        for m in free:
+            out[m] = min(cap[m], out[m] + spare / len(free))
+    return out
+
+
+def _noise_cap(noise: float, n: int) -> float:
+    """The largest share a member whose grader flips ``noise`` (e) of its outcomes may get among ``n``: its
+    uniform share, raised by the ratio of the signal its groups carry ((1 - 2e)^2, what flips leave of a
+    success's squared difference) to the squared difference noise alone makes (2 * 2e(1 - e), the chance of
+    a disagreement twice). No cap for a clean grader.
+
+    Example:
+        >>> round(_noise_cap(0.2, 6) * 6, 2), round(_noise_cap(0.05, 6) * 6, 2), _noise_cap(0.0, 6)
+        (1.56, 5.26, 1.0)
+    """
+    if noise <= 0:
+        return 1.0
+    return min(1.0, (1 + (1 - 2 * noise) ** 2 / (4 * noise * (1 - noise))) / n)
 
 
 #: Pairs of rollouts a member's noise must be measured on before it may rise well above its uniform share
