@@ -9,6 +9,7 @@ every subprocess a test starts), built once under a file lock.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,6 +27,11 @@ os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 # to gain from threads, and with several workers per core OpenMP's spinning threads starve each other (a warm
 # start measured 162 s with the default threads, 70 s with one, on the same loaded 2-core machine).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# A shell that starts the suite in the background (`make test &`, `nohup`) ignores SIGINT in it, and an
+# ignored signal stays ignored in every process started below: the Ctrl-C tests' trainers would never see
+# theirs. A handled signal is reset to the default in a child, so handling it here gives them a real Ctrl-C.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from ormix.local import serve_in_thread  # noqa: E402
 
