@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -35,6 +41,37 @@ def test_unknown_setting_is_named_with_a_suggestion():
         TrainConfigError, match=r"lerning_rate: not a GRPOConfig setting; did you mean 'learning_rate'"
     ):
         build_grpo_config(_echo_mix(), {"lerning_rate": 1e-5}, output_dir="unused")
+
+
+_FIELDS_PROBE = (
+    "import json, sys\n"
+    "from ormix.integrations.trl.compat import grpo_config_fields\n"
+    "fields = grpo_config_fields()\n"
+    "print(json.dumps({'torch_imported': 'torch' in sys.modules, 'fields': fields}))\n"
+)
+
+
+def _fields_in_a_fresh_process(cache: Path) -> dict:
+    env = {**os.environ, "ORMIX_CACHE_DIR": str(cache)}
+    done = subprocess.run([sys.executable, "-c", _FIELDS_PROBE], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout)
+
+
+def test_the_trainers_setting_names_are_read_from_a_cache_keyed_by_trls_version(tmp_path):
+    # `ormix check` names a misspelt train: key without importing TRL (and torch) once the names are cached.
+    built = _fields_in_a_fresh_process(tmp_path)
+    (cached,) = tmp_path.glob("grpo-config-fields-trl-*.json")
+    import trl
+
+    assert cached.name == f"grpo-config-fields-trl-{trl.__version__}.json"
+    again = _fields_in_a_fresh_process(tmp_path)
+    assert built["torch_imported"] and not again["torch_imported"]
+    assert again["fields"] == built["fields"] and again["fields"]["num_generations"] == 8
+    cached.write_text('{"num_gener')  # a torn or corrupt cache is rebuilt, not believed
+    rebuilt = _fields_in_a_fresh_process(tmp_path)
+    assert rebuilt["torch_imported"] and rebuilt["fields"] == built["fields"]
+    assert json.loads(cached.read_text()) == built["fields"]
 
 
 def test_settings_follow_the_mixture():

@@ -37,6 +37,7 @@ import shutil
 import tempfile
 from typing import Any
 
+from ormix.cache import default_cache_dir
 from ormix.errors import UsageError
 from ormix.hashing import content_hash
 
@@ -44,7 +45,6 @@ __all__ = [
     "TINY_MODEL",
     "TinyModelError",
     "build_tiny_model",
-    "default_cache_dir",
     "resolve_model",
     "tiny_model_hash",
 ]
@@ -79,28 +79,6 @@ _LIBRARIES = ("torch", "transformers", "tokenizers", "trl")
 
 class TinyModelError(UsageError):
     """The tiny model could not be built or a target directory is unusable."""
-
-
-def default_cache_dir() -> pathlib.Path:
-    """Where ormix caches built artifacts: ``$ORMIX_CACHE_DIR``, else ``$XDG_CACHE_HOME/ormix``, else
-    ``~/.cache/ormix``.
-
-    Example:
-        >>> from unittest import mock
-        >>> with mock.patch.dict(os.environ, {"ORMIX_CACHE_DIR": "/data/ormix-cache"}):
-        ...     default_cache_dir()
-        PosixPath('/data/ormix-cache')
-        >>> with mock.patch.dict(os.environ, {"XDG_CACHE_HOME": "/home/me/.cache"}):
-        ...     _ = os.environ.pop("ORMIX_CACHE_DIR", None)
-        ...     default_cache_dir()
-        PosixPath('/home/me/.cache/ormix')
-    """
-    explicit = os.environ.get("ORMIX_CACHE_DIR")
-    if explicit:
-        return pathlib.Path(explicit).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = pathlib.Path(xdg).expanduser() if xdg else pathlib.Path.home() / ".cache"
-    return base / "ormix"
 
 
 def _trl_chat_template_path() -> pathlib.Path:

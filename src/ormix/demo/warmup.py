@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ormix.cache import default_cache_dir
 from ormix.demo.scripted import tool_call
 from ormix.errors import UsageError
 from ormix.local.envs.solutions import near_miss_for
@@ -445,7 +446,7 @@ def warmup_sft(
             }
         ).encode()
     ).hexdigest()[:16]
-    cached = _cache_dir() / f"warm-{digest}"
+    cached = default_cache_dir() / f"warm-{digest}"
     if cache and (cached / "ormix-warm.json").exists():
         say(f"warm start: reusing {cached} ({episodes}, {steps} SFT steps)")
         model: Any = AutoModelForCausalLM.from_pretrained(str(cached), dtype=torch.float32)
@@ -493,9 +494,3 @@ def warmup_sft(
         shutil.rmtree(cached, ignore_errors=True)
         os.replace(tmp, cached)
     return model, tokenizer
-
-
-def _cache_dir() -> Path:
-    from ormix.demo.tiny import default_cache_dir
-
-    return default_cache_dir()
