@@ -63,6 +63,7 @@ def _fewer_tasks(
 _PROBE_CONCURRENCY = 8
 
 _open: weakref.WeakSet[Connection] = weakref.WeakSet()
+_exiting = threading.Event()  # set by the exit hook: no connection opens a client after it
 
 
 def matches_where(task: Mapping[str, Any], where: Mapping[str, Any]) -> bool:
@@ -162,6 +163,10 @@ class Connection:
         """The ORS client (starting the local server of a `local:`/`module:` target on first use); a
         `ServerPool` over every server of a member with several (`targets`)."""
         if self._client is None:
+            if _exiting.is_set():
+                # The exit hook closed this process's connections: a client made now (a rollout thread
+                # retrying an open the hook cut) would make platform sessions nothing is left to delete.
+                raise errors.ORSError(f"{self.target}: the process is exiting; no new session is opened")
             _register_exit_hook()
             _open.add(self)
             target = self._config.parsed_target
@@ -588,8 +593,13 @@ def close_all_connections() -> None:
             pass
 
 
+def _close_at_exit() -> None:
+    _exiting.set()
+    close_all_connections()
+
+
 @functools.cache
 def _register_exit_hook() -> None:
     from ormix.local.server.serving import at_exit_early
 
-    at_exit_early(close_all_connections)
+    at_exit_early(_close_at_exit)

@@ -14,6 +14,9 @@ import base64
 import contextlib
 import json
 import math
+import os
+import subprocess
+import sys
 import time
 
 import anyio
@@ -336,6 +339,111 @@ def test_a_client_closed_while_a_cancelled_opens_deletion_is_on_the_wire_waits_f
 
     run_sync(go)
     assert platform.counts() == (1, 1)
+
+
+def test_an_open_begun_while_the_client_closes_makes_no_platform_session(platform):
+    """At Ctrl-C the exit hook closes the client while other tasks of the run (an open retried after a
+    failure, a session opened ahead) may still start opens: one that began after `aclose()` started must
+    be refused before its `/create_session`, since its session would be made under connections about to
+    close and never deleted."""
+    platform.cold_start(COLD, math.inf, paths=("/create",))
+    platform.slow_answer(COLD, 1.0, path="/delete")
+
+    async def go():
+        conn = _client(COLD)
+        opening = anyio.CancelScope()
+        late: list[BaseException] = []
+
+        async def open_it() -> None:
+            with opening:
+                await conn.open_session(split="train", index=0)
+
+        async def open_late() -> None:
+            try:
+                await conn.open_session(split="train", index=1)
+            except ORSError as e:
+                late.append(e)
+
+        with anyio.move_on_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(open_it)
+                while not any(r.note == "starting" for r in platform.records):
+                    await anyio.sleep(0.02)
+                opening.cancel()
+                while not any(r.path == "/delete" for r in platform.records):
+                    await anyio.sleep(0.01)
+                tg.start_soon(conn.aclose)  # waits for the slow deletion
+                await anyio.sleep(0.1)
+                tg.start_soon(open_late)
+        assert late and "closed" in str(late[0])
+
+    run_sync(go)
+    assert platform.counts() == (1, 1) and platform.live() == set()
+
+
+_EXIT_MID_OPEN = """
+import atexit, sys, threading
+from ormix import OpenRewardSpec
+from ormix.ors import ORSError, run_sync
+
+spec = OpenRewardSpec(
+    "Owner/Cold",
+    num_tasks=1,
+    open_retries=3,
+    open_timeout_s=30,
+    discover_task_tools=False,
+    transport=sys.argv[1],
+)
+episode = spec.environment_factory()
+threading.Thread(target=lambda: episode.reset(task_index=0)).start()  # a rollout's thread, not a daemon
+
+
+@atexit.register  # runs after the exit hook (threading's exit callbacks run first)
+def connect_after_the_hook():
+    try:
+        run_sync(spec.connection.client)
+    except ORSError as e:
+        print("refused:", e)
+
+
+sys.stdin.readline()  # the test's word: the open is waiting out the cold start
+sys.exit(0)  # the exit hook closes the connection under the open
+"""
+
+
+@pytest.mark.parametrize("transport", ["ormix", "sdk"])
+def test_a_process_exiting_mid_open_leaves_no_platform_session_even_when_opens_are_retried(
+    platform, transport
+):
+    """The exit hook cuts the opens in flight and closes each connection for good. A rollout thread whose
+    open it cut (with `open_retries` left) must not reconnect through a fresh client: that client's platform
+    session would be made while the process tears its connections and its portal down, never deleted."""
+    platform.cold_start(COLD, math.inf, paths=("/create",))
+    env = {**os.environ, **platform.env(), "PYTHONPATH": os.pathsep.join(sys.path)}
+    child = subprocess.Popen(
+        [sys.executable, "-c", _EXIT_MID_OPEN, transport],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(r.note == "starting" for r in platform.records):
+            assert child.poll() is None and time.monotonic() < deadline, "the open never waited"
+            time.sleep(0.02)
+        out, err = child.communicate("exit\n", timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 0, err[-3000:]
+    assert "refused: Owner/Cold: the process is exiting" in out, out + err[-3000:]
+    trace = [(r.path, r.status, r.sid) for r in platform.records]
+    waited = {r.sid for r in platform.records if r.path == "/create"}
+    assert len(waited) == 1, trace  # the open the hook cut, and no other after it
+    assert ("/delete_session", 200, waited.pop()) in trace, trace
+    created, deleted = platform.counts()
+    assert created == deleted and platform.live() == set(), trace
 
 
 @pytest.mark.parametrize("how", ["cancelled", "client closed"])

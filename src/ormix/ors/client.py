@@ -134,6 +134,7 @@ class ORSClient:
         self._pending: set[str] = set()
         self._creating = 0  # `/create_session` requests in flight
         self._deleting = 0  # deletions of unopened sessions in flight (a cut open's cleanup)
+        self._opening: set[anyio.CancelScope] = set()  # opens in flight: `aclose()` cuts them
         self._closed = False
         endpoint = target if isinstance(target, Endpoint) else Endpoint.for_url(target, env_name, api_key)
         if endpoint.env_name or endpoint.is_platform:
@@ -201,6 +202,11 @@ class ORSClient:
             with anyio.move_on_after(10.0):
                 while self._creating:  # their ids join `_pending`, deleted below
                     await anyio.sleep(0.01)
+            # An open still riding out a cold start would go on retrying `/create` for its whole deadline
+            # (the catalog's is 10 minutes), holding up the exit; it cannot succeed now, so it is cut, and
+            # its session deleted (counted in `_deleting`, waited for below).
+            for opening in list(self._opening):
+                opening.cancel()
             async with anyio.create_task_group() as tg:
                 for s in sessions:
                     tg.start_soon(s.close)
@@ -485,8 +491,10 @@ class ORSClient:
         sid: str | None = session_id
         opened = False
         refused = True  # the server answered (or could not be reached): no session was made there
+        opening = anyio.CancelScope()  # cut by `aclose()`
+        self._opening.add(opening)
         try:
-            with anyio.fail_after(deadline):
+            with opening, anyio.fail_after(deadline):
                 if sid is None:
                     if ep.is_platform:
                         sid = await self._platform_sid(tr, extra, waited)
@@ -501,8 +509,10 @@ class ORSClient:
                 await self._create(
                     tr, sid, body, tr.headers(sid, extra), label, own_sid=session_id is None, waited=waited
                 )
-            if self._closed:
+            if self._closed or opening.cancelled_caught:
+                refused = False  # a /create cut short (or one that went through) may have made the session
                 raise ORSError("the ORSClient was closed while the session opened", env=label, session_id=sid)
+            assert sid is not None  # the block ran to its end
             opened = True
         except TimeoutError as e:
             refused = False
@@ -525,6 +535,7 @@ class ORSClient:
             refused = False  # cancelled (Ctrl-C, SIGTERM, a caller's scope): /create may have gone through
             raise
         finally:
+            self._opening.discard(opening)
             if not opened and sid is not None and session_id is None and (ep.is_platform or not refused):
                 # The platform holds the id from /create_session whatever /create did; a self-hosted server
                 # holds one only if a /create that was cut short went through. Shielded, bounded.

@@ -159,6 +159,7 @@ class SdkConnection:
         self._client: Any = None
         self._finalizer: weakref.finalize | None = None
         self._deleting = 0  # cleanups of cut opens in flight: `aclose()` waits for them
+        self._opening: set[anyio.CancelScope] = set()  # opens in flight: `aclose()` cuts them
 
     def __repr__(self) -> str:
         return f"SdkConnection({self.target!r}, env_name={self.env_name!r})"
@@ -167,8 +168,12 @@ class SdkConnection:
         """Close the SDK client's aiohttp sessions and connector (idempotent; a later use reconnects)."""
         # A Ctrl-C cancels an open without waiting for its cleanup; closing the SDK's sessions under it
         # would leave its platform session behind.
+        # An open still riding out a cold start cannot succeed on a closed client; cut, it deletes its
+        # platform session before the client closes.
+        for opening in list(self._opening):
+            opening.cancel()
         with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
-            while self._deleting:
+            while self._deleting or self._opening:
                 await anyio.sleep(0.01)
         client, self._client, self._env = self._client, None, None
         if self._finalizer is not None:
@@ -225,9 +230,15 @@ class SdkConnection:
                 sdk_session = env.session(task=task, secrets=secrets)
             else:
                 sdk_session = env.session(split=split, index=index, secrets=secrets)
+            opening = anyio.CancelScope()
+            self._opening.add(opening)
             try:
-                with anyio.fail_after(self.open_timeout_s or None):
+                with opening, anyio.fail_after(self.open_timeout_s or None):
                     await sdk_session.__aenter__()
+                if opening.cancelled_caught:
+                    raise errors.SessionOpenError(
+                        "the connection was closed while the session opened", env=name
+                    )
             except BaseException:
                 # The SDK's own `async with` never exits a session whose enter failed, so the platform
                 # session from /create_session would be left behind: delete it here (shielded, bounded).
@@ -241,6 +252,8 @@ class SdkConnection:
                 finally:
                     self._deleting -= 1
                 raise
+            finally:
+                self._opening.discard(opening)
         except TimeoutError as e:
             raise errors.SessionOpenError(
                 f"opening a session through the SDK did not finish within {self.open_timeout_s:g} s (the SDK "
@@ -248,6 +261,8 @@ class SdkConnection:
                 f"setup). Allow longer (open_timeout_s) or check the environment's status.",
                 env=name,
             ) from e
+        except errors.ORSError:
+            raise
         except Exception as e:  # noqa: BLE001
             mapped = _map_error(e, env=name, sid=None)
             if isinstance(mapped, errors.TransportError):
