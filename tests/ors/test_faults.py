@@ -88,7 +88,8 @@ def test_ping_discovers_a_dead_session_and_the_next_call_fails_fast(server):
             t = time.perf_counter()
             with pytest.raises(SessionDeadError, match="reaped") as ei:
                 await s.call("echo", {"text": "x"})
-            assert time.perf_counter() - t < 0.05  # raised locally, no request
+            # Raised from what the ping learnt, not after a call's deadline (300 s) on a session that is gone.
+            assert time.perf_counter() - t < 1.0
             assert ei.value.tool == "echo"
             await s.close()
 
