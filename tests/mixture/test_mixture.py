@@ -425,3 +425,45 @@ def test_a_member_made_eval_only_keeps_its_held_out_eval_tasks():
     full, arm = mixture("train").eval_set("dropped"), mixture("eval").eval_set("dropped")
     assert full.task_indices == arm.task_indices == (4, 5)
     assert (full.overlap, arm.overlap) == (0, 0) and arm.source.endswith("does not select (role: eval)")
+
+
+def _local_server_children() -> set[int]:
+    """Local-server child processes of this process (their command line runs `ormix.local`)."""
+    import os
+    from pathlib import Path
+
+    found = set()
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or int((proc / "stat").read_text().split()[3]) != os.getpid():
+                continue
+            if b"ormix.local" in (proc / "cmdline").read_bytes():
+                found.add(int(proc.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def test_connect_starts_every_members_local_server_before_anything_asks_for_one():
+    # Process mode, as `ormix train` serves: connect() is what starts the children, all in one call.
+    from ormix.local.server.shared import server_for
+
+    before = _local_server_children()
+    mix = MixtureSpec(
+        {
+            "a": OpenRewardSpec("local:echo", num_tasks=1, local_serve="process"),
+            "b": OpenRewardSpec("local:latency", num_tasks=1, local_serve="process"),
+            "c": OpenRewardSpec("local:echo", indices=[1], local_serve="process"),  # a's server
+        }
+    )
+    try:
+        assert _local_server_children() == before  # constructing contacts no server
+        mix.connect()
+        assert len(_local_server_children() - before) == 2
+        mix.connect()  # again: nothing new
+        assert len(_local_server_children() - before) == 2
+    finally:
+        for member in ("a", "b"):
+            mix.spec(member).close()
+        for target in ("local:echo", "local:latency"):
+            server_for(target, mode="process").close()

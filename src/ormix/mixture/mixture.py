@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
 
+import anyio
+
 from ormix.config import (
     AdaptiveConfig,
     MemberConfig,
@@ -349,6 +351,34 @@ class MixtureSpec:
             return self._specs[member]
         except KeyError:
             raise MixtureError(f"unknown member {member!r}; members are {sorted(self._specs)}") from None
+
+    def connect(self) -> None:
+        """Reach every member's server at once, starting the local ones (each local server's child process
+        spends seconds importing its environment, so three start in about the time of one). Raises the
+        first member's error, as its own first use would.
+
+        Example:
+            >>> mix = MixtureSpec({m: OpenRewardSpec("local:echo", num_tasks=1, local_serve="thread")
+            ...                    for m in ("a", "b")})
+            >>> mix.connect()
+        """
+        connections = list({id(s.connection): s.connection for s in self._specs.values()}.values())
+        failed: dict[int, Exception] = {}
+
+        async def reach(i: int, connection: Connection) -> None:
+            try:
+                await connection.client()
+            except Exception as e:  # noqa: BLE001 - raised below, the first member's first
+                failed[i] = e
+
+        async def reach_all() -> None:
+            async with anyio.create_task_group() as tg:
+                for i, connection in enumerate(connections):
+                    tg.start_soon(reach, i, connection)
+
+        run_sync(reach_all)
+        if failed:
+            raise failed[min(failed)]
 
     # ── plan and datasets ─────────────────────────────────────────────
 
@@ -695,6 +725,7 @@ class MixtureSpec:
         on every machine. ``eval`` holds each evaluating member's `EvalSet` (split, task indices, how they
         were chosen, overlap with training); its servers are asked for it.
         """
+        self.connect()
         members = {}
         for member_name, member in self.config.members.items():
             spec = self.spec(member_name)
