@@ -60,9 +60,8 @@ def main() -> None:
             times[how].append(measure("together" if how == "together" else "sequential"))
     load = os.getloadavg()[0]
     for how, ts in times.items():
-        print(
-            f"{how:>10}: median {statistics.median(ts):.2f} s over {len(ts)} ({', '.join(f'{t:.2f}' for t in ts)})"
-        )
+        each = ", ".join(f"{t:.2f}" for t in ts)
+        print(f"{how:>10}: median {statistics.median(ts):.2f} s over {len(ts)} ({each})")
     print(f"cores {os.cpu_count()}, load average {load:.2f}")
     ratio = statistics.median(times["one by one"]) / statistics.median(times["together"])
     print(f"ratio startup: {ratio:.2f}")
