@@ -43,35 +43,40 @@ def test_unknown_setting_is_named_with_a_suggestion():
         build_grpo_config(_echo_mix(), {"lerning_rate": 1e-5}, output_dir="unused")
 
 
-_FIELDS_PROBE = (
+_TRL_FACTS_PROBE = (
     "import json, sys\n"
     "from ormix.integrations.trl.compat import grpo_config_fields\n"
-    "fields = grpo_config_fields()\n"
-    "print(json.dumps({'torch_imported': 'torch' in sys.modules, 'fields': fields}))\n"
+    "from ormix.integrations.trl.compat import accepts_dict_factory\n"
+    "fields, per_env = grpo_config_fields(), accepts_dict_factory()\n"
+    "print(json.dumps({'torch_imported': 'torch' in sys.modules, 'fields': fields, 'per_env': per_env}))\n"
 )
 
 
-def _fields_in_a_fresh_process(cache: Path) -> dict:
+def _trl_facts_in_a_fresh_process(cache: Path) -> dict:
     env = {**os.environ, "ORMIX_CACHE_DIR": str(cache)}
-    done = subprocess.run([sys.executable, "-c", _FIELDS_PROBE], capture_output=True, text=True, env=env)
+    done = subprocess.run([sys.executable, "-c", _TRL_FACTS_PROBE], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 
 
-def test_the_trainers_setting_names_are_read_from_a_cache_keyed_by_trls_version(tmp_path):
-    # `ormix check` names a misspelt train: key without importing TRL (and torch) once the names are cached.
-    built = _fields_in_a_fresh_process(tmp_path)
-    (cached,) = tmp_path.glob("grpo-config-fields-trl-*.json")
+def test_what_ormix_reads_of_trl_is_cached_per_trl_version(tmp_path):
+    # `ormix check` names a misspelt train: key, and `ormix inspect` says how tools are routed, without
+    # importing TRL (and torch) once these are cached.
+    built = _trl_facts_in_a_fresh_process(tmp_path)
+    (cached,) = tmp_path.glob("trl-facts-*.json")
     import trl
 
-    assert cached.name == f"grpo-config-fields-trl-{trl.__version__}.json"
-    again = _fields_in_a_fresh_process(tmp_path)
+    from ormix.integrations.trl.compat import accepts_dict_factory
+
+    assert cached.name == f"trl-facts-{trl.__version__}.json"
+    again = _trl_facts_in_a_fresh_process(tmp_path)
     assert built["torch_imported"] and not again["torch_imported"]
     assert again["fields"] == built["fields"] and again["fields"]["num_generations"] == 8
+    assert again["per_env"] is built["per_env"] is accepts_dict_factory()
     cached.write_text('{"num_gener')  # a torn or corrupt cache is rebuilt, not believed
-    rebuilt = _fields_in_a_fresh_process(tmp_path)
+    rebuilt = _trl_facts_in_a_fresh_process(tmp_path)
     assert rebuilt["torch_imported"] and rebuilt["fields"] == built["fields"]
-    assert json.loads(cached.read_text()) == built["fields"]
+    assert json.loads(cached.read_text())["grpo_config_fields"] == built["fields"]
 
 
 def test_settings_follow_the_mixture():

@@ -1,10 +1,16 @@
-"""What ormix needs of the installed TRL, checked rather than assumed."""
+"""What ormix needs of the installed TRL, checked rather than assumed.
+
+Read once per TRL version and cached (`ormix.cache`): importing TRL's trainer imports transformers and torch
+(3-6 s), which ``ormix check`` and ``ormix inspect`` would otherwise pay only to name a misspelt ``train:``
+key or to say how a mixture's tools are routed.
+"""
 
 from __future__ import annotations
 
 import functools
 import importlib.metadata
 import inspect
+from typing import Any
 
 from ormix.cache import cached_json
 
@@ -15,44 +21,50 @@ def accepts_dict_factory() -> bool:
     """Whether the installed `GRPOTrainer` takes a dict `environment_factory` (per-environment tools).
 
     `False` when TRL is not installed (then a mixture routes through one namespaced adapter).
+
+    Example:
+        >>> accepts_dict_factory()
+        True
     """
     try:
-        from trl import GRPOTrainer
+        return bool(_trl_facts()["accepts_dict_factory"])
     except ImportError:
         return False
-    parameter = inspect.signature(GRPOTrainer.__init__).parameters.get("environment_factory")
-    return parameter is not None and "dict" in str(parameter.annotation)
 
 
-@functools.cache
 def grpo_config_fields() -> dict[str, object]:
     """`GRPOConfig`'s settings and their defaults (`dataclasses.MISSING` → `None`; a default that is not
-    JSON data, by its ``str``).
-
-    Read from a cache keyed by the installed TRL's version when there is one: importing `GRPOConfig`
-    imports transformers and torch (2-3 s), which ``ormix check`` would otherwise pay only to name a
-    misspelt ``train:`` key. `ImportError` without TRL.
+    JSON data, by its ``str``). `ImportError` without TRL.
 
     Example:
         >>> fields = grpo_config_fields()
         >>> fields["num_generations"], "max_step" in fields
         (8, False)
     """
+    return dict(_trl_facts()["grpo_config_fields"])
+
+
+@functools.cache
+def _trl_facts() -> dict[str, Any]:
     try:
         version = importlib.metadata.version("trl")
     except importlib.metadata.PackageNotFoundError:
         raise ImportError("trl is not installed") from None
-    return dict(cached_json(f"grpo-config-fields-trl-{version}", _grpo_config_fields))
+    return dict(cached_json(f"trl-facts-{version}", _read_trl_facts))
 
 
-def _grpo_config_fields() -> dict[str, object]:
+def _read_trl_facts() -> dict[str, Any]:
     import dataclasses
 
-    from trl import GRPOConfig
+    from trl import GRPOConfig, GRPOTrainer
 
     def plain(value: object) -> object:
         if value is dataclasses.MISSING:
             return None
         return value if isinstance(value, (str, int, float, bool, type(None), list, dict)) else str(value)
 
-    return {f.name: plain(f.default) for f in dataclasses.fields(GRPOConfig) if f.init}
+    parameter = inspect.signature(GRPOTrainer.__init__).parameters.get("environment_factory")
+    return {
+        "grpo_config_fields": {f.name: plain(f.default) for f in dataclasses.fields(GRPOConfig) if f.init},
+        "accepts_dict_factory": parameter is not None and "dict" in str(parameter.annotation),
+    }
