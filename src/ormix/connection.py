@@ -143,6 +143,8 @@ class Connection:
         self._tools: dict[tuple[Any, ...], list[ToolSpec]] = {}
         # One lock per request key, so concurrent members fetch different things at once but never twice.
         self._locks: dict[tuple[Any, ...], anyio.Lock] = {}
+        # Concurrent first uses (a mixture reaching its servers ahead, an episode) make one client.
+        self._client_lock = anyio.Lock()
         #: Names of the specs (members) using this connection, for what `backend_waits` shows.
         self.members: set[str] = set()
 
@@ -163,47 +165,51 @@ class Connection:
         """The ORS client (starting the local server of a `local:`/`module:` target on first use); a
         `ServerPool` over every server of a member with several (`targets`)."""
         if self._client is None:
-            if _exiting.is_set():
-                # The exit hook closed this process's connections: a client made now (a rollout thread
-                # retrying an open the hook cut) would make platform sessions nothing is left to delete.
-                raise errors.ORSError(f"{self.target}: the process is exiting; no new session is opened")
-            _register_exit_hook()
-            _open.add(self)
-            target = self._config.parsed_target
-            env_name: str | None
-            if self._served is not None:
-                url, env_name = self._served
-            elif target.kind in ("local", "module"):
-                from ormix.local.server.shared import server_for
-
-                server = await anyio.to_thread.run_sync(
-                    lambda: server_for(self.target, mode=self._config.local_serve)
-                )
-                url, env_name = server.url, self.env_name or server.env_names[0]
-                self._served = (url, env_name)
-            else:
-                url, env_name = self.target, self.env_name
-            api_key = self._config.resolve_api_key()
-            endpoint = (
-                Endpoint.for_catalog(self.target, env_name, api_key)
-                if target.kind == "catalog"
-                else Endpoint.for_url(url, env_name, api_key)
-            )
-            # The client keeps at most this much of one tool output in memory (bounded under a 50 MB
-            # answer); 8x: the model still sees `max_output_chars` of text when every character is escaped.
-            kept = max(8 * self._config.max_output_chars, 65_536)
-            options: dict[str, Any] = {
-                "timeout_s": self._config.call_timeout_s,
-                "open_timeout_s": self._config.resolved_open_timeout_s,
-                "ping_interval_s": self._config.ping_interval_s,
-                "max_kept_chars": kept,
-            }
-            if self._config.targets:
-                servers = [Endpoint.for_url(u, env_name, api_key) for u in self._config.targets]
-                self._client = ServerPool(servers, **options)
-            else:
-                self._client = ORSClient(endpoint, **options)
+            async with self._client_lock:
+                if self._client is None:
+                    self._client = await self._new_client()
         return self._client
+
+    async def _new_client(self) -> ORSClient | ServerPool:
+        if _exiting.is_set():
+            # The exit hook closed this process's connections: a client made now (a rollout thread
+            # retrying an open the hook cut) would make platform sessions nothing is left to delete.
+            raise errors.ORSError(f"{self.target}: the process is exiting; no new session is opened")
+        _register_exit_hook()
+        _open.add(self)
+        target = self._config.parsed_target
+        env_name: str | None
+        if self._served is not None:
+            url, env_name = self._served
+        elif target.kind in ("local", "module"):
+            from ormix.local.server.shared import server_for
+
+            server = await anyio.to_thread.run_sync(
+                lambda: server_for(self.target, mode=self._config.local_serve)
+            )
+            url, env_name = server.url, self.env_name or server.env_names[0]
+            self._served = (url, env_name)
+        else:
+            url, env_name = self.target, self.env_name
+        api_key = self._config.resolve_api_key()
+        endpoint = (
+            Endpoint.for_catalog(self.target, env_name, api_key)
+            if target.kind == "catalog"
+            else Endpoint.for_url(url, env_name, api_key)
+        )
+        # The client keeps at most this much of one tool output in memory (bounded under a 50 MB
+        # answer); 8x: the model still sees `max_output_chars` of text when every character is escaped.
+        kept = max(8 * self._config.max_output_chars, 65_536)
+        options: dict[str, Any] = {
+            "timeout_s": self._config.call_timeout_s,
+            "open_timeout_s": self._config.resolved_open_timeout_s,
+            "ping_interval_s": self._config.ping_interval_s,
+            "max_kept_chars": kept,
+        }
+        if self._config.targets:
+            servers = [Endpoint.for_url(u, env_name, api_key) for u in self._config.targets]
+            return ServerPool(servers, **options)
+        return ORSClient(endpoint, **options)
 
     def server_stats(self) -> list[dict[str, Any]]:
         """Per server of a member on several (`targets`): URL, in rotation, sessions held now, opened,

@@ -467,3 +467,29 @@ def test_connect_starts_every_members_local_server_before_anything_asks_for_one(
             mix.spec(member).close()
         for target in ("local:echo", "local:latency"):
             server_for(target, mode="process").close()
+
+
+def test_concurrent_first_uses_of_a_connection_make_one_client():
+    # connect() ahead of an episode's first open: both ask while the local server starts.
+    import anyio
+
+    from ormix.config import SpecConfig
+    from ormix.connection import Connection
+    from ormix.ors import run_sync
+
+    connection = Connection(SpecConfig(target="local:terminals", local_serve="thread"))
+    got = []
+
+    async def first_use() -> None:
+        got.append(await connection.client())
+
+    async def both() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(first_use)
+            tg.start_soon(first_use)
+
+    try:
+        run_sync(both)
+        assert len(got) == 2 and got[0] is got[1]
+    finally:
+        connection.close()
