@@ -166,10 +166,9 @@ class SdkConnection:
 
     async def aclose(self) -> None:
         """Close the SDK client's aiohttp sessions and connector (idempotent; a later use reconnects)."""
-        # A Ctrl-C cancels an open without waiting for its cleanup; closing the SDK's sessions under it
-        # would leave its platform session behind.
-        # An open still riding out a cold start cannot succeed on a closed client; cut, it deletes its
-        # platform session before the client closes.
+        # Closing the SDK's sessions under an open's cleanup would leave its platform session behind: a
+        # Ctrl-C cancels an open without waiting for that cleanup, and an open still riding out a cold start
+        # (which cannot succeed on a closed client) is cut here; both are waited for.
         for opening in list(self._opening):
             opening.cancel()
         with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
@@ -236,9 +235,7 @@ class SdkConnection:
                 with opening, anyio.fail_after(self.open_timeout_s or None):
                     await sdk_session.__aenter__()
                 if opening.cancelled_caught:
-                    raise errors.SessionOpenError(
-                        "the connection was closed while the session opened", env=name
-                    )
+                    raise errors.ORSError("the connection was closed while the session opened", env=name)
             except BaseException:
                 # The SDK's own `async with` never exits a session whose enter failed, so the platform
                 # session from /create_session would be left behind: delete it here (shielded, bounded).
