@@ -587,10 +587,11 @@ class BackendWatch:
 
 
 def close_all_connections() -> None:
-    """Close every open connection of this process (registered to run at exit, before local servers stop).
+    """Close every open connection of this process (a later use reconnects).
 
     Closing a connection also closes the sessions no episode tracks any more, which a remote server would
-    otherwise keep until its reaper runs.
+    otherwise keep until its reaper runs. At exit (before local servers stop) the same is done for good:
+    after it no connection makes a new client.
     """
     for conn in list(_open):
         try:
