@@ -35,12 +35,13 @@ def default_cache_dir() -> pathlib.Path:
     return base / "ormix"
 
 
-def cached_json(name: str, build: Callable[[], Any]) -> Any:
-    """The JSON value cached under ``name`` in `default_cache_dir`, built (and written) when absent or
-    unreadable. ``name`` must change whenever ``build``'s answer would (put versions in it).
+def cached_json(name: str, build: Callable[[], Any], *, valid: Callable[[Any], bool] | None = None) -> Any:
+    """The JSON value cached under ``name`` in `default_cache_dir`, built (and written) when absent,
+    unreadable or not ``valid``. ``name`` must change whenever ``build``'s answer would (put versions in it).
 
     A cache that cannot be written (read-only home, full disk) costs only the rebuild next time, so a
-    failed write is not an error; the file is replaced atomically, so concurrent runs never read half of one.
+    failed write is not an error; the file is replaced atomically, so concurrent runs never read half of one,
+    and is readable by everyone who can read the directory (a shared ``ORMIX_CACHE_DIR``).
 
     Example:
         >>> import tempfile
@@ -53,20 +54,21 @@ def cached_json(name: str, build: Callable[[], Any]) -> Any:
     """
     path = default_cache_dir() / f"{name}.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if valid is None or valid(cached):
+            return cached
     except (OSError, ValueError):
         pass
-    value = build()
-    text = json.dumps(value, sort_keys=True)
-    try:
+    text = json.dumps(build(), sort_keys=True)
+    with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{name}.", delete=False) as f:
-            f.write(text)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.")
         try:
-            os.replace(f.name, path)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from the others sharing the cache
+            os.replace(tmp, path)
         finally:
             with contextlib.suppress(OSError):
-                os.unlink(f.name)
-    except OSError:
-        pass
+                os.unlink(tmp)
     return json.loads(text)

@@ -167,7 +167,13 @@ class Connection:
         if self._client is None:
             async with self._client_lock:
                 if self._client is None:
-                    self._client = await self._new_client()
+                    client = await self._new_client()
+                    if _exiting.is_set():  # the exit hook ran while it was made: it closes nothing new
+                        await client.aclose()
+                        raise errors.ORSError(
+                            f"{self.target}: the process is exiting; no new session is opened"
+                        )
+                    self._client = client
         return self._client
 
     async def _new_client(self) -> ORSClient | ServerPool:
@@ -227,6 +233,8 @@ class Connection:
             from ormix.ors.sdk import SdkConnection
 
             client = await self.client()
+            if self._sdk is not None:  # made by a concurrent first use while this one waited
+                return self._sdk
             endpoint = client.endpoint
             target = self.target if self._config.parsed_target.kind == "catalog" else endpoint.api_url
             self._sdk = SdkConnection(

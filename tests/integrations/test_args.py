@@ -59,24 +59,32 @@ def _trl_facts_in_a_fresh_process(cache: Path) -> dict:
     return json.loads(done.stdout)
 
 
-def test_what_ormix_reads_of_trl_is_cached_per_trl_version(tmp_path):
+def test_what_ormix_reads_of_trl_is_cached_per_trl_and_transformers_version(tmp_path):
     # `ormix check` names a misspelt train: key, and `ormix inspect` says how tools are routed, without
     # importing TRL (and torch) once these are cached.
-    built = _trl_facts_in_a_fresh_process(tmp_path)
-    (cached,) = tmp_path.glob("trl-facts-*.json")
+    import transformers
     import trl
 
-    from ormix.integrations.trl.compat import accepts_dict_factory
+    from ormix.integrations.trl.compat import _read_trl_facts
 
-    assert cached.name == f"trl-facts-{trl.__version__}.json"
+    truth = json.loads(
+        json.dumps(_read_trl_facts())
+    )  # as TRL answers now, through JSON as the cache keeps it
+    built = _trl_facts_in_a_fresh_process(tmp_path)
+    (cached,) = tmp_path.glob("trl-facts-*.json")
+    assert f"trl{trl.__version__}" in cached.name and f"transformers{transformers.__version__}" in cached.name
     again = _trl_facts_in_a_fresh_process(tmp_path)
     assert built["torch_imported"] and not again["torch_imported"]
-    assert again["fields"] == built["fields"] and again["fields"]["num_generations"] == 8
-    assert again["per_env"] is built["per_env"] is accepts_dict_factory()
-    cached.write_text('{"num_gener')  # a torn or corrupt cache is rebuilt, not believed
-    rebuilt = _trl_facts_in_a_fresh_process(tmp_path)
-    assert rebuilt["torch_imported"] and rebuilt["fields"] == built["fields"]
-    assert json.loads(cached.read_text())["grpo_config_fields"] == built["fields"]
+    for answer in (built, again):
+        assert answer["fields"] == truth["grpo_config_fields"] and answer["fields"]["num_generations"] == 8
+        assert answer["per_env"] is truth["accepts_dict_factory"]
+    # A torn file, or one of another shape, is rebuilt, not believed.
+    for damaged in ('{"num_gener', '{"grpo_config_fields": []}'):
+        cached.write_text(damaged)
+        rebuilt = _trl_facts_in_a_fresh_process(tmp_path)
+        assert rebuilt["torch_imported"] and rebuilt["fields"] == truth["grpo_config_fields"]
+        assert json.loads(cached.read_text()) == truth
+    assert cached.stat().st_mode & 0o044 == 0o044  # readable by others sharing the cache directory
 
 
 def test_settings_follow_the_mixture():

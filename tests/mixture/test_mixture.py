@@ -444,16 +444,19 @@ def _local_server_children() -> set[int]:
     return found
 
 
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="counts child processes in /proc")
 def test_connect_starts_every_members_local_server_before_anything_asks_for_one():
-    # Process mode, as `ormix train` serves: connect() is what starts the children, all in one call.
+    # Process mode, as `ormix train` serves; targets no other test serves in process mode, so no server
+    # of an earlier test in this worker is found running: connect() is what starts the children.
     from ormix.local.server.shared import server_for
 
+    targets = ("support.envs:SetaSurface", "support.envs:NumericDifficulty")
     before = _local_server_children()
     mix = MixtureSpec(
         {
-            "a": OpenRewardSpec("local:echo", num_tasks=1, local_serve="process"),
-            "b": OpenRewardSpec("local:latency", num_tasks=1, local_serve="process"),
-            "c": OpenRewardSpec("local:echo", indices=[1], local_serve="process"),  # a's server
+            "a": OpenRewardSpec(targets[0], num_tasks=1, local_serve="process"),
+            "b": OpenRewardSpec(targets[1], num_tasks=1, local_serve="process"),
+            "c": OpenRewardSpec(targets[0], indices=[1], local_serve="process"),  # a's server
         }
     )
     try:
@@ -463,14 +466,15 @@ def test_connect_starts_every_members_local_server_before_anything_asks_for_one(
         mix.connect()  # again: nothing new
         assert len(_local_server_children() - before) == 2
     finally:
-        for member in ("a", "b"):
-            mix.spec(member).close()
-        for target in ("local:echo", "local:latency"):
+        mix.close()
+        for target in targets:
             server_for(target, mode="process").close()
 
 
-def test_concurrent_first_uses_of_a_connection_make_one_client():
-    # connect() ahead of an episode's first open: both ask while the local server starts.
+@pytest.mark.parametrize("what", ["client", "sdk"])
+def test_concurrent_first_uses_of_a_connection_make_one_client(what):
+    # connect() ahead of an episode's first open: both ask while the local server starts (an SDK
+    # connection is made after the client, so its first uses race on that wait too).
     import anyio
 
     from ormix.config import SpecConfig
@@ -481,7 +485,7 @@ def test_concurrent_first_uses_of_a_connection_make_one_client():
     got = []
 
     async def first_use() -> None:
-        got.append(await connection.client())
+        got.append(await (connection.client() if what == "client" else connection.sdk()))
 
     async def both() -> None:
         async with anyio.create_task_group() as tg:

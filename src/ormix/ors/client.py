@@ -536,7 +536,8 @@ class ORSClient:
             raise
         finally:
             self._opening.discard(opening)
-            if not opened and sid is not None and session_id is None and (ep.is_platform or not refused):
+            # Not in `_pending` any more: `aclose()` has deleted it already.
+            if not opened and sid in self._pending and session_id is None and (ep.is_platform or not refused):
                 # The platform holds the id from /create_session whatever /create did; a self-hosted server
                 # holds one only if a /create that was cut short went through. Shielded, bounded.
                 await self._delete_unopened(tr, sid)

@@ -169,10 +169,10 @@ class SdkConnection:
         # Closing the SDK's sessions under an open's cleanup would leave its platform session behind: a
         # Ctrl-C cancels an open without waiting for that cleanup, and an open still riding out a cold start
         # (which cannot succeed on a closed client) is cut here; both are waited for.
-        for opening in list(self._opening):
-            opening.cancel()
         with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
             while self._deleting or self._opening:
+                for opening in list(self._opening):  # also one begun while this waits
+                    opening.cancel()
                 await anyio.sleep(0.01)
         client, self._client, self._env = self._client, None, None
         if self._finalizer is not None:

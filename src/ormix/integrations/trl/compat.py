@@ -44,13 +44,28 @@ def grpo_config_fields() -> dict[str, object]:
     return dict(_trl_facts()["grpo_config_fields"])
 
 
+#: Bumped when what `_read_trl_facts` returns changes shape.
+_FACTS_FORMAT = 1
+
+
 @functools.cache
 def _trl_facts() -> dict[str, Any]:
     try:
-        version = importlib.metadata.version("trl")
+        # GRPOConfig inherits most of its settings from transformers' TrainingArguments: both versions key it.
+        versions = [importlib.metadata.version(p) for p in ("trl", "transformers")]
     except importlib.metadata.PackageNotFoundError:
         raise ImportError("trl is not installed") from None
-    return dict(cached_json(f"trl-facts-{version}", _read_trl_facts))
+    name = f"trl-facts-v{_FACTS_FORMAT}-trl{versions[0]}-transformers{versions[1]}"
+    facts = cached_json(name, _read_trl_facts, valid=_facts_shape)
+    return dict(facts)
+
+
+def _facts_shape(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("grpo_config_fields"), dict)
+        and isinstance(value.get("accepts_dict_factory"), bool)
+    )
 
 
 def _read_trl_facts() -> dict[str, Any]:
