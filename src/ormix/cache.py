@@ -1,5 +1,5 @@
-"""Where ormix keeps what it can rebuild but would rather not: the tiny model, warm starts, the installed
-trainer's setting names.
+"""Where ormix keeps what it can rebuild but would rather not: the tiny model, warm starts, what it reads of
+the installed TRL.
 
 Example:
     >>> from unittest import mock

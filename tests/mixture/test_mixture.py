@@ -444,7 +444,6 @@ def _local_server_children() -> set[int]:
     return found
 
 
-@pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="counts child processes in /proc")
 def test_connect_starts_every_members_local_server_before_anything_asks_for_one():
     # Process mode, as `ormix train` serves; targets no other test serves in process mode, so no server
     # of an earlier test in this worker is found running: connect() is what starts the children.

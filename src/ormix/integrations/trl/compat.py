@@ -1,6 +1,6 @@
 """What ormix needs of the installed TRL, checked rather than assumed.
 
-Read once per TRL version and cached (`ormix.cache`): importing TRL's trainer imports transformers and torch
+Read once per TRL and transformers version and cached (`ormix.cache`): importing TRL's trainer imports transformers and torch
 (3-6 s), which ``ormix check`` and ``ormix inspect`` would otherwise pay only to name a misspelt ``train:``
 key or to say how a mixture's tools are routed.
 """
