@@ -1,8 +1,8 @@
 """What ormix needs of the installed TRL, checked rather than assumed.
 
-Read once per TRL and transformers version and cached (`ormix.cache`): importing TRL's trainer imports transformers and torch
-(3-6 s), which ``ormix check`` and ``ormix inspect`` would otherwise pay only to name a misspelt ``train:``
-key or to say how a mixture's tools are routed.
+Read once per TRL and transformers version and cached (`ormix.cache`): importing TRL's trainer imports
+transformers and torch (3-6 s), which ``ormix check`` and ``ormix inspect`` would otherwise pay only to name
+a misspelt ``train:`` key or to say how a mixture's tools are routed.
 """
 
 from __future__ import annotations
