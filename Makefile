@@ -18,7 +18,8 @@ $(VENV)/.ormix-installed: pyproject.toml
 	$(PIP) install -q -e '.[trl,plot,dev]'
 	@touch $@
 
-# One pytest worker per core (pytest-xdist); --dist loadfile keeps each test file on one worker, so a file's
+# pytest-xdist: `-n auto` is one worker more than the cores (tests/conftest.py: many tests wait on a
+# subprocess while a core idles); --dist loadfile keeps each test file on one worker, so a file's
 # module-scoped servers and trained runs are built once.
 test: setup
 	$(PY) -m pytest -q -n auto --dist loadfile
