@@ -92,6 +92,25 @@ def test_every_stateless_endpoint_on_echo(echo_server):
     run(main)
 
 
+def test_a_session_no_caller_holds_is_still_deleted_when_the_client_closes(echo_server):
+    """A session whose caller never received it (Ctrl-C cancels the call waiting for an open just as the open
+    returns) or dropped it unclosed: `aclose()` deletes it. Held weakly, it was collected and left on the
+    server (a platform session leaked at Ctrl-C)."""
+    import gc
+
+    async def open_drop_close() -> str:
+        client = ORSClient(echo_server.url, env_name="echo", ping_interval_s=None)  # no ping task holds it
+        session = await client.open_session(split="train", index=0)
+        sid = session.id
+        del session
+        gc.collect()
+        assert sid in echo_server.active_sessions()
+        await client.aclose()
+        return sid
+
+    assert anyio.run(open_drop_close) not in echo_server.active_sessions()
+
+
 def test_env_name_discovered_when_omitted(echo_server):
     assert ORSClient(echo_server.url).endpoint.env_name == "echo"  # a blocking discovery
 

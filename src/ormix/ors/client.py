@@ -30,7 +30,6 @@ import contextlib
 import json
 import time
 import uuid
-import weakref
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -129,7 +128,9 @@ class ORSClient:
         self._endpoint: Endpoint | None = None
         self._unresolved: Endpoint | None = None
         self._transport: Transport | None = None
-        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        # Held strongly until they close (`forget`): a session its caller never received (a Ctrl-C cancels
+        # the waiting call as the open returns) or dropped unclosed is still deleted by `aclose()`.
+        self._sessions: set[Session] = set()
         # Session ids created on the server whose open has not finished: deleted if it fails or is cut.
         self._pending: set[str] = set()
         self._creating = 0  # `/create_session` requests in flight
@@ -557,7 +558,14 @@ class ORSClient:
         session.timings.open_ms = (time.perf_counter() - start) * 1000.0
         session.timings.starting_ms = waited.starting_s * 1000.0
         self._sessions.add(session)
-        await self._start_keepalive(session)
+        try:
+            await self._start_keepalive(session)
+        except BaseException:
+            # Cancelled once the session exists (Ctrl-C cancels the call waiting for this open): no caller
+            # will get it, so it is closed here, not left to `aclose()` or the server's reaper.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
+                await session.close()
+            raise
         return session
 
     async def _create(

@@ -237,6 +237,13 @@ def save_checkpoint(trainer: Any) -> Path | None:
     if (path / TRAINER_STATE_NAME).exists():
         return path
     try:
+        # The trainer logs a step after the step's callbacks: Ctrl-C between the two leaves a finished step
+        # that the checkpoint holds but no log entry shows (a resume starts after it). Its metrics are the
+        # trainer's pending ones; the loss, kept inside transformers' loop, is not among them.
+        logged = max((entry.get("step", 0) for entry in trainer.state.log_history), default=0)
+        if trainer.state.global_step > logged:
+            trainer.log({})
+
         trainer.save_model(str(path))
         if trainer.args.should_save:
             if not (
