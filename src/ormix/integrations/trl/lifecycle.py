@@ -243,7 +243,6 @@ def save_checkpoint(trainer: Any) -> Path | None:
         logged = max((entry.get("step", 0) for entry in trainer.state.log_history), default=0)
         if trainer.state.global_step > logged:
             trainer.log({})
-
         trainer.save_model(str(path))
         if trainer.args.should_save:
             if not (
