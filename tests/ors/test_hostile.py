@@ -348,6 +348,11 @@ def test_nothing_in_the_package_executes_text():
                 owner = getattr(node.value, "id", "")
                 if node.attr in runners or (node.attr in builtins_ and owner in ("builtins", "__builtins__")):
                     found.append(f"{path.relative_to(root)}:{node.lineno} {owner}.{node.attr}")
+    # The one loader run: the installed openreward package's own `__init__`, deferred to first use (what
+    # `import openreward` runs; `defer_sdk_namespace`).
+    sdk_init = "local/server/openreward_internals.py"
+    assert [f for f in found if f.startswith(sdk_init) and f.endswith("loader.exec_module")], found
+    found = [f for f in found if not (f.startswith(sdk_init) and f.endswith("loader.exec_module"))]
     assert not found, found
     assert len(list(root.rglob("*.py"))) > 30  # the walk did see the package
 

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import argparse
 
-from ormix.local.server.serving import run_forever
+from ormix.local.server.openreward_internals import defer_sdk_namespace
+
+# First, before the environments import openreward: a server needs its `environments`, not its client.
+defer_sdk_namespace()
+
+from ormix.local.server.serving import run_forever  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> None:

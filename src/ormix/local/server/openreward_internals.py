@@ -1,9 +1,10 @@
 """The one place that reads the openreward server's session state, which it keeps in private attributes.
 
-The local servers need three things the openreward `Server` has no public API for: the ids of the sessions it
+The local servers need four things the openreward `Server` has no public API for: the ids of the sessions it
 holds (tests check that every session was closed), deleting one session from inside an environment (the
 `local:faulty` environment's "session dies" fault) and reaping idle sessions with a configurable limit (its
-own reaper is fixed at 900 s). Everything that depends on those attributes is here, checked once against the
+own reaper is fixed at 900 s), and a server process that does not pay for the SDK's client at start
+(`defer_sdk_namespace`). Everything that depends on those attributes is here, checked once against the
 installed openreward, so an openreward release that renames them fails with one clear error instead of an
 `AttributeError` deep in a server thread.
 
@@ -16,12 +17,21 @@ Example:
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import time
 from typing import Any
 
 from ormix.errors import OrmixRuntimeError
 
-__all__ = ["SESSION_STATE", "delete_session", "idle_sessions", "session_ids", "session_of"]
+__all__ = [
+    "SESSION_STATE",
+    "defer_sdk_namespace",
+    "delete_session",
+    "idle_sessions",
+    "session_ids",
+    "session_of",
+]
 
 #: The openreward `Server` attributes holding per-session state, in the order its `_delete_session` takes
 # them.
@@ -73,3 +83,43 @@ async def delete_session(ors_server: Any, sid: str) -> None:
     from openreward.environments.server import _delete_session
 
     await _delete_session(sid, *_state(ors_server))
+
+
+def defer_sdk_namespace() -> bool:
+    """Import `openreward`'s own names on first use, so a server process starts without the SDK's client.
+
+    `openreward/__init__` imports the platform client and the rollout serializers (the anthropic, openai and
+    google.genai types): 1.6 s of a server child's 2.1 s start (measured), none of it used to serve. This
+    registers the package without running its `__init__`; submodules (`openreward.environments`, ...)
+    import as usual, and the first lookup of a top-level name (`openreward.OpenReward`, `from openreward
+    import Session`, as a user's environment may do) runs the real `__init__` then, in the same module
+    (PEP 562). Only for a process's entry point, before anything imports openreward: returns False,
+    changing nothing, once it is imported.
+
+    Example:
+        >>> import openreward
+        >>> defer_sdk_namespace()   # too late: openreward is imported already, and stays as it is
+        False
+    """
+    if "openreward" in sys.modules:
+        return False
+    spec = importlib.util.find_spec("openreward")
+    if spec is None or spec.loader is None:
+        return False  # not installed: the import that needs it says so
+    package = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+
+    def load_sdk(name: str) -> Any:
+        # Removed first: the real `__init__` runs in this module's namespace and must not recurse here.
+        del package.__dict__["__getattr__"]
+        try:
+            loader.exec_module(package)
+        except BaseException:
+            # As after any failed import: the next `import openreward` runs it again and raises the same.
+            sys.modules.pop("openreward", None)
+            raise
+        return getattr(package, name)
+
+    package.__dict__["__getattr__"] = load_sdk
+    sys.modules["openreward"] = package
+    return True

@@ -400,9 +400,7 @@ def serve_in_process(
     key reaches the child in its environment, never on its command line).
 
     Example:
-        Not run as a doctest: a child Python process takes seconds to import openreward and start.
-
-        >>> with serve_in_process(["local:terminals"]) as srv:   # doctest: +SKIP
+        >>> with serve_in_process(["local:terminals"]) as srv:
         ...     srv.env_names, srv.mode
         (['terminals'], 'process')
     """

@@ -1,0 +1,75 @@
+"""A local server child starts without the SDK's client (`defer_sdk_namespace`), and an environment that
+uses the SDK's top-level names still gets them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from ormix.local import serve_in_process
+from ormix.ors import ORSClient, run_sync
+
+# The rollout serializers: the bulk of `openreward/__init__`, which a server never uses.
+SERIALIZERS = "openreward.api.rollouts.rollout"
+
+
+def test_a_deferred_sdk_serves_without_its_client_and_loads_it_on_first_use():
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from ormix.local.server.openreward_internals import defer_sdk_namespace
+        assert defer_sdk_namespace() is True
+        assert defer_sdk_namespace() is False
+        import openreward.environments, openreward.toolsets.cli
+        print({SERIALIZERS!r} in sys.modules)
+        from openreward import AsyncOpenReward
+        import openreward
+        print({SERIALIZERS!r} in sys.modules, AsyncOpenReward is openreward.client.AsyncOpenReward)
+        print("Session" in openreward.__all__, openreward.environments.__name__)
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "True", "True", "True", "openreward.environments"]
+
+
+USER_ENV = '''
+import openreward
+from openreward import ToolSpec  # a top-level name: the real `openreward/__init__` runs here
+from openreward.environments import Environment, TextBlock, ToolOutput, tool
+
+
+class Named(Environment):
+    def __init__(self, task_spec, secrets=None):
+        super().__init__(task_spec, secrets or {})
+
+    @classmethod
+    def list_splits(cls):
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split):
+        return [{"sdk": openreward.OpenReward.__name__, "spec": ToolSpec.__name__}]
+
+    def get_prompt(self):
+        return [TextBlock(text="say done")]
+
+    @tool
+    def done(self) -> ToolOutput:
+        """Finish."""
+        return ToolOutput(blocks=[TextBlock(text="ok")], reward=1.0, finished=True)
+'''
+
+
+def test_a_served_environment_that_imports_the_sdks_top_level_names_gets_them(tmp_path):
+    (tmp_path / "named_env.py").write_text(USER_ENV)
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    with serve_in_process(["named_env:Named"], env={"PYTHONPATH": path}) as server:
+
+        async def tasks():
+            async with ORSClient(server.url, env_name="named") as client:
+                return await client.tasks("train")
+
+        assert run_sync(tasks) == [{"sdk": "OpenReward", "spec": "ToolSpec"}]
