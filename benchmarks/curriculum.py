@@ -47,9 +47,10 @@ on the simplex, for more 400 random points; then every move of 0.05 from one mem
 remainders carried), runs cut at the uniform plan's median (a slower point can't be the best); the 10 best
 screened points are rerun through the `Planner` on the same seeds, and the figure shown is the best of those;
 ``schedule``: a hand-made curriculum that follows the chain, written knowing it (chain worlds only); one line
-per adaptive signal with its default settings; ``default``: `AdaptiveConfig()` as a user gets it; the
-default with task filtering (`TaskFilterConfig` defaults) on every member, and, like for like, the best
-static weights with the same task filter; and ``oracle``, for reference only: a policy that reads the
+per adaptive signal with its default settings (task filtering included); ``default``: `AdaptiveConfig()`
+as a user gets it (the ``denoised`` signal and every member's task filter, `TaskFilterConfig` defaults); the
+default without task filtering (``filter: null``); like for like, uniform and the best static weights
+through the same task filter; and ``oracle``, for reference only: a policy that reads the
 learner's true skills and gives each row to the member whose expected gain in mean success is the largest.
 
 Per world, the largest weight each adaptive variant ever gives a flaky member (20% flipped, learning no
@@ -294,11 +295,9 @@ class Bench:
         self.k = world.k
         self.flaky_share: dict[str, float] = {}  # variant -> largest flaky weight x members, after warm-up
 
-    def planner(self, seed: int, filtered: bool = False, **config: Any) -> Planner:
+    def planner(self, seed: int, **config: Any) -> Planner:
         """The `Planner` a trainer builds for this mixture (config keys as in a file)."""
-        members = {
-            m: {"target": "local:echo", **({"filter": {}} if filtered else {})} for m in self.world.members
-        }
+        members = {m: {"target": "local:echo"} for m in self.world.members}
         mixture = MixtureConfig(members=members, prompts_per_step=self.k, seed=seed, **config)
         return Planner(mixture, {m: list(range(TASKS)) for m in self.world.members})
 
@@ -397,24 +396,29 @@ class Bench:
     def adaptive_runs(
         self,
         settings: Mapping[str, Any],
-        filtered: bool = False,
         base_weights: Mapping[str, float] | None = None,
         label: str | None = None,
     ) -> np.ndarray:
         """Steps to target with one adaptive `Planner` per seed (``adaptive:`` settings as in a file), fed
         each step's groups (two steps late). ``base_weights`` are its starting weights; with a
         ``warmup_steps`` beyond the horizon they are kept for the whole run (static weights, through the
-        planner that filters tasks). With a ``label``, the largest weight of a flaky member after warm-up is
-        kept in ``flaky_share``."""
+        planner that filters tasks, unless the settings turn the filter off). With a ``label``, the largest
+        weight of a flaky member after warm-up is kept in ``flaky_share``."""
         members_ = self.world.members
         idx = self.model.index
         planners = [
-            self.planner(seed, filtered, strategy="adaptive", adaptive=dict(settings), weights=base_weights)
+            self.planner(seed, strategy="adaptive", adaptive=dict(settings), weights=base_weights)
             for seed in self.seeds
         ]
+        start = max(WARMUP, fixed_steps(AdaptiveConfig(**settings), 2)) + 1
+        flaky_weight = 0.0
 
         def rows_at(step: int, runs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            nonlocal flaky_weight
             rows = [planners[r].rows(step) for r in runs]
+            if step >= start and self.world.flaky:
+                weights = [planners[r].weights(step) for r in runs]
+                flaky_weight = max(flaky_weight, *(w[m] for w in weights for m in self.world.flaky))
             return (
                 np.array([[idx[m] for m, _ in rr] for rr in rows]),
                 np.array([[t for _, t in rr] for rr in rows]),
@@ -429,13 +433,7 @@ class Bench:
 
         out = simulate(Learners(self.model, self.seeds), rows_at, observe=observe)
         if label is not None and self.world.flaky:
-            start = max(WARMUP, fixed_steps(AdaptiveConfig(**settings), 2)) + 1
-            share = 0.0
-            for p in planners:
-                for step, w in p._weights.items():
-                    if step >= start:
-                        share = max(share, *(w[m] for m in self.world.flaky))
-            self.flaky_share[label] = share * len(members_)
+            self.flaky_share[label] = flaky_weight * len(members_)
         return out
 
     def oracle_runs(self) -> np.ndarray:
@@ -500,10 +498,12 @@ def run_world(world: World, seeds: Sequence[int]) -> dict[str, float]:
     for signal in SIGNALS:
         label = f"adaptive: {signal}" + (" (default)" if signal == default else "")
         runs[label] = bench.adaptive_runs({"signal": signal}, label=label)
-    filtered = "adaptive: default + task filter"
-    runs[filtered] = bench.adaptive_runs({}, filtered=True, label=filtered)
+    unfiltered = "adaptive: default, no task filter"
+    runs[unfiltered] = bench.adaptive_runs({"filter": None}, label=unfiltered)
+    # Like for like: the static weights through the same task filter.
+    runs["uniform + task filter"] = bench.adaptive_runs({"warmup_steps": MAX_STEPS + 1})
     runs["best static + task filter"] = bench.adaptive_runs(
-        {"warmup_steps": MAX_STEPS + 1}, filtered=True, base_weights=best_w
+        {"warmup_steps": MAX_STEPS + 1}, base_weights=best_w
     )
     runs["oracle (reference only)"] = bench.oracle_runs()
     results = {name: median(r) for name, r in runs.items()}

@@ -7,10 +7,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 from ormix.local import serve_in_process
 from ormix.ors import ORSClient, run_sync
 
+USER_ENVS = Path(__file__).resolve().parents[1] / "data" / "user_envs"
 # The rollout serializers: the bulk of `openreward/__init__`, which a server never uses.
 SERIALIZERS = "openreward.api.rollouts.rollout"
 
@@ -35,41 +37,28 @@ def test_a_deferred_sdk_serves_without_its_client_and_loads_it_on_first_use():
     assert out.stdout.split() == ["False", "True", "True", "True", "openreward.environments"]
 
 
-USER_ENV = '''
+# A user's environment (one of tests/data/user_envs', unchanged) whose module imports the SDK by its top-level
+# names: the real `openreward/__init__` runs then, in the child.
+USER_ENV = """
 import openreward
-from openreward import ToolSpec  # a top-level name: the real `openreward/__init__` runs here
-from openreward.environments import Environment, TextBlock, ToolOutput, tool
+from openreward import ToolSpec
+from _base import Reverse
+
+SDK_NAMES = (openreward.OpenReward.__name__, ToolSpec.__name__)
 
 
-class Named(Environment):
-    def __init__(self, task_spec, secrets=None):
-        super().__init__(task_spec, secrets or {})
-
-    @classmethod
-    def list_splits(cls):
-        return ["train"]
-
-    @classmethod
-    def list_tasks(cls, split):
-        return [{"sdk": openreward.OpenReward.__name__, "spec": ToolSpec.__name__}]
-
-    def get_prompt(self):
-        return [TextBlock(text="say done")]
-
-    @tool
-    def done(self) -> ToolOutput:
-        """Finish."""
-        return ToolOutput(blocks=[TextBlock(text="ok")], reward=1.0, finished=True)
-'''
+class Named(Reverse):
+    pass
+"""
 
 
 def test_a_served_environment_that_imports_the_sdks_top_level_names_gets_them(tmp_path):
     (tmp_path / "named_env.py").write_text(USER_ENV)
-    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(tmp_path), str(USER_ENVS), os.environ.get("PYTHONPATH", "")])
     with serve_in_process(["named_env:Named"], env={"PYTHONPATH": path}) as server:
 
         async def tasks():
             async with ORSClient(server.url, env_name="named") as client:
                 return await client.tasks("train")
 
-        assert run_sync(tasks) == [{"sdk": "OpenReward", "spec": "ToolSpec"}]
+        assert run_sync(tasks) == [{"word": "river"}, {"word": "stone"}]

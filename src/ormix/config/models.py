@@ -396,7 +396,9 @@ class SpecConfig(BaseModel):
 
 
 class TaskFilterConfig(BaseModel):
-    """Task-level difficulty filtering inside a member (``filter:``, with ``strategy: adaptive``).
+    """Task-level difficulty filtering inside a member, part of ``strategy: adaptive``: every train member's
+    by default (``adaptive: {filter: ...}`` sets the rule, ``filter: null`` turns it off), one member's own
+    with its ``filter:``.
 
     A task whose last ``window`` groups were all solved (every reward >= ``solved``) or all failed (every
     reward <= ``failed``) is set aside for ``cooldown_steps`` steps, then comes back. ``prior`` seeds it from
@@ -445,12 +447,16 @@ class AdaptiveConfig(BaseModel):
     ``score ** sharpness``, times the member's headroom (reward left to gain, on the range of rewards seen)
     ``** headroom`` (0 turns it off); ``prior_groups`` is the strength of the prior a member's rate is shrunk
     toward; ``thompson_draws`` the draws per decision; ``uniform_mix`` (``denoised`` only) the share of the
-    batch spread uniformly whatever the signal says. The statistics of step *t* decide step *t + 2* (see
-    `ormix.mixture.adaptive` and `ormix.mixture.planner`).
+    batch spread uniformly whatever the signal says. ``filter``: the task filter of every train member
+    without its own ``filter:`` (`TaskFilterConfig`; on by default, ``null`` turns it off: measured in
+    `benchmarks/curriculum.py`, it reaches the target sooner in every world). The statistics of step *t*
+    decide step *t + 2* (see `ormix.mixture.adaptive` and `ormix.mixture.planner`).
 
     Example:
         >>> AdaptiveConfig(signal="thompson").floor
         0.05
+        >>> AdaptiveConfig().filter.cooldown_steps, AdaptiveConfig(filter=None).filter
+        (8, None)
     """
 
     model_config = _MODEL_CONFIG
@@ -466,6 +472,7 @@ class AdaptiveConfig(BaseModel):
     thompson_draws: int = Field(256, ge=1)
     headroom: float = Field(1.0, ge=0.0)
     uniform_mix: float = Field(0.2, ge=0.0, le=1.0)
+    filter: TaskFilterConfig | None = Field(default_factory=TaskFilterConfig)
 
 
 class MemberConfig(SpecConfig):
@@ -813,6 +820,27 @@ class MixtureConfig(BaseModel):
     def train_members(self) -> list[str]:
         """Names of members that contribute training rows, in file order."""
         return [n for n, m in self.members.items() if m.trains]
+
+    def task_filter(self, name: str) -> TaskFilterConfig | None:
+        """The task filter a member trains with: its own ``filter:``, else (``strategy: adaptive``) the
+        mixture's ``adaptive.filter`` (on by default); ``None`` for none.
+
+        Example:
+            >>> members = {"a": {"target": "local:echo"},
+            ...            "b": {"target": "local:seta", "filter": {"window": 3}}}
+            >>> cfg = MixtureConfig(members=members, strategy="adaptive", prompts_per_step=4)
+            >>> cfg.task_filter("a").window, cfg.task_filter("b").window
+            (2, 3)
+            >>> off = cfg.model_copy(update={"adaptive": AdaptiveConfig(filter=None)})
+            >>> off.task_filter("a") is None, off.task_filter("b").window
+            (True, 3)
+        """
+        member = self.members[name]
+        if not member.trains or self.strategy != "adaptive":
+            return None
+        if member.filter is not None:
+            return member.filter
+        return (self.adaptive or AdaptiveConfig()).filter
 
     @property
     def eval_members(self) -> list[str]:

@@ -267,8 +267,10 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
             + (f", to the power {a.headroom:g}" if a.headroom != 1 else "")
             + "): of two members that teach equally often, the one further from solved gets more"
         )
+    # Members that share a rule (every one, with the default) get one line.
+    by_rule: dict[str, list[str]] = {}
     for name in cfg.train_members:
-        rule = cfg.members[name].filter
+        rule = cfg.task_filter(name)
         if rule is None:
             continue
         prior = (
@@ -276,11 +278,17 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
             if rule.prior
             else ""
         )
-        lines.append(
-            f"  {name}: a task whose last {rule.window} group(s) were all solved "
-            f"(reward >= {rule.solved:g}) or "
+        said = (
+            f"a task whose last {rule.window} group(s) were all solved (reward >= {rule.solved:g}) or "
             f"all failed (<= {rule.failed:g}) is set aside for {rule.cooldown_steps} steps{prior}"
         )
+        by_rule.setdefault(said, []).append(name)
+    for said, names in by_rule.items():
+        who = "every member" if len(names) == len(cfg.train_members) > 1 else ", ".join(names)
+        lines.append(f"  {who}: {said}")
+    unfiltered = [n for n in cfg.train_members if cfg.task_filter(n) is None]
+    if unfiltered:
+        lines.append(f"  no task filter: {', '.join(unfiltered)}")
     lines.append(
         "  training logs ormix/<member>/weight and tasks_set_aside each step; `ormix report` plots them"
     )

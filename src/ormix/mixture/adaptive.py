@@ -306,8 +306,10 @@ def _noise_support(
     A grader's noise does not change over a run, while learning moves a task's disagreement (a policy at
     0.5 on every task disagrees as much as 25% noise, and no longer once it is at 0.9): the window's earlier
     and later halves are estimated apart and the lower estimate is kept (the one that learning inflates
-    least); the high estimate is the lower of the halves' high bounds (so not set by a half whose few pairs
-    happened to agree)."""
+    least); the high estimate bounds the disagreement of both halves pooled, so a half whose few pairs
+    happened to agree cannot set it (measured: the lower of the halves' bounds read a 20%-flaky member as 10%
+    now and then, under task filtering, which ends a task's record on agreeing groups, and let it take 2.3x
+    its uniform share for a step)."""
     out = {}
     middle = len(steps) // 2
     for m in members:
@@ -319,13 +321,13 @@ def _noise_support(
         found = [
             _disagreement(part, m, (high - low) ** 2) for part in (steps[:middle], steps[middle:]) if part
         ]
-        known = [(_high_disagreement(d, n), d, n) for d, n in found if n > 0]
+        known = [(d, n) for d, n in found if n > 0]
         if not known:
             out[m] = (0.0, 0.0, 0.0)
             continue
-        d = min(d for _, d, _ in known)
-        d_high = min(h for h, _, _ in known)
-        support = math.fsum(n for _, _, n in known)
+        d = min(d for d, _ in known)
+        support = math.fsum(n for _, n in known)
+        d_high = _high_disagreement(math.fsum(x * n for x, n in known) / support, support)
         out[m] = (_flip_chance(d), support, _flip_chance(d_high))
     return out
 

@@ -79,7 +79,8 @@ class Member:
     eval_split: str | None = None
     eval_indices: Sequence[int] | None = None
     eval_num_tasks: int | None = None
-    #: Task-level difficulty filtering with ``strategy="adaptive"`` (`ormix.config.TaskFilterConfig` fields).
+    #: This member's task filter with ``strategy="adaptive"`` (`ormix.config.TaskFilterConfig` fields); by
+    #: default the mixture's ``adaptive["filter"]``, on unless that is ``None``.
     filter: Mapping[str, Any] | TaskFilterConfig | None = None
     #: The member's reference solver, ``"module:function"`` (`ormix.references`).
     reference: str | None = None
@@ -396,7 +397,7 @@ class MixtureSpec:
     def planner(self) -> Planner:
         """The mixture's `Planner` over its train members' task indices (the one training uses)."""
         specs = {n: self.spec(n) for n in self.train_members}
-        with_prior = [n for n in specs if (rule := self.config.members[n].filter) and rule.prior]
+        with_prior = [n for n in specs if (rule := self.config.task_filter(n)) and rule.prior]
         try:
             return Planner(
                 self.config,

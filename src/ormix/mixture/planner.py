@@ -46,10 +46,10 @@ depends only on ``(seed, member name, its task list)``; tasks a member's adaptiv
 skipped (unless all are). Rows within a step are shuffled (seeded). Seeds come from `derive_seed` (SHA-256),
 never ``hash()``, so the same config and seed give the same rows on every rank, run and process.
 
-Task filtering (adaptive, per member, optional): a task whose last ``window`` groups were all solved or all
-failed is set aside for ``cooldown_steps`` steps, then comes back; a metadata prior (pass rates by a metadata
-value) can set tasks aside from the start. A decision made from the statistics of step *s* applies from step
-*s + lag*, like the weights.
+Task filtering (adaptive; every member's by default, `MixtureConfig.task_filter` says which rule): a task
+whose last ``window`` groups were all solved or all failed is set aside for ``cooldown_steps`` steps, then
+comes back; a metadata prior (pass rates by a metadata value) can set tasks aside from the start. A decision
+made from the statistics of step *s* applies from step *s + lag*, like the weights.
 
 Example:
     >>> from ormix.config import MixtureConfig
@@ -189,7 +189,7 @@ class Planner:
         self.held: list[int] = []
         self.phases = list(config.schedule or [])
         self.base = self._fixed_weights()
-        self.filters = {m: f for m in self.members if (f := config.members[m].filter) is not None}
+        self.filters = {m: f for m in self.members if (f := config.task_filter(m)) is not None}
         # Pooled statistics, by step (adaptive plans): member → [(task, rewards)].
         self.history: dict[int, dict[str, list[Group]]] = {}
         self._weights: dict[int, dict[str, float]] = {}
