@@ -68,6 +68,13 @@ def test_inspect_explains_an_adaptive_mixture_and_shows_its_fixed_steps(tmp_path
     assert "learning progress" in out and "at least 10% of a step" in out
     assert "reward left to gain" in out  # headroom is on by default
     assert "echo: a task whose last 3 group(s) were all solved" in out and "set aside for 5 steps" in out
+    # terminals has no `filter:`: the mixture's default rule is its.
+    assert "terminals: a task whose last 2 group(s) were all solved" in out and "set aside for 8 steps" in out
+    assert "no task filter" not in out
+    # Off for the mixture: echo keeps its own rule, terminals has none, and inspect says so.
+    path.write_text(path.read_text().replace("floor: 0.1}", "floor: 0.1, filter: null}"))
+    off = runner.invoke(app, ["inspect", str(path), "--steps", "6"], terminal_width=200).output
+    assert "echo: a task whose last 3" in off and "no task filter: terminals" in off
     steps = [line for line in out.splitlines() if line.startswith("│ step ")]
     assert len(steps) == 3  # only the steps decided before any statistics
     assert all(line.split("│")[2].strip() == "3" for line in steps)  # echo's quota from weights 3:1

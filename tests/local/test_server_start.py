@@ -20,12 +20,27 @@ SERIALIZERS = "openreward.api.rollouts.rollout"
 def test_a_deferred_sdk_serves_without_its_client_and_loads_it_on_first_use():
     code = textwrap.dedent(
         f"""
-        import sys
+        import sys, threading
         from ormix.local.server.openreward_internals import defer_sdk_namespace
         assert defer_sdk_namespace() is True
         assert defer_sdk_namespace() is False
         import openreward.environments, openreward.toolsets.cli
         print({SERIALIZERS!r} in sys.modules)
+        # A load that fails (a dependency of the SDK's __init__ made unimportable) raises, and the next
+        # lookup loads again, in the same module.
+        saved, sys.modules["structlog"] = sys.modules["structlog"], None
+        try:
+            openreward.OpenReward
+        except ImportError:
+            print("failed")
+        sys.modules["structlog"] = saved
+        # Eight threads at once (sync tools run in threads): every one gets the name.
+        got = []
+        get = lambda: got.append(openreward.ToolSpec.__name__)
+        threads = [threading.Thread(target=get) for _ in range(8)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        print(got == ["ToolSpec"] * 8)
         from openreward import AsyncOpenReward
         import openreward
         print({SERIALIZERS!r} in sys.modules, AsyncOpenReward is openreward.client.AsyncOpenReward)
@@ -34,13 +49,25 @@ def test_a_deferred_sdk_serves_without_its_client_and_loads_it_on_first_use():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["False", "True", "True", "True", "openreward.environments"]
+    assert out.stdout.split() == [
+        "False",
+        "failed",
+        "True",
+        "True",
+        "True",
+        "True",
+        "openreward.environments",
+    ]
 
 
 # A user's environment (one of tests/data/user_envs', unchanged) whose module imports the SDK by its top-level
 # names: the real `openreward/__init__` runs then, in the child.
 USER_ENV = """
+import sys
+
 import openreward
+
+assert "openreward.api.rollouts.rollout" not in sys.modules  # the child deferred the SDK's client
 from openreward import ToolSpec
 from _base import Reverse
 

@@ -406,6 +406,19 @@ def test_mixed_groups_keep_a_task_and_a_single_uniform_group_is_not_enough() -> 
     assert all(planner.tasks_set_aside("a", s) == 0 for s in range(1, 11))
 
 
+def test_a_group_whose_rewards_differ_is_never_settled_whatever_their_range() -> None:
+    # Rewards outside [0, 1] (raw scores, costs, a scale above 1): every group is above `solved` or below
+    # `failed`, but each has spread, so GRPO learns from it and the filter must keep its task.
+    planner = _planner({"a": 2}, 2, settings={"warmup_steps": 100})
+    rows = _drive(planner, 8, lambda m, t, s: [2.0, 7.0] if t == 0 else [-0.2, -0.9])
+    assert all(planner.tasks_set_aside("a", s) == 0 for s in range(1, 9))
+    assert all(_tasks_of(step, "a") == {0, 1} for step in rows)
+    # ... while equal rewards above `solved` are a settled task.
+    planner = _planner({"a": 2}, 2, settings={"warmup_steps": 100})
+    _drive(planner, 4, lambda m, t, s: [2.0, 2.0] if t == 0 else [-0.2, -0.9])
+    assert planner.tasks_set_aside("a", 2 + LAG) == 1
+
+
 def test_prior_from_metadata_sets_tasks_aside_from_the_start() -> None:
     rule = {
         "cooldown_steps": 3,
@@ -428,11 +441,14 @@ def test_prior_from_metadata_sets_tasks_aside_from_the_start() -> None:
         (None, None, {"a": 0, "b": 0}),  # `adaptive: {filter: null}`: off
         ({"cooldown_steps": 50}, None, {"a": 1, "b": 1}),  # the mixture's rule, for every member
         (None, {"window": 2}, {"a": 1, "b": 0}),  # off, but a member's own `filter:` wins
+        ("default", False, {"a": 0, "b": 1}),  # `filter: false` on a member: none for it
     ],
 )
 def test_every_member_filters_by_default_unless_the_mixture_turns_it_off(adaptive_filter, own, aside) -> None:
     settings = {"warmup_steps": 100} | ({} if adaptive_filter == "default" else {"filter": adaptive_filter})
-    planner = _planner({"a": 4, "b": 4}, 8, filters={"a": own} if own else None, settings=settings)
+    planner = _planner(
+        {"a": 4, "b": 4}, 8, filters={"a": own} if own is not None else None, settings=settings
+    )
     # Task 0 of both members: all solved in steps 1 and 2 (every task is drawn once a step).
     _drive(planner, 6, lambda m, t, s: [1.0] * 4 if t == 0 else [1.0, 0.0, 1.0, 0.0])
     assert {m: planner.tasks_set_aside(m, 2 + LAG) for m in ("a", "b")} == aside

@@ -400,7 +400,7 @@ def mixture_checks(d: Mapping[str, Any]) -> list[Problem]:
                 )
             )
         for name, m in (members or {}).items():
-            if _fields(m).get("filter") is not None:
+            if _fields(m).get("filter") not in (None, False):
                 out.append(
                     Problem(
                         ("members", str(name), "filter"),

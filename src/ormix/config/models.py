@@ -397,8 +397,8 @@ class SpecConfig(BaseModel):
 
 class TaskFilterConfig(BaseModel):
     """Task-level difficulty filtering inside a member, part of ``strategy: adaptive``: every train member's
-    by default (``adaptive: {filter: ...}`` sets the rule, ``filter: null`` turns it off), one member's own
-    with its ``filter:``.
+    by default (``adaptive: {filter: ...}`` sets the rule, ``filter: null`` there turns it off), one member's
+    own with its ``filter:`` (``filter: false`` on a member: none for it).
 
     A task whose last ``window`` groups were all solved (every reward >= ``solved``) or all failed (every
     reward <= ``failed``) is set aside for ``cooldown_steps`` steps, then comes back. ``prior`` seeds it from
@@ -479,7 +479,9 @@ class MemberConfig(SpecConfig):
     """One environment of a mixture: its `SpecConfig` plus how the mixture weighs, scores and evaluates it.
 
     ``weight`` (alternative to the mixture's ``weights:``), ``role`` (``train``, ``eval`` or ``both``),
-    ``scale`` (reward multiplier) and ``eval`` (the eval task selection). An eval-only member
+    ``scale`` (reward multiplier), ``eval`` (the eval task selection) and ``filter`` (with ``strategy:
+    adaptive``: this member's task filter; unset, the mixture's ``adaptive.filter``; ``false``, none for this
+    member). An eval-only member
     (``role: eval``) without ``eval:`` uses its own ``split``/``num_tasks``/``indices`` as its eval set.
     ``reference`` (``"module:function"``) names the member's reference solver: a function from a task's row
     to the tool calls that solve it (`ormix.references`), played by the warm start and by ``ormix eval
@@ -501,7 +503,7 @@ class MemberConfig(SpecConfig):
     role: Literal["train", "eval", "both"] = "train"
     scale: float = Field(1.0, gt=0)
     eval: EvalConfig | None = None
-    filter: TaskFilterConfig | None = None
+    filter: TaskFilterConfig | Literal[False] | None = None
     reference: str | None = None
 
     @field_validator("reference")
@@ -822,8 +824,8 @@ class MixtureConfig(BaseModel):
         return [n for n, m in self.members.items() if m.trains]
 
     def task_filter(self, name: str) -> TaskFilterConfig | None:
-        """The task filter a member trains with: its own ``filter:``, else (``strategy: adaptive``) the
-        mixture's ``adaptive.filter`` (on by default); ``None`` for none.
+        """The task filter a member trains with: its own ``filter:`` (``false``: none), else (``strategy:
+        adaptive``) the mixture's ``adaptive.filter`` (on by default); ``None`` for none.
 
         Example:
             >>> members = {"a": {"target": "local:echo"},
@@ -834,9 +836,13 @@ class MixtureConfig(BaseModel):
             >>> off = cfg.model_copy(update={"adaptive": AdaptiveConfig(filter=None)})
             >>> off.task_filter("a") is None, off.task_filter("b").window
             (True, 3)
+            >>> members["b"]["filter"] = False   # this member only: no filter
+            >>> MixtureConfig(members=members, strategy="adaptive", prompts_per_step=4).task_filter("b")
         """
         member = self.members[name]
         if not member.trains or self.strategy != "adaptive":
+            return None
+        if member.filter is False:
             return None
         if member.filter is not None:
             return member.filter
@@ -910,7 +916,7 @@ class MixtureConfig(BaseModel):
         its own selection is its eval set), so the effect of not training on it can be measured on it;
         ``as_eval=False`` removes it altogether. Named ``<name>-without-<a>[-<b>...]``. When one train
         member is left, its weights and schedule are dropped (a one-member mixture trains on that member
-        only).
+        only; an adaptive one stays adaptive, for its task filter).
 
         Example:
             >>> cfg = MixtureConfig(name="m", members={"a": {"target": "local:echo"},
@@ -1032,8 +1038,11 @@ class MixtureConfig(BaseModel):
         )
         strategy, adaptive = self.strategy, self.adaptive
         if len(train) == 1:
-            # One member left: nothing to mix, so no weights, schedule or adaptive settings either.
-            weights, schedule, strategy, adaptive = None, None, "weights", None
+            # One member left: nothing to mix, so no weights or schedule. An adaptive mixture stays adaptive
+            # (its one weight is 1): its task filter still picks the member's tasks, as in the full mixture.
+            weights, schedule = None, None
+            if strategy != "adaptive":
+                strategy, adaptive = "weights", None
             members = {n: m.model_copy(update={"weight": None}) for n, m in members.items()}
         return self.updated(
             name=derived_name(name),

@@ -79,9 +79,9 @@ class Member:
     eval_split: str | None = None
     eval_indices: Sequence[int] | None = None
     eval_num_tasks: int | None = None
-    #: This member's task filter with ``strategy="adaptive"`` (`ormix.config.TaskFilterConfig` fields); by
-    #: default the mixture's ``adaptive["filter"]``, on unless that is ``None``.
-    filter: Mapping[str, Any] | TaskFilterConfig | None = None
+    #: This member's task filter with ``strategy="adaptive"`` (`ormix.config.TaskFilterConfig` fields;
+    #: ``False``: none); by default the mixture's ``adaptive["filter"]``, on unless that is ``None``.
+    filter: Mapping[str, Any] | TaskFilterConfig | Literal[False] | None = None
     #: The member's reference solver, ``"module:function"`` (`ormix.references`).
     reference: str | None = None
 

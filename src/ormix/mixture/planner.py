@@ -72,7 +72,7 @@ from typing import Any
 from ormix.config import AdaptiveConfig, MixtureConfig
 from ormix.errors import MixtureError
 from ormix.mixture.adaptive import Group, StepStats, constrain, noise_estimates, scores, step_stats
-from ormix.telemetry.metrics import present_rewards
+from ormix.telemetry.metrics import is_informative, present_rewards
 
 __all__ = ["LAG", "Planner", "PlanRow", "derive_seed", "fixed_steps", "starvation_probability"]
 
@@ -515,11 +515,14 @@ class Planner:
                 present = present_rewards(rewards)
                 if not present:
                     continue
+                # A group whose rewards differ teaches (GRPO has a gradient there), whatever its range.
                 kind = (
-                    "solved"
-                    if min(present) >= rule.solved
+                    "mixed"
+                    if is_informative(present)
+                    else "solved"
+                    if present[0] >= rule.solved
                     else "failed"
-                    if max(present) <= rule.failed
+                    if present[0] <= rule.failed
                     else "mixed"
                 )
                 recent = past.setdefault(task, [])

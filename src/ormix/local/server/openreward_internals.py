@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import threading
 import time
 from typing import Any
 
@@ -93,8 +94,12 @@ def defer_sdk_namespace() -> bool:
     registers the package without running its `__init__`; submodules (`openreward.environments`, ...)
     import as usual, and the first lookup of a top-level name (`openreward.OpenReward`, `from openreward
     import Session`, as a user's environment may do) runs the real `__init__` then, in the same module
-    (PEP 562). Only for a process's entry point, before anything imports openreward: returns False,
-    changing nothing, once it is imported.
+    (PEP 562). Any lookup of a name the package does not have yet loads it too (`hasattr`, `from
+    openreward import environments` before that submodule is imported): then the start is as slow as
+    without this, never wrong. Threads that look a name up while it loads wait for it (sync tools run in
+    threads); a failed load raises its error, and the next lookup runs it again, in place. Only for a
+    process's entry point, before anything imports openreward: returns False, changing nothing, once it is
+    imported.
 
     Example:
         >>> import openreward
@@ -108,16 +113,24 @@ def defer_sdk_namespace() -> bool:
         return False  # not installed: the import that needs it says so
     package = importlib.util.module_from_spec(spec)
     loader = spec.loader
+    lock = threading.RLock()
+    loading: list[int] = []  # the thread running the real `__init__`, while it runs
 
     def load_sdk(name: str) -> Any:
-        # Removed first: the real `__init__` runs in this module's namespace and must not recurse here.
-        del package.__dict__["__getattr__"]
-        try:
-            loader.exec_module(package)
-        except BaseException:
-            # As after any failed import: the next `import openreward` runs it again and raises the same.
-            sys.modules.pop("openreward", None)
-            raise
+        if threading.get_ident() in loading:
+            # The real `__init__` asking for a name it has not bound yet (`from . import judging` checks
+            # first): not there yet, as in any module being imported.
+            raise AttributeError(f"partially initialised module 'openreward' has no attribute {name!r}")
+        with lock:
+            if package.__dict__.get("__getattr__") is load_sdk:
+                loading.append(threading.get_ident())
+                try:
+                    loader.exec_module(package)
+                finally:
+                    loading.clear()
+                # Only on success: after a failure the hook stays, so the next lookup loads again.
+                if package.__dict__.get("__getattr__") is load_sdk:
+                    del package.__dict__["__getattr__"]
         return getattr(package, name)
 
     package.__dict__["__getattr__"] = load_sdk
