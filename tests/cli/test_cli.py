@@ -67,9 +67,11 @@ def test_inspect_explains_an_adaptive_mixture_and_shows_its_fixed_steps(tmp_path
     assert "steps 1-3 use the starting weights (the file's weights); from step 4 on" in out
     assert "learning progress" in out and "at least 10% of a step" in out
     assert "reward left to gain" in out  # headroom is on by default
-    assert "echo: a task whose last 3 group(s) were all solved" in out and "set aside for 5 steps" in out
+    assert "echo: a task whose last 3 group(s), and at least 8 rollout(s), were all solved" in out
+    assert "set aside for 5 steps" in out
     # terminals has no `filter:`: the mixture's default rule is its.
-    assert "terminals: a task whose last 2 group(s) were all solved" in out and "set aside for 8 steps" in out
+    assert "terminals: a task whose last 2 group(s), and at least 8 rollout(s)" in out
+    assert "set aside for 8 steps" in out
     assert "no task filter" not in out
     # Off for the mixture: echo keeps its own rule, terminals has none, and inspect says so.
     path.write_text(path.read_text().replace("floor: 0.1}", "floor: 0.1, filter: null}"))

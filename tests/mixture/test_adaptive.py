@@ -415,8 +415,18 @@ def test_a_group_whose_rewards_differ_is_never_settled_whatever_their_range() ->
     assert all(_tasks_of(step, "a") == {0, 1} for step in rows)
     # ... while equal rewards above `solved` are a settled task.
     planner = _planner({"a": 2}, 2, settings={"warmup_steps": 100})
-    _drive(planner, 4, lambda m, t, s: [2.0, 2.0] if t == 0 else [-0.2, -0.9])
+    _drive(planner, 4, lambda m, t, s: [2.0] * 4 if t == 0 else [-0.2, -0.9, 0.0, 0.0])
     assert planner.tasks_set_aside("a", 2 + LAG) == 1
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8])
+def test_small_groups_need_more_of_them_to_settle_a_task(size: int) -> None:
+    # min_rollouts 8 (the default) and window 2: groups of 1 need 8, of 2 need 4, of 4 and 8 need 2.
+    needed = max(2, 8 // size)
+    planner = _planner({"a": 1}, 1, settings={"warmup_steps": 100})
+    _drive(planner, needed + LAG + 1, lambda m, t, s: [1.0] * size)
+    assert planner.tasks_set_aside("a", needed - 1 + LAG) == 0
+    assert planner.tasks_set_aside("a", needed + LAG) == 1
 
 
 def test_prior_from_metadata_sets_tasks_aside_from_the_start() -> None:

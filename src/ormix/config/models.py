@@ -401,9 +401,12 @@ class TaskFilterConfig(BaseModel):
     own with its ``filter:`` (``filter: false`` on a member: none for it).
 
     A task whose last ``window`` groups were all solved (every reward >= ``solved``) or all failed (every
-    reward <= ``failed``) is set aside for ``cooldown_steps`` steps, then comes back. ``prior`` seeds it from
-    task metadata: ``{field: difficulty, pass_rates: {Easy: 0.95, Hard: 0.05}}`` sets tasks whose prior pass
-    rate is >= 0.9 or <= 0.1 aside from the start.
+    reward <= ``failed``) is set aside for ``cooldown_steps`` steps, then comes back; a group whose rewards
+    differ is neither. Small groups agree by chance (the two rollouts of a task solved half the time, one time
+    in two), so it takes as many of the last groups as hold ``min_rollouts`` rollouts when that is more than
+    ``window`` (8: four groups of 2, two of 4). ``prior`` seeds it from task metadata: ``{field: difficulty,
+    pass_rates: {Easy: 0.95, Hard: 0.05}}`` sets tasks whose prior pass rate is >= 0.9 or <= 0.1 aside from
+    the start.
 
     Example:
         >>> TaskFilterConfig(window=2, cooldown_steps=4).solved
@@ -413,6 +416,7 @@ class TaskFilterConfig(BaseModel):
     model_config = _MODEL_CONFIG
 
     window: int = Field(2, ge=1)
+    min_rollouts: int = Field(8, ge=1)
     cooldown_steps: int = Field(8, ge=1)
     solved: float = 1.0
     failed: float = 0.0

@@ -279,8 +279,9 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
             else ""
         )
         said = (
-            f"a task whose last {rule.window} group(s) were all solved (reward >= {rule.solved:g}) or "
-            f"all failed (<= {rule.failed:g}) is set aside for {rule.cooldown_steps} steps{prior}"
+            f"a task whose last {rule.window} group(s), and at least {rule.min_rollouts} rollout(s), were "
+            f"all solved (reward >= {rule.solved:g}) or all failed (<= {rule.failed:g}) is set aside for "
+            f"{rule.cooldown_steps} steps{prior}"
         )
         by_rule.setdefault(said, []).append(name)
     for said, names in by_rule.items():

@@ -47,7 +47,8 @@ skipped (unless all are). Rows within a step are shuffled (seeded). Seeds come f
 never ``hash()``, so the same config and seed give the same rows on every rank, run and process.
 
 Task filtering (adaptive; every member's by default, `MixtureConfig.task_filter` says which rule): a task
-whose last ``window`` groups were all solved or all failed is set aside for ``cooldown_steps`` steps, then
+whose last ``window`` groups (more when they are small: as many as hold ``min_rollouts`` rollouts) were all
+solved or all failed is set aside for ``cooldown_steps`` steps, then
 comes back; a metadata prior (pass rates by a metadata value) can set tasks aside from the start. A decision
 made from the statistics of step *s* applies from step *s + lag*, like the weights.
 
@@ -527,8 +528,11 @@ class Planner:
                 )
                 recent = past.setdefault(task, [])
                 recent.append(kind)
-                del recent[: -rule.window]
-                if len(recent) == rule.window and len(set(recent)) == 1 and recent[0] != "mixed":
+                del recent[: -max(rule.window, rule.min_rollouts)]
+                # Small groups agree by chance: as many of the last groups as hold min_rollouts rollouts.
+                needed = max(rule.window, -(-rule.min_rollouts // len(present)))
+                last = recent[-needed:]
+                if len(last) == needed and len(set(last)) == 1 and last[0] != "mixed":
                     self._aside[member][task] = (step, step + rule.cooldown_steps)
                     recent.clear()
 
