@@ -269,9 +269,11 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
         )
     # Members that share a rule (every one, with the default) get one line.
     by_rule: dict[str, list[str]] = {}
+    unfiltered: list[str] = []
     for name in cfg.train_members:
         rule = cfg.task_filter(name)
         if rule is None:
+            unfiltered.append(name)
             continue
         prior = (
             f"; tasks whose prior {rule.prior.field} pass rate is >= 0.9 or <= 0.1 start set aside"
@@ -287,7 +289,6 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
     for said, names in by_rule.items():
         who = "every member" if len(names) == len(cfg.train_members) > 1 else ", ".join(names)
         lines.append(f"  {who}: {said}")
-    unfiltered = [n for n in cfg.train_members if cfg.task_filter(n) is None]
     if unfiltered:
         lines.append(f"  no task filter: {', '.join(unfiltered)}")
     lines.append(

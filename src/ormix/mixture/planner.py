@@ -48,9 +48,9 @@ never ``hash()``, so the same config and seed give the same rows on every rank, 
 
 Task filtering (adaptive; every member's by default, `MixtureConfig.task_filter` says which rule): a task
 whose last ``window`` groups (more when they are small: as many as hold ``min_rollouts`` rollouts) were all
-solved or all failed is set aside for ``cooldown_steps`` steps, then
-comes back; a metadata prior (pass rates by a metadata value) can set tasks aside from the start. A decision
-made from the statistics of step *s* applies from step *s + lag*, like the weights.
+solved or all failed is set aside for ``cooldown_steps`` steps, then comes back; a metadata prior (pass rates
+by a metadata value) can set tasks aside from the start. A decision made from the statistics of step *s*
+applies from step *s + lag*, like the weights.
 
 Example:
     >>> from ormix.config import MixtureConfig
