@@ -95,6 +95,9 @@ HEAVY_FILES = (
     "integrations/test_trl_mixture.py",
     "test_secrets.py",
     "evaluation/test_study.py",
+    "evaluation/test_study_start.py",
+    "diagnostics/test_check_exit_codes.py",
+    "diagnostics/test_show.py",
     "integrations/test_multiprocess.py",
     "integrations/test_multiprocess_adaptive.py",
 )

@@ -453,3 +453,150 @@ def test_the_report_of_a_run_with_evaluations(eval_run):
     assert "## Evaluation at step 2" in report and "| echo | 2 | 0.50" in report
     assert "### pass@1 by step" in report and "![eval](eval.png)" in report
     assert (run / "report" / "eval.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ── the evals around training: `ormix eval`'s default eval set, said and recorded ─────────────────────
+
+
+EVAL_DEFAULT = """\
+name: eval-default
+members:
+  echo: {target: "local:echo", num_tasks: 2, local_serve: thread}
+prompts_per_step: 2
+num_samples: 8
+evaluation: {samples: 1, before_training: true}
+train: {num_generations: 2, max_completion_length: 12, max_tool_calling_iterations: 1, logging_steps: 1}
+"""
+
+
+def _evaluated(run: Path, text: str, not_evaluated: dict[str, str] | None = None) -> None:
+    """Both evals ran on `ormix eval`'s default set (no member has an `eval:` set: echo's test split, 4
+    tasks), said so, and the manifest records what ran."""
+    for name in ("eval-before", "eval"):
+        summary = json.loads((run / name / "summary.json").read_text())
+        assert set(summary["members"]) == {"echo"} and summary["members"]["echo"]["tasks"] == 4, name
+        records = [json.loads(line) for line in (run / name / "rollouts.jsonl").read_text().splitlines()]
+        assert {(r["split"], r["task_index"]) for r in records} == {("test", i) for i in range(4)}
+    echo = {"echo": {"split": "test", "tasks": 4, "source": "test split"}}
+    skipped = {"not_evaluated": not_evaluated} if not_evaluated else {}
+    assert json.loads((run / "manifest.json").read_text())["evaluation"] == {
+        "before": {"ran": True, "dir": "eval-before", "samples": 1, "members": echo, **skipped},
+        "after": {"ran": True, "dir": "eval", "samples": 1, "members": echo, **skipped},
+    }
+    for label in ("before training", "after training"):
+        assert f"eval {label}: echo 4 task(s) of split 'test' (test split)" in text, text
+        for member, why in (not_evaluated or {}).items():  # said, one line a member and eval
+            assert f"eval {label}: {member} not evaluated: {why}" in text, text
+
+
+@pytest.mark.slow
+def test_the_evals_a_file_asks_for_run_on_the_default_eval_set_and_the_manifest_says_what_ran(tmp_path):
+    # `evaluation: {before_training: true}` and no member with an `eval:` set used to run no eval at all,
+    # while the manifest said before_training: true.
+    # `rare` trains on the one train task whose word is 'maple'; its test split has none: it is not evaluated,
+    # and the run says so.
+    path = tmp_path / "mix.yaml"
+    rare = "  rare: {target: 'local:echo', where: {word: maple}, local_serve: thread}\n"
+    path.write_text(EVAL_DEFAULT.replace("prompts_per_step:", rare + "prompts_per_step:"))
+    run = tmp_path / "run"
+    console, out = _console()
+    rc = train_command(path, max_steps=1, output_dir=run, warmup_sft=0, console=console)
+    assert rc in (0, 1), out.getvalue()  # a random tiny model may score nothing in one step
+    why = (
+        "rare: no task of split 'test' matches where={'word': 'maple'}. Check the metadata keys and values "
+        "(`ormix inspect` lists them)."
+    )
+    _evaluated(run, out.getvalue(), {"rare": why})
+    # The eval before training is of the model GRPO starts from, named as `ormix eval --model RUN_DIR@start`.
+    before = json.loads((run / "eval-before" / "manifest.json").read_text())
+    assert before["model"] == f"{run.resolve()}@start"
+    assert (run / "eval-comparison" / "comparison.json").is_file()
+
+
+@pytest.mark.slow
+def test_async_training_runs_the_same_evals_and_records_them(tmp_path):
+    # `--async` used to skip the evals without a word.
+    from ormix.train import train
+
+    path = tmp_path / "mix.yaml"
+    path.write_text(EVAL_DEFAULT)
+    run = tmp_path / "run"
+    console, out = _console()
+    result = train(str(path), max_steps=2, output_dir=run, warmup_sft=0, vllm_url="standin", console=console)
+    _evaluated(run, out.getvalue())
+    assert result.eval_before == run / "eval-before" and result.eval == run / "eval"
+    assert result.evaluation["after"]["ran"] is True
+    # The evals' own trainers did not take the run's records away (they share the mixture's callbacks).
+    from ormix.telemetry.records import read_records
+
+    assert read_records(run) and {r["mode"] for r in read_records(run)} == {"train"}
+
+
+# ── the last line names the real cause ────────────────────────────────────────────────────────────────
+
+
+def test_when_a_warm_start_ran_the_last_line_blames_the_completion_budget_not_a_missing_warm_start(tmp_path):
+    from types import SimpleNamespace
+
+    from ormix.runs import RunDirectory
+    from ormix.train import RunOptions, TrainResult
+    from ormix.train.finish import finish_run
+    from ormix.train.prepare import PlannedRun
+
+    args = SimpleNamespace(max_completion_length=64)
+    run = PlannedRun(RunDirectory(tmp_path), args, [], None, 50, 1.0, 0)
+    summary = {"upper": {"coverage": 0.0}, "echo": {"coverage": 0.0}}
+    start = {
+        "path": "/w",
+        "warm_start": {
+            "steps": 50,
+            "episodes": 3,
+            "over_completion_budget": 2,
+            "max_completion_length": 64,
+            "longest_episode_tokens": 120,
+        },
+    }
+    (tmp_path / "manifest.json").write_text(json.dumps({"start": start}))
+    history = [{"step": 1, "loss": 0.0, "completions/clipped_ratio": 1.0}]
+    console, out = _console()
+    finish_run("m.yaml", run, RunOptions(report=False), TrainResult(tmp_path, history, summary), console)
+    last = out.getvalue().strip().splitlines()[-1]
+    assert last.startswith("error: no member was ever scored: upper, echo (coverage 0"), last
+    assert "2 of its 3 reference episodes exceed the completion budget, max_completion_length=64" in last
+    assert "raise train.max_completion_length to at least 120" in last
+    assert "a warm start on reference solutions" not in last  # one ran: it is not the advice
+    # A start whose manifest does not list the episodes' lengths: the clipped completions say it.
+    (tmp_path / "manifest.json").write_text(
+        json.dumps({"start": {"path": "/w", "warm_start": {"steps": 50}}})
+    )
+    console, out = _console()
+    finish_run("m.yaml", run, RunOptions(report=False), TrainResult(tmp_path, history, summary), console)
+    last = out.getvalue().strip().splitlines()[-1]
+    assert "100% of GRPO's completions were cut at the completion budget, max_completion_length=64" in last
+    assert "a warm start on reference solutions" not in last
+
+
+WARM_OVER_BUDGET = """\
+name: warm-over-budget
+members:
+  echo: {target: "local:echo", num_tasks: 2, local_serve: thread}
+prompts_per_step: 2
+num_samples: 8
+warm_start: {sft_steps: 3}
+train: {num_generations: 2, max_completion_length: 8, max_tool_calling_iterations: 1, logging_steps: 1}
+"""
+
+
+@pytest.mark.slow
+def test_a_run_whose_warm_start_references_exceed_the_budget_ends_saying_so(tmp_path):
+    # Echo's reference episode (a tool call, its result, a final word) is longer than 8 completion tokens:
+    # GRPO cuts every episode before its submit call, and the last line used to advise a warm start.
+    path = tmp_path / "mix.yaml"
+    path.write_text(WARM_OVER_BUDGET)
+    console, out = _console()
+    rc = train_command(path, max_steps=1, output_dir=tmp_path / "run", console=console)
+    text = out.getvalue()
+    last = text.strip().splitlines()[-1]
+    assert rc == 1 and last.startswith("error: no member was ever scored: echo"), text
+    assert "the warm start ran, but" in last and "max_completion_length=8" in last, last
+    assert "a warm start on reference solutions" not in last

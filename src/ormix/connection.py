@@ -344,6 +344,22 @@ class Connection:
                     )
             except errors.ORSError:
                 specs = await client.get_tasks(split, wanted_indices)
+        odd = next((s for s in specs if s is not None and not isinstance(s, dict)), None)
+        if odd is not None:
+            from ormix.targets import parse_target
+
+            # Read as an empty task, every session would fail later in the constructor, blamed on it.
+            shown = repr(odd)[:40]
+            where_from = (
+                f"{self.target.partition(':')[2]}.list_tasks"
+                if parse_target(self.target).kind == "module"
+                else "the environment's list_tasks"
+            )
+            raise EnvironmentCodeError(
+                f"{label or self.target}: {where_from} returned {type(odd).__name__} items ({shown}), "
+                f"not one dict per task of split {split!r}: return each task as a dict (its task_spec); "
+                "the constructor gets that dict"
+            )
         return [(i, s if isinstance(s, dict) else {}) for i, s in zip(wanted_indices, specs, strict=True)]
 
     @staticmethod

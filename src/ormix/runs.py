@@ -3,7 +3,8 @@
 A run directory holds ``manifest.json`` (what the run trains on), ``train_args.json``, ``log_history.jsonl``,
 ``rollouts/rank-<k>.jsonl``, ``alarms.jsonl``, ``progress.json`` (the last completed step), trainer
 checkpoints ``checkpoint-<step>/`` (with ormix's own state beside the trainer's) and, at the end,
-``report/`` and ``model/``.
+``report/`` and ``model/``. The manifest's ``start`` entry names the model GRPO started from (the warm start,
+or the base model) by path and content hash (`weights_sha256`); a resumed run keeps it.
 
 Continuing a run (`ormix train --resume`) means: the latest checkpoint (or a chosen one), the same mixture
 (a changed one is refused before any server is contacted, naming every change, unless allowed), and every
@@ -16,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -39,6 +41,7 @@ __all__ = [
     "installed_versions",
     "read_jsonl",
     "truncate_jsonl",
+    "weights_sha256",
     "write_jsonl",
 ]
 
@@ -48,6 +51,59 @@ APPEND_ONLY = ("log_history.jsonl", "alarms.jsonl")
 RESUMABLE_KEYS = ("train", "telemetry", "name")
 
 _CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)$")
+#: The files of a model directory that hold its weights (what `weights_sha256` covers).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def weights_sha256(path: str | os.PathLike[str]) -> str | None:
+    """sha256 over a model directory's weight files (each file's name, then its bytes, in name order);
+    ``None`` when it holds none.
+
+    Two directories with the same weights get the same hash wherever they are, so it says whether two runs
+    started from the same model. A hash is kept in ormix's cache under the files' names, sizes and mtimes:
+    hashing a multi-GB model once is a few seconds; asking again is free.
+
+    Example:
+        >>> import tempfile
+        >>> d = Path(tempfile.mkdtemp())
+        >>> weights_sha256(d) is None
+        True
+        >>> _ = (d / "model.safetensors").write_bytes(b"weights")
+        >>> weights_sha256(d) == weights_sha256(d) and len(weights_sha256(d))
+        64
+    """
+    from ormix.cache import default_cache_dir
+
+    root = Path(path).resolve()
+    files = (
+        sorted(p for p in root.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+        if root.is_dir()
+        else []
+    )
+    if not files:
+        return None
+    stamps = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    key = hashlib.sha256(json.dumps([str(root), stamps]).encode()).hexdigest()[:32]
+    cached = default_cache_dir() / "weights-sha256" / key
+    try:
+        known = cached.read_text().strip()
+    except OSError:
+        known = ""
+    if len(known) == 64:
+        return known
+    digest = hashlib.sha256()
+    for f, (name, _, _) in zip(files, stamps, strict=True):
+        digest.update(name.encode() + b"\0")
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    value = digest.hexdigest()
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        _replace_text(cached, value + "\n")
+    except OSError:
+        pass  # a read-only cache: the hash is only computed again next time
+    return value
 
 
 def checkpoint_path(run_dir: str | os.PathLike[str], step: int) -> Path:
@@ -301,6 +357,12 @@ class RunDirectory:
         state = json.loads((checkpoint / "trainer_state.json").read_text())
         return int(state.get("global_step", 0))
 
+    def start(self) -> dict[str, Any] | None:
+        """The manifest's ``start`` (the model GRPO started from: ``path``, ``sha256``, how it was made), or
+        ``None`` when the run recorded none."""
+        start = (self.read_manifest() or {}).get("start")
+        return start if isinstance(start, dict) else None
+
     def read_manifest(self) -> dict[str, Any] | None:
         """The manifest an earlier run wrote, if any."""
         if not self.manifest_path.exists():
@@ -374,7 +436,8 @@ class RunDirectory:
             "changed": changes,
             "allowed_changes": bool(allowed and changes),
         }
-        return {**manifest, "resumes": [*stored.get("resumes", []), resume]}
+        kept = {"start": stored["start"]} if "start" in stored else {}  # a resumed run has one start
+        return {**manifest, **kept, "resumes": [*stored.get("resumes", []), resume]}
 
     def cut_back(self, step: int) -> dict[str, int]:
         """Cut the run's own append-only files (logs, alarms) back to ``step`` and mark it the last completed
@@ -389,7 +452,16 @@ class RunDirectory:
         model, and its evals (of a model that is gone)."""
         for name in ("manifest.json", "train_args.json", "progress.json", *APPEND_ONLY):
             (self.path / name).unlink(missing_ok=True)
-        for name in ("rollouts", "report", "model", "completions", "eval", "eval-before", "eval-comparison"):
+        for name in (
+            "rollouts",
+            "report",
+            "model",
+            "completions",
+            "eval",
+            "eval-before",
+            "eval-start",
+            "eval-comparison",
+        ):
             shutil.rmtree(self.path / name, ignore_errors=True)
         for child in self.path.glob("checkpoint-*"):
             shutil.rmtree(child, ignore_errors=True)

@@ -58,7 +58,7 @@ def test_check_names_the_dead_member_and_still_checks_the_others(tmp_path, threa
     # and `submit` still ran, on a fresh one.
     cells = [
         [c.strip() for c in line.split("│")[1:-1]]
-        for line in text.splitlines()
+        for line in text.split("eval sets")[0].splitlines()  # the tools table, not the eval sets below it
         if line.startswith("│ faulty")
     ]
     tools_in_order = [row[1] for row in cells if row[1] != "local:faulty"]
@@ -137,3 +137,19 @@ def test_check_shows_eval_sets_and_refuses_one_the_environment_lacks(tmp_path, t
     buf = io.StringIO()
     assert check_command(path, Console(file=buf, width=250, color_system=None)) == 2
     assert "error: member 'held': eval split 'validation' does not exist on local:echo" in buf.getvalue()
+
+
+def test_check_shows_the_eval_set_ormix_eval_uses_when_the_file_names_none(tmp_path, thread_serving):
+    """No member has an ``eval:`` set: `ormix eval` and `ormix train` evaluate on the test split, so `check`
+    shows that set (before, its table stayed empty and the evals looked like they would not run)."""
+    path = tmp_path / "mix.yaml"
+    path.write_text("members:\n  echo: {target: 'local:echo', num_tasks: 2}\n")
+    buf = io.StringIO()
+    code = check_command(path, Console(file=buf, width=250, color_system=None))
+    text = buf.getvalue()
+    assert code == 0, text
+    evals = text.split("eval sets")[1]
+    row = next(line for line in evals.splitlines() if line.startswith("│ echo"))
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    assert cells[:3] == ["echo", "test", "4"], cells
+    assert "no eval: set" in cells[3]

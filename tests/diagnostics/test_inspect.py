@@ -56,3 +56,28 @@ def test_namespaced_routing_shows_the_names_the_model_sees(tmp_path):
     echo = next(m for m in info.members if m.name == "echo")
     assert echo.tasks == 2 and echo.unknown is None
     assert "echo__echo" in echo.tools and "echo__submit" in echo.tools
+
+
+def test_inspect_shows_the_eval_set_ormix_uses_when_no_member_names_one(tmp_path):
+    # `ormix eval` and `ormix train` evaluate a member without `eval:` on its environment's test split (else
+    # its training tasks); inspect used to show no eval set at all for such a member.
+    path = tmp_path / "mix.yaml"
+    path.write_text(
+        "members:\n  echo: {target: 'local:echo', num_tasks: 2, local_serve: thread}\n"
+        "  held: {target: 'local:echo', indices: [5], local_serve: thread, eval: {num_tasks: 1}}\n"
+    )
+    info = inspect_mixture(load_mixture(str(path)))
+    echo, held = (m.eval_set for m in info.members)
+    assert (echo.split, echo.task_indices, echo.overlap) == ("test", (0, 1, 2, 3), 0)
+    assert echo.source == "split 'test': no eval: set, so its environment's test split"
+    assert (held.split, held.task_indices) == ("train", (0,))  # its own eval: set, as before
+    result = runner.invoke(app, ["inspect", str(path)], terminal_width=250)
+    assert result.exit_code == 0, result.output
+    rows = {
+        cells[0]: cells
+        for line in result.output.split("eval sets")[1].splitlines()
+        if line.startswith("│ ") and (cells := [c.strip() for c in line.split("│")[1:-1]])
+    }
+    assert rows["echo"][:3] == ["echo", "test", "4 (0, 1, 2, 3)"], result.output
+    offline = inspect_mixture(load_mixture(str(path)), contact_servers=False).members[0]
+    assert offline.eval_set is None and "test split if it has one" in (offline.eval_unknown or "")

@@ -1,6 +1,8 @@
 """A new user's own environment, broken the ways new users break it (tests/data/user_envs/): each mistake is
-one `error:` line naming its cause, exit 2 (the user's code or config), no traceback, in `ormix check`,
-`ormix inspect` and `ormix train` (which fails before any model or trainer is built)."""
+one `error:` line naming its cause and the method it is in, no traceback. Mistakes found before anything runs
+exit 2 in `ormix check`, `ormix inspect` and `ormix train` (which fails before any model or trainer is built);
+those found by running the environment (a constructor, `get_prompt` or tool that raises, a scoring tool that
+finishes without a reward) make `ormix check` exit 1, as a run meeting them does (README: Exit statuses)."""
 
 from __future__ import annotations
 
@@ -41,9 +43,11 @@ def ormix(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def assert_named(done: subprocess.CompletedProcess[str], cause: str, errors: int = 1) -> None:
+def assert_named(
+    done: subprocess.CompletedProcess[str], cause: str, errors: int = 1, status: int = 2
+) -> None:
     out = done.stdout + done.stderr
-    assert done.returncode == 2, out[-3000:]
+    assert done.returncode == status, out[-3000:]
     assert "Traceback" not in out and "Fatal Python error" not in out, out[-3000:]
     assert "binding shared tools only" not in out, out[-3000:]  # the cause is named, not worked around
     assert len([line for line in out.splitlines() if line.startswith("error:")]) == errors, out[-3000:]
@@ -80,13 +84,60 @@ def test_mistakes_found_at_load_name_their_cause_with_the_file_line(case: str) -
 
 def test_tools_that_never_score_are_named_by_check(tmp_path: Path) -> None:
     done = ormix("check", str(ENVS / "broken_scoring.yaml"), cwd=tmp_path)
-    assert_named(done, "tool 'answer' raised inside the environment: 'score'")
+    # A raising tool is found by running the environment: 1, as `ormix train` ends on it (never scored).
+    assert_named(done, "tool 'answer' raised inside the environment: 'score'", status=1)
     text = " ".join(done.stdout.split())
     assert "warning: environment 'quiet': no tool call gave a reward or finished the episode" in text
     assert "'raising'" not in text.split("warning:")[1].split("error:")[0]  # raising: an error, not a warning
 
 
+def test_a_scoring_tool_that_finishes_without_a_reward_fails_the_check(tmp_path: Path) -> None:
+    done = ormix("check", str(ENVS / "broken_finish_unscored.yaml"), cwd=tmp_path)
+    assert_named(done, "environment 'mine': tool 'answer' finished the episode without a reward", status=1)
+    text = " ".join(done.stdout.split())
+    assert "finishes unscored answer" in text and "ok, finished without a reward" in text
+    assert "all 1 environment(s) usable" not in text
+
+
+# mistake -> (exit status of `ormix check`, the method the error line must name and what it raised)
+METHODS = {
+    # ormix would read each string as an empty task; the constructor then fails, but list_tasks is the cause.
+    "broken_list_tasks_strings": (2, "Env.list_tasks returned str items ('river'), not one dict"),
+    "broken_constructor_raises": (1, "constructor: Env.__init__ raised KeyError: 'limit' for task train[0]"),
+    "broken_prompt_raises": (1, "get_prompt: Env.get_prompt (or its setup()) raised AttributeError"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(METHODS))
+def test_check_names_the_method_that_failed(case: str, tmp_path: Path) -> None:
+    status, named = METHODS[case]
+    done = ormix("check", str(ENVS / f"{case}.yaml"), cwd=tmp_path)
+    assert_named(done, named, status=status)
+    if case != "broken_constructor_raises":
+        assert "constructor raised" not in done.stdout  # blamed on its own method, not on the constructor
+    if case == "broken_list_tasks_strings":
+        row = next(line for line in done.stdout.splitlines() if line.startswith("│ mine"))
+        assert "2 of 2" not in row and "- of 2" in row  # the tasks it listed are not counted as usable
+
+
+def test_train_refuses_task_specs_that_are_not_dicts_naming_list_tasks(tmp_path: Path) -> None:
+    # Read as empty tasks, they would fail every session later in the constructor, blamed on it.
+    args = ["--output-dir", str(tmp_path / "run"), "--warmup-sft", "0"]
+    done = ormix("train", str(ENVS / "broken_list_tasks_strings.yaml"), *args, cwd=tmp_path)
+    out = done.stdout + done.stderr
+    assert done.returncode == 2 and "Traceback" not in out, out[-3000:]
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert (
+        len(errors) == 1 and "Env.list_tasks returned str items ('river'), not one dict per task" in errors[0]
+    )
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_config_error_is_reported_without_the_sdk_or_trl(tmp_path: Path) -> None:
+    # TRL's settings are read once per TRL version and cached (the suite's cache, which the processes below
+    # inherit): after that, checking `train:` with the rest of the file imports no TRL.
+    warm = "from ormix.integrations.trl.compat import grpo_config_fields; grpo_config_fields()"
+    subprocess.run([sys.executable, "-c", warm], check=True, env={**os.environ, "PYTHONPATH": str(SRC)})
     bad = tmp_path / "typo.yaml"
     bad.write_text((ENVS / "good.yaml").read_text().replace("num_tasks:", "num_taks:"))
     (tmp_path / "good.py").write_text((ENVS / "good.py").read_text())

@@ -38,3 +38,16 @@ def test_intervals_keep_their_coverage_on_hard_members_with_one_sample_a_task():
     setting = _benchmark().calibrate(tasks=16, samples=1, profile="hard", reps=300, seed=0)
     for name in ("pass@1", "pass@1 paired \u0394+"):
         assert 0.90 <= setting.figures[name].coverage <= 0.99, (name, setting.figures[name].coverage)
+
+
+def test_intervals_over_seeds_cover_the_procedures_value_where_one_seed_intervals_do_not():
+    # The two-level world (a seed effect and a task effect), reduced: 3 seeds of 64 tasks, 4 samples each,
+    # where task noise is small next to the seed effect, so an interval over one run's tasks misses often.
+    setting = _benchmark().calibrate_seeds(seeds=3, tasks=64, samples=4, profile="mid", reps=300, seed=0)
+    cover = {name: f.coverage for name, f in setting.figures.items()}
+    for name in ("pass@1 across seeds", "pass@1 paired \u0394=0", "pass@1 paired \u0394+"):
+        assert setting.figures[name].judged
+        assert 0.90 <= cover[name] <= 0.99, (name, cover[name])
+    assert not setting.figures["pass@1 one seed"].judged
+    assert cover["pass@1 one seed"] < 0.85 and cover["pass@1 one seed \u0394+"] < 0.80, cover
+    assert 0.03 < float(sum(setting.seed_spread) / len(setting.seed_spread)) < 0.1  # seeds do vary

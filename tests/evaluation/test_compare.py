@@ -10,7 +10,14 @@ from typer.testing import CliRunner
 
 from ormix.cli import app
 from ormix.errors import UsageError
-from ormix.evaluation.compare import CompareError, compare, comparison_markdown, load_eval
+from ormix.evaluation.compare import (
+    CompareError,
+    compare,
+    compare_groups,
+    comparison_markdown,
+    group_metrics,
+    load_eval,
+)
 from ormix.evaluation.summary import summarize
 
 runner = CliRunner()
@@ -227,3 +234,144 @@ def test_the_compare_command_exits_2_on_bad_input(tmp_path, evals):
     assert partial.exit_code == 0 and "seta: 8 common tasks" in partial.output
     one = runner.invoke(app, ["compare", str(base)])
     assert one.exit_code == 2 and "two evals or more" in one.output
+
+
+# --- Groups of runs (several training seeds a side) -------------------------------------------------------
+
+
+def seed_runs(tmp_path: Path, name: str, seta: list[dict[int, list[int]]], k=(1, 2)) -> list:
+    """One eval directory per run (training seed) of a procedure, all on the same 16 tasks."""
+    return [
+        load_eval(
+            write_eval(tmp_path / f"{name}-s{i}", records("seta", wins) + records("terminals", TERM_A), k=k)
+        )
+        for i, wins in enumerate(seta)
+    ]
+
+
+def shifted(solved: int) -> dict[int, list[int]]:
+    """seta solves its first ``solved`` tasks (both samples)."""
+    return {t: [1, 1] if t < solved else [0, 0] for t in range(16)}
+
+
+def test_groups_of_one_run_each_give_exactly_the_two_eval_comparison(evals):
+    base, better = (load_eval(p) for p in evals)
+    groups = compare_groups([[base], [better]], labels=["base", "trained"])
+    pair = compare([base, better])
+    g, p = groups["comparisons"][0], pair["comparisons"][0]
+    assert groups["seeds"] == [1, 1] and groups["covers"] == "tasks" and g["verdicts"] == p["verdicts"]
+    for member in ("seta", "terminals"):
+        for name in ("pass@1", "pass@2", "mean_reward"):
+            a, b = g["members"][member]["metrics"][name], p["members"][member]["metrics"][name]
+            for key in ("value", "low", "high", "n"):
+                assert a["difference"][key] == b["difference"][key], (member, name, key)
+                assert a["baseline"][key] == b["baseline"][key] and a["other"][key] == b["other"][key]
+            assert a["difference"]["seeds"] == [1, 1] and a["difference"]["covers"] == "tasks"
+    assert "over tasks only" in comparison_markdown(groups)
+
+
+def test_seed_variance_widens_the_interval_and_a_seed_is_not_a_verdict(tmp_path):
+    base = seed_runs(tmp_path, "base", [shifted(4)] * 3)
+    steady = seed_runs(tmp_path, "steady", [shifted(10), shifted(9), shifted(10)])
+    erratic = seed_runs(tmp_path, "erratic", [shifted(16), shifted(2), shifted(10)])
+    clear = compare_groups([base, steady], labels=["base", "steady"])
+    d = clear["comparisons"][0]["members"]["seta"]["metrics"]["pass@1"]["difference"]
+    assert d["seeds"] == [3, 3] and d["covers"] == "seeds and tasks" and d["n"] == 16
+    assert d["value"] == pytest.approx(29 / 48 - 4 / 16) and d["low"] > 0.0
+    assert clear["comparisons"][0]["verdicts"]["pass@1"].startswith("seta: +0.35 [")
+    # The same mean gain from runs that disagree: one good seed, one worse than the baseline.
+    noisy = compare_groups([base, erratic], labels=["base", "erratic"])
+    e = noisy["comparisons"][0]["members"]["seta"]["metrics"]["pass@1"]
+    assert e["difference"]["value"] == pytest.approx(28 / 48 - 4 / 16) and e["difference"]["low"] < 0.0
+    assert e["verdict"].startswith("seta: no detectable change")
+    # One run of that group, compared alone, would have claimed a large change.
+    alone = compare([base[0], erratic[0]])["comparisons"][0]["members"]["seta"]["metrics"]["pass@1"]
+    assert alone["difference"]["low"] > 0.3
+    md = comparison_markdown(noisy)
+    assert "3 runs" in md and "seeds and tasks" in md and "erratic vs base" in md
+    # Deterministic, and JSON-ready.
+    assert compare_groups([base, erratic], labels=["base", "erratic"]) == noisy
+    json.dumps(noisy, allow_nan=False)
+
+
+def test_a_group_compared_with_itself_changes_nothing(tmp_path):
+    runs = seed_runs(tmp_path, "a", [shifted(4), shifted(8), shifted(6)])
+    result = compare_groups([runs, runs[::-1]])
+    for member in ("seta", "terminals"):
+        for name, m in result["comparisons"][0]["members"][member]["metrics"].items():
+            d = m["difference"]
+            assert (d["value"], d["low"], d["high"]) == (0.0, 0.0, 0.0), (member, name)
+    assert "no detectable change [0.00, 0.00]" in result["comparisons"][0]["verdicts"]["pass@1"]
+
+
+def test_group_metrics_pool_the_runs_and_say_what_the_interval_covers(tmp_path):
+    runs = seed_runs(tmp_path, "a", [shifted(4), shifted(8), shifted(6)])
+    metrics = group_metrics(runs)
+    m = metrics["seta"]["pass@1"]
+    assert m["value"] == pytest.approx(18 / 48) and m["n"] == 16 and m["seeds"] == 3
+    assert m["covers"] == "seeds and tasks" and m["low"] < m["value"] < m["high"]
+    assert m["iqm"] is None  # every task's pass@1 is 0 or 1: no interquartile mean
+    one = group_metrics(runs[:1])["seta"]["pass@1"]
+    own = summarize(runs[0].records, ks=(1, 2))["members"]["seta"]["pass@1"]
+    assert one["covers"] == "tasks" and one["seeds"] == 1
+    assert (one["value"], one["low"], one["high"]) == (own["value"], own["low"], own["high"])
+    # Half-solved tasks (one of two samples): pass@1 takes values between 0 and 1, so the IQM applies.
+    halves = [{t: [1, 0] if t < 6 + i else [0, 0] for t in range(16)} for i in range(3)]
+    iqm = group_metrics(seed_runs(tmp_path, "h", halves), seed=3)["seta"]["pass@1"]["iqm"]
+    assert (
+        iqm is not None and iqm["covers"] == "seeds and tasks" and iqm["low"] <= iqm["value"] <= iqm["high"]
+    )
+    assert group_metrics(seed_runs(tmp_path, "h", halves), seed=3)["seta"]["pass@1"]["iqm"] == iqm
+
+
+def test_groups_of_different_tasks_k_or_samples_are_refused_saying_what_differs(tmp_path):
+    runs = seed_runs(tmp_path, "a", [shifted(4), shifted(8)])
+    fewer = load_eval(
+        write_eval(
+            tmp_path / "fewer", records("seta", {t: [1, 1] for t in range(12)}) + records("terminals", TERM_A)
+        )
+    )
+    with pytest.raises(
+        CompareError, match=r"seta: the manifests choose different tasks \(16 in a-s0, 12 in fewer"
+    ):
+        compare_groups([runs, [fewer]])
+    with pytest.raises(CompareError, match=r"seta: the manifests choose different tasks"):
+        group_metrics([*runs, fewer])
+    other_k = seed_runs(tmp_path, "k", [shifted(4)], k=(1,))
+    with pytest.raises(CompareError, match=r"k \[1, 2\] in a-s0, \[1\] in k-s0"):
+        compare_groups([runs, other_k])
+    sampled = load_eval(runs[1].path)
+    sampled.manifest["samples"], runs[0].manifest["samples"] = 4, 2
+    with pytest.raises(CompareError, match="samples 2 in a-s0, 4 in a-s1"):
+        group_metrics([runs[0], sampled])
+    with pytest.raises(CompareError, match="two groups"):
+        compare_groups([runs])
+    with pytest.raises(CompareError, match="group 2 holds no eval"):
+        compare_groups([runs, []])
+
+
+def test_the_compare_command_compares_groups_of_runs(tmp_path):
+    base = seed_runs(tmp_path, "base", [shifted(4)] * 3)
+    steady = seed_runs(tmp_path, "steady", [shifted(10), shifted(9), shifted(10)])
+    out = tmp_path / "cmp"
+    args = [
+        "compare",
+        *(str(e.path) for e in base),
+        "--vs",
+        *(str(e.path) for e in steady),
+        "--out",
+        str(out),
+    ]
+    result = runner.invoke(app, args, terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "3 runs vs 3 runs" in result.output and "seeds and tasks" in result.output
+    assert "pass@1: seta: +0.35 [" in result.output
+    saved = json.loads((out / "comparison.json").read_text())
+    assert saved["seeds"] == [3, 3] and saved["covers"] == "seeds and tasks"
+    assert "seeds and tasks" in (out / "comparison.md").read_text()
+    bad = runner.invoke(app, ["compare", str(base[0].path), "--vs"])
+    assert bad.exit_code == 2 and "--vs" in bad.output
+    refused = runner.invoke(
+        app, ["compare", str(base[0].path), str(base[1].path), "--vs", str(tmp_path / "nope")]
+    )
+    assert refused.exit_code == 2 and "does not exist" in refused.output

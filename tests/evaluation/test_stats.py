@@ -10,7 +10,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ormix.evaluation.stats import mean_interval, paired_interval, pass_at_k, pass_hat_k, t_quantile
+from ormix.evaluation.stats import (
+    COVERS_SEEDS_AND_TASKS,
+    COVERS_TASKS,
+    hierarchical_interval,
+    iqm,
+    mean_interval,
+    paired_hierarchical_interval,
+    paired_interval,
+    pass_at_k,
+    pass_hat_k,
+    t_quantile,
+)
 
 
 @st.composite
@@ -155,3 +166,127 @@ def test_a_paired_interval_over_two_tasks_claims_no_change_one_task_made():
     # 2 tasks always correlate perfectly; the demo's evals (2 tasks a member) once read +0.25 [0.01, 0.50].
     iv = paired_interval([0.5, 0.0], [1.0, 0.0])
     assert iv.value == 0.25 and iv.covers(0.0)
+
+
+# --- Several runs (seeds): hierarchical intervals over seeds and tasks ------------------------------------
+
+
+@st.composite
+def run_matrix(draw, min_seeds: int = 1, max_seeds: int = 5, unit: bool = True):
+    """Runs × tasks values: values in [0, 1] (or any scale), the same tasks in every run."""
+    seeds = draw(st.integers(min_seeds, max_seeds))
+    tasks = draw(st.integers(2, 24))
+    values = st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]) if unit else st.floats(-50, 50)
+    return np.array(
+        draw(st.lists(st.lists(values, min_size=tasks, max_size=tasks), min_size=seeds, max_size=seeds))
+    )
+
+
+@given(run_matrix(), st.sampled_from(["mean", "iqm"]), st.sampled_from([0.8, 0.95]))
+@settings(max_examples=60, deadline=None)
+def test_a_hierarchical_interval_holds_its_estimate_in_the_unit_range(y, statistic, confidence):
+    iv = hierarchical_interval(y, statistic=statistic, confidence=confidence, resamples=200)
+    expected = y.mean() if statistic == "mean" else iqm(y)
+    assert iv.value == pytest.approx(expected) and iv.n == y.shape[1] and iv.seeds == y.shape[0]
+    assert 0.0 <= iv.low <= iv.value <= iv.high <= 1.0
+    assert iv.as_dict()["covers"] == ("seeds and tasks" if y.shape[0] >= 2 else "tasks")
+
+
+@given(run_matrix(max_seeds=1))
+def test_one_run_is_the_interval_over_tasks_only(y):
+    iv, task_only = hierarchical_interval(y), mean_interval(y[0])
+    assert (iv.value, iv.low, iv.high, iv.n) == (task_only.value, task_only.low, task_only.high, task_only.n)
+    assert iv.over == COVERS_TASKS
+
+
+@given(run_matrix(min_seeds=2, unit=False), st.integers(0, 2**32 - 1))
+@settings(max_examples=40, deadline=None)
+def test_the_iqm_interval_is_deterministic_under_a_seed(y, seed):
+    a = hierarchical_interval(y, statistic="iqm", seed=seed, resamples=200)
+    assert a == hierarchical_interval(y, statistic="iqm", seed=seed, resamples=200)
+    b = paired_hierarchical_interval(y, y[:, ::-1], statistic="iqm", seed=seed, resamples=200)
+    assert b == paired_hierarchical_interval(y, y[:, ::-1], statistic="iqm", seed=seed, resamples=200)
+
+
+@given(run_matrix(min_seeds=1), st.sampled_from(["mean", "iqm"]), st.randoms(use_true_random=False))
+@settings(max_examples=60, deadline=None)
+def test_a_group_compared_with_itself_is_exactly_zero_with_a_zero_width_interval(y, statistic, rnd):
+    order = list(range(len(y)))
+    rnd.shuffle(order)
+    iv = paired_hierarchical_interval(y, y[order], statistic=statistic, resamples=200)
+    assert (iv.value, iv.low, iv.high) == (0.0, 0.0, 0.0)
+
+
+@given(run_matrix(max_seeds=1, unit=False), st.lists(st.floats(-20, 20), min_size=2, max_size=5))
+@settings(max_examples=60, deadline=None)
+def test_a_seed_effect_widens_the_interval(task_values, offsets):
+    # Runs that agree on every task, then the same runs each shifted (one seed better than another): the
+    # tasks' spread is unchanged; the seed component can only add to it.
+    y = np.repeat(task_values, len(offsets), axis=0)
+    y[:, 0] = 1000.0  # values on another scale: the t form, whose width is the variance's alone
+    shift = np.array(offsets)[:, None]
+    plain, shifted = hierarchical_interval(y), hierarchical_interval(y + shift)
+    assert shifted.high - shifted.low >= (plain.high - plain.low) * (1 - 1e-9) - 1e-9
+    if np.ptp(offsets) > 1.0 and np.ptp(task_values) < 1.0:
+        assert shifted.high - shifted.low > plain.high - plain.low
+
+
+def test_two_seeds_that_disagree_get_the_t_quantile_with_one_degree_of_freedom():
+    # Seed variance dominates: the quantile is t(1) = 12.7, not the normal 1.96 of a percentile bootstrap.
+    y = np.array([[10.0, 10.1, 9.9, 10.0] * 8, [20.0, 20.1, 19.9, 20.0] * 8])
+    iv = hierarchical_interval(y)
+    half = t_quantile(0.975, 1) * np.sqrt(np.var(y.mean(axis=1), ddof=1) / 2)
+    assert (iv.low, iv.high) == pytest.approx((15.0 - half, 15.0 + half), rel=0.01)
+
+
+def test_more_seeds_and_more_tasks_give_narrower_intervals():
+    # A two-level world (seed effect and task effect on the logit scale): the mean width over draws.
+    rng = np.random.default_rng(0)
+
+    def width(seeds: int, tasks: int) -> float:
+        out = []
+        for _ in range(150):
+            task = rng.normal(0, 1.5, size=tasks)
+            seed = rng.normal(0, 0.5, size=seeds)
+            p = 1 / (1 + np.exp(-(task[None, :] + seed[:, None])))
+            iv = hierarchical_interval(rng.binomial(4, p) / 4)
+            out.append(iv.high - iv.low)
+        return float(np.mean(out))
+
+    assert width(5, 64) < width(3, 64) < width(3, 16) < width(2, 16)
+
+
+def test_a_paired_difference_of_groups_covers_seeds_and_reduces_to_the_paired_interval():
+    a = np.array([[0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0]] * 3, dtype=float)
+    b = np.array(
+        [[1, 0, 1, 1, 1, 0, 1, 1, 0, 1, 1, 1], [1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1]] * 2, dtype=float
+    )
+    iv = paired_hierarchical_interval(a, b)
+    assert (
+        iv.value == pytest.approx(b.mean() - a.mean())
+        and iv.seeds == (3, 4)
+        and iv.over == COVERS_SEEDS_AND_TASKS
+    )
+    assert iv.low > 0.0 and iv.as_dict()["seeds"] == [3, 4]
+    swapped = paired_hierarchical_interval(b, a)
+    assert (swapped.low, swapped.high) == pytest.approx((-iv.high, -iv.low))
+    one = paired_hierarchical_interval(a[:1], b[:1])
+    plain = paired_interval(a[0], b[0])
+    assert (one.value, one.low, one.high, one.over) == (plain.value, plain.low, plain.high, COVERS_TASKS)
+    # One run on one side: the other side's seed variance is borrowed, so the interval still covers seeds.
+    borrowed = paired_hierarchical_interval(a[:1], b)
+    assert borrowed.over == COVERS_SEEDS_AND_TASKS and borrowed.high - borrowed.low > 0.0
+    with pytest.raises(ValueError, match="same tasks"):
+        paired_hierarchical_interval(a, b[:, :5])
+    with pytest.raises(ValueError, match="statistic is one of mean, iqm"):
+        hierarchical_interval(a, statistic="median")
+    with pytest.raises(ValueError, match="seeds x tasks"):
+        hierarchical_interval([1.0, 0.0])
+
+
+@given(st.lists(st.floats(-100, 100), min_size=1, max_size=60))
+def test_iqm_is_the_mean_of_the_middle_half(values):
+    x = np.sort(values)
+    cut = len(x) // 4
+    assert iqm(values) == pytest.approx(x[cut : len(x) - cut].mean())
+    assert min(values) - 1e-9 <= iqm(values) <= max(values) + 1e-9  # a mean rounds

@@ -10,10 +10,12 @@ worker, must move the budget to `mixed`.
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
 import pytest
+from rich.console import Console
 
 from ormix.demo.scripted import tool_call
 from ormix.local.envs.echo import WORDS
@@ -64,6 +66,7 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
     from ormix.demo.vllm_standin import StandInWeightTransfer, VLLMStandIn
     from ormix.diagnostics.report import write_report
     from ormix.integrations.trl.async_grpo import AsyncMixtureTrainer
+    from ormix.integrations.trl.lifecycle import ProgressLine
 
     file = tmp_path / "mix.yaml"
     file.write_text(MIXTURE)
@@ -91,8 +94,15 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
             weight_sync_steps=1,
             max_tool_calling_iterations=1,
         )
+        console = Console(file=io.StringIO(), width=400, color_system=None)
+        progress = ProgressLine(["flaky", "mixed"], console, run_dir)
         trainer = AsyncMixtureTrainer(
-            tiny_model, mix, args, weight_transfer=StandInWeightTransfer(standin), score_queue_maxsize=1
+            tiny_model,
+            mix,
+            args,
+            weight_transfer=StandInWeightTransfer(standin),
+            score_queue_maxsize=1,
+            callbacks=[progress],
         )
         with pytest.warns(Warning, match="coverage"):
             trainer.train()
@@ -132,6 +142,18 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
         assert entry["ormix/staleness"] == pytest.approx(sum(r["staleness"] for r in batch) / len(batch))
 
     assert with_records >= 2
+    # The progress line reads the per-member metrics the sync line reads: each member's scored reward where
+    # the entry has one (never `r -` beside a logged `ormix/<member>/reward`), and its coverage.
+    lines = [line for line in console.file.getvalue().splitlines() if line.startswith("step ")]
+    assert len(lines) == len(steps)
+    shown = 0
+    for line, entry in zip(lines, steps, strict=True):
+        for member in members:
+            reward = entry.get(f"ormix/{member}/reward")
+            if reward is not None:
+                shown += 1
+                assert f"{member} r {reward:5.2f} cov {entry[f'ormix/{member}/coverage']:5.2f}" in line, line
+    assert shown >= 2
     # The coverage alarm fired on `flaky` (and was written beside the records).
     alarms = [json.loads(line) for line in (run_dir / "alarms.jsonl").read_text().splitlines()]
     assert alarms and alarms[0]["member"] == "flaky"

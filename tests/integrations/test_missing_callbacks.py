@@ -16,6 +16,7 @@ from ormix import MixtureSpec, OpenRewardSpec
 from ormix.demo.scripted import ScriptedPolicy, tool_call
 from ormix.errors import UsageError
 from ormix.integrations.trl.callbacks import TelemetryCallback
+from ormix.telemetry.alarm import UnscoredRolloutsWarning
 from ormix.telemetry.records import MissingCallbacksWarning
 from support.trl_args import cpu_grpo_config
 
@@ -110,15 +111,19 @@ def test_trls_all_none_dump_is_filtered_and_counted(tiny_model, tmp_path, caplog
     ScriptedPolicy(lambda ctx: "no tool call").attach(trainer)
     caplog.set_level(logging.INFO)
     try:
-        trainer.train()
+        with pytest.warns(UnscoredRolloutsWarning) as said:
+            trainer.train()
     finally:
         spec.close()
     trl_said = [r for r in caplog.records if r.name.startswith("trl")]
     assert not [r for r in trl_said if "All reward functions returned None" in r.getMessage()]
     callback = next(c for c in spec.callbacks if isinstance(c, TelemetryCallback))
     assert callback.unscored_notices.dropped >= 1
-    assert any(
-        f"left out {callback.unscored_notices.dropped} of TRL's" in r.getMessage() for r in caplog.records
-    )
+    # Never left out without a word: said in ormix's words, as a warning a Python caller sees (at the first
+    # step that had one, and the total at the end), and in the log.
+    total = f'returned None" {callback.unscored_notices.dropped} time(s) in this training'
+    ours = [str(w.message) for w in said if issubclass(w.category, UnscoredRolloutsWarning)]
+    assert ours[-1].startswith("ormix: rollouts ended without a reward") and total in ours[-1]
+    assert any(total in r.getMessage() for r in caplog.records if r.name == "ormix.telemetry")
     # Filtering ends with training: the filter is no longer on TRL's logger.
     assert callback.unscored_notices not in logging.getLogger("trl.trainer.grpo_trainer").filters

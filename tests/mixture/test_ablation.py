@@ -202,3 +202,12 @@ def test_a_derived_file_written_elsewhere_finds_the_users_module_next_to_the_ori
     assert run.returncode == 0, run.stderr[-2000:]
     assert "bare:" in run.stdout and "no module 'my_arith_env'" in run.stdout
     assert "derived: [0, 1]" in run.stdout
+
+
+def test_an_arm_file_of_a_warm_started_mixture_says_arms_compare_from_one_start():
+    members = {"a": {"target": "local:echo"}, "b": {"target": "local:seta"}}
+    warm = MixtureConfig(name="m", members=members, warm_start={"sft_steps": 20})
+    text, _ = arm_file_text(arms(warm, leave_one_out=True)[1], "<python>")
+    assert "arms compare only from ONE start" in text and "--model STUDY/start --warmup-sft 0" in text
+    cold, _ = arm_file_text(arms(MixtureConfig(name="m", members=members), leave_one_out=True)[1], "<python>")
+    assert "ONE start" not in cold

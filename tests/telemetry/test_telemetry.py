@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from ormix.config import MixtureConfig, MixtureConfigError, TelemetryConfig
 from ormix.ors.errors import redact_text as redact
-from ormix.telemetry.alarm import AlarmTracker, CoverageAlarmWarning
+from ormix.telemetry.alarm import AlarmTracker, CoverageAlarmWarning, LearningTracker, unchanged_weights_alarm
 from ormix.telemetry.metrics import (
     METRICS,
     batch_metrics,
@@ -151,6 +151,155 @@ def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(
     said = caplog.text + "".join(str(w.message) for w in caught)
     for secret in (SECRET, API_KEY):
         assert secret not in written and secret not in said
+
+
+@pytest.mark.slow
+def test_a_run_that_learns_nothing_says_so_through_the_python_api_and_the_alarm_survives_a_resume(
+    tiny_model, tmp_path, monkeypatch
+):
+    """A policy that never calls a tool: no rollout is scored (coverage 0), so every group is uninformative,
+    grad_norm is 0 and the weights never move. Built as a Python user builds it (TRL's trainer with
+    ``callbacks=mix.callbacks``, no ormix console), with ``no_learning_steps: 2``: step 1, then a resume to
+    step 2, where the streaks (and the start's fingerprint) restored from checkpoint-1 fire."""
+    import json
+
+    from transformers import AutoModelForCausalLM
+
+    from ormix import MixtureSpec, OpenRewardSpec
+    from ormix.diagnostics.report import write_report
+    from ormix.integrations.trl.callbacks import STATE_FILE, TelemetryCallback
+    from ormix.telemetry.alarm import NoLearningWarning, UnscoredRolloutsWarning
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    mix = MixtureSpec(
+        {"echo": OpenRewardSpec("local:echo", num_tasks=2, local_serve="thread")},
+        prompts_per_step=2,
+        num_samples=8,
+        telemetry={"no_learning_steps": 2},
+    )
+    out = tmp_path / "run"
+
+    def train(max_steps: int, resume: str | None = None) -> list[warnings.WarningMessage]:
+        args = cpu_grpo_config(
+            str(out),
+            max_steps=max_steps,
+            max_completion_length=24,
+            max_tool_calling_iterations=1,
+            save_strategy="steps",
+            save_steps=1,
+        )
+        model = AutoModelForCausalLM.from_pretrained(tiny_model)
+        trainer = scripted_trainer(mix, model, args, lambda ctx: "I will not call a tool.")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.train(resume_from_checkpoint=resume)
+        return list(caught)
+
+    first = train(1)
+    said = {w.category: str(w.message) for w in first}
+    # TRL's "All reward functions returned None" dumps are left out, and said in ormix's words instead.
+    assert (
+        "ended without a reward" in said[UnscoredRolloutsWarning]
+        and "coverage" in said[UnscoredRolloutsWarning]
+    )
+    # One step of no_learning_steps=2: no streak alarm yet; the unchanged weights are said at the end.
+    kept = json.loads((out / "checkpoint-1" / STATE_FILE).read_text())
+    assert kept["learning"]["streak"] == {"echo": 1, "grad_norm": 1} and kept["learning"]["start"]
+    callback = next(c for c in mix.callbacks if isinstance(c, TelemetryCallback))
+    assert [a.kind for a in callback.no_learning] == ["unchanged_weights"]
+
+    second = train(2, resume=str(out / "checkpoint-1"))
+    alarms = [str(w.message) for w in second if issubclass(w.category, NoLearningWarning)]
+    resumed = callback.no_learning[1:]  # the callbacks keep every trainer's alarms, as `alarms` does
+    assert [a.kind for a in resumed] == ["uninformative", "zero_grad", "unchanged_weights"]
+    assert [a.step for a in resumed] == [2, 2, 2]
+    assert "nothing to learn from 'echo'" in alarms[0] and "coverage 0" in alarms[0], alarms
+    assert "grad_norm 0 for 2 consecutive logging step(s)" in alarms[1]
+    assert "trained weights equal the weights training started from" in alarms[2]
+    # In the run directory's alarms, and so in the report.
+    written = [json.loads(line) for line in (out / "alarms.jsonl").read_text().splitlines()]
+    assert [a["kind"] for a in written] == [
+        "unchanged_weights",
+        "uninformative",
+        "zero_grad",
+        "unchanged_weights",
+    ]
+    with (out / "log_history.jsonl").open("w") as fh:  # what `ormix train` writes (ProgressLine)
+        fh.write(json.dumps({"step": 1, "loss": 0.0}) + "\n")
+    write_report(out)
+    assert "nothing to learn from 'echo'" in (out / "report" / "report.md").read_text()
+
+
+def test_the_no_learning_alarm_counts_streaks_and_fires_once_per_streak():
+    t = LearningTracker(TelemetryConfig(no_learning_steps=2), ["a", "b"])
+    bad = {
+        "ormix/a/informative_groups": 0.0,
+        "ormix/a/coverage": 1.0,
+        "ormix/a/reward": 1.0,
+        "grad_norm": 0.1,
+    }
+    assert t.update(1, bad) == []
+    assert (
+        t.update(2, {"ormix/b/informative_groups": 1.0}) == []
+    )  # a absent: its streak neither grows nor ends
+    (fired,) = t.update(3, bad)
+    assert (fired.member, fired.kind, fired.step) == ("a", "uninformative", 3)
+    assert "same reward within each group (mean reward 1.00)" in fired.message
+    assert t.update(4, bad) == []  # said once per streak
+    assert t.update(5, {**bad, "ormix/a/informative_groups": 0.5}) == [] and t.streak["a"] == 0
+    assert [a.kind for a in t.update(6, {"grad_norm": 0.0, "loss": 0.0})] == []
+    assert [a.kind for a in t.update(7, {"grad_norm": 0.0, "loss": 0.0})] == ["zero_grad"]
+    off = LearningTracker(TelemetryConfig(no_learning_steps=None), ["a"])
+    assert off.update(1, bad) == [] and off.update(2, bad) == []
+
+
+step_logs_st = st.lists(
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "ormix/a/informative_groups": st.sampled_from([0.0, 0.5]),
+            "ormix/b/informative_groups": st.sampled_from([0.0, 1.0]),
+            "grad_norm": st.sampled_from([0.0, 0.3]),
+        },
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(step_logs_st, st.integers(0, 12), st.integers(1, 4))
+def test_the_no_learning_alarm_fires_the_same_when_a_run_is_resumed_anywhere(logs, cut, steps):
+    """The state saved with a checkpoint (as JSON) and restored into a fresh tracker continues every streak:
+    split anywhere, the alarms are those of the uninterrupted run."""
+    import json
+
+    config = TelemetryConfig(no_learning_steps=steps)
+    whole = LearningTracker(config, ["a", "b"])
+    expected = [(a.step, a.member, a.kind) for i, log in enumerate(logs) for a in whole.update(i + 1, log)]
+    before = LearningTracker(config, ["a", "b"])
+    got = [(a.step, a.member, a.kind) for i, log in enumerate(logs[:cut]) for a in before.update(i + 1, log)]
+    after = LearningTracker(config, ["a", "b"])
+    after.load_state(json.loads(json.dumps(before.state())))
+    got += [
+        (a.step, a.member, a.kind)
+        for i, log in enumerate(logs[cut:], start=cut)
+        for a in after.update(i + 1, log)
+    ]
+    assert got == expected
+
+
+def test_unchanged_weights_are_told_from_changed_ones_by_their_fingerprint():
+    import torch
+
+    from ormix.integrations.trl.callbacks import weight_fingerprint
+
+    layer = torch.nn.Linear(3, 2)
+    start = weight_fingerprint(layer)
+    assert unchanged_weights_alarm(start, weight_fingerprint(layer), 3) is not None
+    with torch.no_grad():
+        layer.weight[0, 0] += 1e-6  # the smallest update an optimizer makes still shows
+    assert unchanged_weights_alarm(start, weight_fingerprint(layer), 3) is None
+    assert unchanged_weights_alarm(None, weight_fingerprint(layer), 3) is None  # nothing to compare with
 
 
 # ── pure aggregation ────────────────────────────────────────────────────────────────────────────────────────

@@ -1,4 +1,4 @@
-"""The `ormix` command line: train, check, inspect, report, compare, ablate, serve.
+"""The `ormix` command line: train, eval, check, inspect, report, show, compare, ablate, serve.
 
 Each command imports what it needs when it runs, so `ormix --help` stays fast. Expected failures (bad input,
 an unreachable server, a refused key) end with one ``error:`` line and exit 2 (input) or 1 (runtime), never a
@@ -343,9 +343,26 @@ def ablate(
         typer.Option(
             "--warmup-sft",
             metavar="N",
-            help="with --run: warm-start SFT steps per arm (default: the file's warm_start, 0 = none)",
+            help="with --run: steps of the study's one warm start on the full mixture's train members, "
+            "which every arm starts from (default: the file's warm_start, 0 = none)",
         ),
     ] = None,
+    seeds: Annotated[
+        str | None,
+        typer.Option(
+            "--seeds",
+            metavar="S[,S...]",
+            help="with --run: train every arm once per training seed (arms/<arm>/seed-<s>/), e.g. 0,1,2; "
+            "intervals then cover seeds and tasks",
+        ),
+    ] = None,
+    allow_different_starts: Annotated[
+        bool,
+        typer.Option(
+            "--allow-different-starts",
+            help="with --run: compute effects although arms started from different models (study.md says so)",
+        ),
+    ] = False,
 ) -> None:
     """Derived mixture files (the full mixture, leave one out, only one), each with its manifest hash and
     budget rule; with --run, the whole study (each arm trained and evaluated, `study.md`, `heatmap.png`).
@@ -365,6 +382,16 @@ def ablate(
         except ValueError:
             err.print(f"[red]error:[/red] -k takes integers separated by commas (e.g. 1,4), not {k!r}")
             raise typer.Exit(2) from None
+        try:
+            seed_list = tuple(int(part) for part in (seeds or "").split(",") if part.strip())
+        except ValueError:
+            seed_list = ()
+        if seeds is not None and (not seed_list or len(set(seed_list)) != len(seed_list)):
+            err.print(
+                "[red]error:[/red] --seeds takes distinct integers separated by commas (e.g. 0,1,2), "
+                f"not {seeds!r}"
+            )
+            raise typer.Exit(2)
         options = StudyOptions(
             out_dir=out,
             leave_one_out=leave_one_out or not only,
@@ -376,6 +403,8 @@ def ablate(
             model=model,
             metric=metric,
             warmup_sft=warmup_sft,
+            seeds=seed_list,
+            allow_different_starts=allow_different_starts,
         )
         raise typer.Exit(
             study_command(path, options, console=console, overrides=set_ or [], debug=_state["debug"])
@@ -390,6 +419,8 @@ def ablate(
             ("-k", k != "1"),
             ("--metric", metric != "pass@1"),
             ("--warmup-sft", warmup_sft is not None),
+            ("--seeds", seeds is not None),
+            ("--allow-different-starts", allow_different_starts),
         )
         if given
     ]
@@ -430,7 +461,8 @@ def check(
     ] = False,
 ) -> None:
     """Connect to every environment, open a session, call each tool with schema-valid arguments; report
-    latency and errors (exit 1 when an environment is unusable)."""
+    latency and errors, naming the method that failed (exit 1 when an environment is unusable, a tool raises
+    or one finishes the episode without a reward; 2 for bad input; README "Exit statuses")."""
     from ormix.diagnostics.check import check_command
 
     raise typer.Exit(check_command(path, console, tolerate_tool_errors=tolerate_tool_errors))
@@ -535,6 +567,15 @@ def train(
             help="steps whose sessions open while the step before them runs (default: the file's, else 1)",
         ),
     ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed",
+            metavar="N",
+            help="training seed (GRPO's sampling and data order; default: the mixture's seed); the plan's "
+            "rows, the warm start and the evals keep the mixture's",
+        ),
+    ] = None,
 ) -> None:
     """GRPO on a mixture file: per-member progress, run directory with manifest, rollouts, report and model.
 
@@ -563,6 +604,7 @@ def train(
         concurrent=not sequential_envs,
         vllm_url=(vllm_url or "standin") if async_ else None,
         lookahead=lookahead,
+        seed=seed,
     )
     status = train_command(path, options, overrides=set_ or [], console=console, debug=_state["debug"])
     raise typer.Exit(status)
@@ -587,9 +629,9 @@ def eval_(
     model: Annotated[
         str | None,
         typer.Option(
-            metavar="ID|DIR|RUN_DIR[/checkpoint-N]",
-            help="hub id, model directory, run directory (its final model) or one of its checkpoints "
-            "(default: ormix's offline tiny model)",
+            metavar="ID|DIR|RUN_DIR[/checkpoint-N|@start]",
+            help="hub id, model directory, run directory (its final model), one of its checkpoints, or "
+            "RUN_DIR@start: the model its GRPO started from (default: ormix's offline tiny model)",
         ),
     ] = None,
     k: Annotated[
@@ -701,6 +743,100 @@ def report(
 
 
 @app.command(cls=_Command)
+def show(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            metavar="DIR", help="run directory, or eval directory (`ormix eval`'s, or a run's eval/)"
+        ),
+    ],
+    step: Annotated[
+        int | None, typer.Option(metavar="N", help="training step (default: the latest that matches)")
+    ] = None,
+    member: Annotated[str | None, typer.Option(metavar="NAME", help="only this member's rollouts")] = None,
+    outcome: Annotated[
+        str | None,
+        typer.Option(metavar="OUTCOME", help="only rollouts that ended so: scored, unscored, error"),
+    ] = None,
+    task: Annotated[int | None, typer.Option(metavar="INDEX", help="only this task index")] = None,
+    eval_name: Annotated[
+        str | None,
+        typer.Option(
+            "--eval", metavar="NAME", help="the run's eval directory: before, after, or its directory name"
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            metavar="MODE", help="in a run directory: train (default) or eval (evals during training)"
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(metavar="K", help="show at most K rollouts (0: all)")] = 10,
+    max_chars: Annotated[
+        int, typer.Option(metavar="N", help="cut each message after N characters (0: never)")
+    ] = 2000,
+    secret_env: Annotated[
+        list[str] | None,
+        typer.Option(metavar="VAR", help="also redact this environment variable's value (repeatable)"),
+    ] = None,
+) -> None:
+    """Rollouts as text: prompt, each turn (the model's text, tool calls with arguments, tool results), the
+    reward and the outcome, secrets redacted."""
+    from ormix.diagnostics.show import show_command
+    from ormix.errors import OrmixError, exit_status
+
+    if mode not in (None, "train", "eval"):
+        err.print(f"[red]error:[/red] --mode {mode!r}: use train or eval", highlight=False)
+        raise typer.Exit(2)
+    try:
+        code = show_command(
+            path,
+            console,
+            step=step,
+            member=member,
+            outcome=outcome,
+            task=task,
+            eval_name=eval_name,
+            mode=mode,
+            limit=limit,
+            max_chars=max_chars,
+            secret_env=secret_env or (),
+        )
+    except OrmixError as failure:
+        from rich.markup import escape
+
+        err.print(f"[red]error:[/red] {escape(str(failure))}", highlight=False)
+        raise typer.Exit(exit_status(failure)) from None
+    raise typer.Exit(code)
+
+
+class _CompareCommand(_Command):
+    """``--vs`` takes every path after it (``ormix compare A1 A2 --vs B1 B2``): click options take one
+    value each, so each path is given its own ``--vs`` before parsing."""
+
+    def parse_args(self, ctx: typer.Context, args: list[str]) -> list[str]:  # type: ignore[override]
+        out: list[str] = []
+        i = 0
+        while i < len(args):
+            if args[i] != "--vs":
+                out.append(args[i])
+                i += 1
+                continue
+            i += 1
+            start = i
+            while i < len(args) and not args[i].startswith("-"):
+                out += ["--vs", args[i]]
+                i += 1
+            if i == start:
+                raise typer.BadParameter(
+                    "give the other group's eval directories after it: ormix compare A1 A2 --vs B1 B2",
+                    ctx=ctx,
+                    param_hint="--vs",
+                )
+        return super().parse_args(ctx, out)
+
+
+@app.command(cls=_CompareCommand)
 def compare(
     evals: Annotated[
         list[Path],
@@ -725,16 +861,28 @@ def compare(
         bool, typer.Option("--allow-partial", help="pair the common tasks of evals of different task sets")
     ] = False,
     confidence: Annotated[float, typer.Option(metavar="F", help="confidence of the intervals")] = 0.95,
+    vs: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--vs",
+            metavar="EVAL...",
+            help="compare groups of runs (one per training seed): EVAL... are the baseline's runs, the paths "
+            "after --vs the other group's; intervals then include seed-to-seed variance",
+        ),
+    ] = None,
 ) -> None:
     """Per member, the difference of each metric from the first eval, with a paired interval over the same
-    tasks, and a plain verdict; writes comparison.json, comparison.md and comparison.png."""
+    tasks, and a plain verdict; writes comparison.json, comparison.md and comparison.png. With --vs: two
+    groups of runs (seeds), values pooled over each group's runs, intervals over seeds and tasks."""
     import re
 
     from rich.table import Table
 
     from ormix.evaluation.compare import (
         CompareError,
+        compare_groups,
         format_difference,
+        groups_line,
         load_eval,
         write_comparison,
     )
@@ -747,12 +895,22 @@ def compare(
         if not 0.0 < confidence < 1.0:
             raise CompareError(f"--confidence is a fraction in (0, 1), e.g. 0.95 (got {confidence})")
         data = [load_eval(path) for path in evals]
-        result = compare_evals(
-            data,
-            confidence=confidence,
-            allow_partial=allow_partial,
-            metrics=metric or None,
-        )
+        if vs:
+            if allow_partial:
+                raise CompareError(
+                    "--allow-partial pairs two evals' common tasks; groups of runs (--vs) must evaluate the "
+                    "same tasks: finish or rerun the evals that differ"
+                )
+            result = compare_groups(
+                [data, [load_eval(path) for path in vs]], confidence=confidence, metrics=metric or None
+            )
+        else:
+            result = compare_evals(
+                data,
+                confidence=confidence,
+                allow_partial=allow_partial,
+                metrics=metric or None,
+            )
     except CompareError as e:
         err.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(2) from None
@@ -775,6 +933,8 @@ def compare(
         console.print(table)
         for name, line in comp["verdicts"].items():
             console.print(f"{comp['label']} vs {base}, {name}: {line}", highlight=False, markup=False)
+    if result.get("seeds"):
+        console.print(groups_line(result), highlight=False, markup=False)
     for note in result["notes"]:
         console.print(f"  note: {note}", highlight=False, markup=False)
     if out is None:

@@ -248,6 +248,13 @@ class SpecConfig(BaseModel):
                 from ormix.local.server.registry import check_environment
 
                 check_environment(str(target))
+            elif target.kind == "local":
+                # A shipped name is known without importing anything, so a misspelt one is reported with the
+                # file's other problems, not after they are fixed.
+                from ormix.local.server.registry import LOCAL_ENVIRONMENTS, check_environment
+
+                if str(target).removeprefix("local:") not in LOCAL_ENVIRONMENTS:
+                    check_environment(str(target))
             return str(target)
         except TargetError as e:
             raise problem_error(str(e)) from None
@@ -554,6 +561,9 @@ class TelemetryConfig(BaseModel):
     ``max_error_rate``: alarm when its infrastructure-error rate is above this (``null``: off).
     ``consecutive_steps``: logging steps in a row before the alarm fires. ``stop``: stop training when it
     fires (the run then exits non-zero). ``records``: write rollout records to ``<run dir>/rollouts/``.
+    ``no_learning_steps``: the no-learning alarm (`ormix.telemetry.alarm.LearningTracker`) warns when a
+    member's groups are all uninformative, or ``grad_norm`` is 0, for this many logging steps in a row
+    (``null``: off); it says when to warn, not what is trained, so it is left out of the config hash.
 
     Example:
         >>> TelemetryConfig(min_coverage=0.5, consecutive_steps=2).max_error_rate
@@ -567,6 +577,7 @@ class TelemetryConfig(BaseModel):
     consecutive_steps: int = Field(3, ge=1)
     stop: bool = False
     records: bool = True
+    no_learning_steps: int | None = Field(5, ge=1)
 
 
 class PhaseConfig(BaseModel):
@@ -615,13 +626,14 @@ class WarmStartConfig(BaseModel):
 
 
 class EvaluationConfig(BaseModel):
-    """How ``ormix train`` evaluates a mixture's eval sets (``evaluation:``), beside TRL's ``eval_steps``.
+    """How ``ormix train`` evaluates a mixture (``evaluation:``), beside TRL's ``eval_steps``.
 
-    ``samples`` rollouts per eval task (pass@k for each ``k``: default 1 and ``samples``). A final eval of
-    the trained model runs when the mixture has eval sets (``after_training``, on by default) into
-    ``RUN_DIR/eval``; ``before_training: true`` also evaluates the model GRPO starts from (after the warm
-    start) into ``RUN_DIR/eval-before``, and the run ends with the comparison of the two
-    (`ormix.evaluation.compare`).
+    ``samples`` rollouts per eval task (pass@k for each ``k``: default 1 and ``samples``). The evals run on
+    `ormix eval`'s default eval set (each member's ``eval:`` set, else its test split, else its training
+    tasks). A final eval of the trained model runs when the file has ``evaluation:`` or a member has an
+    ``eval:`` set (``after_training``, on by default) into ``RUN_DIR/eval``; ``before_training: true`` also
+    evaluates the model GRPO starts from (after the warm start) into ``RUN_DIR/eval-before``, and the run
+    ends with the comparison of the two (`ormix.evaluation.compare`). The run's manifest records what ran.
 
     Example:
         >>> EvaluationConfig(samples=4, before_training=True).ks
@@ -796,9 +808,10 @@ class MixtureConfig(BaseModel):
             found = problems_from(e, cls)
             cfg = None
         problems += _plan_length_problems(data)
-        # What needs imports (a `module:Class` target and the SDK, the trainer's settings and TRL: seconds)
-        # is checked once the rest of the file is right (or only targets are wrong), so a typo is reported
-        # at once.
+        # Importing a `module:Class` target (and the SDK: seconds) waits until the rest of the file is right
+        # (or only targets are wrong), so a typo is reported at once. `train:` is checked every time (TRL's
+        # settings are read once per TRL version, then cached): its problems come in the same report as the
+        # members' (every problem at once), never after those are fixed.
         is_target = lambda p: len(p.path) == 3 and p.path[0] == "members" and p.path[2] == "target"  # noqa: E731
         if resolve_targets and not problems and all(is_target(p) for p in found):
             try:
@@ -808,7 +821,7 @@ class MixtureConfig(BaseModel):
                 cfg = None
         problems += found
         train = data.get("train")
-        if not problems and train_check is not None and isinstance(train, Mapping):
+        if train_check is not None and isinstance(train, Mapping):
             problems += [Problem(("train", key), message) for key, message in train_check(dict(train))]
         if problems:
             located = [
@@ -905,6 +918,7 @@ class MixtureConfig(BaseModel):
                 member.pop("stragglers", None)  # likewise without a straggler rule
         del data["base_dir"]  # where modules are found, not what is trained: a moved copy keeps its hash
         data.pop("lookahead", None)  # when sessions open, not what is trained (the same tokens either way)
+        data["telemetry"].pop("no_learning_steps", None)  # when to warn, not what is trained
         return data
 
     def config_hash(self) -> str:

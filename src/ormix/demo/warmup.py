@@ -31,6 +31,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -50,7 +51,17 @@ from ormix.errors import UsageError
 from ormix.local.envs.solutions import near_miss_for
 from ormix.references import reference_solver, solver_row
 
-__all__ = ["Transcript", "WarmupError", "build_transcripts", "sft_loop", "warmup_sft"]
+__all__ = [
+    "Transcript",
+    "WarmStart",
+    "WarmupError",
+    "build_transcripts",
+    "sft_loop",
+    "warm_start",
+    "warmup_sft",
+]
+#: The file a warm-started model directory holds: the SFT's last loss and how the start was made.
+WARM_MARKER = "ormix-warm.json"
 
 #: What the model says after the submit call's result (short: it costs completion budget).
 FINAL_ANSWER = "Done."
@@ -71,6 +82,7 @@ class Transcript:
         input_ids: prompt, then each assistant turn and tool result, in order.
         labels: ``input_ids`` on assistant tokens, -100 elsewhere.
         prompt_length: tokens of the first prompt; completion tokens = the rest (GRPO's budget counts them).
+        error: the first tool error of the episode (a tool that raised), if any.
     """
 
     member: str
@@ -80,6 +92,7 @@ class Transcript:
     labels: list[int]
     prompt_length: int
     near_miss: bool = False
+    error: str | None = None
 
     @property
     def completion_length(self) -> int:
@@ -265,6 +278,7 @@ def _play(
     )
     labels = [-100] * len(ids)
     prompt_length = len(ids)
+    error = None
     for name, arguments in calls:
         wire = _resolve_tool(list(by_name), member, name)
         if wire is None:
@@ -279,6 +293,7 @@ def _play(
             result: Any = by_name[wire](**arguments)
         except Exception as e:  # noqa: BLE001 - TRL shows a raising tool to the model the same way
             result = {"error": str(e)}
+            error = error or f"{wire} raised {type(e).__name__}: {e}"
         suffix = _tool_suffix_ids(
             tokenizer, [{"role": "tool", "name": wire, "content": str(result)}], template
         )
@@ -288,7 +303,7 @@ def _play(
     ids += final
     labels += final
     reward = getattr(env, "reward", None)
-    return Transcript(member, row.get("task_id"), reward, ids, labels, prompt_length, near_miss)
+    return Transcript(member, row.get("task_id"), reward, ids, labels, prompt_length, near_miss, error)
 
 
 def _check_tool_calls(
@@ -383,6 +398,38 @@ def sft_loop(
     return loss_value
 
 
+@dataclass
+class WarmStart:
+    """A warm-started model: the model and tokenizer loaded, the directory they are saved in (``None``
+    when not cached) and how the start was made (what ``ormix-warm.json`` there holds under
+    ``warm_start``: the base model, steps, fraction, near misses, seed, episodes and how many scored).
+
+    Example:
+        >>> WarmStart(None, None, None, {"steps": 2}).made["steps"]
+        2
+    """
+
+    model: Any
+    tokenizer: Any
+    path: Path | None
+    made: dict[str, Any]
+
+
+def _no_episode_scored(transcripts: Sequence[Transcript]) -> str | None:
+    """Why the warm start would train on nothing: no reference episode scored in its real session (one
+    line, under a console's width: the first tool error, cut short)."""
+    references = [t for t in transcripts if not t.near_miss]
+    if any(t.reward is not None for t in references):
+        return None
+    failed = next((t for t in references if t.error), None)
+    cause = f"{failed.member}: {failed.error}" if failed is not None else "no session gave a reward"
+    cause = cause if len(cause) <= 45 else cause[:42] + "..."
+    return (
+        f"warm start: 0 of {len(references)} reference episodes scored ({cause}); fix them or the "
+        "environment (`ormix eval FILE --policy reference` plays them), or drop --warmup-sft"
+    )
+
+
 def warmup_sft(
     mixture: Any,
     model_path: str,
@@ -400,6 +447,47 @@ def warmup_sft(
 ) -> tuple[Any, Any]:
     """Fine-tune the model at `model_path` for `steps` steps on reference transcripts: (model, tokenizer).
 
+    `warm_start` with the same arguments, less where it saved the model.
+
+    Example:
+        Not run as a doctest: 100 steps of torch training take a minute or more on a CPU.
+
+        >>> model, tokenizer = warmup_sft(mix, str(build_tiny_model()), steps=100)   # doctest: +SKIP
+    """
+    done = warm_start(
+        mixture,
+        model_path,
+        steps=steps,
+        console=console,
+        seed=seed,
+        learning_rate=learning_rate,
+        batch_size=batch_size,
+        use_cpu=use_cpu,
+        max_completion_length=max_completion_length,
+        fraction=fraction,
+        near_misses=near_misses,
+        cache=cache,
+    )
+    return done.model, done.tokenizer
+
+
+def warm_start(
+    mixture: Any,
+    model_path: str,
+    *,
+    steps: int,
+    console: Any | None = None,
+    seed: int = 0,
+    learning_rate: float = 1e-2,
+    batch_size: int = 4,
+    use_cpu: bool = True,
+    max_completion_length: int | None = None,
+    fraction: float = 1.0,
+    near_misses: bool = False,
+    cache: bool = True,
+) -> WarmStart:
+    """Fine-tune the model at `model_path` for `steps` steps on reference transcripts (`WarmStart`).
+
     ``fraction``: warm only the first part of each member's tasks (`warm_tasks`); GRPO then has tasks left to
     learn. ``near_misses``: also demonstrate a near miss of each warmed task that has one
     (`build_transcripts`), so GRPO starts from a policy that tries both and learns from the rewards which one
@@ -414,10 +502,16 @@ def warmup_sft(
         max_completion_length: GRPO's completion budget; transcripts longer than it are reported (GRPO would
             cut them, so their submit call never happens there).
 
+    Raises:
+        WarmupError: no training member has reference solutions, or no reference episode scored in its real
+            session (a tool raised, the session never gave a reward): SFT would teach calls that score
+            nothing.
+
     Example:
         Not run as a doctest: 100 steps of torch training take a minute or more on a CPU.
 
-        >>> model, tokenizer = warmup_sft(mix, str(build_tiny_model()), steps=100)   # doctest: +SKIP
+        >>> start = warm_start(mix, str(build_tiny_model()), steps=100)   # doctest: +SKIP
+        >>> start.path, start.made["scored"]                              # doctest: +SKIP
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -429,10 +523,32 @@ def warmup_sft(
     started = time.monotonic()
     tokenizer = AutoTokenizer.from_pretrained(model_path)
     transcripts = build_transcripts(mixture, tokenizer, fraction=fraction, near_misses=near_misses)
+    refused = _no_episode_scored(transcripts)
+    if refused:
+        raise WarmupError(refused)
     misses = sum(t.near_miss for t in transcripts)
     episodes = f"{len(transcripts) - misses} reference episodes" + (
         f" and {misses} near miss{'es' * (misses > 1)}" if misses else ""
     )
+    scored = sum(1 for t in transcripts if t.reward is not None)
+    lengths = sorted(t.completion_length for t in transcripts)
+    over = sum(1 for n in lengths if n > max_completion_length) if max_completion_length is not None else 0
+    made = {
+        "base": str(model_path),
+        "steps": steps,
+        "fraction": fraction,
+        "near_misses": near_misses,
+        "seed": seed,
+        "learning_rate": learning_rate,
+        "members": sorted({t.member for t in transcripts}),
+        "episodes": len(transcripts) - misses,
+        "near_miss_episodes": misses,
+        "scored": scored,
+        # Episodes GRPO cuts before their submit call (a run's last line can name the cause).
+        "over_completion_budget": over,
+        "longest_episode_tokens": lengths[-1] if lengths else 0,
+        "max_completion_length": max_completion_length,
+    }
     digest = hashlib.sha256(
         json.dumps(
             {
@@ -447,28 +563,29 @@ def warmup_sft(
         ).encode()
     ).hexdigest()[:16]
     cached = default_cache_dir() / f"warm-{digest}"
-    if cache and (cached / "ormix-warm.json").exists():
+    if cache and (cached / WARM_MARKER).exists():
         say(f"warm start: reusing {cached} ({episodes}, {steps} SFT steps)")
+        marker_path = cached / WARM_MARKER
+        with contextlib.suppress(OSError, ValueError):
+            marker = json.loads(marker_path.read_text())
+            if "warm_start" not in marker:  # made by an earlier ormix: say how, for the run's manifest
+                marker_path.write_text(json.dumps({**marker, "warm_start": made}) + "\n")
         model: Any = AutoModelForCausalLM.from_pretrained(str(cached), dtype=torch.float32)
         if not use_cpu and torch.cuda.is_available():
             model = model.to("cuda")
-        return model, tokenizer
+        return WarmStart(model, tokenizer, cached, made)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
     if not use_cpu and torch.cuda.is_available():
         model = model.to("cuda")
-    scored = sum(1 for t in transcripts if t.reward is not None)
-    lengths = sorted(t.completion_length for t in transcripts)
     say(
         f"warm start: {episodes} ({scored} scored in real sessions), completion "
         f"tokens median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {steps} SFT steps"
     )
-    if max_completion_length is not None:
-        over = sum(1 for n in lengths if n > max_completion_length)
-        if over:
-            say(
-                f"  note: {over} of {len(transcripts)} reference episodes exceed max_completion_length="
-                f"{max_completion_length}; GRPO cuts those before their submit call"
-            )
+    if over:
+        say(
+            f"  note: {over} of {len(transcripts)} reference episodes exceed max_completion_length="
+            f"{max_completion_length}; GRPO cuts those before their submit call"
+        )
 
     loss_value = sft_loop(
         model,
@@ -486,11 +603,13 @@ def warmup_sft(
         f"warm start done in {time.monotonic() - started:.0f}s: final loss {loss_value:.3f}; greedy first "
         f"turns that parse as a tool call: {ok}/{tried}"
     )
-    if cache:
-        tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
-        model.save_pretrained(str(tmp))
-        tokenizer.save_pretrained(str(tmp))
-        (tmp / "ormix-warm.json").write_text(json.dumps({"loss": loss_value, "steps": steps}) + "\n")
-        shutil.rmtree(cached, ignore_errors=True)
-        os.replace(tmp, cached)
-    return model, tokenizer
+    if not cache:
+        return WarmStart(model, tokenizer, None, made)
+    tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+    model.save_pretrained(str(tmp))
+    tokenizer.save_pretrained(str(tmp))
+    marker = {"loss": loss_value, "steps": steps, "warm_start": made}
+    (tmp / WARM_MARKER).write_text(json.dumps(marker) + "\n")
+    shutil.rmtree(cached, ignore_errors=True)
+    os.replace(tmp, cached)
+    return WarmStart(model, tokenizer, cached, made)

@@ -14,7 +14,11 @@ index that does not exist is bad input (exit 2), named with the member.
 A member is *unusable* when it cannot connect, has no task, cannot list tools or open a session, or when
 every tool call fails for an infrastructure reason; a tool that raises or rejects the generated arguments
 is reported but does not make the member unusable. One unusable member never stops the others from
-being checked.
+being checked. A failure names the environment's method it came from: ``list_tasks`` (it raised, or its tasks
+are not dicts), the constructor (``/create``), ``get_prompt`` (``/prompt``), or the tool.
+
+A tool that finishes the episode when no call of that episode gave a reward is an error too: every rollout
+ending that way is unscored, so GRPO learns nothing from it (the exit statuses: README "Exit statuses").
 
 Example:
     >>> example_arguments({"type": "object", "required": ["path", "mode"],
@@ -25,11 +29,14 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import re
+import signal
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -232,6 +239,9 @@ class ToolCheck:
     reward: float | None = None
     finished: bool = False
     note: str | None = None
+    #: The call finished the episode and no call of that episode gave a reward: every rollout ending this way
+    #: comes back unscored (GRPO has nothing to learn from it).
+    unscored_finish: bool = False
 
     @property
     def ok(self) -> bool:
@@ -255,8 +265,10 @@ class MemberCheck:
     calls: list[ToolCheck] = field(default_factory=list)
     failed_stage: str | None = None
     error: str | None = None
-    #: The member's eval tasks (`ormix.mixture.EvalSet`), when it has an eval set and its server answered.
+    #: The member's eval tasks (`ormix.mixture.EvalSet`): the set `ormix eval` and `ormix train` use.
     eval_set: Any = None
+    #: Why `ormix eval` and `ormix train` will not evaluate the member (no task to evaluate on).
+    eval_note: str | None = None
     #: Why its eval set cannot be used (a split or index that does not exist, or the server's error).
     eval_problem: str | None = None
     #: Whether `eval_problem` is the file's fault (exit 2) rather than the server's.
@@ -275,6 +287,11 @@ class MemberCheck:
         if self.failed_stage is not None:
             return False
         return not (self.calls and all(c.infra for c in self.calls))
+
+    @property
+    def unscored_finishes(self) -> list[str]:
+        """Tools that finished the episode without a reward (a finding: those rollouts are never scored)."""
+        return [c.tool for c in self.calls if c.unscored_finish]
 
     @property
     def failing_tools(self) -> list[str]:
@@ -301,6 +318,7 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     result = MemberCheck(member, spec.target)
     secret_values = spec.secret_values()
     stage = "connect"
+    rewarded = False  # whether a call of the current episode gave a reward
     sessions: list[Any] = []
     index = spec.indices[0] if spec.indices else 0
 
@@ -308,11 +326,19 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     open_s = max(timeout_s, spec.config.resolved_open_timeout_s or 0.0)
 
     async def open_session():
+        # The stage names the environment's method a failure comes from (its constructor runs on /create,
+        # get_prompt on /prompt), so the message blames that method and not another.
+        nonlocal stage, rewarded
+        before = stage
+        stage = "constructor"
         session = await client.open_session(
             split=spec.split, index=index, secrets=spec.effective_secrets(), timeout_s=open_s
         )
         sessions.append(session)
+        stage = "get_prompt"
         await session.prompt_text(timeout_s=open_s)
+        stage = before
+        rewarded = False  # a fresh episode
         result.starting_ms = (result.starting_ms or 0.0) + session.timings.starting_ms
         return session
 
@@ -324,8 +350,9 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
             t0 = time.perf_counter()
             result.num_tasks = await client.num_tasks(spec.split)
             result.connect_ms = (time.perf_counter() - t0) * 1000
-            stage = "tasks"
+            stage = "list_tasks"
             result.selected = len(await spec.select_tasks())
+            await _check_task_specs(client, spec, index, result)
             if result.num_tasks <= 0:
                 stage = "tasks"
                 raise errors.ORSError(f"split {spec.split!r} has no tasks; choose another split")
@@ -373,6 +400,10 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
                     else:
                         check.reward = None if out.reward is None else float(out.reward)
                         check.finished = bool(out.finished)
+                        rewarded = rewarded or check.reward is not None
+                        # An episode is scored when any of its calls gave a reward; ending one that none did
+                        # leaves every such rollout unscored.
+                        check.unscored_finish = check.finished and not rewarded
                         if check.finished:
                             session = None  # the next tool gets a fresh episode
                     check.latency_ms = (time.perf_counter() - t1) * 1000
@@ -384,11 +415,11 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     except TimeoutError:
         result.failed_stage, result.error = stage, f"no answer within {timeout_s * 4 + open_s:g} s"
     except errors.ORSError as e:
-        own = (
-            spec.connection.own_code_error(e, spec.split, member) if isinstance(e, errors.ServerError) else e
-        )
-        result.failed_stage, result.error = stage, redact(str(own), secret_values)
-        result.bad_input = own is not e  # the user's own environment code raised: exit 2
+        named_stage, message, result.bad_input = _blame(e, stage, spec, member, index)
+        result.failed_stage, result.error = named_stage, redact(message, secret_values)
+    except _TaskSpecError as e:  # the user's own list_tasks is input (exit 2), as when it raises
+        result.failed_stage, result.error = "list_tasks", redact(str(e), secret_values)
+        result.bad_input = parse_target(spec.target).kind == "module"
     except UsageError as e:  # a member's own config or code (e.g. its reference hook, a list_tasks raising)
         result.failed_stage, result.error, result.bad_input = stage, redact(str(e), secret_values), True
     except Exception as e:  # noqa: BLE001 - a check reports any failure of one member and goes on
@@ -403,6 +434,80 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     return result
 
 
+class _TaskSpecError(Exception):
+    """A task listing whose items are not dicts (raised inside `_check_member`, reported as its failure)."""
+
+
+async def _check_task_specs(client: Any, spec: Any, index: int, result: MemberCheck) -> None:
+    """Refuse a split whose task specs are not dicts (e.g. a ``list_tasks`` returning strings): ormix would
+    read each as an empty task and every session would then fail in the constructor, blamed on it."""
+    from ormix.ors.errors import ORSError
+
+    try:
+        raw = list(await client.task_range(spec.split, index, index + 1))
+    except ORSError:
+        return  # a server that serves only /task: ormix's own reading checks that answer is a dict
+    if raw and not isinstance(raw[0], dict):
+        result.selected = None  # not tasks ormix can use, whatever their count
+        shown = repr(raw[0])
+        raise _TaskSpecError(
+            f"{_method(spec.target, 'list_tasks')} returned {type(raw[0]).__name__} items ({shown[:40]}"
+            f"{'...' if len(shown) > 40 else ''}), not one dict per task: return each task as a dict "
+            f"(its task_spec, e.g. {{'word': 'river'}}); the constructor gets that dict"
+        )
+
+
+def _method(target: str, name: str) -> str:
+    """An environment method as a message names it: ``Class.name`` for the user's own `module:Class`
+    target, else "the environment's name"."""
+    if parse_target(target).kind == "module":
+        return f"{target.partition(':')[2]}.{name}"
+    return f"the environment's {name}"
+
+
+def _blame(e: Exception, stage: str, spec: Any, member: str, index: int) -> tuple[str, str, bool]:
+    """``(stage, message, bad_input)`` of a member's failure, naming the environment method that failed:
+    ``list_tasks`` (the task listing: the user's own code is input, exit 2), the constructor or
+    ``get_prompt`` (a session could not start: exit 1)."""
+    from ormix.ors import errors
+
+    module, _, cls = spec.target.partition(":")
+    own = parse_target(spec.target).kind == "module"
+    if isinstance(e, errors.ServerError) and stage in ("connect", "list_tasks"):
+        found = spec.connection.own_code_error(e, spec.split, member)
+        if found is not e:
+            return "list_tasks", str(found), True
+        return stage, str(e), False
+    status = getattr(e, "status_code", None)
+    detail = getattr(e, "detail", None) or str(e)
+    task = f"task {spec.split}[{index}]"
+    if stage == "constructor" and status == 500:
+        if own:
+            hint = (
+                f'`python -c "from {module} import {cls}; '
+                f'{cls}({cls}.list_tasks({spec.split!r})[{index}], {{}})"`'
+            )
+            return (
+                "constructor",
+                f"{cls}.__init__ raised {detail} for {task}; {hint} shows its traceback",
+                False,
+            )
+        return "constructor", f"the environment's constructor raised {detail} for {task}", False
+    if stage == "get_prompt" and status == 500:
+        if own:
+            hint = (
+                f'`python -c "from {module} import {cls}; '
+                f'{cls}({cls}.list_tasks({spec.split!r})[{index}], {{}}).get_prompt()"`'
+            )
+            return (
+                "get_prompt",
+                f"{cls}.get_prompt (or its setup()) raised {detail} for {task}; {hint} shows its traceback",
+                False,
+            )
+        return "get_prompt", f"the environment's get_prompt (or setup()) raised {detail} for {task}", False
+    return stage, str(e), False
+
+
 def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]:
     """Check every member of a `MixtureSpec` (all at once); a failing member never stops the rest.
 
@@ -413,6 +518,8 @@ def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]
         [('echo', True, 2, ['echo', 'submit'])]
     """
     from ormix.errors import MixtureError
+    from ormix.evaluation.errors import NoEvalTasksError
+    from ormix.evaluation.tasks import default_eval_set
     from ormix.ors.bridge import run_sync
     from ormix.ors.errors import ORSError
 
@@ -434,9 +541,13 @@ def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]
     results = []
     for member in mixture.members:
         result = checked[member]
-        if mixture.config.members[member].evaluates and result.failed_stage is None:
+        if result.failed_stage is None:
+            # The set `ormix eval` and `ormix train` will use, also when the file names none (test split,
+            # else the training tasks): what is checked is what runs.
             try:
-                result.eval_set = mixture.eval_set(member)
+                result.eval_set = default_eval_set(mixture, member)
+            except NoEvalTasksError as e:
+                result.eval_note = f"{member}: not evaluated by ormix eval / ormix train: {e}"
             except MixtureError as e:
                 result.eval_problem, result.eval_bad_input = str(e), True
             except (ORSError, OSError) as e:
@@ -450,14 +561,35 @@ def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]
     return results
 
 
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """SIGTERM raises ``KeyboardInterrupt("SIGTERM")`` in the main thread while checking, so sessions close
+    as on Ctrl-C and the command exits 143 (off the main thread, the default handler stays)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
 
 def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = False) -> int:
-    """`ormix check FILE`: print a table per member, per tool and per eval set; exit 2 if the file cannot be
-    loaded or names an eval split or task that does not exist, 1 if a member is unusable or one of its tools
-    raises (unless ``tolerate_tool_errors``), else 0.
+    """`ormix check FILE`: print a table per member, per tool and per eval set, and return the exit status
+    (README "Exit statuses"): 2 when the file cannot be loaded, names an eval split or task that does not
+    exist, or a `module:Class` environment's own ``list_tasks`` fails; 1 when a member is unusable (its
+    constructor or ``get_prompt`` raises, it cannot be reached), one of its tools raises (unless
+    ``tolerate_tool_errors``) or a tool finishes the episode without a reward; 130 on Ctrl-C, 143 on
+    SIGTERM; else 0.
 
     Example:
         >>> import io, tempfile
@@ -482,11 +614,20 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
     except (MixtureError, OSError) as e:
         console.print(f"[red]error:[/red] cannot load {path}: {e}")
         return 2
-    console.print(f"checking {len(mixture.members)} environment(s) of {path} ...")
     from ormix.connection import BackendWatch
 
-    with BackendWatch(lambda line: console.print(f"  [yellow]{line}[/yellow]", highlight=False)):
-        results = check_mixture(mixture)
+    try:
+        with _sigterm_stops():
+            console.print(f"checking {len(mixture.members)} environment(s) of {path} ...")
+            with BackendWatch(lambda line: console.print(f"  [yellow]{line}[/yellow]", highlight=False)):
+                results = check_mixture(mixture)
+    except KeyboardInterrupt as e:
+        # Ctrl-C (or SIGTERM, raised as an interrupt so sessions still close): the statuses train uses.
+        terminated = str(e) == "SIGTERM"
+        console.print(
+            f"[yellow]{'terminated' if terminated else 'interrupted'}[/yellow]: nothing was checked"
+        )
+        return 143 if terminated else 130
 
     table = Table(title="environments")
     for column in (
@@ -506,6 +647,8 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         status = "[green]ok[/green]" if r.usable else f"[red]UNUSABLE[/red] {r.cause}"
         if r.usable and r.failing_tools:
             status = f"[red]tool(s) raising[/red] {', '.join(r.failing_tools)}"
+        elif r.usable and r.unscored_finishes:
+            status = f"[red]finishes unscored[/red] {', '.join(r.unscored_finishes)}"
         elif r.usable and ok < len(r.calls):
             status = f"[yellow]ok, {len(r.calls) - ok} tool error(s)[/yellow]"
         selected = "-" if r.selected is None else str(r.selected)
@@ -539,6 +682,7 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
                     "ok"
                     + (f", reward {c.reward:g}" if c.reward is not None else "")
                     + (", finished" if c.finished else "")
+                    + (" [red]without a reward[/red]" if c.unscored_finish else "")
                 )
             else:
                 outcome = f"[red]{c.error}[/red]" if c.infra else f"[yellow]{c.error}[/yellow]"
@@ -559,7 +703,11 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
     if evals.row_count:
         console.print(evals)
     for r in results:
-        for note in r.eval_set.notes if r.eval_set is not None else ():
+        notes = [
+            *(r.eval_set.notes if r.eval_set is not None else ()),
+            *([r.eval_note] if r.eval_note else []),
+        ]
+        for note in notes:
             console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
     bad_evals = [r for r in results if r.eval_problem]
     for r in bad_evals:
@@ -576,6 +724,15 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
             f"{', '.join(r.failing_tools)} fails (fix the environment, or pass --tolerate-tool-errors)",
             highlight=False,
         )
+    unscored = [r for r in results if r.usable and r.unscored_finishes]
+    for r in unscored:
+        named = ", ".join(repr(t) for t in r.unscored_finishes)
+        console.print(
+            f"[red]error:[/red] environment {r.member!r}: tool {named} finished the episode without a "
+            "reward, so every rollout that ends with it comes back unscored and GRPO learns nothing from "
+            "it; return ToolOutput(..., reward=..., finished=True) (a reward of 0.0 for a wrong answer)",
+            highlight=False,
+        )
     for r in results:
         if r.usable and r.never_scores:
             console.print(
@@ -586,10 +743,9 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
             )
     if any(r.eval_bad_input for r in bad_evals) or any(r.bad_input for r in bad):
         return 2
-    if raising and not tolerate_tool_errors and not bad and not bad_evals:
-        # A `module:Class` environment is the user's own code: exit 2, as for the rest of their input.
-        return 2 if all(parse_target(r.target).kind == "module" for r in raising) else 1
-    if bad or bad_evals or (raising and not tolerate_tool_errors):
+    # A tool that raises or ends episodes unscored was found by running the environment: 1, whoever wrote
+    # it, as `ormix train` ends on it (its rollouts fail or come back unscored).
+    if bad or bad_evals or unscored or (raising and not tolerate_tool_errors):
         return 1
     console.print(f"all {len(results)} environment(s) usable")
     return 0

@@ -57,9 +57,10 @@ class MemberSummary:
     renamed: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     unknown: str | None = None
-    #: The member's eval set (`ormix.mixture.EvalSet`: split, tasks, overlap with training) when it has one
-    #: and its server answered; otherwise ``eval_unknown`` describes the file's eval section, and
-    #: ``eval_error`` says what is wrong with it (a split or task that does not exist) when that is why.
+    #: The member's eval set (`ormix.mixture.EvalSet`: split, tasks, overlap with training), the one `ormix
+    #: eval` and `ormix train` use (without an ``eval:`` set: its test split, else its training tasks), when
+    #: its server answered; otherwise ``eval_unknown`` describes it in words, and ``eval_error`` says what is
+    #: wrong with it (a split or task that does not exist) when that is why.
     eval_set: Any = None
     eval_unknown: str | None = None
     eval_error: str | None = None
@@ -115,14 +116,16 @@ def eval_description(config: Any) -> str:
 
 
 def _eval_summary(mix: MixtureSpec, member: str, summary: MemberSummary, contact: bool) -> None:
+    """The member's eval set, the one `ormix eval` and `ormix train` use: its ``eval:`` set, else (no
+    ``eval:``) its environment's test split, else its training tasks (`default_eval_set`)."""
+    from ormix.evaluation.tasks import DEFAULT_EVAL_SET, default_eval_set
+
     config = mix.config.members[member]
-    if not config.evaluates:
-        return
-    summary.eval_unknown = eval_description(config)
+    summary.eval_unknown = eval_description(config) if config.evaluates else DEFAULT_EVAL_SET
     if summary.unknown is not None or not contact:
         return
     try:
-        summary.eval_set = mix.eval_set(member)
+        summary.eval_set = default_eval_set(mix, member)
     except (ORSError, OrmixError, OSError) as e:
         summary.eval_error = str(e)
     else:

@@ -29,6 +29,8 @@ _EXPORTS: dict[str, str] = {
     "Interval": "ormix.evaluation.stats",
     "mean_interval": "ormix.evaluation.stats",
     "paired_interval": "ormix.evaluation.stats",
+    "hierarchical_interval": "ormix.evaluation.stats",
+    "paired_hierarchical_interval": "ormix.evaluation.stats",
     "pass_at_k": "ormix.evaluation.stats",
     "pass_hat_k": "ormix.evaluation.stats",
     "TaskSamples": "ormix.evaluation.summary",
@@ -39,6 +41,8 @@ _EXPORTS: dict[str, str] = {
     "CompareError": "ormix.evaluation.compare",
     "EvalData": "ormix.evaluation.compare",
     "compare": "ormix.evaluation.compare",
+    "compare_groups": "ormix.evaluation.compare",
+    "group_metrics": "ormix.evaluation.compare",
     "comparison_markdown": "ormix.evaluation.compare",
     "load_eval": "ormix.evaluation.compare",
     "comparison_figure": "ormix.evaluation.plots",
@@ -71,12 +75,16 @@ __all__ = [
     "StudyResult",
     "TaskSamples",
     "compare",
+    "compare_groups",
     "comparison_figure",
     "comparison_markdown",
     "eval_tasks",
     "evaluate_trainer",
+    "group_metrics",
+    "hierarchical_interval",
     "load_eval",
     "mean_interval",
+    "paired_hierarchical_interval",
     "paired_interval",
     "pass_at_k",
     "pass_hat_k",
@@ -92,13 +100,29 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ormix.evaluation.compare import CompareError, EvalData, compare, comparison_markdown, load_eval
+    from ormix.evaluation.compare import (
+        CompareError,
+        EvalData,
+        compare,
+        compare_groups,
+        comparison_markdown,
+        group_metrics,
+        load_eval,
+    )
     from ormix.evaluation.errors import EvalError
     from ormix.evaluation.eval_dir import EvalDirectory
     from ormix.evaluation.model import resolve_eval_model
     from ormix.evaluation.plots import comparison_figure, study_heatmap, summary_figure
     from ormix.evaluation.runner import EvalOptions, EvalResult, evaluate_trainer, run_eval
-    from ormix.evaluation.stats import Interval, mean_interval, paired_interval, pass_at_k, pass_hat_k
+    from ormix.evaluation.stats import (
+        Interval,
+        hierarchical_interval,
+        mean_interval,
+        paired_hierarchical_interval,
+        paired_interval,
+        pass_at_k,
+        pass_hat_k,
+    )
     from ormix.evaluation.study import StudyOptions, StudyResult, run_study
     from ormix.evaluation.summary import (
         TaskSamples,

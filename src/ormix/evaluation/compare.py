@@ -28,13 +28,24 @@ Example:
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ormix.errors import UsageError
-from ormix.evaluation.stats import PAIRED_METHOD, Interval, mean_interval, paired_interval
+from ormix.evaluation.stats import (
+    COVERS_TASKS,
+    HIERARCHICAL_METHOD,
+    PAIRED_METHOD,
+    Interval,
+    hierarchical_interval,
+    mean_interval,
+    paired_hierarchical_interval,
+    paired_interval,
+)
 from ormix.evaluation.summary import (
     TaskKey,
     TaskSamples,
@@ -50,8 +61,11 @@ __all__ = [
     "CompareError",
     "EvalData",
     "compare",
+    "compare_groups",
     "comparison_markdown",
     "format_difference",
+    "group_metrics",
+    "groups_line",
     "load_eval",
     "verdict",
 ]
@@ -431,6 +445,279 @@ def _unique_labels(evals: Sequence[EvalData]) -> list[str]:
     return labels
 
 
+# --- Groups of runs (several training seeds a side): intervals over seeds and tasks ---------------------
+
+#: Metrics whose interquartile mean is reported beside the mean (rates of samples, e.g. coverage, are not).
+_IQM_PREFIXES = ("pass@", "pass^", "mean_reward")
+
+
+def _threshold(evals: Sequence[EvalData], success_threshold: float | None) -> float:
+    if success_threshold is not None:
+        return success_threshold
+    thresholds = {float(e.setting("success_threshold", 1.0)) for e in evals}
+    if len(thresholds) > 1:
+        raise CompareError(
+            f"the evals count success at different reward thresholds ({sorted(thresholds)}): "
+            "rerun them with the same --success-threshold"
+        )
+    return thresholds.pop()
+
+
+def _check_same(evals: Sequence[EvalData], labels: Sequence[str]) -> None:
+    """Refuse runs that do not evaluate the same tasks with the same k and samples, saying what differs."""
+    ref, ref_label = evals[0], labels[0]
+    problems: list[str] = []
+    for e, label in zip(evals[1:], labels[1:], strict=True):
+        found, _ = _differences(ref, e)
+        problems += found
+        for key in ("k", "samples"):
+            a, b = ref.setting(key), e.setting(key)
+            if a is not None and b is not None and a != b:
+                problems.append(f"{key} {a!r} in {ref_label}, {b!r} in {label}")
+    if problems:
+        raise CompareError(
+            "the runs do not evaluate the same tasks with the same settings:\n"
+            + "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
+            + "\nevaluate every run with the same `ormix eval` options (tasks, split, k, samples), or "
+            "finish an interrupted eval by running it again"
+        )
+
+
+def _run_values(
+    evals: Sequence[EvalData], member: str, name: str, success_threshold: float
+) -> tuple[list[TaskKey], list[list[float]]]:
+    """A member's metric as a runs × tasks matrix over the tasks with a value in every run."""
+    per_run = [{t.key: t for t in task_samples(e.records).get(member, [])} for e in evals]
+    keys = sorted(
+        set.intersection(*(set(r) for r in per_run)), key=lambda k: (k[1] is not None, k[1] or "", k[2])
+    )
+    rows: list[list[float | None]] = [
+        [task_metric(r[k], name, success_threshold) for k in keys] for r in per_run
+    ]
+    kept = [i for i in range(len(keys)) if all(row[i] is not None for row in rows)]
+    return [keys[i] for i in kept], [[float(row[i]) for i in kept] for row in rows]  # type: ignore[arg-type]
+
+
+def _iqm_applies(name: str, values: Sequence[Sequence[float]]) -> bool:
+    # The IQM of values that are all 0 or 1 (one sample a task) is 0, 1 or a jump between them: no figure.
+    flat = [v for row in values for v in row]
+    return name.startswith(_IQM_PREFIXES) and len(flat) >= 4 and any(v not in (0.0, 1.0) for v in flat)
+
+
+def _group_label(labels: Sequence[str]) -> str:
+    """A group's name: the runs' common name without its seed suffix (``full-s0``, ``full-s1`` → ``full
+    (2 runs)``), else the runs' names joined.
+
+    Example:
+        >>> _group_label(["full-s0", "full-s1", "full-s2"]), _group_label(["a", "b"]), _group_label(["x"])
+        ('full (3 runs)', 'a+b', 'x')
+    """
+    if len(labels) == 1:
+        return labels[0]
+    prefix = os.path.commonprefix(list(labels))
+    prefix = re.sub(r"[-_.](s|seed)$", "", prefix.rstrip("-_.")).rstrip("-_.")
+    if prefix:
+        return f"{prefix} ({len(labels)} runs)"
+    return "+".join(labels) if len(labels) <= 3 else f"{labels[0]}+{len(labels) - 1} more"
+
+
+def group_metrics(
+    evals: Sequence[EvalData],
+    *,
+    ks: Sequence[int] | None = None,
+    seed: int = 0,
+    confidence: float = 0.95,
+    success_threshold: float | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per member and metric, the value pooled over several runs' evals of the same tasks (one training
+    seed each), with an interval over seeds and tasks (`ormix.evaluation.stats.hierarchical_interval`):
+    member → metric → ``{"value", "low", "high", "n", "seeds", "covers", "iqm"}``. ``n`` = tasks with a
+    value in every run; ``covers`` = ``"seeds and tasks"`` from two runs on, ``"tasks"`` for one (then the
+    numbers are the eval's own summary's); ``iqm`` = the interquartile mean with its interval (same keys)
+    for pass@k, pass^k and mean_reward when the values are not all 0/1, else None. Runs of different task
+    sets, k or samples are refused with `CompareError`. Deterministic for a given ``seed`` (the IQM's
+    bootstrap).
+
+    Example:
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> runs = [EvalData(Path(f"s{i}"), {}, [rec(t, float((t + i) % 3 > 0)) for t in range(12)])
+        ...         for i in range(3)]
+        >>> m = group_metrics(runs)["a"]["pass@1"]
+        >>> round(m["value"], 3), m["n"], m["seeds"], m["covers"], m["iqm"]
+        (0.667, 12, 3, 'seeds and tasks', None)
+    """
+    if not evals:
+        raise CompareError("group_metrics needs one eval or more (one per run)")
+    labels = _unique_labels(evals)
+    _check_same(evals, labels)
+    threshold = _threshold(evals, success_threshold)
+    names = metric_names(_ks(evals, ks))
+    members = sorted({m for e in evals for m in task_samples(e.records)})
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for member in members:
+        out[member] = {}
+        for name in names:
+            _, values = _run_values(evals, member, name, threshold)
+            entry = _group_interval(values, "mean", seed, confidence)
+            entry["iqm"] = (
+                _group_interval(values, "iqm", seed, confidence) if _iqm_applies(name, values) else None
+            )
+            out[member][name] = entry
+    return out
+
+
+def _group_interval(
+    values: list[list[float]], statistic: str, seed: int, confidence: float
+) -> dict[str, Any]:
+    if not values or not values[0]:
+        return {
+            "value": None,
+            "low": None,
+            "high": None,
+            "n": 0,
+            "seeds": len(values),
+            "covers": COVERS_TASKS,
+        }
+    iv = hierarchical_interval(values, statistic=statistic, confidence=confidence, seed=seed)
+    return iv.as_dict()
+
+
+def compare_groups(
+    groups: Sequence[Sequence[EvalData]],
+    *,
+    ks: Sequence[int] | None = None,
+    seed: int = 0,
+    confidence: float = 0.95,
+    success_threshold: float | None = None,
+    metrics: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Compare two groups of runs (``groups[0]`` the baseline; each run one training seed, all evaluated on
+    the same tasks), member by member, with intervals that include seed-to-seed variance.
+
+    The result has `compare`'s shape (``comparison_markdown`` and ``ormix compare`` read it): one comparison,
+    groups[1] vs groups[0]; each metric's ``baseline`` and ``other`` are `group_metrics` entries, its
+    ``difference`` (the mean over the other group's runs and tasks − the baseline's, tasks paired, seeds
+    drawn independently per group: `ormix.evaluation.stats.paired_hierarchical_interval`) also carries
+    ``"seeds": [n_base, n_other]`` and ``"covers"`` (``"seeds and tasks"``, or ``"tasks"`` when both
+    groups hold one run: then the figures equal `compare`'s), and ``difference_iqm`` the IQM's difference
+    where it applies (else None). A verdict claims a change only when the interval excludes 0. ``labels``
+    name the groups (default: the runs' labels joined by ``+``). Raises `CompareError` for other than two
+    groups, an empty group, an unknown metric, or runs of different task sets, k or samples.
+
+    Example:
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> def run(name, wins):
+        ...     return EvalData(Path(name), {}, [rec(t, float(w)) for t, w in enumerate(wins)])
+        >>> base = [run("a0", [0] * 12 + [1] * 4), run("a1", [0] * 11 + [1] * 5)]
+        >>> better = [run("b0", [1] * 16), run("b1", [0] + [1] * 15), run("b2", [1] * 16)]
+        >>> r = compare_groups([base, better], labels=["A", "B"])
+        >>> d = r["comparisons"][0]["members"]["a"]["metrics"]["pass@1"]["difference"]
+        >>> d["seeds"], d["covers"], r["comparisons"][0]["verdicts"]["pass@1"]
+        ([2, 3], 'seeds and tasks', 'a: +0.70 [0.46, 0.93]')
+    """
+    if len(groups) != 2:
+        raise CompareError(
+            f"compare_groups compares two groups of runs (the baseline first), got {len(groups)}"
+        )
+    for i, group in enumerate(groups):
+        if not group:
+            raise CompareError(f"group {i + 1} holds no eval: give one eval (run) or more a group")
+    flat = [e for g in groups for e in g]
+    run_labels = _unique_labels(flat)
+    _check_same(flat, run_labels)
+    threshold = _threshold(flat, success_threshold)
+    ks = _ks(flat, ks)
+    names = metric_names(ks)
+    chosen = list(metrics) if metrics else [f"pass@{k}" for k in ks]
+    unknown = [m for m in chosen if m not in names]
+    if unknown:
+        raise CompareError(
+            f"unknown metric {', '.join(map(repr, unknown))}: choose from {', '.join(names)} (pass@K for "
+            "another K needs --k / ks with it)"
+        )
+    n_base = len(groups[0])
+    base_runs, other_runs = run_labels[:n_base], run_labels[n_base:]
+    if labels is not None and len(labels) != 2:
+        raise CompareError(f"labels name the two groups, got {len(labels)}")
+    base_label, other_label = (
+        labels if labels is not None else (_group_label(base_runs), _group_label(other_runs))
+    )
+    if base_label == other_label:
+        other_label += "'"
+    seeds = [len(groups[0]), len(groups[1])]
+    covers = COVERS_TASKS if max(seeds) < 2 else "seeds and tasks"
+    members: dict[str, Any] = {}
+    notes: list[str] = []
+    for member in sorted({m for e in flat for m in task_samples(e.records)}):
+        metrics_out: dict[str, Any] = {}
+        tasks = 0
+        for name in names:
+            keys, values = _run_values(flat, member, name, threshold)
+            a, b = values[:n_base], values[n_base:]
+            tasks = max(tasks, len(keys))
+            entry: dict[str, Any] = {
+                "baseline": _group_interval(a, "mean", seed, confidence),
+                "other": _group_interval(b, "mean", seed, confidence),
+            }
+            entry["difference"] = _group_difference(a, b, "mean", seed, confidence)
+            entry["difference_iqm"] = (
+                _group_difference(a, b, "iqm", seed, confidence) if _iqm_applies(name, values) else None
+            )
+            entry["verdict"] = verdict(member, entry["difference"])
+            metrics_out[name] = entry
+        members[member] = {
+            "tasks": tasks,
+            "tasks_baseline": tasks,
+            "tasks_other": tasks,
+            "metrics": metrics_out,
+        }
+    verdicts = {name: "; ".join(e["metrics"][name]["verdict"] for e in members.values()) for name in chosen}
+    return {
+        "baseline": {
+            "label": base_label,
+            "path": str(groups[0][0].path),
+            "runs": [str(e.path) for e in groups[0]],
+        },
+        "evals": [
+            {"label": base_label, "path": str(groups[0][0].path), "runs": [str(e.path) for e in groups[0]]},
+            {"label": other_label, "path": str(groups[1][0].path), "runs": [str(e.path) for e in groups[1]]},
+        ],
+        "k": list(ks),
+        "confidence": confidence,
+        "success_threshold": threshold,
+        "interval": PAIRED_METHOD if covers == COVERS_TASKS else HIERARCHICAL_METHOD,
+        "metrics": chosen,
+        "notes": notes,
+        "seeds": seeds,
+        "covers": covers,
+        "comparisons": [
+            {
+                "label": other_label,
+                "path": str(groups[1][0].path),
+                "baseline": base_label,
+                "runs": other_runs,
+                "baseline_runs": base_runs,
+                "seeds": seeds,
+                "covers": covers,
+                "members": members,
+                "verdicts": verdicts,
+            }
+        ],
+    }
+
+
+def _group_difference(
+    a: list[list[float]], b: list[list[float]], statistic: str, seed: int, confidence: float
+) -> dict[str, Any]:
+    seeds = [len(a), len(b)]
+    if not a or not a[0]:
+        covers = COVERS_TASKS if max(seeds) < 2 else "seeds and tasks"
+        return {"value": None, "low": None, "high": None, "n": 0, "seeds": seeds, "covers": covers}
+    iv = paired_hierarchical_interval(a, b, statistic=statistic, confidence=confidence, seed=seed)
+    return iv.as_dict()
+
+
 def comparison_markdown(result: Mapping[str, Any]) -> str:
     """The comparison as markdown: per compared eval, a table (member × metric: baseline, other,
     difference) and the verdict lines.
@@ -447,6 +734,8 @@ def comparison_markdown(result: Mapping[str, Any]) -> str:
         f"{result['confidence']:.0%} intervals ({result['interval']}). A covered 0 says the tasks cannot "
         "tell a change of that size from none, not that there is none."
     )
+    if result.get("seeds"):
+        lines += ["", _groups_sentence(result)]
     for note in result["notes"]:
         lines.append(f"- {note}")
     for comp in result["comparisons"]:
@@ -465,6 +754,45 @@ def comparison_markdown(result: Mapping[str, Any]) -> str:
         lines.append("")
         lines += [f"- {name}: {text}" for name, text in comp["verdicts"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' * (n != 1)}"
+
+
+def _groups_sentence(result: Mapping[str, Any]) -> str:
+    """What a groups comparison's intervals cover, and how many runs (seeds) each side holds."""
+    n_base, n_other = result["seeds"]
+    base, other = result["evals"][0], result["evals"][1]
+    sides = f"{base['label']}: {_runs(n_base)}; {other['label']}: {_runs(n_other)}"
+    if result.get("covers") == COVERS_TASKS:
+        return (
+            f"Groups of runs ({sides}). With one run a side the intervals are over tasks only: they say "
+            "nothing about another training seed, which may land outside them."
+        )
+    borrowed = " (a one-run side borrows the other side's seed variance)" if min(n_base, n_other) < 2 else ""
+    return (
+        f"Groups of runs ({sides}): values are means over each side's runs and tasks; intervals cover "
+        f"seeds and tasks: seed-to-seed variance (seeds drawn independently per side{borrowed}) and task "
+        f"variance (tasks paired). Runs (seeds) per side: {n_base} vs {n_other}."
+    )
+
+
+def groups_line(result: Mapping[str, Any]) -> str:
+    """One line for the console: how many runs (seeds) each side of a groups comparison holds and which
+    variance its intervals cover.
+
+    Example:
+        >>> groups_line({"seeds": [3, 2], "covers": "seeds and tasks"})
+        '3 runs vs 2 runs: intervals cover seeds and tasks (seed-to-seed and task variance)'
+        >>> groups_line({"seeds": [1, 1], "covers": "tasks"})
+        '1 run vs 1 run: intervals cover tasks only (another training seed may land outside them)'
+    """
+    n_base, n_other = result["seeds"]
+    text = f"{_runs(n_base)} vs {_runs(n_other)}: intervals cover "
+    if result.get("covers") == COVERS_TASKS:
+        return text + "tasks only (another training seed may land outside them)"
+    return text + "seeds and tasks (seed-to-seed and task variance)"
 
 
 def write_comparison(result: Mapping[str, Any], out: str | Path) -> list[Path]:

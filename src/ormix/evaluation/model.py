@@ -1,9 +1,10 @@
 """The model an eval loads (``--model``), and where its eval goes by default.
 
-``--model`` takes a hub id, a local model directory, a run directory (its final ``model/``) or
-``run_dir/checkpoint-N``; none means ormix's offline tiny model (`ormix.demo.tiny`). A run's model is
-evaluated into the run: ``<run_dir>/eval`` (final model) or ``<run_dir>/eval/checkpoint-N``; any other
-into ``evals/<mixture>-<model>``.
+``--model`` takes a hub id, a local model directory, a run directory (its final ``model/``),
+``run_dir/checkpoint-N`` or ``run_dir@start`` (the model GRPO started from, as the run's manifest records it:
+the warm start or the base model; `ormix.train.prepare.start_record`); none means ormix's offline tiny model
+(`ormix.demo.tiny`). A run's model is evaluated into the run: ``<run_dir>/eval`` (final model),
+``<run_dir>/eval/checkpoint-N`` or ``<run_dir>/eval-start``; any other into ``evals/<mixture>-<model>``.
 
 Example:
     >>> resolve_eval_model(None)
@@ -17,9 +18,12 @@ import re
 from pathlib import Path
 
 from ormix.evaluation.errors import ModelNotFoundError
-from ormix.runs import RunDirectory, checkpoint_step
+from ormix.runs import RunDirectory, checkpoint_step, weights_sha256
 
-__all__ = ["default_eval_dir", "resolve_eval_model"]
+__all__ = ["START", "default_eval_dir", "resolve_eval_model"]
+
+#: ``--model RUN_DIR@start``: the model the run's GRPO started from.
+START = "@start"
 
 
 def _is_model_dir(path: Path) -> bool:
@@ -45,6 +49,8 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
 
     if model is None or model == TINY_MODEL:
         return None, TINY_MODEL, None
+    if model.endswith(START):
+        return _start_of(model)
     path = Path(model).expanduser()
     if path.is_dir():
         resolved = path.resolve()
@@ -80,6 +86,39 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
             f"--model {model}: no such directory, and it is no hub id (owner/name); check the path"
         )
     return model, model, None
+
+
+def _start_of(model: str) -> tuple[str | None, str, Path | None]:
+    """``RUN_DIR@start``: the start the run's manifest records, checked against its content hash."""
+    given = model[: -len(START)]
+    run = RunDirectory(Path(given).expanduser().resolve())
+    if not run.trained_here():
+        raise ModelNotFoundError(
+            f"--model {model}: {given} is no run directory (no manifest.json and train_args.json); "
+            "@start names the model a run of `ormix train` started from"
+        )
+    start = run.start()
+    if start is None or not start.get("path"):
+        raise ModelNotFoundError(
+            f"--model {model}: the run's manifest records no start (the run was made by an ormix that did "
+            "not record one); evaluate its base model or warm start by path instead"
+        )
+    label = f"{run.path}{START}"
+    path = Path(str(start["path"])).expanduser()
+    if not path.is_dir():
+        if Path(str(start["path"])).is_absolute():
+            raise ModelNotFoundError(
+                f"--model {model}: the run started from {path}, which is not there any more (a warm start "
+                "in a cleared cache?); run `ormix train` with the same warm start to make it again"
+            )
+        return str(start["path"]), label, run.path / "eval-start"  # a hub id
+    recorded = start.get("sha256")
+    if recorded and weights_sha256(path) != recorded:
+        raise ModelNotFoundError(
+            f"--model {model}: {path} no longer holds the weights the run started from (sha256 "
+            f"{recorded[:12]} recorded); it was replaced since"
+        )
+    return str(path), label, run.path / "eval-start"
 
 
 def _slug(text: str) -> str:

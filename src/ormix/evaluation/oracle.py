@@ -30,6 +30,7 @@ __all__ = [
     "ReferenceCalls",
     "ReferenceScript",
     "attach_reference_policy",
+    "oracle_failures",
     "reference_calls",
     "reference_settings",
 ]
@@ -196,3 +197,39 @@ def attach_reference_policy(trainer: Any, calls: ReferenceCalls) -> Any:
     from ormix.demo.scripted import ScriptedPolicy
 
     return ScriptedPolicy(ReferenceScript(trainer, calls)).attach(trainer)
+
+
+def oracle_failures(summary: Mapping[str, Any]) -> list[str]:
+    """Why an oracle run (``ormix eval --policy reference``) failed: one line per member whose reference
+    solutions were never scored (coverage 0). The oracle plays answers known to work, so a member it cannot
+    score is a broken environment (or reference), not a result: ``ormix eval`` prints each line as an
+    ``error:`` and exits 1.
+
+    Example:
+        >>> summary = {"policy": "reference", "members": {
+        ...     "mine": {"samples": 2, "coverage": {"value": 0.0}, "error_rate": {"value": 0.0}},
+        ...     "echo": {"samples": 2, "coverage": {"value": 1.0}, "error_rate": {"value": 0.0}}}}
+        >>> print(oracle_failures(summary)[0])  # doctest: +ELLIPSIS
+        the reference solutions of 'mine' were never scored (coverage 0.00 over 2 rollouts): ...
+        >>> oracle_failures({**summary, "policy": "model"})
+        []
+    """
+    if summary.get("policy") != "reference":
+        return []
+    out = []
+    for member, metrics in (summary.get("members") or {}).items():
+        coverage = (metrics.get("coverage") or {}).get("value")
+        if not metrics.get("samples") or coverage is None or coverage > 0:
+            continue
+        errors = (metrics.get("error_rate") or {}).get("value") or 0.0
+        why = (
+            "every rollout failed in the environment (see the error mix in report.md)"
+            if errors >= 1
+            else "its episodes ended without a reward; a scoring tool returns ToolOutput(..., reward=..., "
+            "finished=True)"
+        )
+        out.append(
+            f"the reference solutions of {member!r} were never scored (coverage 0.00 over "
+            f"{metrics['samples']} rollouts): {why}; `ormix check FILE` calls every tool once"
+        )
+    return out

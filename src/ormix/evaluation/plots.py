@@ -122,7 +122,9 @@ def comparison_figure(result: Mapping[str, Any]) -> Any:
         ax.grid(axis="x", alpha=0.3)
         if len(comparisons) > 1:
             ax.legend(loc="best", fontsize="small")
-    fig.suptitle(f"{result['confidence']:.0%} paired intervals over common tasks", fontsize="medium")
+    # Groups of runs: the intervals cover seed-to-seed variance too, and the title must not say otherwise.
+    covers = "seeds and tasks" if result.get("covers") == "seeds and tasks" else "common tasks"
+    fig.suptitle(f"{result['confidence']:.0%} paired intervals over {covers}", fontsize="medium")
     fig.tight_layout()
     return fig
 

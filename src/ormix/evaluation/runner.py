@@ -51,7 +51,12 @@ from ormix.evaluation.errors import EvalError, ModelNotFoundError
 from ormix.evaluation.eval_dir import EvalDirectory
 from ormix.evaluation.manifest import eval_manifest, trainer_manifest
 from ormix.evaluation.model import default_eval_dir, resolve_eval_model
-from ormix.evaluation.oracle import attach_reference_policy, reference_calls, reference_settings
+from ormix.evaluation.oracle import (
+    attach_reference_policy,
+    oracle_failures,
+    reference_calls,
+    reference_settings,
+)
 from ormix.evaluation.tasks import EvalTasks, eval_tasks, interleaved_chunks, task_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -214,6 +219,7 @@ def evaluate_trainer(
     max_chunks: int | None = None,
     skip: Sequence[tuple[str, str | None, int]] = (),
     model: str | None = None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """Evaluate a built trainer's model on ``tasks``, ``samples`` rollouts each, into ``out_dir``; returns the
     summary (what ``summary.json`` holds).
@@ -224,7 +230,9 @@ def evaluate_trainer(
     tasks are not run again), another eval is refused (`EvalManifestError`) unless ``overwrite``.
     ``manifest`` defaults to `trainer_manifest` (its ``k``: ``ks``, default 1 and ``samples``; its
     ``model``: ``model``, default the trainer's ``name_or_path``, which after training names the model it
-    started from: a run's final eval passes ``model=str(run_dir / "model")``); ``skip`` names tasks not to
+    started from: a run's final eval passes ``model=str(run_dir / "model")``; its ``seed``: ``seed``, default
+    the trainer's, so a run trained with ``--seed N`` still samples its evals as ``ormix eval`` does when the
+    caller passes the mixture's seed); ``skip`` names tasks not to
     run (no reference solution). Writes ``manifest.json``, ``summary.json``,
     ``report.md`` and ``plots/summary.png``.
 
@@ -247,6 +255,7 @@ def evaluate_trainer(
         max_chunks=max_chunks,
         skip=skip,
         model=model,
+        seed=seed,
     )[0]
 
 
@@ -265,6 +274,7 @@ def _evaluate(
     max_chunks: int | None,
     skip: Sequence[tuple[str, str | None, int]],
     model: str | None = None,
+    seed: int | None = None,
 ) -> tuple[dict[str, Any], _Progress]:
     def say(text: str) -> None:
         if console is not None:
@@ -274,6 +284,8 @@ def _evaluate(
         fields: dict[str, Any] = {"k": sorted(set(ks) if ks else {1, samples})}
         if model is not None:
             fields["model"] = model
+        if seed is not None:
+            fields["seed"] = seed
         full = trainer_manifest(trainer, mix, tasks, samples, **fields)
     else:
         full = dict(manifest)
@@ -642,7 +654,8 @@ def eval_command(
     debug: bool = False,
     **option_fields: Any,
 ) -> int:
-    """`ormix eval FILE`: returns the exit status (0 done, 1 failed, 2 bad input, 130 interrupted).
+    """`ormix eval FILE`: returns the exit status (0 done, 1 failed or, with ``policy="reference"``, a
+    member whose reference solutions were never scored (`oracle_failures`), 2 bad input, 130 interrupted).
 
     As `run_eval`, plus ``overrides``: the ``--set KEY=VALUE`` items, applied over ``options.settings``;
     prints the summary table and where the files went. Every failure is one ``error:`` line (``debug``, or
@@ -677,4 +690,8 @@ def eval_command(
         return 1
     print_summary(result, console)
     console.print(f"done in {math.ceil(time.monotonic() - started)}s", highlight=False)
-    return 0
+    # An oracle run that scores nothing found a broken environment: a failure, never a quiet 0.
+    failures = oracle_failures(result.summary)
+    for line in failures:
+        console.print(f"[red]error:[/red] {line}", highlight=False)
+    return 1 if failures else 0

@@ -43,7 +43,24 @@ Below `MIN_TASKS_FOR_CORRELATION` tasks a positive correlation of values in [0, 
 always correlate ±1: on the demo's 2 tasks a member, it once claimed a change of +0.25 [0.01, 0.50] that one
 task made).
 
-Every interval is closed-form: deterministic, no resampling, so no seed is needed.
+Every interval above is closed-form: deterministic, no resampling, so no seed is needed.
+
+**Several runs (training seeds) of one procedure** (`hierarchical_interval`, `paired_hierarchical_interval`):
+RL outcomes vary with the training seed, and an interval over one run's tasks ignores that. With S runs
+evaluated on the same T tasks (a seeds × tasks matrix; rliable's setting), the mean's variance has a seed
+part σ²_seed/S, a task part σ²_task/T and their interaction; it is estimated as (MS_seed − MS_interaction)
+/ (ST) (at least 0) plus MS_task/(ST), and the quantile is Student's t with Satterthwaite's degrees of
+freedom, in which the seed part counts `SEED_DF_WEIGHT` times (so with a material seed effect the df stay
+near S − 1: a percentile bootstrap over 2–3 seeds treats them as the whole population and under-covers).
+Values in [0, 1] use the score form (`mean_interval`'s, with that variance). A difference of two groups
+pairs the tasks and draws the seeds independently per group. The interquartile mean (IQM: the mean of the
+middle half of all runs' values, robust to a few outlying tasks or runs) has no closed form: its variance
+is a seeded two-level bootstrap's (runs drawn with replacement, then one draw of the tasks shared by every
+run), rescaled by the ratio of the mean's closed-form variance to the same replicates' variance of the
+mean (the bootstrap shrinks a variance over S seeds by (S − 1)/S: half at two seeds). Such an interval
+covers the procedure's expected value over training seeds and the task distribution ("seeds and tasks");
+one run gives the interval over tasks only ("tasks"). Measured (``benchmarks/eval_calibration.py``,
+two-level world, `MIN_SEEDS_CALIBRATED` = 3 seeds or more): 93–97% (figures in the README).
 
 Example:
     >>> round(pass_at_k(n=4, c=1, k=2), 3), pass_hat_k(n=4, c=2, k=2)
@@ -65,10 +82,19 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "COVERS_SEEDS_AND_TASKS",
+    "COVERS_TASKS",
+    "HIERARCHICAL_METHOD",
     "INTERVAL_METHOD",
+    "MIN_SEEDS",
+    "MIN_SEEDS_CALIBRATED",
     "PAIRED_METHOD",
+    "GroupInterval",
     "Interval",
+    "hierarchical_interval",
+    "iqm",
     "mean_interval",
+    "paired_hierarchical_interval",
     "paired_interval",
     "pass_at_k",
     "pass_hat_k",
@@ -330,3 +356,334 @@ def paired_interval(
     if bounded:
         low, high = max(low, -1.0), min(high, 1.0)
     return Interval(d, min(low, d), max(high, d), t)
+
+
+# --- Several runs (seeds) of the same procedure: intervals over seeds and tasks -------------------------
+
+#: What an interval's variance includes, as results record it (``"covers"``).
+COVERS_SEEDS_AND_TASKS = "seeds and tasks"
+#: One run a side: the interval is over tasks only; it says nothing about another training seed.
+COVERS_TASKS = "tasks"
+#: Seeds a group needs before its interval includes seed-to-seed variance (one run has none to show).
+MIN_SEEDS = 2
+#: Seeds a group needs for its interval's coverage to be measured at 93-97% (``benchmarks/
+#: eval_calibration.py``). With 2 the seed variance is estimated from one difference: coverage falls to
+#: about 92% when seeds vary strongly (the interval is still reported, over seeds and tasks).
+MIN_SEEDS_CALIBRATED = 3
+#: Statistics of `hierarchical_interval`: the mean, and the interquartile mean (rliable's IQM).
+STATISTICS = ("mean", "iqm")
+#: Bootstrap resamples for the IQM (the mean's interval is closed-form).
+DEFAULT_RESAMPLES = 2000
+#: The name of `hierarchical_interval`'s method.
+HIERARCHICAL_METHOD = (
+    "over seeds and tasks: two-level variance (seeds, tasks, less their interaction), Student t with "
+    "Satterthwaite degrees of freedom (score form for values in [0, 1]); IQM: two-level bootstrap"
+)
+
+
+@dataclass(frozen=True)
+class GroupInterval(Interval):
+    """An `Interval` from several runs: ``seeds`` = runs that contributed (``(baseline, other)`` for a
+    difference), ``over`` (``"covers"`` in `as_dict`) = the variance the interval includes
+    (`COVERS_SEEDS_AND_TASKS` or `COVERS_TASKS`), ``statistic`` = ``"mean"`` or ``"iqm"``; ``n`` = tasks.
+
+    Example:
+        >>> GroupInterval(0.5, 0.3, 0.7, 16, seeds=3, over="seeds and tasks").as_dict()
+        {'value': 0.5, 'low': 0.3, 'high': 0.7, 'n': 16, 'seeds': 3, 'covers': 'seeds and tasks'}
+        >>> GroupInterval(0.1, -0.1, 0.3, 16, seeds=(3, 2)).as_dict()["seeds"]
+        [3, 2]
+    """
+
+    seeds: int | tuple[int, int] = 1
+    over: str = COVERS_TASKS  # ("covers" in the JSON form; `Interval.covers` is the method)
+    statistic: str = "mean"
+
+    def as_dict(self) -> dict[str, Any]:
+        """`Interval.as_dict` plus ``seeds`` (a list for a difference) and ``covers``."""
+        seeds: int | list[int] = list(self.seeds) if isinstance(self.seeds, tuple) else self.seeds
+        return {**super().as_dict(), "seeds": seeds, "covers": self.over}
+
+
+def iqm(values: Sequence[float] | np.ndarray) -> float:
+    """The interquartile mean: the mean of the middle half of the values (a quarter, rounded down, cut
+    from each end, as ``scipy.stats.trim_mean(x, 0.25)`` and rliable do); all values pooled.
+
+    Example:
+        >>> iqm([0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 100.0])
+        0.35
+        >>> iqm([[1.0, 2.0], [3.0, 4.0]])
+        2.5
+    """
+    x = np.sort(np.asarray(values, dtype=float).reshape(-1))
+    if len(x) == 0:
+        raise ValueError("iqm needs at least one value")
+    cut = int(0.25 * len(x))
+    return float(x[cut : len(x) - cut].mean())
+
+
+def _matrix(values: Sequence[Sequence[float]] | np.ndarray, what: str) -> np.ndarray:
+    y = np.asarray(values, dtype=float)
+    if y.ndim != 2:
+        raise ValueError(
+            f"{what}: one row of per-task values per run (seeds x tasks), got an array of shape {y.shape}"
+        )
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"{what}: values must be finite (keep only tasks with a value in every run)")
+    return y
+
+
+def _check_statistic(statistic: str) -> None:
+    if statistic not in STATISTICS:
+        raise ValueError(f"statistic is one of {', '.join(STATISTICS)} (got {statistic!r})")
+
+
+#: In the degrees of freedom only, a seed component counts this many times its estimate. An estimate from
+#: 2-3 seeds is often far below the truth, and Satterthwaite's df, computed from that estimate, then
+#: claims the task component dominates (df ~ tasks) exactly when the interval is already too narrow:
+#: 89-91% coverage at 2 seeds of a strong seed effect. Weighting the seed part in the df keeps the
+#: t quantile near seeds - 1 whenever seeds plausibly matter (`benchmarks/eval_calibration.py`).
+SEED_DF_WEIGHT = 4.0
+
+
+def _combine(
+    seed_parts: Sequence[tuple[float, float]], task_part: float, task_df: float
+) -> tuple[float, float]:
+    """The variance of a mean: seed components (each an estimate of σ²_seed/S with its df) plus the task
+    component; with Satterthwaite's degrees of freedom (seed parts weighted by `SEED_DF_WEIGHT`), rounded
+    down (fewer df: a wider, conservative t quantile)."""
+    total = task_part + sum(v for v, _ in seed_parts)
+    weighted = task_part + SEED_DF_WEIGHT * sum(v for v, _ in seed_parts)
+    spread = sum((SEED_DF_WEIGHT * v) ** 2 / df for v, df in seed_parts if v > 0.0)
+    spread += task_part**2 / task_df if task_part > 0.0 else 0.0
+    df = weighted * weighted / spread if spread > 0.0 else max(task_df, 1.0)
+    # Satterthwaite's df can exceed the tasks' own (a small extra component adds "information"); seeds add
+    # variance, not evidence about the tasks' spread, so a seed effect never narrows the interval.
+    df = min(df, max(task_df, 1.0))
+    return total, max(1.0, math.floor(df + 1e-9))  # 13.999999 is 14
+
+
+def _group_terms(y: np.ndarray) -> tuple[float, float]:
+    """A seeds × tasks matrix (tasks crossed with seeds: the same tasks in every run) → the per-run seed
+    variance σ²_seed (the variance of the runs' task means, less the part the tasks' own noise puts there:
+    MS_interaction/T; at least 0) and the variance of the seed-averaged task values (NaN where undefined)."""
+    s, t = y.shape
+    rows, cols = y.mean(axis=1), y.mean(axis=0)
+    task_var = float(cols.var(ddof=1)) if t >= 2 else math.nan
+    if s < 2:
+        return math.nan, task_var
+    seed_var = float(rows.var(ddof=1))
+    if t >= 2:
+        resid = y - rows[:, None] - cols[None, :] + y.mean()
+        seed_var -= float(np.sum(resid * resid)) / ((s - 1) * (t - 1)) / t
+    return max(seed_var, 0.0), task_var
+
+
+def _mean_variance(y: np.ndarray) -> tuple[float, float]:
+    """Variance of the grand mean of a seeds × tasks matrix: σ²_seed/S + σ²_task/T + σ²_interaction/(ST),
+    estimated as (MS_seed − MS_interaction)/(ST) (the seed part, at least 0, S − 1 df) plus MS_task/(ST)
+    (T − 1 df); and its degrees of freedom."""
+    s, t = y.shape
+    seed_var, task_var = _group_terms(y)
+    task_part = task_var / t if t >= 2 else 0.0
+    return _combine([(seed_var / s, s - 1)], task_part, t - 1)
+
+
+def _pair_variance(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """Variance of mean(b) − mean(a): each group's seed part (seeds drawn independently per group; a
+    one-run group borrows the other's σ²_seed, assuming seeds vary as much in both) plus the variance over
+    tasks of the per-task difference of the seed-averaged values (tasks paired)."""
+    sa, t = a.shape
+    sb = b.shape[0]
+    va, _ = _group_terms(a)
+    vb, _ = _group_terms(b)
+    if sa >= 2 and sb >= 2:
+        seed_parts = [(va / sa, sa - 1), (vb / sb, sb - 1)]
+    else:
+        # One side has a single run: its seed variance cannot be seen, so both sides share the other's.
+        v, s = (vb, sb) if sa < 2 else (va, sa)
+        seed_parts = [(v * (1.0 / sa + 1.0 / sb), s - 1)]
+    task_part = float((b.mean(axis=0) - a.mean(axis=0)).var(ddof=1)) / t if t >= 2 else 0.0
+    return _combine(seed_parts, task_part, t - 1)
+
+
+def _bootstrap(
+    groups: Sequence[np.ndarray], statistic: str, resamples: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Two-level bootstrap: per replicate, the seeds of each group drawn with replacement (independently
+    per group), and one draw of the tasks with replacement shared by every run (the tasks are the same
+    tasks in every run and group, so a task's draw keeps its pairing). Returns the replicates' statistic
+    and mean, per group (resamples × groups)."""
+    rng = np.random.default_rng(seed)
+    t = groups[0].shape[1]
+    tasks = rng.integers(0, t, size=(resamples, t))
+    stats = np.empty((resamples, len(groups)))
+    means = np.empty((resamples, len(groups)))
+    for g, y in enumerate(groups):
+        seeds = rng.integers(0, y.shape[0], size=(resamples, y.shape[0]))
+        draws = y[seeds[:, :, None], tasks[:, None, :]].reshape(resamples, -1)
+        means[:, g] = draws.mean(axis=1)
+        if statistic == "iqm":
+            ordered = np.sort(draws, axis=1)
+            cut = int(0.25 * ordered.shape[1])
+            stats[:, g] = ordered[:, cut : ordered.shape[1] - cut].mean(axis=1)
+        else:
+            stats[:, g] = means[:, g]
+    return stats, means
+
+
+def _bootstrap_variance(
+    groups: Sequence[np.ndarray], signs: Sequence[float], variance: float, resamples: int, seed: int
+) -> float:
+    """The IQM's variance: its two-level bootstrap variance, rescaled by how far the same replicates'
+    mean strays from the mean's estimated variance (the bootstrap shrinks a variance over S seeds by
+    (S−1)/S, half at two seeds, and counts the interaction twice; the ratio corrects both)."""
+    stats, means = _bootstrap(groups, "iqm", resamples, seed)
+    w = np.asarray(signs, dtype=float)
+    boot_stat = float(np.var(stats @ w, ddof=1))
+    boot_mean = float(np.var(means @ w, ddof=1))
+    return boot_stat * (variance / boot_mean) if boot_mean > 0.0 else boot_stat
+
+
+def _bounded(*ys: np.ndarray) -> bool:
+    return all(bool(np.all((y >= 0.0) & (y <= 1.0))) for y in ys)
+
+
+def hierarchical_interval(
+    values: Sequence[Sequence[float]] | np.ndarray,
+    *,
+    statistic: str = "mean",
+    confidence: float = 0.95,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> GroupInterval:
+    """The mean (or IQM) of several runs' per-task values with an interval that includes seed-to-seed
+    variance: ``values[s][t]`` is run s's value of task t (the same tasks, in the same order, in every run).
+
+    What it covers: the procedure's expected value over training seeds and over the task distribution. The
+    variance of the mean has three parts (seeds, tasks, their interaction), estimated from the matrix and
+    combined with Satterthwaite's degrees of freedom, so at 2–5 seeds the quantile is Student's t with
+    about seeds − 1 df where seed variance dominates (a percentile bootstrap over 2–3 seeds treats them as
+    the whole population and under-covers). Values in [0, 1] use the score (Wilson) form with that
+    variance and quantile, as `mean_interval` does. ``statistic="iqm"``: the interquartile mean of all
+    values, its variance from a seeded two-level bootstrap (seeds, then tasks shared by every run)
+    rescaled as the module docstring says. One run (fewer than `MIN_SEEDS`): exactly `mean_interval`
+    (mean) — an interval over tasks only, ``covers="tasks"``. Deterministic for a given ``seed``.
+
+    Example:
+        >>> runs = [[1, 0, 1, 1, 0, 1, 0, 1], [1, 0, 0, 1, 0, 1, 0, 1], [1, 1, 1, 1, 0, 1, 0, 1]]
+        >>> iv = hierarchical_interval(runs)
+        >>> round(iv.value, 3), round(iv.low, 3), round(iv.high, 3), iv.n, iv.seeds, iv.over
+        (0.625, 0.267, 0.884, 8, 3, 'seeds and tasks')
+        >>> one = hierarchical_interval(runs[:1])
+        >>> task_only = mean_interval(runs[0])
+        >>> (one.low, one.high, one.over) == (task_only.low, task_only.high, "tasks")
+        True
+    """
+    y = _matrix(values, "hierarchical_interval")
+    _check_statistic(statistic)
+    _check_confidence(confidence)
+    s, t = y.shape
+    if s == 0 or t == 0:
+        return GroupInterval(None, None, None, 0, seeds=s, statistic=statistic)
+    covers = COVERS_SEEDS_AND_TASKS if s >= MIN_SEEDS else COVERS_TASKS
+    m = float(y.mean())
+    if s < MIN_SEEDS:
+        if statistic == "mean":
+            one = mean_interval(y[0], confidence)
+            return GroupInterval(one.value, one.low, one.high, t, seeds=1, over=covers)
+        # The IQM of one run: a variance over tasks only.
+        variance, df = (float(y[0].var(ddof=1)) / t, float(t - 1)) if t >= 2 else (0.0, 1.0)
+    else:
+        variance, df = _mean_variance(y)
+    value = m
+    if statistic == "iqm":
+        if t < 2 and s < MIN_SEEDS:
+            return GroupInterval(float(y[0, 0]), None, None, t, seeds=s, over=covers, statistic=statistic)
+        value = iqm(y)
+        if t >= 2:
+            variance = _bootstrap_variance([y], [1.0], variance, resamples, seed)
+    q = t_quantile(0.5 + confidence / 2.0, int(df))
+    if statistic == "mean" and _bounded(y):
+        if variance > 0.0 and 0.0 < m < 1.0:
+            low, high = _wilson(m, m * (1.0 - m) / variance, q)
+        else:
+            # No spread seen (every value equal): not a claim of none. Count each task as one trial.
+            low, high = _wilson(m, float(t), _z(confidence))
+        return GroupInterval(m, low, high, t, seeds=s, over=covers)
+    half = q * math.sqrt(max(variance, 0.0))
+    low, high = value - half, value + half
+    if _bounded(y):
+        low, high = max(0.0, low), min(1.0, high)
+    return GroupInterval(
+        value, min(low, value), max(high, value), t, seeds=s, over=covers, statistic=statistic
+    )
+
+
+def paired_hierarchical_interval(
+    baseline: Sequence[Sequence[float]] | np.ndarray,
+    other: Sequence[Sequence[float]] | np.ndarray,
+    *,
+    statistic: str = "mean",
+    confidence: float = 0.95,
+    seed: int = 0,
+    resamples: int = DEFAULT_RESAMPLES,
+) -> GroupInterval:
+    """The difference ``stat(other) − stat(baseline)`` of two groups of runs evaluated on the SAME tasks
+    (column t of both is task t; the groups may hold different numbers of runs), with an interval that
+    includes seed-to-seed variance: seeds vary independently in each group, tasks are paired across them.
+
+    The variance: each group's seed component, the variance over tasks of the per-task difference of the
+    groups' seed-averaged values, less both interactions; Student t with Satterthwaite df (about the two
+    groups' seeds − 2 where seed variance dominates). A group of one run borrows the other's seed variance
+    (the interval still ``covers`` seeds); both of one run: exactly `paired_interval` (mean),
+    ``covers="tasks"``. The same runs on both sides (the same rows, in any order): 0 with a zero-width
+    interval, since nothing was drawn independently. IQM: the two-level bootstrap (one task draw shared by
+    both groups), rescaled as in `hierarchical_interval`.
+
+    Example:
+        >>> a = [[0, 0, 1, 0, 1, 0, 0, 1, 0, 0], [0, 0, 1, 0, 1, 0, 0, 1, 0, 1],
+        ...      [0, 1, 1, 0, 1, 0, 0, 1, 0, 0]]
+        >>> b = [[1, 0, 1, 1, 1, 0, 1, 1, 0, 1], [1, 0, 1, 1, 1, 0, 1, 1, 1, 1],
+        ...      [1, 1, 1, 1, 1, 0, 1, 1, 0, 1]]
+        >>> iv = paired_hierarchical_interval(a, b)
+        >>> round(iv.value, 3), round(iv.low, 3), round(iv.high, 3), iv.seeds, iv.over
+        (0.4, 0.067, 0.733, (3, 3), 'seeds and tasks')
+        >>> same = paired_hierarchical_interval(a, a[::-1])
+        >>> same.value, same.low, same.high
+        (0.0, 0.0, 0.0)
+    """
+    ya, yb = _matrix(baseline, "paired_hierarchical_interval"), _matrix(other, "paired_hierarchical_interval")
+    _check_statistic(statistic)
+    _check_confidence(confidence)
+    if ya.shape[1] != yb.shape[1]:
+        raise ValueError(
+            f"paired values need the same tasks in both groups (got {ya.shape[1]} and {yb.shape[1]} tasks)"
+        )
+    sa, sb, t = ya.shape[0], yb.shape[0], ya.shape[1]
+    seeds = (sa, sb)
+    if sa == 0 or sb == 0 or t == 0:
+        return GroupInterval(None, None, None, 0, seeds=seeds, statistic=statistic)
+    covers = COVERS_SEEDS_AND_TASKS if max(sa, sb) >= MIN_SEEDS else COVERS_TASKS
+    if sorted(map(tuple, ya.tolist())) == sorted(map(tuple, yb.tolist())):
+        return GroupInterval(0.0, 0.0, 0.0, t, seeds=seeds, over=covers, statistic=statistic)
+    if covers == COVERS_TASKS and statistic == "mean":
+        one = paired_interval(ya[0], yb[0], confidence)
+        return GroupInterval(one.value, one.low, one.high, t, seeds=seeds, over=covers)
+    if covers == COVERS_TASKS:
+        d = yb[0] - ya[0]
+        variance, df = (float(d.var(ddof=1)) / t, float(t - 1)) if t >= 2 else (0.0, 1.0)
+    else:
+        variance, df = _pair_variance(ya, yb)
+    if statistic == "iqm":
+        value = iqm(yb) - iqm(ya)
+        if t >= 2:
+            variance = _bootstrap_variance([ya, yb], [-1.0, 1.0], variance, resamples, seed)
+    else:
+        value = float(yb.mean() - ya.mean())
+    half = t_quantile(0.5 + confidence / 2.0, int(df)) * math.sqrt(max(variance, 0.0))
+    low, high = value - half, value + half
+    if _bounded(ya, yb):
+        low, high = max(-1.0, low), min(1.0, high)
+    return GroupInterval(
+        value, min(low, value), max(high, value), t, seeds=seeds, over=covers, statistic=statistic
+    )

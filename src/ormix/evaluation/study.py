@@ -9,21 +9,31 @@ says what happens to its prompts. The study directory holds:
 - ``mixtures/<arm>.yaml``: each arm's mixture, self-contained: the study's ``--max-steps`` and ``--set``
   are in its ``train:`` section, and a ``base_dir`` resolves ``module:Class`` targets from wherever it is;
   ``ormix train mixtures/<arm>.yaml`` trains exactly that arm;
-- ``arms/<arm>/``: an ordinary run directory (`ormix.train.train`), with ``eval/`` the arm's model
-  evaluated on the FULL mixture's eval tasks (`ormix.evaluation.runner.run_eval`): the same tasks, the same
-  samples per task and the same seed for every arm, so arms pair task by task;
-- ``study.json`` (the arms, the budget rule, per arm × member metrics with intervals, and per arm the
-  effect of what it dropped on every member: arm − full, paired over the tasks by
-  `ormix.evaluation.compare.compare`), ``study.md`` (the matrix and the effects with their verdicts),
+- ``start/``: the study's one start, when it warm-starts (``--warmup-sft N``, or the file's
+  ``warm_start``): SFT on the FULL mixture's train members (`ormix.train.prepare.make_start`), made once;
+  every arm and every seed trains from it with no warm start of its own, so arms differ only in what GRPO
+  trained on. Without a warm start every arm starts from the base model (``--model``, else the tiny one);
+- ``arms/<arm>/`` (one training seed: the mixture's), or ``arms/<arm>/seed-<s>/`` per seed of ``--seeds``:
+  an ordinary run directory (`ormix.train.train`) whose manifest records its start (path and sha256), with
+  ``eval/`` the run's model evaluated on the FULL mixture's eval tasks (`ormix.evaluation.runner.run_eval`):
+  the same tasks, the same samples per task and the same eval seed for every arm and training seed, so
+  runs pair task by task;
+- ``study.json`` (the start, the arms, the budget rule, the seeds, per arm × member metrics with intervals,
+  and per arm the effect of what it dropped on every member: arm − full, paired over the tasks by
+  `ormix.evaluation.compare.compare`, or with several seeds by `compare_groups`, whose intervals cover
+  seeds and tasks), ``study.md`` (the start, the matrix and the effects with their verdicts),
   ``heatmap.png`` (arm × member, the chosen metric, each cell annotated with its interval).
 
-An arm is done when its final ``model/`` and ``eval/summary.json`` exist; a done arm is skipped, so running
-the same command again continues a study. An interrupted arm resumes: training from its latest checkpoint
-(else it starts over), the eval from its last complete chunk (the runner does that). ``arms=("full",)``
-(``--arm NAME``) runs only the named arms, so arms can be spread over machines; run once more with every arm
-done and only the matrix is rebuilt. A study directory remembers its options (``study.json`` →
-``options``): a different budget, model, step count, ``k`` or ``--set`` is refused, since its arms would not
-compare.
+A run is done when its final ``model/`` and ``eval/summary.json`` exist, an arm when all its seeds' runs
+are; a done run is skipped, so running the same command again continues a study (an interrupted study
+prints the command that finishes all of it). An interrupted run resumes: training from its latest
+checkpoint (else it starts over), the eval from its last complete chunk (the runner does that).
+``arms=("full",)`` (``--arm NAME``) runs only the named arms, so arms can be spread over machines; run once
+more with every arm done and only the matrix is rebuilt. A study directory remembers its options
+(``study.json`` → ``options``): a different budget, model, step count, ``k``, seeds, warm start or ``--set``
+is refused, since its arms would not compare. Before any effect is computed, every done run's recorded
+start is compared: runs that started from different models are refused (`StudyError`, naming them) unless
+``allow_different_starts``, and then ``study.md`` says so at the top.
 
 Example:
     Not run as a doctest: each arm is a GRPO training run.
@@ -57,6 +67,8 @@ __all__ = [
     "StudyOptions",
     "StudyResult",
     "arm_done",
+    "arm_runs",
+    "different_starts",
     "effects_table",
     "matrix_table",
     "run_study",
@@ -65,7 +77,7 @@ __all__ = [
 ]
 
 #: The options a study directory keeps: the arms it already holds were made with them.
-_KEPT = ("budget", "max_steps", "model", "settings", "k", "samples", "seed", "warmup_sft")
+_KEPT = ("budget", "max_steps", "model", "settings", "k", "samples", "seed", "warmup_sft", "seeds")
 
 
 class StudyError(UsageError):
@@ -90,9 +102,15 @@ class StudyOptions:
         settings: GRPOConfig overrides (``--set``) for every arm, written into its ``train:`` section (the
             eval reads its generation settings from there too).
         metric: the metric of the heatmap and of the effects' verdicts first listed (default pass@1).
-        seed: the eval's seed (the same for every arm).
-        warmup_sft: steps of warm start per arm (``None``: the file's ``warm_start``).
+        seed: the eval's seed (the same for every arm and training seed).
+        warmup_sft: steps of the study's one warm start, on the full mixture's train members, that every
+            arm starts from (``None``: the file's ``warm_start``; 0: none, every arm starts from ``model``).
         report: write each arm's training report (``report/`` in its run directory).
+        seeds: training seeds (`ormix.train.RunOptions.seed`): every arm is trained once per seed, into
+            ``arms/<arm>/seed-<s>/``, and its cells and effects pool the seeds (intervals over seeds and
+            tasks). ``()``: one run per arm with the mixture's seed, in ``arms/<arm>/``.
+        allow_different_starts: compute the effects although runs started from different models (study.md
+            says so at the top); otherwise such a study is refused.
 
     Example:
         >>> StudyOptions(max_steps=2, k=(1, 4)).budget
@@ -113,12 +131,15 @@ class StudyOptions:
     seed: int = 0
     warmup_sft: int | None = None
     report: bool = True
+    seeds: tuple[int, ...] = ()
+    allow_different_starts: bool = False
 
 
 @dataclass
 class StudyResult:
-    """What a study left: its directory, the ``study.json`` content, the arms run (trained or evaluated)
-    and skipped now, and the exit status (0 when every arm asked for is done)."""
+    """What a study left: its directory, the ``study.json`` content, the runs made (trained or evaluated)
+    and skipped now (``<arm>``, or ``<arm>/seed-<s>`` with seeds), and the exit status (0 when every arm
+    asked for is done)."""
 
     out_dir: Path
     study: dict[str, Any]
@@ -140,9 +161,43 @@ def arm_dir(study_dir: Path, arm: str) -> Path:
     return study_dir / "arms" / arm
 
 
+def arm_runs(study_dir: Path, arm: str, seeds: Sequence[int] = ()) -> list[tuple[int | None, Path]]:
+    """An arm's runs: (training seed, run directory); one run in ``arms/<arm>`` without seeds.
+
+    Example:
+        >>> [(s, p.as_posix()) for s, p in arm_runs(Path("s"), "full", (0, 1))]
+        [(0, 's/arms/full/seed-0'), (1, 's/arms/full/seed-1')]
+        >>> [(s, p.as_posix()) for s, p in arm_runs(Path("s"), "full")]
+        [(None, 's/arms/full')]
+    """
+    base = arm_dir(study_dir, arm)
+    return [(s, base / f"seed-{s}") for s in seeds] if seeds else [(None, base)]
+
+
+def _run_name(arm: str, seed: int | None) -> str:
+    return arm if seed is None else f"{arm}/seed-{seed}"
+
+
+def different_starts(starts: Mapping[str, Mapping[str, Any] | None]) -> dict[str, list[str]]:
+    """Runs grouped by the sha256 of the start their manifest records (``"unrecorded"``: none), when
+    there is more than one group; ``{}`` when every run started from the same weights.
+
+    Example:
+        >>> different_starts({"full": {"sha256": "a"}, "only-x": {"sha256": "a"}})
+        {}
+        >>> different_starts({"full": {"sha256": "a"}, "only-x": {"sha256": "b"}, "y": None})
+        {'a': ['full'], 'b': ['only-x'], 'unrecorded': ['y']}
+    """
+    groups: dict[str, list[str]] = {}
+    for run, start in starts.items():
+        digest = (start or {}).get("sha256") or "unrecorded"
+        groups.setdefault(str(digest), []).append(run)
+    return groups if len(groups) > 1 else {}
+
+
 def arm_done(run_dir: Path, config_hash: str | None = None) -> bool:
-    """Whether an arm is done: its final model and a complete eval summary are there (and, given the full
-    mixture's ``config_hash``, the eval is of the full mixture's tasks, not one of the arm's own).
+    """Whether an arm's run is done: its final model and a complete eval summary are there (and, given the
+    full mixture's ``config_hash``, the eval is of the full mixture's tasks, not one of the arm's own).
 
     Example:
         >>> arm_done(Path("no/such/run"))
@@ -247,10 +302,31 @@ def study_markdown(study: Mapping[str, Any]) -> str:
     """
     metric = study["metric"]
     out = [f"# Ablation study: {study['mixture']}", ""]
+    confidence = f"{study.get('confidence', 0.95):.0%}"
+    different = study.get("different_starts") or {}
+    if different:
+        groups = "; ".join(f"sha256 {digest[:12]}: {', '.join(runs)}" for digest, runs in different.items())
+        out += [
+            "> **WARNING: the arms did not all start from the same model** (--allow-different-starts): "
+            f"{groups}. Each effect below mixes what the arm trained on with how its start differed.",
+            "",
+        ]
+    out += [_start_line(study.get("start")), ""]
+    seeds = study.get("seeds") or []
+    if len(seeds) > 1:
+        spread = (
+            f"Each arm is trained with seeds {', '.join(map(str, seeds))} (one run each, the same start and "
+            f"training rows); cells and effects pool the seeds, and their intervals are {confidence} over "
+            "seeds and tasks (a hierarchical bootstrap: seed-to-seed variation included)."
+        )
+    else:
+        spread = (
+            f"Each arm is one training run; intervals are {confidence} over tasks only: they do not include "
+            "seed-to-seed variation (train several seeds with --seeds 0,1,2)."
+        )
     out.append(
         f"Budget rule: **{study['budget']}**. Every arm is evaluated on the full mixture's eval tasks "
-        f"(k = {', '.join(map(str, study['k']))}); intervals are "
-        f"{study.get('confidence', 0.95):.0%} over tasks."
+        f"(k = {', '.join(map(str, study['k']))}). {spread}"
     )
     out += ["", "| arm | trains on | eval-only | budget |", "|---|---|---|---|"]
     for arm in study["arms"]:
@@ -261,21 +337,46 @@ def study_markdown(study: Mapping[str, Any]) -> str:
     for other in others:
         out += ["", f"### {other}", "", _markdown_table(matrix_table(study, other))]
     if study.get("effects"):
+        pairing = "paired over tasks, seeds drawn per arm" if len(seeds) > 1 else "paired over tasks"
+        caveat = (
+            "Its interval covers seeds and tasks."
+            if len(seeds) > 1
+            else "Each arm is one training run: a difference also carries that run's seed-to-seed variation, "
+            "which these intervals (over tasks) do not include."
+        )
         out += [
             "",
-            f"## Effect of what each arm dropped ({metric}: arm − full, paired over tasks)",
+            f"## Effect of what each arm dropped ({metric}: arm − full, {pairing})",
             "",
             _markdown_table(effects_table(study, metric)),
             "",
             "An effect says how this arm's model differs from the full mixture's on the same tasks, with the "
             'interval of that difference; "no detectable change" means the interval includes 0, not that '
-            "there is no effect. Each arm is one training run: a difference also carries that run's "
-            "seed-to-seed variation, which these intervals (over tasks) do not include.",
+            f"there is no effect. {caveat}",
         ]
     missing = [a["name"] for a in study["arms"] if not a.get("done")]
     if missing:
-        out += ["", f"Not done yet: {', '.join(missing)} (run the study again, or with --arm NAME)."]
+        again = f": `{study['command']}`" if study.get("command") else ""
+        out += ["", f"Not done yet: {', '.join(missing)} (run the study again{again})."]
     return "\n".join(out) + "\n"
+
+
+def _start_line(start: Mapping[str, Any] | None) -> str:
+    """study.md's sentence on the one model every arm starts from."""
+    if not start:
+        return "Every arm starts from the same model (not recorded yet: no arm has trained)."
+    digest = start.get("sha256")
+    where = f"`{start['path']}` (sha256 `{digest[:12]}…`)" if digest else f"`{start['path']}`"
+    made = start.get("warm_start")
+    if made:
+        how = (
+            f"a warm start of {made.get('steps')} SFT steps on the full mixture's train members "
+            f"({', '.join(made.get('members') or []) or '-'}; {made.get('episodes')} reference episodes, "
+            f"{made.get('scored')} scored) from {start.get('base')}"
+        )
+    else:
+        how = f"the base model {start.get('base')}, no warm start"
+    return f"Every arm starts from {where}: {how}."
 
 
 # ── the study ─────────────────────────────────────────────────────────
@@ -293,13 +394,18 @@ def _study_config(path: str | Path, options: StudyOptions) -> MixtureConfig:
         if options.max_steps < 1:
             raise StudyError(f"--max-steps is at least 1 (got {options.max_steps})")
         train["max_steps"] = options.max_steps
+    if len(set(options.seeds)) != len(options.seeds):
+        raise StudyError(f"--seeds names a seed twice: {','.join(map(str, options.seeds))}")
     return config.updated(train=train) if train != config.train else config
 
 
 def _kept_options(options: StudyOptions) -> dict[str, Any]:
     raw = {name: getattr(options, name) for name in _KEPT}
     return json.loads(
-        json.dumps({**raw, "k": list(options.k), "settings": dict(options.settings)}, default=str)
+        json.dumps(
+            {**raw, "k": list(options.k), "settings": dict(options.settings), "seeds": list(options.seeds)},
+            default=str,
+        )
     )
 
 
@@ -308,7 +414,13 @@ def _check_options(study_dir: Path, kept: Mapping[str, Any]) -> None:
     if not path.is_file():
         return
     before = json.loads(path.read_text()).get("options", {})
-    changed = [f"{k}: {before.get(k)!r} → {kept[k]!r}" for k in _KEPT if before.get(k) != kept.get(k)]
+    # A study made before an option was kept was made with its default.
+    defaults = _kept_options(StudyOptions())
+    changed = [
+        f"{k}: {before.get(k, defaults[k])!r} → {kept[k]!r}"
+        for k in _KEPT
+        if before.get(k, defaults[k]) != kept.get(k)
+    ]
     if changed:
         raise StudyError(
             f"{study_dir} holds a study made with other options, so its arms would not compare with new "
@@ -332,26 +444,31 @@ def _member_metrics(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _effects(study_dir: Path, done: Sequence[Arm], options: StudyOptions) -> dict[str, Any]:
-    """Per arm other than full: `compare.compare([full, arm])` per member and metric."""
+    """Per arm other than full: `compare.compare([full, arm])` per member and metric (with seeds:
+    `compare.compare_groups`, the arm's runs against the full mixture's)."""
     if not any(a.name == FULL for a in done):
         return {}
-    from ormix.evaluation.compare import compare, load_eval
+    from ormix.evaluation.compare import compare, compare_groups, load_eval
 
-    base = load_eval(arm_dir(study_dir, FULL) / "eval")
+    def evals(arm: str) -> list[Any]:
+        return [load_eval(run / "eval") for _, run in arm_runs(study_dir, arm, options.seeds)]
+
+    base = evals(FULL)
     out: dict[str, Any] = {}
     for arm in done:
         if arm.name == FULL:
             continue
-        result = compare(
-            [base, load_eval(arm_dir(study_dir, arm.name) / "eval")], ks=options.k, seed=options.seed
-        )
+        if len(options.seeds) > 1:
+            result = compare_groups([base, evals(arm.name)], ks=options.k, seed=options.seed)
+        else:
+            result = compare(base + evals(arm.name), ks=options.k, seed=options.seed)
         out[arm.name] = _per_member_differences(result)
     return out
 
 
 def _per_member_differences(result: Mapping[str, Any]) -> dict[str, Any]:
-    """From a two-eval comparison: member → metric → the difference (value, low, high, n), the verdict,
-    and the paired tasks."""
+    """From a two-eval (or two-group) comparison: member → metric → the difference (value, low, high, n;
+    with groups also seeds and covers), the verdict, and the paired tasks."""
     (comparison,) = result["comparisons"]
     return {
         member: {
@@ -362,35 +479,88 @@ def _per_member_differences(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _run_start(run: Path) -> dict[str, Any] | None:
+    from ormix.runs import RunDirectory
+
+    return RunDirectory(run).start()
+
+
 def _build_study(
-    study_dir: Path, source: str, config: MixtureConfig, all_arms: Sequence[Arm], options: StudyOptions
+    study_dir: Path,
+    source: str,
+    config: MixtureConfig,
+    all_arms: Sequence[Arm],
+    options: StudyOptions,
+    start: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """study.json's content from whatever arms are done now."""
+    """study.json's content from whatever arms are done now.
+
+    Raises:
+        StudyError: done runs started from different models (unless ``allow_different_starts``).
+    """
     entries, matrix, done, metrics = [], {}, [], []
     members: list[str] = list(config.members)
     confidence = 0.95
+    starts: dict[str, Any] = {}
     for arm in all_arms:
-        run = arm_dir(study_dir, arm.name)
-        summary = _eval_summary(run) if arm_done(run, config.config_hash()) else None
+        runs = arm_runs(study_dir, arm.name, options.seeds)
+        finished = {seed: run for seed, run in runs if arm_done(run, config.config_hash())}
         entry = {
             **arm.as_dict(),
-            "run_dir": str(run),
+            "run_dir": str(arm_dir(study_dir, arm.name)),
             "file": str(study_dir / "mixtures" / f"{arm.name}.yaml"),
         }
-        entry["done"] = summary is not None
+        if options.seeds:
+            entry["runs"] = [
+                {"seed": seed, "run_dir": str(run), "done": seed in finished} for seed, run in runs
+            ]
+        for seed, run in finished.items():
+            starts[_run_name(arm.name, seed)] = _run_start(run)
+        entry["done"] = len(finished) == len(runs)
         entries.append(entry)
-        if summary is None:
+        if not entry["done"]:
             continue
         done.append(arm)
-        confidence = float(summary.get("confidence", confidence))
-        matrix[arm.name] = _member_metrics(summary)
+        summaries = [_eval_summary(run) or {} for _, run in runs]
+        confidence = float(summaries[0].get("confidence", confidence))
+        if len(runs) > 1:
+            from ormix.evaluation.compare import group_metrics, load_eval
+
+            matrix[arm.name] = group_metrics(
+                [load_eval(run / "eval") for _, run in runs], ks=options.k, seed=options.seed
+            )
+        else:
+            matrix[arm.name] = _member_metrics(summaries[0])
         for per_member in matrix[arm.name].values():
             metrics += [k for k in per_member if k not in metrics]
         members += [m for m in matrix[arm.name] if m not in members]
+    if start is not None and starts:
+        starts["the study's start"] = dict(start)  # the runs made elsewhere must start from it too
+    different = different_starts(starts)
+    if different and not options.allow_different_starts:
+        groups = "\n  ".join(
+            f"sha256 {digest[:12]}: {', '.join(runs)}"
+            + (
+                f" (from {(starts[runs[0]] or {}).get('path')})"
+                if starts[runs[0]]
+                else " (no start recorded)"
+            )
+            for digest, runs in different.items()
+        )
+        raise StudyError(
+            f"the runs of {study_dir} started from different models, so their differences would mix what "
+            f"each arm trained on with how its start differed:\n  {groups}\nrun the study again in a fresh "
+            "--out (every arm then starts from one start), or pass --allow-different-starts to compare "
+            "them anyway (study.md then says so)"
+        )
+    recorded = start or next((s for s in starts.values() if s), None)
     return {
         "mixture": config.name,
         "source": source,
         "options": _kept_options(options),
+        "start": dict(recorded) if recorded else None,
+        "different_starts": different,
+        "seeds": list(options.seeds),
         "budget": options.budget,
         "metric": options.metric,
         "metrics": metrics,
@@ -425,15 +595,16 @@ def _write_study(study_dir: Path, study: Mapping[str, Any], console: Any) -> lis
     return written
 
 
-def command_line(source: str, study_dir: Path, options: StudyOptions, arm: str | None = None) -> str:
-    """The `ormix ablate --run` command that runs (or continues) this study, or one ``arm`` of it.
+def command_line(source: str, study_dir: Path, options: StudyOptions) -> str:
+    """The `ormix ablate --run` command that runs (or continues) this study: its arms ``options.arms``
+    (``()``: every arm, the whole study).
 
     Example:
-        >>> options = StudyOptions(max_steps=2, k=(1, 4), settings={"save_steps": 1})
-        >>> command_line("mix.yaml", Path("studies/m"), options, "full").split(" --")
+        >>> options = StudyOptions(max_steps=2, k=(1, 4), settings={"save_steps": 1}, seeds=(0, 1))
+        >>> command_line("mix.yaml", Path("studies/m"), options).split(" --")
         ... # doctest: +NORMALIZE_WHITESPACE
         ['ormix ablate mix.yaml', 'run', 'out studies/m', 'leave-one-out -k 1,4', 'max-steps 2',
-         'set save_steps=1', 'arm full']
+         'seeds 0,1', 'set save_steps=1']
     """
     parts = ["ormix ablate", shlex.quote(source), "--run --out", shlex.quote(str(study_dir))]
     if options.leave_one_out:
@@ -446,23 +617,33 @@ def command_line(source: str, study_dir: Path, options: StudyOptions, arm: str |
         ("--max-steps", options.max_steps),
         ("--model", options.model),
         ("--warmup-sft", options.warmup_sft),
+        ("--seeds", ",".join(map(str, options.seeds)) or None),
     ):
         if value is not None:
             parts.append(f"{flag} {shlex.quote(str(value))}")
     if options.metric != "pass@1":
         parts.append(f"--metric {shlex.quote(options.metric)}")
+    if options.allow_different_starts:
+        parts.append("--allow-different-starts")
     for key, value in options.settings.items():
         text = json.dumps(value) if isinstance(value, (bool, type(None), list, dict)) else str(value)
         parts.append(f"--set {shlex.quote(f'{key}={text}')}")
-    if arm is not None:
-        parts.append(f"--arm {shlex.quote(arm)}")
+    parts += [f"--arm {shlex.quote(arm)}" for arm in options.arms]
     return " ".join(parts)
 
 
-def _train_arm(
-    arm: Arm, file: Path, run: Path, options: StudyOptions, console: Any, resume_command: str
+def _train_run(
+    name: str,
+    file: Path,
+    run: Path,
+    seed: int | None,
+    model: str | None,
+    options: StudyOptions,
+    console: Any,
+    resume_command: str,
 ) -> int:
-    """Train one arm into its run directory (resumed from its latest checkpoint, else started over)."""
+    """Train one run of an arm into its run directory from the study's start (resumed from its latest
+    checkpoint, else started over)."""
     from ormix.runs import RunDirectory
     from ormix.train import RunOptions, train
 
@@ -470,21 +651,22 @@ def _train_arm(
     if (run / "eval").exists():
         # An eval of a model this training replaces: it would resume as if it were the new model's.
         shutil.rmtree(run / "eval")
-        console.print(f"  {arm.name}: its eval was of an earlier model; removed")
+        console.print(f"  {name}: its eval was of an earlier model; removed")
     resume = overwrite = None
     if directory.holds_a_run():
         if directory.latest_checkpoint() is not None:
             resume = "latest"
-            console.print(f"  resuming {arm.name} from {directory.latest_checkpoint()}")
+            console.print(f"  resuming {name} from {directory.latest_checkpoint()}")
         else:
             overwrite = True
-            console.print(f"  {arm.name} stopped before its first checkpoint: starting it over")
+            console.print(f"  {name} stopped before its first checkpoint: starting it over")
     result = train(
         file,
         RunOptions(
-            model=options.model,
+            model=model,
             output_dir=run,
-            warmup_sft=options.warmup_sft,
+            warmup_sft=0,  # the study's one start is the warm start: no run makes its own
+            seed=seed,
             resume=resume,
             overwrite=bool(overwrite),
             report=options.report,
@@ -517,14 +699,40 @@ def _eval_arm(full_file: Path, full_hash: str, run: Path, options: StudyOptions,
     )
 
 
+def _study_start(
+    study_dir: Path, full_file: Path, config: MixtureConfig, options: StudyOptions, console: Any
+) -> tuple[dict[str, Any], str | None]:
+    """The study's one start (made now if it warm-starts and ``start/`` holds none): (its record, the
+    ``--model`` every run trains from)."""
+    from ormix.train.prepare import make_start
+
+    target = study_dir / "start"
+    steps = (
+        options.warmup_sft if options.warmup_sft is not None else getattr(config.warm_start, "sft_steps", 0)
+    )
+    if steps and not (target / "ormix-warm.json").is_file():
+        console.rule("the study's start: one warm start on the full mixture's train members")
+    record = make_start(full_file, target, model=options.model, steps=options.warmup_sft, console=console)
+    warm = record.get("warm_start") is not None
+    digest = record.get("sha256")
+    console.print(
+        f"every arm starts from {record['path']}"
+        + (f" (sha256 {digest[:12]})" if digest else "")
+        + ("" if warm else ": no warm start"),
+        highlight=False,
+    )
+    return record, (str(target) if warm else options.model)
+
+
 def run_study(
     path: str | Path, options: StudyOptions | None = None, *, console: Any | None = None, **option_fields: Any
 ) -> StudyResult:
     """Run (or continue, or merge) the study of the mixture file at ``path``; see the module docstring.
 
     Raises:
-        UsageError (StudyError, AblationError, MixtureConfigError, TrainConfigError...): bad options, a
-        study directory made with other options, an arm named that the study does not have.
+        UsageError (StudyError, AblationError, MixtureConfigError, TrainConfigError, WarmupError...): bad
+        options, a study directory made with other options, an arm named that the study does not have,
+        runs that started from different models.
     """
     from rich.console import Console
 
@@ -545,39 +753,68 @@ def run_study(
         (mixtures / f"{arm.name}.yaml").write_text(text)
     full_file = mixtures / f"{FULL}.yaml"
     full_hash = config.config_hash()  # what the eval manifests of this study's arms say
-    if not (study_dir / "study.json").is_file():
+    study_json = study_dir / "study.json"
+    start = json.loads(study_json.read_text()).get("start") if study_json.is_file() else None
+    if not study_json.is_file():
         # Written now, so that a study interrupted in its first arm still refuses other options.
-        _write_json(study_dir / "study.json", _build_study(study_dir, source, config, all_arms, opts))
+        _write_json(study_json, _build_study(study_dir, source, config, all_arms, opts))
+    # What continues it: the same arms as asked for now, and what finishes the whole study.
+    again = command_line(source, study_dir, opts)
+    whole = command_line(source, study_dir, replace(opts, arms=()))
     result = StudyResult(out_dir=study_dir, study={})
+    seeds = f", seeds {','.join(map(str, opts.seeds))}" if opts.seeds else ""
     console.print(
         f"[bold]ormix ablate --run[/bold] {config.name}: {len(all_arms)} arm(s) "
-        f"({', '.join(a.name for a in all_arms)}), budget {opts.budget}; study directory {study_dir}"
+        f"({', '.join(a.name for a in all_arms)}), budget {opts.budget}{seeds}; study directory {study_dir}"
     )
-    for index, arm in enumerate(chosen, 1):
-        run = arm_dir(study_dir, arm.name)
-        label = f"arm {arm.name} ({index}/{len(chosen)})"
-        if arm_done(run, full_hash):
-            console.print(f"{label}: done already (model and eval in {run}); skipped")
-            result.skipped.append(arm.name)
-            continue
-        console.rule(f"{label}: trains on {', '.join(arm.config.train_members)}; {arm.budget}")
-        if not (run / "model").is_dir():
-            command = command_line(source, study_dir, opts, arm.name)
-            status = _train_arm(arm, mixtures / f"{arm.name}.yaml", run, opts, console, command)
-            if status in (130, 143) or not (run / "model").is_dir():
-                console.print(f"[yellow]{arm.name} stopped[/yellow]; run the study again to continue it")
-                result.exit_status = status or 1
-                break
-        console.print(f"{label}: evaluating on every member's eval tasks (the full mixture's)")
-        _eval_arm(full_file, full_hash, run, opts, console)
-        result.ran.append(arm.name)
-    result.study = _build_study(study_dir, source, config, all_arms, opts)
+    model: str | None = None
+    made = False
+    try:
+        for index, arm in enumerate(chosen, 1):
+            for seed, run in arm_runs(study_dir, arm.name, opts.seeds):
+                name = _run_name(arm.name, seed)
+                label = f"arm {name} ({index}/{len(chosen)})"
+                if arm_done(run, full_hash):
+                    console.print(f"{label}: done already (model and eval in {run}); skipped")
+                    result.skipped.append(name)
+                    continue
+                if not made:  # the start, once, before the first run that needs it
+                    start, model = _study_start(study_dir, full_file, config, opts, console)
+                    made = True
+                console.rule(f"{label}: trains on {', '.join(arm.config.train_members)}; {arm.budget}")
+                if not (run / "model").is_dir():
+                    status = _train_run(
+                        name, mixtures / f"{arm.name}.yaml", run, seed, model, opts, console, again
+                    )
+                    if status in (130, 143) or not (run / "model").is_dir():
+                        console.print(f"[yellow]{name} stopped[/yellow]; continue the study with:\n  {again}")
+                        result.exit_status = status or 1
+                        raise _Stopped
+                console.print(f"{label}: evaluating on every member's eval tasks (the full mixture's)")
+                _eval_arm(full_file, full_hash, run, opts, console)
+                result.ran.append(name)
+    except _Stopped:
+        pass
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted[/yellow]: continue the study with:\n  {again}", highlight=False)
+        result.exit_status = 130
+    result.study = _build_study(study_dir, source, config, all_arms, opts, start)
+    result.study["command"] = whole
     written = _write_study(study_dir, result.study, console)
     _print_study(result.study, console)
     console.print(f"study: {', '.join(str(p) for p in written)}")
-    if result.exit_status == 0 and not all(arm_done(arm_dir(study_dir, a.name), full_hash) for a in chosen):
+    if result.exit_status == 0 and not all(
+        arm_done(run, full_hash) for a in chosen for _, run in arm_runs(study_dir, a.name, opts.seeds)
+    ):
         result.exit_status = 1
+    rest = [a["name"] for a in result.study["arms"] if not a.get("done")]
+    if result.exit_status == 0 and rest:
+        console.print(f"arms not done yet: {', '.join(rest)}; run them with:\n  {whole}", highlight=False)
     return result
+
+
+class _Stopped(Exception):
+    """A run stopped (Ctrl-C, SIGTERM, a failure): the study writes what is done and stops."""
 
 
 def _print_study(study: Mapping[str, Any], console: Any) -> None:
@@ -625,8 +862,8 @@ def study_command(
     except OrmixError as e:
         console.print(f"[red]error:[/red] {e}", highlight=False)
         return exit_status(e)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]: run the study again to continue it")
+    except KeyboardInterrupt:  # outside a run (a run's own Ctrl-C is handled by run_study)
+        console.print("[yellow]interrupted[/yellow]: run the same command again to continue the study")
         return 130
     except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
         if debug or os.environ.get("ORMIX_DEBUG"):

@@ -22,12 +22,25 @@ from ormix.evaluation.summary import TaskKey  # a task's identity in an eval: (m
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.config import MixtureConfig
     from ormix.mixture import MixtureSpec
+    from ormix.mixture.mixture import EvalSet
     from ormix.spec import OpenRewardSpec
 
-__all__ = ["TEST_SPLIT", "EvalTasks", "TaskKey", "eval_tasks", "interleaved_chunks", "task_key"]
+__all__ = [
+    "DEFAULT_EVAL_SET",
+    "TEST_SPLIT",
+    "EvalTasks",
+    "TaskKey",
+    "default_eval_set",
+    "eval_tasks",
+    "interleaved_chunks",
+    "task_key",
+]
 
 #: The split a member without an eval set is evaluated on, when its environment has it.
 TEST_SPLIT = "test"
+
+#: A member's eval set when it has no ``eval:`` (said where the servers are not asked).
+DEFAULT_EVAL_SET = "no eval: set: its environment's test split if it has one, else its training tasks"
 
 
 @dataclass(frozen=True)
@@ -157,6 +170,40 @@ def eval_tasks(
     if not out:
         raise NoEvalTasksError("no member to evaluate: --members picked none")
     return out
+
+
+def default_eval_set(mix: MixtureSpec, member: str) -> EvalSet:
+    """The eval set `ormix eval` and `ormix train` use for ``member`` (asks its server): its ``eval:`` set
+    (`MixtureSpec.eval_set`), else the ``test`` split of its environment, else its training tasks, as an
+    `ormix.mixture.EvalSet` (what `ormix inspect` and `ormix check` show).
+
+    Raises:
+        NoEvalTasksError (no task there); `ormix.errors.MixtureError` for an ``eval:`` set its environment
+        cannot give.
+
+    Example:
+        >>> from ormix.mixture import MixtureSpec
+        >>> from ormix.spec import OpenRewardSpec
+        >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", num_tasks=2, local_serve="thread")})
+        >>> found = default_eval_set(mix, "echo")
+        >>> found.split, found.task_indices, found.overlap
+        ('test', (0, 1, 2, 3), 0)
+    """
+    from ormix.mixture.mixture import EvalSet
+
+    if mix.config.members[member].evaluates:
+        return mix.eval_set(member)
+    tasks = eval_tasks(mix, members=[member])[member]
+    trained = set(mix.spec(member).task_indices) if tasks.split == mix.spec(member).split else set()
+    source = {
+        "test split": f"split {tasks.split!r}: no eval: set, so its environment's test split",
+        "train tasks": "its training tasks: no eval: set and no test split",
+    }.get(tasks.source, tasks.source)
+    overlap = len(trained & set(tasks.indices))
+    notes = (
+        (f"{member}: evaluated on the tasks it trains on (no eval: set, no test split)",) if overlap else ()
+    )
+    return EvalSet(member, tasks.split, tasks.indices, source, overlap, notes)
 
 
 def _selection(mix: MixtureSpec, member: str, split: str | None) -> tuple[OpenRewardSpec, str]:

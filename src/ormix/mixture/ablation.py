@@ -261,6 +261,13 @@ def arm_file_text(arm: Arm, source: str) -> tuple[str, str]:
         f"budget: {arm.budget}\n"
         f"manifest hash: {digest}"
     )
+    warm = config.warm_start
+    if warm is not None and warm.sft_steps > 0:
+        # Arms compare only from one start: this file's own warm start would be SFT on its members alone.
+        header += (
+            "\nwarm start: arms compare only from ONE start (`ormix ablate --run` makes it, on the full "
+            "mixture);\ntrain this file alone with `--model STUDY/start --warmup-sft 0`"
+        )
     return config.to_yaml(header=header), digest
 
 

@@ -53,6 +53,7 @@ class ScoredBatch:
         rewards: what the function returned for each rollout (`None` for other members' rollouts).
         mine: ``(position, episode)`` of this member's rollouts.
         prompts, trainer_state, log_metric: as TRL passed them (``log_metric`` pools over processes).
+        completions: TRL's completions of the whole batch (message lists, tool results included), or `None`.
     """
 
     member: str
@@ -62,6 +63,7 @@ class ScoredBatch:
     prompts: Sequence[Any] | None = None
     trainer_state: Any = None
     log_metric: Callable[[str, float], None] | None = None
+    completions: Sequence[Any] | None = None
 
 
 class RolloutObserver(Protocol):
@@ -111,6 +113,7 @@ class RewardFunction:
         prompts: Sequence[Any] | None = None,
         trainer_state: Any = None,
         log_metric: Callable[[str, float], None] | None = None,
+        completions: Sequence[Any] | None = None,
         **_: Any,
     ) -> list[float | None]:
         environments = list(environments or [])
@@ -125,7 +128,9 @@ class RewardFunction:
                 training_reward(episode.outcome, scale=self.scale, unscored_reward=self.unscored_reward)
             )
             mine.append((i, episode))
-        batch = ScoredBatch(self.member, environments, rewards, mine, prompts, trainer_state, log_metric)
+        batch = ScoredBatch(
+            self.member, environments, rewards, mine, prompts, trainer_state, log_metric, completions
+        )
         for observe in list(self.observers):
             observe(batch)
         return rewards

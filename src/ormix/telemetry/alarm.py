@@ -1,29 +1,50 @@
-"""The coverage alarm: a member whose coverage stays low or error rate high for k logging steps (pure).
+"""The alarms (pure): the coverage alarm (a member whose coverage stays low or error rate high for k logging
+steps) and the no-learning alarm (a member whose GRPO groups all teach nothing, or a gradient of 0, for N
+logging steps; trained weights equal to the start).
 
 Example:
     >>> tracker = AlarmTracker(TelemetryConfig(max_error_rate=0.5, consecutive_steps=1), ["seta"])
     >>> [a.member for a in tracker.update(1, {"ormix/seta/error_rate": 0.9})]
     ['seta']
+    >>> learning = LearningTracker(TelemetryConfig(no_learning_steps=1), ["seta"])
+    >>> [a.kind for a in learning.update(1, {"ormix/seta/informative_groups": 0.0, "grad_norm": 0.0})]
+    ['uninformative', 'zero_grad']
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from ormix.config import TelemetryConfig
 from ormix.telemetry.metrics import call_failures, dominant_cause, metric_key
 
-__all__ = ["Alarm", "AlarmTracker", "CoverageAlarmWarning"]
+__all__ = [
+    "Alarm",
+    "AlarmTracker",
+    "CoverageAlarmWarning",
+    "LearningTracker",
+    "NoLearningAlarm",
+    "NoLearningWarning",
+    "OrmixAlarmWarning",
+    "UnscoredRolloutsWarning",
+    "unchanged_weights_alarm",
+    "unscored_notice",
+]
+
+
+class OrmixAlarmWarning(UserWarning):
+    """What ormix warns of while training (`ormix train` prints these as console lines, between the steps)."""
+
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────
 # Coverage alarm
 
 
-class CoverageAlarmWarning(UserWarning):
+class CoverageAlarmWarning(OrmixAlarmWarning):
     """A member's coverage stayed below / error rate above the configured threshold for k logging steps."""
 
 
@@ -168,3 +189,188 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return None
     return float(value)
+
+
+# ──────────────────────────────────────────────────────────────────────────────────────────────────────────
+# No-learning alarm
+
+
+class NoLearningWarning(OrmixAlarmWarning):
+    """Training learned nothing: a member's groups all uninformative, or ``grad_norm`` 0, for N logging steps,
+    or trained weights equal to the start."""
+
+
+class UnscoredRolloutsWarning(OrmixAlarmWarning):
+    """Rollouts ended without a reward: ormix's words for TRL's "All reward functions returned None" warnings,
+    which it leaves out of the console (`unscored_notice`)."""
+
+
+@dataclass(frozen=True)
+class NoLearningAlarm:
+    """One no-learning alarm: ``kind`` ``uninformative`` (a member's groups), ``zero_grad`` (the run's
+    gradient) or ``unchanged_weights`` (at the end); ``member`` is ``None`` for the run-wide kinds.
+
+    Example:
+        >>> alarm = NoLearningAlarm(5, "echo", "uninformative", 5, "every group was solved (reward 1.00)")
+        >>> alarm.message[:62]
+        "ormix: nothing to learn from 'echo': none of its GRPO groups w"
+    """
+
+    step: int
+    member: str | None
+    kind: str
+    consecutive_steps: int
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        """The warning text: what did not happen, for how long, and what it usually means."""
+        steps = f"{self.consecutive_steps} consecutive logging step(s) (step {self.step}"
+        if self.kind == "uninformative":
+            return (
+                f"ormix: nothing to learn from {self.member!r}: none of its GRPO groups was informative "
+                f"(every group's rewards were equal, so every advantage is 0) for {steps}); {self.detail}"
+            )
+        if self.kind == "zero_grad":
+            return (
+                f"ormix: no learning: grad_norm 0 for {steps}{self.detail}): GRPO changed no weight "
+                "(usually: no group's rewards differed, so every advantage was 0)"
+            )
+        return (
+            "ormix: no learning: the trained weights equal the weights training started from "
+            f"({self.detail}): GRPO changed nothing (no informative group, grad_norm 0 or learning_rate 0)"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (for ``alarms.jsonl``, which the report lists)."""
+        return {**asdict(self), "alarm": "no_learning", "message": self.message}
+
+
+def _why_uninformative(coverage: float | None, reward: float | None) -> str:
+    """Why a member's groups teach nothing, from its coverage and mean scored reward."""
+    if coverage == 0:
+        return "no rollout of it was scored (coverage 0): GRPO has no reward to learn from"
+    if reward is not None and coverage == 1:
+        return f"its scored rollouts all got the same reward within each group (mean reward {reward:.2f})"
+    if reward is not None:
+        return (
+            f"its scored rollouts (coverage {coverage:.2f}) got the same reward within each group (mean "
+            f"reward {reward:.2f})"
+        )
+    return "its groups had fewer than 2 scored rollouts or equal rewards"
+
+
+class LearningTracker:
+    """Counts consecutive logging steps in which nothing could be learned, and raises a `NoLearningAlarm` when
+    a streak reaches ``config.no_learning_steps`` (``None``: off).
+
+    Per member: ``ormix/<member>/informative_groups`` is 0 (none of its groups' rewards differ). For the run:
+    ``grad_norm`` is 0. A logging step without the value neither extends nor breaks a streak; after firing,
+    a streak stays quiet until a good step. ``state`` / ``load_state`` carry the counters (and the start's
+    weight fingerprint, `unchanged_weights_alarm`) across a resume.
+
+    Example:
+        >>> t = LearningTracker(TelemetryConfig(no_learning_steps=2), ["a"])
+        >>> t.update(1, {"ormix/a/informative_groups": 0.0}), t.update(2, {"ormix/a/informative_groups": 0.5})
+        ([], [])
+        >>> t.update(3, {"ormix/a/informative_groups": 0.0})
+        []
+        >>> [a.member for a in t.update(4, {"ormix/a/informative_groups": 0.0, "ormix/a/coverage": 0.0})]
+        ['a']
+    """
+
+    #: The streak key of the run-wide gradient.
+    GRAD = "grad_norm"
+
+    def __init__(self, config: TelemetryConfig, members: Iterable[str]) -> None:
+        self.steps = config.no_learning_steps
+        self.members = list(members)
+        self.streak: dict[str, int] = dict.fromkeys([*self.members, self.GRAD], 0)
+        self.start: list[list[float]] | None = None
+
+    def state(self) -> dict[str, Any]:
+        """The counters and the start's fingerprint, as JSON data (saved with checkpoints).
+
+        Example:
+            >>> t = LearningTracker(TelemetryConfig(), ["a"])
+            >>> t.load_state({"streak": {"a": 2, "grad_norm": 1}, "start": [[1.0, 2.0]]}); t.state()["streak"]
+            {'a': 2, 'grad_norm': 1}
+        """
+        return {"streak": dict(self.streak), "start": self.start}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state`` (members no longer in the mixture are ignored)."""
+        for key, streak in dict(state.get("streak", {})).items():
+            if key in self.streak:
+                self.streak[key] = int(streak)
+        start = state.get("start")
+        if isinstance(start, list):
+            self.start = [[float(v) for v in pair] for pair in start]
+
+    def _count(self, key: str, bad: bool) -> bool:
+        """Extend or break one streak; whether it reaches the threshold now."""
+        if not bad:
+            self.streak[key] = 0
+            return False
+        self.streak[key] += 1
+        return self.steps is not None and self.streak[key] == self.steps
+
+    def update(self, step: int, logs: Mapping[str, Any]) -> list[NoLearningAlarm]:
+        """Feed one logging step's (pooled) logs; returns the alarms that fire now."""
+        if self.steps is None:
+            return []
+        fired: list[NoLearningAlarm] = []
+        for member in self.members:
+            informative = _number(logs.get(metric_key(member, "informative_groups")))
+            if informative is None:
+                continue
+            if self._count(member, informative == 0):
+                coverage = _number(logs.get(metric_key(member, "coverage")))
+                reward = _number(logs.get(metric_key(member, "reward")))
+                detail = _why_uninformative(coverage, reward)
+                fired.append(NoLearningAlarm(step, member, "uninformative", self.steps, detail))
+        grad = _number(logs.get("grad_norm"))
+        if grad is not None and self._count(self.GRAD, grad == 0):
+            loss = _number(logs.get("loss"))
+            detail = f", loss {loss:g}" if loss is not None else ""
+            fired.append(NoLearningAlarm(step, None, "zero_grad", self.steps, detail))
+        return fired
+
+
+def unchanged_weights_alarm(
+    start: Sequence[Sequence[float]] | None, end: Sequence[Sequence[float]], step: int
+) -> NoLearningAlarm | None:
+    """The alarm when the weights at the end of training equal those at its start, compared by their
+    fingerprints (per tensor: the sum and the sum of squares of its values, in float64); ``None`` when they
+    differ or nothing was fingerprinted.
+
+    Example:
+        >>> unchanged_weights_alarm([[1.0, 2.0]], [[1.0, 2.0]], 4).kind
+        'unchanged_weights'
+        >>> unchanged_weights_alarm([[1.0, 2.0]], [[1.0, 2.5]], 4) is None
+        True
+    """
+    if not start or not end or len(start) != len(end):
+        return None
+    if any(list(a) != list(b) for a, b in zip(start, end, strict=True)):
+        return None
+    return NoLearningAlarm(step, None, "unchanged_weights", 0, f"{len(end)} tensors compared at step {step}")
+
+
+def unscored_notice(dropped: int, step: int | None = None) -> str:
+    """ormix's words for TRL's "All reward functions returned None" warnings, which it leaves out of the
+    console (TRL prints one, with a whole prompt and completion, per batch that has an unscored rollout):
+    at ``step`` the first time, without it for the run's total.
+
+    Example:
+        >>> unscored_notice(3, 1)[:62]
+        'ormix: step 1: rollouts ended without a reward: TRL warned "Al'
+    """
+    where = f"step {step}: " if step is not None else ""
+    so_far = "so far" if step is not None else "in this training"
+    return (
+        f'ormix: {where}rollouts ended without a reward: TRL warned "All reward functions returned None" '
+        f"{dropped} time(s) {so_far}; ormix leaves those warnings out and counts the rollouts per member as "
+        "coverage (ormix/<member>/coverage): GRPO learns nothing from them; `ormix check FILE` calls the "
+        "environment's tools" + ("; later ones are counted, not said again" if step is not None else "")
+    )

@@ -7,9 +7,11 @@ through TRL's ``log_metric`` (`ormix.telemetry.metrics`), and, once a trainer ca
 `TelemetryRun` (`ormix.integrations.trl.TelemetryCallback`), appends the records to the run's file and
 counts failure causes for the coverage alarm. This is the only module of `ormix.telemetry` that does I/O.
 
-An infrastructure error is never a reward: records carry its `None`. Records never hold tool arguments,
-prompts or completions, and every known secret value (the spec's `secrets=`, its `api_key`,
-`OPENREWARD_API_KEY`) is replaced by ``[redacted]`` in any text they keep.
+An infrastructure error is never a reward: records carry its `None`. Training records hold no tool
+arguments, prompts or completions (TRL's completion log has a step's text); an evaluation's records carry
+their ``prompt`` and ``completion`` (TRL keeps no text of evaluations), for `ormix show`. Every known secret
+value (the spec's `secrets=`, its `api_key`, `OPENREWARD_API_KEY`) is replaced by ``[redacted]`` in any
+text they keep.
 
 Example:
     >>> run = TelemetryRun(None, rank=0, num_generations=4)
@@ -232,6 +234,17 @@ def rollout_record(
     return record
 
 
+def _redacted(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` (chat messages) as JSON data, every string in it redacted."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, Mapping):
+        return {str(k): _redacted(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(v, secrets) for v in value]
+    return value if value is None or isinstance(value, (bool, int, float)) else str(value)
+
+
 def _clip(text: str | None) -> str | None:
     if text is None or len(text) <= _DETAIL_LIMIT:
         return text
@@ -313,6 +326,13 @@ class TelemetryObserver:
             )
             for i, episode in batch.mine
         ]
+        completions = batch.completions
+        if mode == "eval" and completions is not None and len(completions) == n:
+            # An evaluation's text is kept in its records: TRL logs none of it (`ormix show` reads it).
+            for record, (i, _) in zip(records, batch.mine, strict=True):
+                prompt = prompts[i] if prompts is not None and len(prompts) == n else None
+                record["prompt"] = _redacted(prompt, secrets)
+                record["completion"] = _redacted(completions[i], secrets)
         values = member_values(records, self.member, n)
         if batch.log_metric is not None:
             for metric, metric_values in values.items():

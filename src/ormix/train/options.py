@@ -40,8 +40,12 @@ class RunOptions:
         save_on_interrupt: on Ctrl-C, save the last completed step as a checkpoint.
         report: print the report at the end.
         resume_command: the command printed to resume a stopped run (default: built from the arguments).
-        evaluate: run the evaluations of the mixture's eval sets that its ``evaluation:`` asks for (after
-            training by default; `EvaluationConfig`); ``False`` skips them.
+        evaluate: run the evals around training that the mixture asks for (its ``evaluation:``, or a member's
+            ``eval:`` set: after training by default; `EvaluationConfig`) on `ormix eval`'s default eval set;
+            ``False`` skips them (the manifest says so).
+        seed: the training seed (GRPOConfig ``seed``: sampling, dropout, data order) over the file's; the
+            mixture's plan rows, the warm start and the evals keep the mixture's seed, so runs that differ
+            only in ``seed`` train on the same rows from the same start. A resumed run keeps its seed.
         vllm_url: train with TRL's `AsyncGRPOTrainer` (`ormix.integrations.trl.async_grpo`) against the
             vLLM server at this URL, or ``"standin"`` for ormix's stand-in (`ormix.demo.vllm_standin`: the
             model served by transformers, for machines without vLLM); ``None``: the sync trainer.
@@ -69,6 +73,7 @@ class RunOptions:
     resume_command: str | None = None
     evaluate: bool = True
     vllm_url: str | None = None
+    seed: int | None = None
 
 
 @dataclass
@@ -87,6 +92,10 @@ class TrainResult:
         resumed_from: The checkpoint this run continued from.
         eval_before, eval: The eval directories of the model before and after training (`EvaluationConfig`),
             when the mixture has eval sets and they ran.
+        evaluation: What the evals around training did, as the manifest records it: per phase (``before``,
+            ``after``) ``ran`` and either the members evaluated (split, task count) or the ``reason`` it
+            did not run.
+        no_learning: The no-learning alarms' messages (`ormix.telemetry.alarm.NoLearningAlarm`), in order.
     """
 
     run_dir: Path
@@ -100,6 +109,8 @@ class TrainResult:
     resumed_from: Path | None = None
     eval_before: Path | None = None
     eval: Path | None = None
+    evaluation: dict[str, dict[str, Any]] = field(default_factory=dict)
+    no_learning: list[str] = field(default_factory=list)
 
     @property
     def never_scored(self) -> list[str]:

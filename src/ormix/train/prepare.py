@@ -1,6 +1,8 @@
 """Everything before the trainer: the checks that need no server (`plan_run`: settings, plan length, warm
 start, model, run directory) and the start (`start_run`: servers contacted, manifest written, model warmed
-up). A start that fails leaves nothing that would refuse the retry (`clear_failed_start`)."""
+up, the model GRPO starts from recorded in the manifest as ``start`` by path and content hash:
+`start_record`). A start that fails leaves nothing that would refuse the retry (`clear_failed_start`).
+A study's one start for all its arms is `make_start`."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ormix.config.trainer_rules import plan_length_problem
 from ormix.errors import TrainConfigError
-from ormix.runs import RunDirectory, default_run_dir
+from ormix.runs import RunDirectory, default_run_dir, weights_sha256
 from ormix.train.options import RunOptions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -26,10 +28,15 @@ __all__ = [
     "clear_failed_start",
     "earlier_overrides",
     "load_run_config",
+    "make_start",
     "model_problem",
     "plan_run",
+    "start_record",
     "start_run",
 ]
+
+#: What a warm-started model directory holds beside the weights (`ormix.demo.warmup.WARM_MARKER`).
+_WARM_MARKER = "ormix-warm.json"
 
 
 def load_run_config(
@@ -68,6 +75,7 @@ class PlannedRun:
     rank: int
     checkpoint: Path | None = None
     changes: list[str] = field(default_factory=list)
+    warm_seed: int = 0  # the warm start's seed: the mixture's (or --set seed), never --seed
 
 
 def plan_run(mix: MixtureSpec, opts: RunOptions) -> PlannedRun:
@@ -80,6 +88,11 @@ def plan_run(mix: MixtureSpec, opts: RunOptions) -> PlannedRun:
     merged = {**file_settings, **opts.settings}
     if opts.max_steps is not None:
         merged["max_steps"] = opts.max_steps
+    # --seed is GRPO's seed only: the warm start (shared by a study's seeds), the plan's rows and the eval
+    # keep theirs.
+    warm_seed = int(merged.get("seed", getattr(mix, "seed", 0)))
+    if opts.seed is not None:
+        merged["seed"] = opts.seed
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if opts.output_dir is None and (world_size > 1 or opts.resume is not None):
         why = f"{world_size} processes" if world_size > 1 else "--resume"
@@ -108,7 +121,14 @@ def plan_run(mix: MixtureSpec, opts: RunOptions) -> PlannedRun:
     if sft > 0 and opts.resume is None:
         _check_references(mix)
     run = PlannedRun(
-        RunDirectory(run_dir), args, notes, model, sft, fraction, int(os.environ.get("RANK", "0"))
+        RunDirectory(run_dir),
+        args,
+        notes,
+        model,
+        sft,
+        fraction,
+        int(os.environ.get("RANK", "0")),
+        warm_seed=warm_seed,
     )
     if run.rank == 0 or opts.resume is not None:
         run.checkpoint, run.changes = run.dir.prepare(
@@ -197,7 +217,8 @@ def earlier_overrides(opts: RunOptions) -> RunOptions:
     stored = (RunDirectory(opts.output_dir).read_manifest() or {}).get("overrides") or {}
     settings = {**stored.get("settings", {}), **opts.settings}
     max_steps = opts.max_steps if opts.max_steps is not None else stored.get("max_steps")
-    return replace(opts, settings=settings, max_steps=max_steps)
+    seed = opts.seed if opts.seed is not None else stored.get("seed")
+    return replace(opts, settings=settings, max_steps=max_steps, seed=seed)
 
 
 def clear_failed_start(run: PlannedRun, created: bool) -> None:
@@ -215,7 +236,7 @@ def clear_failed_start(run: PlannedRun, created: bool) -> None:
 
 def start_run(mix: MixtureSpec, run: PlannedRun, opts: RunOptions, console: Any) -> tuple[Any, Any]:
     """Contact the servers, write the manifest and train args, warm the model up: (model, tokenizer)."""
-    from ormix.demo.tiny import resolve_model
+    from ormix.demo.tiny import TINY_MODEL, resolve_model
 
     model_path = resolve_model(run.model)
     console.print(
@@ -246,6 +267,8 @@ def start_run(mix: MixtureSpec, run: PlannedRun, opts: RunOptions, console: Any)
     overrides: dict[str, Any] = {"settings": dict(opts.settings)}
     if opts.max_steps is not None:
         overrides["max_steps"] = opts.max_steps
+    if opts.seed is not None:
+        overrides["seed"] = opts.seed
     manifest["overrides"] = overrides  # what `--resume` applies again
     if run.checkpoint is not None and opts.settings:
         shown = ", ".join(f"{k}={v}" for k, v in opts.settings.items())
@@ -261,19 +284,147 @@ def start_run(mix: MixtureSpec, run: PlannedRun, opts: RunOptions, console: Any)
         f"{'cpu' if args.use_cpu else 'gpu'}{', vLLM' if getattr(args, 'use_vllm', False) else ''}"
         f"{f', async ({opts.vllm_url})' if opts.vllm_url else ''}"
     )
+    base = run.model or TINY_MODEL
     if run.warmup_sft == 0 or run.checkpoint is not None:
+        if run.checkpoint is None and run.rank == 0:  # hashing the weights once is enough
+            _record_start(run, manifest, start_record(model_path, base=base), console)
         return model_path, None
-    from ormix.demo.warmup import warmup_sft
+    from ormix.demo.warmup import warm_start
 
     warm = mix.config.warm_start
-    return warmup_sft(
+    done = warm_start(
         mix,
         model_path,
         steps=run.warmup_sft,
         console=console,
-        seed=args.seed,
+        seed=run.warm_seed,
         use_cpu=bool(args.use_cpu),
         max_completion_length=args.max_completion_length,
         fraction=run.warmup_fraction,
         near_misses=warm.near_misses if warm is not None else False,
     )
+    assert done.path is not None  # cached: the start is a directory the manifest can name
+    if run.rank == 0:
+        # How this run's warm start was made: a cached one's file may be of a run with another budget.
+        record = {**start_record(done.path, base=base), "warm_start": done.made}
+        _record_start(run, manifest, record, console)
+    return done.model, done.tokenizer
+
+
+def _record_start(run: PlannedRun, manifest: dict[str, Any], start: dict[str, Any], console: Any) -> None:
+    """The model GRPO starts from, in the manifest (written again; rank 0 only) and on the console."""
+    digest = start.get("sha256")
+    console.print(
+        f"  start: {start['path']} ({f'sha256 {digest[:12]}' if digest else 'no local weights to hash'})",
+        highlight=False,
+    )
+    manifest["start"] = start
+    run.dir.manifest_path.write_text(json.dumps(manifest, indent=2, default=str) + "\n")
+
+
+def _hub_snapshot(model: str) -> Path | None:
+    """The local directory of a hub model's cached snapshot (``None``: not cached)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(model, "config.json")
+    except Exception:  # noqa: BLE001 - not a hub id, no cache: nothing to hash
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def start_record(model_path: str | os.PathLike[str], *, base: str) -> dict[str, Any]:
+    """What a run's manifest records (``start``) of the model GRPO starts from: its ``path`` (a directory,
+    or a hub id), ``sha256`` of its weights (`ormix.runs.weights_sha256`; a hub id's cached snapshot;
+    ``None`` when no weights are here), the ``base`` model asked for, and ``warm_start``: how a warm start
+    made it (what its ``ormix-warm.json`` says), else ``None``.
+
+    Example:
+        >>> import tempfile
+        >>> d = Path(tempfile.mkdtemp())
+        >>> _ = (d / "model.safetensors").write_bytes(b"weights")
+        >>> record = start_record(d, base="ormix:tiny")
+        >>> record["sha256"][:12], record["warm_start"]
+        ('80179a942440', None)
+    """
+    path = Path(model_path).expanduser()
+    local = path if path.is_dir() else _hub_snapshot(str(model_path))
+    made = None
+    if path.is_dir():
+        try:
+            made = json.loads((path / _WARM_MARKER).read_text()).get("warm_start")
+        except (OSError, ValueError, AttributeError):
+            made = None
+    return {
+        "path": str(path.resolve()) if path.is_dir() else str(model_path),
+        "sha256": weights_sha256(local) if local is not None else None,
+        "base": base,
+        "warm_start": made,
+    }
+
+
+def make_start(
+    path: str | Path, out: str | Path, *, model: str | None, steps: int | None, console: Any
+) -> dict[str, Any]:
+    """A study's one start (`ormix.evaluation.study`): the warm start of the mixture file at ``path`` on its
+    train members (``steps``, else the file's ``warm_start``; its fraction and near misses; the mixture's
+    seed), from ``model`` (``None``: the tiny model), saved into ``out``; or, with no warm start, ``model``
+    itself. Returns the start's record (`start_record`). An ``out`` that holds a start already is kept.
+
+    Example:
+        Not run as a doctest: the warm start trains a torch model.
+
+        >>> make_start("studies/x/mixtures/full.yaml", "studies/x/start", model=None, steps=20,
+        ...            console=Console())["sha256"]                                    # doctest: +SKIP
+    """
+    import shutil
+    import tempfile
+
+    from ormix.demo.tiny import TINY_MODEL, resolve_model
+    from ormix.integrations.trl.args import build_grpo_config
+    from ormix.mixture import MixtureSpec
+
+    base = model or TINY_MODEL
+    model = None if model in (None, TINY_MODEL) else model
+    config = load_run_config(path)
+    warm = config.warm_start
+    sft = steps if steps is not None else (warm.sft_steps if warm else 0)
+    if sft < 0:
+        raise TrainConfigError(f"--warmup-sft is >= 0; got {sft}")
+    if model is not None:
+        problem = model_problem(model)
+        if problem:
+            raise TrainConfigError(problem)
+    model_path = resolve_model(model)
+    if sft == 0:
+        return start_record(model_path, base=base)
+    target = Path(out)
+    if (target / _WARM_MARKER).is_file():
+        return start_record(target, base=base)
+    from ormix.demo.warmup import warm_start
+
+    mix = MixtureSpec.from_config(config)
+    try:
+        _check_references(mix)
+        with tempfile.TemporaryDirectory(prefix="ormix-start-") as scratch:
+            args, _ = build_grpo_config(mix, dict(config.train), output_dir=scratch, model=model)
+        done = warm_start(
+            mix,
+            model_path,
+            steps=sft,
+            console=console,
+            seed=int(args.seed),
+            use_cpu=bool(args.use_cpu),
+            max_completion_length=args.max_completion_length,
+            fraction=warm.fraction if warm is not None else 1.0,
+            near_misses=warm.near_misses if warm is not None else False,
+        )
+    finally:
+        mix.close()
+    assert done.path is not None
+    tmp = target.with_name(target.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(done.path, tmp)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return start_record(target, base=base)

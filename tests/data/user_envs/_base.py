@@ -1,7 +1,8 @@
 """The shared part of the broken user environments: two tasks, a prompt, one good `answer` tool.
 
 Each `broken_*.py` next to it subclasses `Reverse` and makes one mistake a new user makes; `good.py` makes
-none. Tests (tests/diagnostics/test_user_envs.py) run `ormix check`, `inspect` and `train` on each.
+none. Tests (tests/diagnostics/test_user_envs.py, test_check_exit_codes.py) run `ormix check`, `inspect`,
+`train` and `eval --policy reference` on them.
 """
 
 from __future__ import annotations

@@ -25,7 +25,17 @@ from ormix.config import TelemetryConfig
 from ormix.config.trainer_rules import columns_problem, plan_length_problem, shuffle_problem
 from ormix.errors import TrainConfigError
 from ormix.runs import checkpoint_path
-from ormix.telemetry.alarm import Alarm, AlarmTracker, CoverageAlarmWarning
+from ormix.telemetry.alarm import (
+    Alarm,
+    AlarmTracker,
+    CoverageAlarmWarning,
+    LearningTracker,
+    NoLearningAlarm,
+    NoLearningWarning,
+    UnscoredRolloutsWarning,
+    unchanged_weights_alarm,
+    unscored_notice,
+)
 from ormix.telemetry.records import TelemetryObserver, TelemetryRun
 
 __all__ = [
@@ -39,6 +49,7 @@ __all__ = [
     "eval_metrics",
     "every_rank",
     "trl_notices_filtered",
+    "weight_fingerprint",
 ]
 
 logger = logging.getLogger("ormix.telemetry")
@@ -217,6 +228,39 @@ def _is_eval_entry(logs: Mapping[str, Any]) -> bool:
     return any(k.startswith("eval_") for k in logs)
 
 
+def weight_fingerprint(model: Any) -> list[list[float]] | None:
+    """Per parameter tensor of ``model``: the sum and the sum of squares of its values, in float64 (what the
+    no-learning alarm compares between the start and the end of training; equal fingerprints mean unchanged
+    weights, bar a coincidence no update makes). ``None`` when the parameters are not all here (DeepSpeed
+    ZeRO-3 keeps empty placeholders on each process) or there are none.
+
+    Example:
+        >>> import torch
+        >>> layer = torch.nn.Linear(2, 1)
+        >>> with torch.no_grad():
+        ...     _ = layer.weight.fill_(2.0), layer.bias.fill_(-1.0)
+        >>> weight_fingerprint(layer)
+        [[4.0, 8.0], [-1.0, 1.0]]
+    """
+    import torch
+
+    params = list(model.parameters()) if model is not None else []
+    if not params or any(p.numel() == 0 or hasattr(p, "ds_id") for p in params):
+        return None
+
+    def sums(p: Any) -> Any:
+        local = p.to_local() if callable(getattr(p, "to_local", None)) else p  # a sharded (FSDP2) tensor
+        total = torch.zeros(2, dtype=torch.float64, device=local.device)
+        # In float64 chunks: a large embedding is never copied whole (a 600M-value one would take 4.8 GB).
+        for chunk in local.detach().reshape(-1).split(1 << 24):
+            values = chunk.double()
+            total += torch.stack([values.sum(), (values * values).sum()])
+        return total
+
+    with torch.no_grad():
+        return [[float(a), float(b)] for a, b in torch.stack([sums(p) for p in params]).cpu().tolist()]
+
+
 class _UnscoredNoticeFilter(logging.Filter):
     """Drops TRL's "All reward functions returned None" warning, counting what it dropped.
 
@@ -259,9 +303,14 @@ class TelemetryCallback(TrainerCallback):
     `ormix/<member>/coverage` and `error_rate` and raises the alarm (one `CoverageAlarmWarning`, also logged
     at INFO, on the main process) when a member stays below `min_coverage` / above `max_error_rate` for
     `consecutive_steps` logging steps; with `stop: true` it also sets `control.should_training_stop` (on
-    every process, since the pooled values agree) and keeps the alarm in `stopped_by`. While the trainer
-    trains, TRL's "All reward functions returned None" dumps are counted, not printed
-    (`unscored_notices_filtered`; `ConcurrentGRPOTrainer` also filters its `evaluate()` and `predict()`).
+    every process, since the pooled values agree) and keeps the alarm in `stopped_by`. The no-learning alarm
+    (a `NoLearningWarning`, kept in `no_learning`) warns when a member's groups are all uninformative, or
+    ``grad_norm`` is 0, for `no_learning_steps` logging steps, and at the end when the trained weights equal
+    those training started from (`weight_fingerprint`); both alarms go to ``<run dir>/alarms.jsonl`` (the
+    report lists them) and their counters are saved with each checkpoint. While the trainer trains, TRL's
+    "All reward functions returned None" dumps are counted, not printed (`unscored_notices_filtered`;
+    `ConcurrentGRPOTrainer` also filters its `evaluate()` and `predict()`), and said once in ormix's words
+    (an `UnscoredRolloutsWarning` at the first step that had one, and the total when training ends).
 
     Args:
         observers: member name → the member's `TelemetryObserver` (`spec.telemetry`).
@@ -290,9 +339,12 @@ class TelemetryCallback(TrainerCallback):
         self.secrets = [s for s in secrets if s]
         self.run: TelemetryRun | None = None
         self.alarms: list[Alarm] = []
+        self.no_learning: list[NoLearningAlarm] = []
         self.stopped_by: Alarm | None = None
         self._tracker = AlarmTracker(self.settings, self.observers)
+        self._learning = LearningTracker(self.settings, self.observers)
         self.unscored_notices = _UnscoredNoticeFilter()
+        self._unscored_said = False
 
     def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         # Attached when the trainer is built, so `trainer.evaluate()` / `predict()` without training record
@@ -309,6 +361,11 @@ class TelemetryCallback(TrainerCallback):
         # keeps what `on_init_end` began (and anything an evaluation before training recorded).
         if self.run is None or state.global_step > 0 or not self._attached():
             self._begin(args, state)
+        if self._learning.start is None and self._learning.steps is not None:
+            # The weights GRPO starts from (after any warm start); a resumed run keeps its first start's.
+            self._learning.start = weight_fingerprint(kwargs.get("model"))
+        # Training's own count (an evaluation before it, filtered too, counted into the same filter).
+        self.unscored_notices.dropped, self._unscored_said = 0, False
         logging.getLogger(_TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
         return control
 
@@ -328,12 +385,16 @@ class TelemetryCallback(TrainerCallback):
             resume_step=resumed,
         )
         self._tracker = AlarmTracker(self.settings, self.observers)
+        self._learning = LearningTracker(self.settings, self.observers)
         saved = _state_file(args, state, STATE_FILE)
         if resumed is not None and saved is not None and saved.exists():
-            self._tracker.load_state(json.loads(saved.read_text()).get("alarm", {}))
+            kept = json.loads(saved.read_text())
+            self._tracker.load_state(kept.get("alarm", {}))
+            self._learning.load_state(kept.get("learning", {}))
         for observer in self.observers.values():
             observer.run = self.run
         self.unscored_notices.dropped = 0  # counted per trainer (these callbacks may serve several)
+        self._unscored_said = False
 
     def add_eval_metrics(self, logs: dict[str, Any]) -> dict[str, float]:
         """Add the per-member figures of the evaluation whose entry ``logs`` is (`eval_metrics` over its
@@ -370,7 +431,24 @@ class TelemetryCallback(TrainerCallback):
             if alarm.stop:
                 control.should_training_stop = True
                 self.stopped_by = self.stopped_by or alarm
+        if logs is not None and not _is_eval_entry(logs):
+            for learned in self._learning.update(state.global_step, logs):
+                self._say_no_learning(state, learned)
+            dropped = self.unscored_notices.dropped
+            if dropped and not self._unscored_said and state.is_world_process_zero:
+                self._unscored_said = True
+                notice = unscored_notice(dropped, state.global_step)
+                warnings.warn(notice, UnscoredRolloutsWarning, stacklevel=2)
+                logger.info("%s", notice)  # for log files, as the alarms are
         return control
+
+    def _say_no_learning(self, state: Any, alarm: NoLearningAlarm) -> None:
+        self.no_learning.append(alarm)
+        if state.is_world_process_zero:
+            warnings.warn(alarm.message, NoLearningWarning, stacklevel=3)
+            logger.info("%s", alarm.message)
+            if self.run is not None and self.run.run_dir is not None:
+                self._append_alarm(self.run.run_dir, alarm)
 
     @contextlib.contextmanager
     def unscored_notices_filtered(self) -> Iterator[_UnscoredNoticeFilter]:
@@ -395,7 +473,7 @@ class TelemetryCallback(TrainerCallback):
                 trl_logger.removeFilter(self.unscored_notices)
 
     @staticmethod
-    def _append_alarm(run_dir: Path, alarm: Alarm) -> None:
+    def _append_alarm(run_dir: Path, alarm: Alarm | NoLearningAlarm) -> None:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
             with open(run_dir / "alarms.jsonl", "a", encoding="utf-8") as fh:
@@ -407,7 +485,8 @@ class TelemetryCallback(TrainerCallback):
         """Save the alarm's counters beside the trainer's checkpoint (restored when training resumes)."""
         saved = _state_file(args, state, STATE_FILE)
         if saved is not None and saved.parent.is_dir() and state.is_world_process_zero:
-            saved.write_text(json.dumps({"alarm": self._tracker.state()}, indent=1) + "\n")
+            kept = {"alarm": self._tracker.state(), "learning": self._learning.state()}
+            saved.write_text(json.dumps(kept, indent=1) + "\n")
         return control
 
     def on_predict(self, args: Any, state: Any, control: Any, metrics: Any = None, **kwargs: Any) -> Any:
@@ -419,12 +498,19 @@ class TelemetryCallback(TrainerCallback):
         # The observers stay attached to this run: a `trainer.evaluate()` after training is recorded too (the
         # next trainer built with these callbacks attaches its own run when it is built).
         logging.getLogger(_TRL_GRPO_LOGGER).removeFilter(self.unscored_notices)
-        if self.unscored_notices.dropped:
-            logger.info(
-                "ormix: left out %d of TRL's 'All reward functions returned None' warnings (unscored or "
-                "failed rollouts, counted per member as coverage)",
-                self.unscored_notices.dropped,
+        if self.unscored_notices.dropped and state.is_world_process_zero:
+            # Never left out without a word: the Python API (no console of ormix's) sees this warning.
+            notice = unscored_notice(self.unscored_notices.dropped)
+            warnings.warn(notice, UnscoredRolloutsWarning, stacklevel=2)
+            logger.info("%s", notice)
+        if self._learning.steps is not None:
+            end = weight_fingerprint(kwargs.get("model"))
+            # Each process compares its own (possibly sharded) weights: unchanged only where all are.
+            unchanged = every_rank(
+                unchanged_weights_alarm(self._learning.start, end or [], state.global_step)
             )
+            if unchanged and all(a is not None for a in unchanged):
+                self._say_no_learning(state, unchanged[0])
         return control
 
 

@@ -19,7 +19,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +36,7 @@ __all__ = [
     "TiedKeysFilter",
     "alarms_on_console",
     "handle_termination",
+    "member_reward",
     "quiet_trainer",
     "save_checkpoint",
 ]
@@ -122,9 +123,30 @@ def _fmt(value: Any) -> str:
     return f"{value:5.2f}"
 
 
+def member_reward(logs: Mapping[str, Any], member: str) -> Any:
+    """The reward a progress line shows for ``member``: ormix's ``ormix/<member>/reward`` (the environment's
+    reward over the step's scored rollouts), which the sync and the async trainer both log from the same
+    records; ``None`` when none was scored. Only an entry without ormix's metrics for the member (a trainer
+    built without ormix's callbacks) falls back to TRL's ``rewards/<member>/mean``.
+
+    Example:
+        >>> member_reward({"ormix/echo/reward": 0.143, "ormix/echo/coverage": 0.5}, "echo")
+        0.143
+        >>> member_reward({"ormix/echo/coverage": 0.0, "rewards/echo/mean": 0.0}, "echo") is None
+        True
+        >>> member_reward({"rewards/echo/mean": 0.25}, "echo")
+        0.25
+    """
+    if f"ormix/{member}/coverage" in logs:
+        return logs.get(f"ormix/{member}/reward")
+    return logs.get(f"rewards/{member}/mean")
+
+
 class ProgressLine(TrainerCallback):
     """One compact line per logging step (step, loss, reward, then reward / coverage per member, tool calls
-    and where the step's time went), and every log entry appended to ``<run dir>/log_history.jsonl``.
+    and where the step's time went), and every log entry appended to ``<run dir>/log_history.jsonl``. The
+    sync and the async trainer's lines read the same per-member metrics (`member_reward`, ``ormix/<member>/
+    coverage``).
 
     An evaluation's entry is labelled ``eval @ step N`` and lists only the members with an eval set (of
     ``eval_members``) that it evaluated: pass@1 (and pass@k, pass^k) and coverage from
@@ -172,7 +194,7 @@ class ProgressLine(TrainerCallback):
         if "reward" in logs:
             parts.append(f"reward {_fmt(logs['reward'])}")
         for m in self.members:
-            text = f"[cyan]{m}[/cyan] r {_fmt(logs.get(f'rewards/{m}/mean'))}"
+            text = f"[cyan]{m}[/cyan] r {_fmt(member_reward(logs, m))}"
             if f"ormix/{m}/coverage" in logs:
                 text += f" cov {_fmt(logs[f'ormix/{m}/coverage'])}"
             starting = logs.get(f"ormix/{m}/backend_starting_ms")
@@ -262,8 +284,9 @@ def save_checkpoint(trainer: Any) -> Path | None:
 
 @contextlib.contextmanager
 def alarms_on_console(console: Any) -> Iterator[None]:
-    """Within the block, a `CoverageAlarmWarning` is a line of ``console`` (red, between the step lines)
-    instead of a Python warning on stderr, where it would name the transformers line that ran the callback.
+    """Within the block, ormix's alarms (`OrmixAlarmWarning`: the coverage alarm in red, the no-learning
+    alarm and the note on unscored rollouts in yellow) are lines of ``console`` between the step lines
+    instead of Python warnings on stderr, where they would name the transformers line that ran the callback.
     Other warnings show as before.
 
     Example:
@@ -276,13 +299,15 @@ def alarms_on_console(console: Any) -> Iterator[None]:
         >>> print(out.getvalue().strip())
         ormix: environment 'seta' is failing
     """
-    from ormix.telemetry.alarm import CoverageAlarmWarning
+    from ormix.telemetry.alarm import CoverageAlarmWarning, OrmixAlarmWarning
 
     shown = warnings.showwarning
 
     def show(message: Any, category: type[Warning], *where: Any, **more: Any) -> None:
         if issubclass(category, CoverageAlarmWarning):
             console.print(f"  [red]{message}[/red]", highlight=False, soft_wrap=True)
+        elif issubclass(category, OrmixAlarmWarning):
+            console.print(f"  [yellow]{message}[/yellow]", highlight=False, soft_wrap=True)
         else:
             shown(message, category, *where, **more)
 

@@ -42,12 +42,15 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import inspect
 import logging
 import math
 import time
 import warnings
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from trl import GRPOTrainer
@@ -233,12 +236,27 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
                 )
 
     def evaluate(self, *args: Any, **kwargs: Any) -> Any:
-        with trl_notices_filtered(self.callback_handler.callbacks):
+        with trl_notices_filtered(self.callback_handler.callbacks), self._step_completions_kept():
             return super().evaluate(*args, **kwargs)
 
     def predict(self, *args: Any, **kwargs: Any) -> Any:
-        with trl_notices_filtered(self.callback_handler.callbacks):
+        with trl_notices_filtered(self.callback_handler.callbacks), self._step_completions_kept():
             return super().predict(*args, **kwargs)
+
+    @contextlib.contextmanager
+    def _step_completions_kept(self) -> Iterator[None]:
+        # TRL names its completion log after the trainer's step whenever it logs, an evaluation's entry
+        # included: an evaluation would write its rows over the step's file (completions_<step>.parquet) and
+        # leave them in the buffer the next training log writes. Evaluations log no completions here (their
+        # records carry their text), and the buffer is the step's again afterwards.
+        logged, kept = self.log_completions, copy.deepcopy(getattr(self, "_logs", None))
+        self.log_completions = False
+        try:
+            yield
+        finally:
+            self.log_completions = logged
+            if kept is not None:
+                self._logs = kept
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if not getattr(self.model, "training", True):

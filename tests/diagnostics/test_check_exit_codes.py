@@ -1,0 +1,87 @@
+"""The README's exit-status table is the truth: this test reads it and runs every example it gives, each a
+command on a real (broken) input under tests/data/user_envs/, and asserts the status the table says.
+
+Ctrl-C and SIGTERM rows are run by sending the signal once the command has started checking (its environment's
+tool takes a minute, so the command is still running when the signal arrives).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+SRC = ROOT / "src"
+
+
+def exit_table() -> list[tuple[int, str, str]]:
+    """``(status, example command, how it is stopped: "" / "Ctrl-C" / "SIGTERM")`` for every example of the
+    README's exit-status table."""
+    text = README.read_text()
+    section = text.split("### Exit statuses", 1)[1]
+    rows = section.split("\n\n")[2].splitlines()  # the paragraph after the section's first one
+    assert rows and rows[0].startswith("| status |"), "the table must follow the section's first paragraph"
+    found = []
+    for row in rows[2:]:
+        cells = [c.strip() for c in row.strip("|").split(" | ")]
+        status, examples = int(cells[0]), cells[-1]
+        for example in examples.split("; "):
+            stop = next((s for s in ("Ctrl-C", "SIGTERM") if example.startswith(s)), "")
+            commands = re.findall(r"`(ormix [^`]+)`", example)
+            assert len(commands) == 1, f"an example is one `ormix ...` command: {example!r}"
+            found.append((status, commands[0], stop))
+    return found
+
+
+CASES = exit_table()
+
+
+def test_the_table_covers_every_status_and_the_problems_of_issue_39() -> None:
+    statuses = {status for status, _, _ in CASES}
+    assert statuses == {0, 1, 2, 130, 143}
+    commands = {command: status for status, command, _ in CASES}
+    # A tool that raises and a scoring tool that ends unscored: found by running the environment, 1.
+    assert commands["ormix check tests/data/user_envs/broken_tool_raises.yaml"] == 1
+    assert commands["ormix check tests/data/user_envs/broken_finish_unscored.yaml"] == 1
+    assert commands["ormix eval tests/data/user_envs/broken_finish_unscored.yaml --policy reference"] == 1
+    # The table is the only place that says which status a command ends with on such inputs.
+    text = README.read_text()
+    assert "exit 1 when a member is unusable" in text and "2 for\nbad input" not in text
+
+
+def run(command: str, cwd: Path, stop: str) -> subprocess.CompletedProcess[str]:
+    # Paths in the table are the repository's; the command runs in a fresh directory (runs/, evals/ go there).
+    args = [str(ROOT / a) if a.startswith("tests/") else a for a in shlex.split(command)[1:]]
+    env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400", "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "ormix.cli", *args]
+    if not stop:
+        return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
+    ) as proc:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # "checking 1 environment(s) of ...": it is running now
+        proc.send_signal(signal.SIGINT if stop == "Ctrl-C" else signal.SIGTERM)
+        out = first + proc.stdout.read()
+        proc.wait(timeout=120)
+        return subprocess.CompletedProcess(argv, proc.returncode, out, "")
+
+
+@pytest.mark.parametrize(("status", "command", "stop"), CASES, ids=[f"{s}:{c}" for s, c, _ in CASES])
+def test_each_example_of_the_exit_table_exits_as_it_says(
+    status: int, command: str, stop: str, tmp_path: Path, tiny_model: str
+) -> None:
+    done = run(command, tmp_path, stop)
+    out = done.stdout + done.stderr
+    assert done.returncode == status, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    if status in (1, 2):
+        assert "error:" in out, out[-3000:]  # every failure says why, in one line
