@@ -54,8 +54,19 @@ round is back). Printed per variant: median step, median tool wait, fraction of 
 simulation of the same latency distribution (no model), the env-wait ratio of each rule and of the best any
 per-round cut could do while cutting at most 5% of rollouts (an oracle that knows every latency): what bounds
 the step ratio. Last lines: ``ratio stragglers_step <rule>: X`` (median step without / with the rule) and
-``ratio stragglers_cut <rule>: X`` (fraction of rollouts cut). ``ORMIX_BENCH_PARTS`` takes a comma list of
-``base``, ``lookahead``, ``stragglers``, ``failover``.
+``ratio stragglers_cut <rule>: X`` (fraction of rollouts cut).
+
+(d) Rollout upload (``upload``): the ``mixture`` variant at R = 32 rollouts x 3 tool rounds (the env-bound
+shape of the base part), with ``telemetry.upload`` off and on (every rollout uploaded to the platform double
+of tests/support/platform_double.py, on loopback in a child process, as the platform is another machine),
+runs in ABBA order (off, on, on, off, ...; ``ORMIX_BENCH_UPLOAD_PAIRS`` pairs, default 2) on one server.
+Printed per run: median step (steps after the first), process CPU per step, the load average beside them,
+and for the runs with upload what the double stored against the rollouts recorded (lost, duplicated). Last
+lines: ``ratio upload_step_on_off: X`` (median of the on runs' median steps / the off runs'; the goal is
+<= 1.05), ``ratio upload_cpu_on_off: X`` (the same for the process CPU per step, the upload thread's
+included) and ``ratio upload_thread_cpu_of_step: X`` (the upload thread's own CPU per step over the median
+step with upload: what the upload takes from a step whatever the machine's load). ``ORMIX_BENCH_PARTS``
+takes a comma list of ``base``, ``lookahead``, ``stragglers``, ``failover``, ``upload``.
 """
 
 from __future__ import annotations
@@ -65,6 +76,7 @@ import inspect
 import math
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -174,6 +186,7 @@ def run(
     steps: int | None = None,
     trainer_kwargs: dict | None = None,
     spec_kwargs: dict | None = None,
+    telemetry: dict | None = None,
     logs_out: list | None = None,
 ) -> list[tuple[float, float, float]]:
     """(step time, env wait, process CPU) of each step; `logs_out` gets each step's log entry."""
@@ -221,6 +234,7 @@ def run(
             },
             prompts_per_step=rollouts // 2,
             num_steps=steps_n,
+            telemetry=telemetry,
         )
         trainer_class, inputs, closer = ConcurrentGRPOTrainer, mix, mix.close
     clock = EnvClock()
@@ -593,14 +607,121 @@ def run_stragglers(model: str) -> dict[str, float]:
     return out
 
 
+_DOUBLE_CHILD = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from support.platform_double import PlatformDouble
+with PlatformDouble({}) as double:
+    print(double.api_url, double.api_key, flush=True)
+    for _ in sys.stdin:  # each line asks: rollouts stored so far, events received twice
+        print(json.dumps([len(double.uploaded()), double.upload_duplicates]), flush=True)
+"""
+
+
+def run_upload(model: str) -> dict[str, float]:
+    """(d): the mixture variant at R = 32 x 3 rounds with rollout upload off and on (ABBA order)."""
+    import json
+    import subprocess
+
+    from ormix.local import serve_in_process
+    from ormix.telemetry.records import read_records
+
+    rollouts, rounds = 32, 3
+    pairs = int(os.environ.get("ORMIX_BENCH_UPLOAD_PAIRS", "2"))
+    env = {"ORMIX_LATENCY_OPEN_S": str(OPEN_S), "ORMIX_LATENCY_TOOL_S": str(TOOL_S)}
+    medians: dict[str, list[float]] = {"off": [], "on": []}
+    cpus: dict[str, list[float]] = {"off": [], "on": []}  # process CPU per step (the upload thread's too)
+    upload_cpu: list[float] = []
+    saved = {k: os.environ.get(k) for k in ("OPENREWARD_API_URL", "OPENREWARD_API_KEY")}
+    tests = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests")
+    # The double in a child process, as the platform is another machine: its work is not this process's.
+    double = subprocess.Popen(
+        [sys.executable, "-c", _DOUBLE_CHILD, tests], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert double.stdin is not None and double.stdout is not None
+
+    def stored() -> tuple[int, int]:
+        double.stdin.write("\n")
+        double.stdin.flush()
+        n, dup = json.loads(double.stdout.readline())
+        return n, dup
+
+    try:
+        api_url, api_key = double.stdout.readline().split()
+        os.environ.update(OPENREWARD_API_URL=api_url, OPENREWARD_API_KEY=api_key)
+        with serve_in_process(["local:latency"], env=env) as server:
+            # ABBA: off, on, on, off, ...: a load that drifts during the runs weighs on both alike.
+            order = [m for k in range(pairs) for m in (("off", "on") if k % 2 == 0 else ("on", "off"))]
+            for i, mode in enumerate(order):
+                before, _ = stored()
+                threads_before = set(threading.enumerate())
+                out = os.path.join(tempfile.gettempdir(), "ormix-bench-env", f"mixture-{rollouts}")
+                shutil.rmtree(os.path.join(out, "rollouts"), ignore_errors=True)  # this run's records only
+                steps = run(
+                    "mixture",
+                    server.url,
+                    rollouts,
+                    rounds,
+                    model,
+                    telemetry={"upload": {"run_name": f"bench-{i}"}} if mode == "on" else None,
+                )
+                kept = steps[1:] or steps
+                median = statistics.median(s for s, _, _ in kept)
+                medians[mode].append(median)
+                cpus[mode].append(statistics.median(c for _, _, c in kept))
+                load = os.getloadavg()
+                line = (
+                    f"upload {mode:3s} R={rollouts} rounds={rounds} median step {median:6.2f} s, process CPU "
+                    f"{cpus[mode][-1]:5.2f} s (steps {', '.join(f'{s:.2f}' for s, _, _ in steps)}; "
+                    f"load average {load[0]:.1f} {load[1]:.1f} on {os.cpu_count()} CPUs)"
+                )
+                if mode == "on":
+                    recorded = sum(1 for r in read_records(out) if r.get("mode") == "train")
+                    after, duplicated = stored()
+                    # The upload thread's own CPU (kept after training for a later evaluate): whatever the
+                    # machine's load, what the upload took from the process, per step.
+                    uploader = [
+                        t for t in set(threading.enumerate()) - threads_before if t.name == "ormix-upload"
+                    ]
+                    thread_cpu = sum(
+                        time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in uploader if t.ident
+                    )
+                    upload_cpu.append(thread_cpu / len(steps))
+                    line += (
+                        f"; uploaded {after - before} of {recorded} rollouts "
+                        f"({recorded - (after - before)} lost, {duplicated} duplicated events in all); "
+                        f"upload thread CPU {1000 * upload_cpu[-1]:.0f} ms per step"
+                    )
+                print(line, flush=True)
+    finally:
+        double.stdin.close()
+        double.wait(10)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    ratio = statistics.median(medians["on"]) / statistics.median(medians["off"])
+    cpu_ratio = statistics.median(cpus["on"]) / statistics.median(cpus["off"])
+    share = statistics.median(upload_cpu) / statistics.median(medians["on"])
+    print(
+        f"  upload on / off: step {ratio:.3f} (goal <= 1.05), process CPU per step {cpu_ratio:.3f}; the "
+        f"upload thread's CPU is {share:.2%} of the median step"
+    )
+    return {"upload_step_on_off": ratio, "upload_cpu_on_off": cpu_ratio, "upload_thread_cpu_of_step": share}
+
+
 def main() -> None:
     from ormix.demo.tiny import build_tiny_model
     from ormix.local import serve_in_process
 
     model = str(build_tiny_model())
     parts = os.environ.get("ORMIX_BENCH_PARTS", "all")
-    chosen = {"base", "lookahead", "stragglers", "failover"} if parts == "all" else set(parts.split(","))
+    everything = {"base", "lookahead", "stragglers", "failover", "upload"}
+    chosen = everything if parts == "all" else set(parts.split(","))
     ratios: dict[str, float] = {}
+    if "upload" in chosen:
+        ratios.update(run_upload(model))
     if "lookahead" in chosen:
         ratios.update(run_lookahead(model))
     if "stragglers" in chosen:

@@ -98,6 +98,8 @@ HEAVY_FILES = (
     "evaluation/test_study_start.py",
     "diagnostics/test_check_exit_codes.py",
     "diagnostics/test_show.py",
+    "telemetry/test_upload.py",
+    "integrations/test_group_scoring_trl.py",
     "integrations/test_multiprocess.py",
     "integrations/test_multiprocess_adaptive.py",
 )

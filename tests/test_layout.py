@@ -113,6 +113,7 @@ def test_arrows_point_one_way(layer, above):
         "ormix.rollout.outcome",
         "ormix.rollout.lookahead",
         "ormix.rollout.stragglers",
+        "ormix.rollout.group_scoring",
         "ormix.telemetry.metrics",
         "ormix.targets",
         "ormix.ors.balance",

@@ -185,3 +185,144 @@ def test_reprs_and_errors_never_show_a_secret(tmp_path, monkeypatch):
         shown.append(str(info.value))
     for i, text in enumerate(shown):
         _assert_clean(f"shown[{i}]", text)
+
+
+# ── required secrets, checked when a mixture is validated (platform double) ────────────────────────────
+
+REQUIRED = "Owner/Needs"
+
+
+@pytest.fixture(scope="module")
+def needs_double():
+    """A catalog environment that requires OPENAI_API_KEY (and the platform key, which ormix always sends),
+    in front of a real local server."""
+    from ormix.local import serve_in_thread
+    from support.platform_double import PlatformDouble
+
+    with (
+        serve_in_thread(["local:echo"]) as upstream,
+        PlatformDouble(
+            {REQUIRED: (upstream.url, "echo")},
+            required_secrets={REQUIRED: ["OPENAI_API_KEY", "OPENREWARD_API_KEY"]},
+        ) as platform,
+    ):
+        yield platform
+
+
+@pytest.fixture
+def needs(needs_double, monkeypatch):
+    for name, value in needs_double.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("ORMIX_TEST_OPENAI", raising=False)
+    needs_double.clear()
+    yield needs_double
+    assert needs_double.live() == set(), "a platform session was left behind"
+
+
+def _needs_mixture(secrets: str = "", **load: object):
+    from ormix.config import MixtureConfig
+    from ormix.mixture import MixtureSpec
+
+    text = f"""\
+members:
+  needs: {{target: "{REQUIRED}", num_tasks: 1, discover_task_tools: false{secrets}}}
+  also: {{target: "{REQUIRED}", num_tasks: 1, split: test, discover_task_tools: false{secrets}}}
+  here: {{target: "local:echo", num_tasks: 1, local_serve: thread}}
+prompts_per_step: 2
+"""
+    return MixtureSpec.from_config(MixtureConfig.from_yaml_text(text, "needs.yaml", **load))  # type: ignore[arg-type]
+
+
+def test_a_missing_required_secret_stops_the_mixture_before_any_server_naming_member_and_secret(needs):
+    from ormix.errors import SpecError, exit_status
+
+    mix = _needs_mixture()
+    with pytest.raises(SpecError) as caught:
+        mix.connect()
+    message = str(caught.value)
+    assert "\n" not in message and exit_status(caught.value) == 2
+    assert "member 'also'" in message or "member 'needs'" in message
+    assert "OPENAI_API_KEY" in message and "OPENREWARD_API_KEY" not in message  # the key is always sent
+    # Only the platform's API was asked (once for the two members on one connection); no session was
+    # opened, and the local member's server was not started.
+    assert [(r.host, r.path) for r in needs.records] == [
+        ("api", f"/v1/environments/{REQUIRED}/required-secrets")
+    ]
+    assert mix.spec("here").connection._served is None
+    # The same check guards a member used without `connect()`: its first task list fails alike.
+    with pytest.raises(SpecError, match="OPENAI_API_KEY"):
+        _ = mix.spec("needs").task_indices
+    assert not [r for r in needs.records if r.host == "sessions"]
+    mix.close()
+
+
+def test_a_given_required_secret_passes_and_an_unset_variable_names_the_variable(needs, monkeypatch):
+    from ormix.errors import SpecError
+
+    # Referenced but not set (a file loaded for looking at, secrets deferred): the variable is named.
+    mix = _needs_mixture(', secrets: {OPENAI_API_KEY: "${ORMIX_TEST_OPENAI}"}', defer_missing_secrets=True)
+    with pytest.raises(SpecError, match=r"OPENAI_API_KEY.*export ORMIX_TEST_OPENAI="):
+        mix.connect()
+    mix.close()
+    monkeypatch.setenv("ORMIX_TEST_OPENAI", "sk-openai-PLANTED-1234")
+    mix = _needs_mixture(', secrets: {OPENAI_API_KEY: "${ORMIX_TEST_OPENAI}"}')
+    mix.connect()
+    assert mix.spec("needs").task_indices == [0]
+    mix.close()
+
+
+def test_ormix_train_exits_2_with_the_member_and_the_secret_before_a_session_or_the_run_directory(
+    needs, tmp_path
+):
+    path = tmp_path / "needs.yaml"
+    path.write_text(
+        f"""\
+members:
+  needs: {{target: "{REQUIRED}", num_tasks: 2, discover_task_tools: false}}
+prompts_per_step: 2
+num_samples: 2
+train: {{max_steps: 1, num_generations: 2}}
+"""
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ormix.cli", "train", str(path), "--output-dir", str(tmp_path / "run")],
+        env={**os.environ, **needs.env()},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: member 'needs' (Owner/Needs): the environment requires secret(s) OPENAI_API_KEY, which its "
+        "secrets: do not give; add secrets: {OPENAI_API_KEY: ${OPENAI_API_KEY}} and export it"
+    ]
+    assert [r.host for r in needs.records] == ["api"] and not (tmp_path / "run").exists()
+
+
+def test_ormix_check_exits_2_naming_the_secret(needs, tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from ormix.diagnostics.check import check_command
+
+    path = tmp_path / "needs.yaml"
+    path.write_text(
+        f'members:\n  needs: {{target: "{REQUIRED}", num_tasks: 1, discover_task_tools: false}}\n'
+    )
+    out = io.StringIO()
+    assert check_command(path, Console(file=out, width=400)) == 2
+    assert "requires secret(s) OPENAI_API_KEY" in " ".join(out.getvalue().split())
+    assert not [r for r in needs.records if r.host == "sessions"]
+
+
+def test_when_the_platform_cannot_say_what_it_requires_nothing_is_checked_and_a_warning_says_so(
+    needs, monkeypatch, caplog
+):
+    monkeypatch.setenv("OPENREWARD_API_URL", "http://127.0.0.1:9")  # nothing listens there
+    mix = _needs_mixture()
+    with caplog.at_level("WARNING", logger="ormix.connection"):
+        mix.connect()  # the sessions host still answers: the first session would say what is missing
+    assert "could not ask the platform which secrets it requires" in caplog.text
+    mix.close()

@@ -35,16 +35,44 @@ from ormix.config import SpecConfig
 from ormix.errors import EnvironmentCodeError, SpecError
 from ormix.ors import Endpoint, ORSClient, ServerPool, ToolSpec, errors
 from ormix.ors.bridge import run_sync
+from ormix.ors.catalog import TaskDifficulty, required_secrets, task_difficulty
 from ormix.tools import merge_tool_specs
 
 __all__ = [
+    "AUTO_SECRETS",
     "BackendWait",
     "BackendWatch",
     "Connection",
     "backend_waits",
     "close_all_connections",
     "matches_where",
+    "missing_secrets",
 ]
+
+#: Secrets every session of a catalog environment gets from the API key (the SDK's
+#: `augment_secrets_with_api_key`, which ormix's client applies too): never missing when a key is set.
+AUTO_SECRETS = frozenset({"api_key", "OPENREWARD_API_KEY"})
+
+
+def missing_secrets(required: Sequence[str], given: Mapping[str, Any], *, has_api_key: bool) -> list[str]:
+    """The required secret names a member does not give (pure): not in its ``secrets:`` (a ``${VAR}`` one
+    whose variable is unset counts as not given), and not sent from the API key (`AUTO_SECRETS`).
+
+    Example:
+        >>> from ormix.config import Secret
+        >>> given = {"A": Secret.literal("x"), "B": Secret.expand("${UNSET_HERE}", {}, defer_missing=True)}
+        >>> missing_secrets(["A", "B", "C", "api_key"], given, has_api_key=True)
+        ['B', 'C']
+    """
+    auto = AUTO_SECRETS if has_api_key else frozenset()
+    out = []
+    for name in dict.fromkeys(required):
+        secret = given.get(name)
+        if name in auto or (secret is not None and not getattr(secret, "missing", ())):
+            continue
+        out.append(name)
+    return out
+
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +87,8 @@ def _fewer_tasks(
     )
 
 
+#: Longest the platform's API may take to say which secrets an environment requires (then: not checked).
+_PLATFORM_API_S = 30.0
 #: How many probe sessions (task-tool discovery) and `task` requests run at once.
 _PROBE_CONCURRENCY = 8
 
@@ -147,17 +177,123 @@ class Connection:
         self._client_lock = anyio.Lock()
         #: Names of the specs (members) using this connection, for what `backend_waits` shows.
         self.members: set[str] = set()
+        # Whose secrets are checked against what the platform requires: name -> its config (`note_secrets`);
+        # the config this connection was made from until a spec names itself.
+        self._secret_holders: dict[str | None, SpecConfig] = {None: config}
+        self._required: list[str] | None = None
+        self._secrets_checked = False
+        self._difficulty: dict[tuple[Any, ...], list[TaskDifficulty]] = {}
 
     def __repr__(self) -> str:
         return f"Connection({self.target!r}, env_name={self.env_name!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self._config, "served": self._served, "tasks": self._tasks, "tools": self._tools}
+        return {
+            "config": self._config,
+            "served": self._served,
+            "tasks": self._tasks,
+            "tools": self._tools,
+            "secrets_checked": self._secrets_checked,  # a worker process does not ask the platform again
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["config"])  # type: ignore[misc]
         self._served = state["served"]
         self._tasks, self._tools = dict(state["tasks"]), dict(state["tools"])
+        self._secrets_checked = bool(state.get("secrets_checked", False))
+
+    # ── required secrets and task difficulty (catalog targets) ────────
+
+    def note_secrets(self, name: str, config: SpecConfig) -> None:
+        """Check `config`'s secrets as member `name`'s when the client is made (`check_secrets`)."""
+        self._secret_holders.pop(None, None)
+        if self._secret_holders.get(name) != config:
+            self._secret_holders[name] = config
+            self._secrets_checked = False  # checked again (the platform's list is kept) when next asked
+
+    def _catalog_endpoint(self) -> Endpoint:
+        return Endpoint.for_catalog(self.target, self.env_name, self._config.resolve_api_key())
+
+    async def required_secrets(self) -> list[str]:
+        """The secret names the environment requires (the platform's list, asked once); ``[]`` for a target
+        that is not a catalog environment (a self-hosted server declares none)."""
+        if self._config.parsed_target.kind != "catalog":
+            return []
+        async with self._locks.setdefault(("required-secrets",), anyio.Lock()):
+            if self._required is None:
+                self._required = await required_secrets(self._catalog_endpoint())
+            return list(self._required)
+
+    async def check_secrets(self) -> None:
+        """Every member on this connection gives every secret its environment requires, else `SpecError`
+        naming the member and the secret (one line), before any session opens. Asked of the platform once;
+        when it cannot answer, nothing is checked (a warning says so) and the first session tells."""
+        if self._secrets_checked or self._config.parsed_target.kind != "catalog":
+            return
+        try:
+            # Bounded: an API host that does not answer must not hold up a run the check cannot help.
+            with anyio.fail_after(_PLATFORM_API_S):
+                required = await self.required_secrets()
+        except (errors.ORSError, TimeoutError) as e:
+            logger.warning(
+                "ormix %s: could not ask the platform which secrets it requires (%s); not checked",
+                self.target,
+                e,
+            )
+            self._secrets_checked = True
+            return
+        for name, config in sorted(self._secret_holders.items(), key=lambda kv: kv[0] or ""):
+            missing = missing_secrets(required, config.secrets, has_api_key=config.has_api_key())
+            if missing:
+                who = f"member {name!r} ({self.target})" if name else self.target
+                first = missing[0]
+                unset = [v for m in missing if m in config.secrets for v in config.secrets[m].missing]
+                fix = (
+                    f"export {unset[0]}=..."
+                    if unset
+                    else f"add secrets: {{{first}: ${{{first}}}}} and export it"
+                )
+                raise SpecError(
+                    f"{who}: the environment requires secret(s) {', '.join(missing)}, which its secrets: do "
+                    f"not give; {fix}"
+                )
+        self._secrets_checked = True
+
+    async def task_difficulty(
+        self,
+        *,
+        split: str | None,
+        model_name: str | None = None,
+        min_model_params: int | None = None,
+        max_model_params: int | None = None,
+        training_stage: str | None = None,
+    ) -> list[TaskDifficulty]:
+        """Per-task reward statistics of the rollouts logged on this catalog environment (the platform's
+        task difficulty, its variant this connection's ``env_name``), asked once per query; ``[]`` for a
+        target that is not a catalog environment (no rollouts are logged there)."""
+        if self._config.parsed_target.kind != "catalog":
+            return []
+        key = (split, model_name, min_model_params, max_model_params, training_stage)
+        async with self._locks.setdefault(("difficulty", *key), anyio.Lock()):
+            if key not in self._difficulty:
+                deadline = self._config.call_timeout_s or _PLATFORM_API_S
+                try:
+                    with anyio.fail_after(deadline):
+                        self._difficulty[key] = await task_difficulty(
+                            self._catalog_endpoint(),
+                            split=split,
+                            model_name=model_name,
+                            min_model_params=min_model_params,
+                            max_model_params=max_model_params,
+                            training_stage=training_stage,
+                        )
+                except TimeoutError:
+                    raise errors.DeadlineExceeded(
+                        f"{self.target}: the platform's task difficulty did not answer within {deadline:g} s "
+                        "(call_timeout_s); try again, or remove prior: platform from the member's filter",
+                        env=self.target,
+                    ) from None
+            return list(self._difficulty[key])
 
     # ── the client ────────────────────────────────────────────────────
 
@@ -181,9 +317,11 @@ class Connection:
             # The exit hook closed this process's connections: a client made now (a rollout thread
             # retrying an open the hook cut) would make platform sessions nothing is left to delete.
             raise errors.ORSError(f"{self.target}: the process is exiting; no new session is opened")
+        target = self._config.parsed_target
+        if target.kind == "catalog":
+            await self.check_secrets()  # before the first session: a missing secret would fail each one
         _register_exit_hook()
         _open.add(self)
-        target = self._config.parsed_target
         env_name: str | None
         if self._served is not None:
             url, env_name = self._served

@@ -40,6 +40,8 @@ from ormix.errors import SpecError
 from ormix.ors.bridge import run_sync
 from ormix.ors.models import ToolSpec
 from ormix.rollout.episode import Episode, EpisodeConfig, make_episode_class
+from ormix.rollout.group_scorer import GroupScorer
+from ormix.rollout.group_scoring import GroupScoringRule
 from ormix.rollout.rewards import RewardFunction, SessionCloser
 from ormix.rollout.stragglers import StragglerPolicy
 from ormix.telemetry.records import TelemetryObserver
@@ -133,6 +135,9 @@ class OpenRewardSpec:
             deployment's quota); more wait their turn. `None`: no bound.
         stragglers: when a tool round abandons this spec's slowest calls (a `StragglerConfig` or its fields
             as a mapping, e.g. ``{"median_multiple": 10, "after_fraction": 0.9}``); `None` (default): never.
+        group_scoring: the environment scores each GRPO group of this spec's rollouts (ORS ``score_group``):
+            a `GroupScoringConfig`, its fields as a mapping, or ``"auto"`` / ``"on"`` / ``"off"``; `None`
+            (default): off. The group score combines with the pointwise reward (``combine``).
         connection: share another spec's `Connection` (its client and what its server answered).
 
     Every option is also a read-only attribute (`spec.split`, `spec.call_timeout_s`, ...); `spec.config` is
@@ -170,6 +175,7 @@ class OpenRewardSpec:
     max_concurrent_sessions = _Option()
     stragglers = _Option()
     api_key_env = _Option()
+    group_scoring = _Option()
 
     def __init__(
         self,
@@ -198,6 +204,7 @@ class OpenRewardSpec:
         api_key_env: str | None = None,
         max_concurrent_sessions: int | None = None,
         stragglers: Any = None,
+        group_scoring: Any = None,
         connection: Connection | None = None,
     ) -> None:
         options: dict[str, Any] = {
@@ -226,6 +233,7 @@ class OpenRewardSpec:
             "api_key_env": api_key_env,
             "max_concurrent_sessions": max_concurrent_sessions,
             "stragglers": stragglers,
+            "group_scoring": group_scoring,
         }
         try:
             self.config = SpecConfig.model_validate(options, context={"resolve_targets": True})
@@ -390,7 +398,25 @@ class OpenRewardSpec:
             scale=scale,
             unscored_reward=self.unscored_reward if unscored_reward is None else unscored_reward,
             observers=observers,
+            group_scorer=self.group_scorer(),
         )
+
+    def group_scorer(self) -> GroupScorer | None:
+        """What scores this spec's GRPO groups on the environment (`None` when ``group_scoring`` is off).
+
+        Example:
+            >>> OpenRewardSpec("local:ranked", group_scoring="on").group_scorer().rule.mode
+            'on'
+            >>> OpenRewardSpec("local:ranked").group_scorer() is None
+            True
+        """
+        config = self.config.group_scoring
+        if config is None or config.mode == "off":
+            return None
+        rule = GroupScoringRule(
+            mode=config.mode, combine=config.combine, weight=config.weight, candidates=config.candidates
+        )
+        return GroupScorer(rule, timeout_s=self.call_timeout_s)
 
     @cached_property
     def reward_funcs(self) -> RewardFunction:
@@ -457,6 +483,8 @@ class OpenRewardSpec:
         }
         if self.targets:
             entry["targets"] = list(self.targets)
+        if self.group_scoring is not None:
+            entry["group_scoring"] = self.group_scoring.model_dump()
         return entry
 
     # ── internals ─────────────────────────────────────────────────────

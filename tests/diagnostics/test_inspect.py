@@ -81,3 +81,62 @@ def test_inspect_shows_the_eval_set_ormix_uses_when_no_member_names_one(tmp_path
     assert rows["echo"][:3] == ["echo", "test", "4 (0, 1, 2, 3)"], result.output
     offline = inspect_mixture(load_mixture(str(path)), contact_servers=False).members[0]
     assert offline.eval_set is None and "test split if it has one" in (offline.eval_unknown or "")
+
+
+def test_inspect_shows_which_tasks_the_platform_prior_sets_aside_and_why(tmp_path, monkeypatch):
+    # Through the platform double (a stand-in for the OpenReward platform, in front of a real local server):
+    # its task-difficulty rows are what the platform's logged rollouts would say of the member's tasks.
+    from ormix.local import serve_in_thread
+    from support.platform_double import PlatformDouble
+
+    rows = [
+        {"task_index": 0, "avg_reward": 1.0, "min_reward": 1.0, "max_reward": 1.0, "num_rollouts": 12},
+        {"task_index": 1, "avg_reward": 0.0, "min_reward": 0.0, "max_reward": 0.0, "num_rollouts": 9},
+        {"task_index": 2, "avg_reward": 0.0, "min_reward": 0.0, "max_reward": 0.0, "num_rollouts": 3},
+        {"task_index": 3, "avg_reward": 0.5, "min_reward": 0.0, "max_reward": 1.0, "num_rollouts": 40},
+        {"task_index": 9, "avg_reward": 1.0, "min_reward": 1.0, "max_reward": 1.0, "num_rollouts": 40},
+    ]
+    path = tmp_path / "prior.yaml"
+    path.write_text(
+        """\
+members:
+  echo: {target: "Owner/Echo", num_tasks: 4, discover_task_tools: false, filter: {prior: platform}}
+  plain: {target: "local:echo", num_tasks: 2, local_serve: thread}
+strategy: adaptive
+prompts_per_step: 2
+"""
+    )
+    with (
+        serve_in_thread(["local:echo"]) as upstream,
+        PlatformDouble({"Owner/Echo": (upstream.url, "echo")}) as p,
+    ):
+        p.task_difficulty["Owner/Echo"] = [{**r, "split": "train"} for r in rows] + [
+            {**rows[3], "task_index": 0, "split": "test"}  # another split's rollouts are not this member's
+        ]
+        for name, value in p.env().items():
+            monkeypatch.setenv(name, value)
+        result = runner.invoke(app, ["inspect", str(path)], terminal_width=250)
+        assert result.exit_code == 0, result.output
+        out = " ".join(result.output.split())
+        assert (
+            "echo: the platform prior sets 2 of 4 task(s) aside for steps 1-8: task 0 (all 12 logged "
+            "rollouts solved it), task 1 (all 9 logged rollouts failed it)"
+        ) in out
+        assert (
+            "1 task(s) start with their logged rollouts as credit" in out
+            and "task 2 (3 rollouts, all failed)" in out
+        )
+        assert (
+            "task 3" not in out and "task 9" not in out
+        )  # rewards that differ teach; task 9 is not selected
+        assert "plain: the platform" not in out  # a local member has no logged rollouts
+        # The platform was asked as the SDK asks, for the member's split.
+        asked = [r for r in p.records if r.path.endswith("/task-difficulty")]
+        assert [r.body for r in asked] == [{"split": "train"}]
+        # The plan training builds starts with those tasks aside.
+        mix = load_mixture(str(path))
+        try:
+            assert mix.planner.tasks_set_aside("echo", 1) == mix.planner.tasks_set_aside("echo", 2) == 2
+            assert {t for m, t in mix.planner.rows(1) + mix.planner.rows(2) if m == "echo"} <= {2, 3}
+        finally:
+            mix.close()

@@ -20,11 +20,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from ormix.config import AdaptiveConfig, MixtureConfig
+from ormix.config import AdaptiveConfig, MixtureConfig, TaskFilterConfig
 from ormix.errors import MixtureError
 from ormix.mixture import adaptive
 from ormix.mixture.adaptive import SIGNALS, constrain, scores, step_stats
-from ormix.mixture.planner import LAG, Planner
+from ormix.mixture.planner import LAG, Evidence, Planner, evidence_of, prior_decisions, prior_outcome
+from ormix.ors.catalog import TaskDifficulty
 from ormix.telemetry.metrics import is_informative
 
 # Derandomized: the same examples on every run, so CI never fails (or passes) by luck.
@@ -755,3 +756,146 @@ def test_a_flaky_member_that_learns_no_faster_stays_within_twice_its_share_once_
     weights = [planner.weights(s) for s in range(3, 121)]
     assert max(w["flaky"] for w in weights) <= 2 / len(members) + EPS, max(w["flaky"] for w in weights)
     assert planner.beliefs(120)["flaky"]["noise"] > 0.1
+
+
+# ------------------------------------------------------------------------------- platform prior (pure)
+
+
+def _prior_planner(
+    n: int, k: int, evidence: dict[int, Evidence], rule: dict[str, Any] | None = None
+) -> Planner:
+    """An adaptive one-member planner whose filter has ``prior: platform``, fed `evidence`."""
+    config = MixtureConfig(
+        members={"a": {"target": "Owner/A", "filter": {"prior": "platform", **(rule or {})}}},
+        strategy="adaptive",
+        prompts_per_step=k,
+        adaptive={"warmup_steps": 100},
+    )
+    return Planner(config, {"a": list(range(n))}, difficulty={"a": evidence})
+
+
+rows_of_difficulty = st.lists(
+    st.builds(
+        lambda t, lo, hi, n: (t, min(lo, hi), max(lo, hi), n),
+        st.integers(0, 6),
+        st.sampled_from([0.0, 0.5, 1.0]),
+        st.sampled_from([0.0, 0.5, 1.0]),
+        st.integers(0, 20),
+    ),
+    max_size=12,
+)
+
+
+def _row(t: int, lo: float, hi: float, n: int) -> Any:
+    return TaskDifficulty(t, (lo + hi) / 2, lo, hi, n)
+
+
+@settings(DETERMINISTIC, max_examples=200)
+@given(rows_of_difficulty, st.randoms(use_true_random=False))
+def test_the_evidence_of_a_platform_answer_does_not_depend_on_its_order(rows, rnd) -> None:
+    shuffled = list(rows)
+    rnd.shuffle(shuffled)
+    pooled = evidence_of([_row(*r) for r in rows])
+    assert pooled == evidence_of([_row(*r) for r in shuffled])
+    for task, seen in pooled.items():
+        mine = [r for r in rows if r[0] == task and r[3] > 0]
+        assert seen.rollouts == sum(r[3] for r in mine)
+        assert seen.min_reward == min(r[1] for r in mine) and seen.max_reward == max(r[2] for r in mine)
+    assert set(pooled) == {r[0] for r in rows if r[3] > 0}  # rows without rollouts say nothing
+
+
+@settings(DETERMINISTIC, max_examples=300)
+@given(
+    st.dictionaries(
+        st.integers(0, 9),
+        st.builds(
+            Evidence, st.sampled_from([0.0, 0.5, 1.0]), st.sampled_from([0.0, 0.5, 1.0]), st.integers(0, 30)
+        ),
+    ),
+    st.integers(1, 16),
+    st.integers(1, 4),
+)
+def test_prior_decisions_set_aside_exactly_the_tasks_every_rollout_agreed_on_with_enough_rollouts(
+    evidence, min_rollouts: int, window: int
+) -> None:
+    rule = TaskFilterConfig(min_rollouts=min_rollouts, window=window)
+    decisions = prior_decisions(evidence, rule)
+    for task, seen in evidence.items():
+        agreed = seen.rollouts > 0 and seen.min_reward == seen.max_reward in (0.0, 1.0)
+        assert (task in decisions) == agreed
+        if agreed:
+            d = decisions[task]
+            assert d.outcome == ("solved" if seen.min_reward == 1.0 else "failed")
+            assert d.rollouts == seen.rollouts
+            assert d.aside == (seen.rollouts >= max(min_rollouts, window))
+    # A prior never decides about rollouts whose rewards differ: they teach.
+    assert prior_outcome(Evidence(0.0, 1.0, 1000), solved=1.0, failed=0.0) is None
+
+
+@settings(DETERMINISTIC, max_examples=40)
+@given(
+    st.dictionaries(st.integers(0, 7), st.builds(Evidence, st.just(1.0), st.just(1.0), st.integers(1, 20))),
+    st.integers(1, 6),
+)
+def test_the_platform_prior_sets_tasks_aside_from_step_one_for_the_cooldown_and_same_input_same_rows(
+    evidence, k: int
+) -> None:
+    planner = _prior_planner(8, k, evidence, {"cooldown_steps": 3})
+    aside = {t for t, e in evidence.items() if e.rollouts >= 8}
+    rows = _drive(planner, 6, lambda m, t, s: [1.0, 0.0])
+    assert planner.tasks_set_aside("a", 1) == len(aside)
+    if len(aside) < 8:  # (a member whose every task is aside still gets its rows)
+        assert all(not (_tasks_of(rows[s - 1], "a") & aside) for s in (1, 2, 3))
+    assert planner.tasks_set_aside("a", 4) == 0  # back after the cooldown, as any set-aside task
+    # Deterministic: the same evidence (however it was ordered) gives the same rows, as on every rank.
+    again = _prior_planner(8, k, dict(reversed(list(evidence.items()))), {"cooldown_steps": 3})
+    assert _drive(again, 6, lambda m, t, s: [1.0, 0.0]) == rows
+
+
+@pytest.mark.parametrize(("credit", "groups_needed"), [(0, 4), (2, 3), (4, 2), (7, 1)])
+def test_too_few_logged_rollouts_count_as_earlier_groups_toward_the_first_decision(
+    credit: int, groups_needed: int
+) -> None:
+    # Groups of 2 and min_rollouts 8: training alone needs 4 solved groups; the prior's solved rollouts
+    # stand in for credit // 2 of them (7 logged rollouts: three groups, so one more from training).
+    evidence = {0: Evidence(1.0, 1.0, credit)} if credit else {}
+    planner = _prior_planner(1, 1, evidence)
+    assert planner.tasks_set_aside("a", 1) == 0
+    _drive(planner, groups_needed + LAG, lambda m, t, s: [1.0, 1.0])
+    assert planner.tasks_set_aside("a", groups_needed - 1 + LAG) == 0
+    assert planner.tasks_set_aside("a", groups_needed + LAG) == 1
+
+
+def test_credit_the_first_group_contradicts_is_dropped() -> None:
+    planner = _prior_planner(1, 1, {0: Evidence(1.0, 1.0, 6)})
+    # The first group fails: the prior's 3 solved groups and 1 failed group do not agree; three more failed
+    # groups are needed for the four the filter wants.
+    _drive(planner, 4 + LAG, lambda m, t, s: [0.0, 0.0])
+    assert planner.tasks_set_aside("a", 3 + LAG) == 0 and planner.tasks_set_aside("a", 4 + LAG) == 1
+
+
+def test_the_prior_credit_is_checkpointed_and_a_restored_planner_continues_exactly() -> None:
+    evidence = {0: Evidence(1.0, 1.0, 4), 1: Evidence(0.0, 0.0, 12), 2: Evidence(0.0, 0.0, 2)}
+    planner = _prior_planner(4, 2, evidence)
+    _drive(planner, 1, lambda m, t, s: [1.0, 1.0])
+    state = json.loads(json.dumps(planner.state_dict()))
+    assert state["aside"]["a"] == {"1": [1, 9]}
+    # Whatever the platform answers now (here: nothing), the resumed run goes on from the checkpoint.
+    restored = _prior_planner(4, 2, {})
+    restored.load_state_dict(state)
+    assert restored._credit == planner._credit
+    assert _drive(restored, 8, lambda m, t, s: [1.0, 1.0], start=2) == _drive(
+        planner, 8, lambda m, t, s: [1.0, 1.0], start=2
+    )
+    # A checkpoint of a version without the prior's credit has none.
+    old = {k: v for k, v in state.items() if k != "credit"}
+    restored.load_state_dict(old)
+    assert all(not c for c in restored._credit.values())
+
+
+def test_a_metadata_prior_and_the_platform_prior_are_told_apart() -> None:
+    metadata_rule = TaskFilterConfig(prior={"field": "level", "pass_rates": {"easy": 0.95}})
+    assert type(metadata_rule.prior).__name__ == "PriorConfig"
+    assert TaskFilterConfig(prior="platform").prior.source == "platform"  # type: ignore[union-attr]
+    with pytest.raises(ValidationError, match="prior is 'platform'"):
+        TaskFilterConfig(prior="platfrom")

@@ -258,7 +258,9 @@ def test_a_backend_that_never_starts_fails_the_open_at_its_deadline_and_leaves_n
 
 def test_a_waiting_member_is_named_while_it_waits(platform):
     platform.cold_start(ECHO, 1.0, paths=("/create",))
-    spec = OpenRewardSpec(ECHO, num_tasks=1, name="seta", discover_task_tools=False)
+    # ECHO requires OPENAI_API_KEY (the double's fixture): ormix checks that before the first session.
+    secrets = {"OPENAI_API_KEY": "sk-openai-123456"}
+    spec = OpenRewardSpec(ECHO, num_tasks=1, name="seta", discover_task_tools=False, secrets=secrets)
     spec.__dict__["tool_specs"] = []
     lines: list[str] = []
     with BackendWatch(lines.append, first_s=0.3, poll_s=0.05):

@@ -10,7 +10,14 @@ What it plays:
   deployment's upstream server (or, without a session id, by `X-Deployment`); bare env paths (`/prompt`,
   `/call`, ...) get the upstream's env name put in front, as the platform routes them; `POST
   /delete_session` ends the platform session (and deletes the upstream session if `/delete` did not).
-- the API host (`OPENREWARD_API_URL`): `GET /v1/environments/{owner}/{name}/required-secrets`.
+- the API host (`OPENREWARD_API_URL`): `GET /v1/environments/{owner}/{name}/required-secrets` and
+  `.../task-difficulty` (the rows a test sets in `task_difficulty`, filtered by `split` and `variant`);
+  the SDK's rollout routes (`openreward/api/rollouts/`): `GET /v1/environments/{owner}/{name}` (`{"id": ...}`,
+  no key needed, as the SDK sends none) and `POST /v1/rollouts` (`{"events": [...]}`: `rollout`, `message`,
+  `rollout_update` events, stored by `eventId` as an idempotent server would; a copy of a stored id is
+  counted in `upload_duplicates`, a message of a rollout never started in `upload_orphans`; `uploaded()`
+  gives each stored rollout with its messages). `upload_fault` refuses the next uploads (`429`/`500`/`503`,
+  nothing stored), or stores them and then answers `500` or cuts the connection without an answer.
 
 On demand (`cold_start`, `rate_limit`, `drop_stream`): `503` + `X-Backend-State: starting` + `Retry-After`
 while a backend "starts" (per session and path, for a given time, or forever), `429` + `Retry-After`, and a
@@ -61,6 +68,8 @@ ENV_PATHS = frozenset(
 #: Request headers passed on to the upstream ORS server.
 FORWARDED = ("X-Session-ID", "X-Secrets", "Content-Type", "Accept")
 API_KEY = "sk-double-0123456789abcdef"
+#: The SDK's `ResponseChars` fields (a task-difficulty row carries them).
+_CHARS = ("mean", "p1", "p10", "p25", "p50", "p75", "p90", "p99")
 
 
 @dataclass
@@ -103,6 +112,15 @@ class PlatformDouble:
         self.deployments = dict(deployments)
         self.api_key = api_key
         self.required_secrets = dict(required_secrets or {})
+        #: Catalog name -> its task-difficulty rows, as the platform's materialized view holds them (dicts of
+        #: task_index, avg/min/max_reward, num_rollouts, response_chars, split, variant), set by tests.
+        self.task_difficulty: dict[str, list[dict[str, Any]]] = {}
+        #: Uploaded rollout events by `eventId` (the first copy), copies of stored ids, messages of rollouts
+        #: never started, and the injected upload faults still to play (see `upload_fault`).
+        self.upload_events: dict[str, dict[str, Any]] = {}
+        self.upload_duplicates = 0
+        self.upload_orphans = 0
+        self._upload_faults: list[str] = []
         #: "same": `end` carries the session id too; "none": only `task_id` does; "different": `task_id` is a
         #: decoy and only `end`'s sid is the session (a client must prefer `end`, as the SDK does).
         self.end_sid = end_sid
@@ -209,10 +227,14 @@ class PlatformDouble:
             self._rules.append(_Rule("drop", deployment, (path,), count=count))
 
     def clear(self) -> None:
-        """Forget the injected faults and the records; `counts()` counts from here (sessions are kept)."""
+        """Forget the injected faults, the records and the uploads; `counts()` counts from here (sessions are
+        kept)."""
         with self._lock:
             self._rules.clear()
             self.records.clear()
+            self.upload_events.clear()
+            self.upload_duplicates = self.upload_orphans = 0
+            self._upload_faults.clear()
             self._base = (len(self.sessions), len(self.ended))
             self._before = set(self.sessions)
 
@@ -258,6 +280,13 @@ class PlatformDouble:
 
     async def _api_host(self, request: web.Request) -> web.StreamResponse:
         rec = self._record(request, "api", None)
+        parts = request.path.strip("/").split("/")
+        if request.method == "GET" and len(parts) == 4 and parts[:2] == ["v1", "environments"]:
+            # The SDK's `_fetch_environment_id` sends no key: an environment's page is public.
+            name = f"{parts[2]}/{parts[3]}"
+            if name not in self.deployments:
+                return self._json(404, {"detail": "Environment not found."}, rec)
+            return self._json(200, {"id": f"env-{name.replace('/', '-').lower()}", "name": name}, rec)
         if not self._authorized(request):
             return self._json(401, {"detail": "Invalid or missing API key"}, rec)
         parts = request.path.strip("/").split("/")
@@ -266,7 +295,99 @@ class PlatformDouble:
             if name not in self.deployments:
                 return self._json(404, {"detail": "Deployment not found."}, rec)
             return self._json(200, {"secrets": self.required_secrets.get(name, [])}, rec)
+        if len(parts) == 5 and parts[:2] == ["v1", "environments"] and parts[4] == "task-difficulty":
+            return self._task_difficulty(f"{parts[2]}/{parts[3]}", request, rec)
+        if request.method == "POST" and parts == ["v1", "rollouts"]:
+            return await self._rollouts(request, rec)
         return self._json(404, {"detail": "Not Found"}, rec)
+
+    # ── rollout upload (the SDK's `POST /v1/rollouts`) ───────────────
+
+    def upload_fault(self, kind: str, count: int = 1) -> None:
+        """Play `kind` on the next `count` uploads: ``"429"``, ``"500"``, ``"503"`` (refused, nothing stored),
+        ``"stored-500"`` (stored, then answered 500) or ``"stored-cut"`` (stored, then the connection closed
+        without an answer: the client cannot know it arrived)."""
+        with self._lock:
+            self._upload_faults.extend([kind] * count)
+
+    def uploaded(self) -> dict[str, dict[str, Any]]:
+        """Every stored rollout: its `rollout` event (`start`), its `rollout_update` (`update`, or None) and
+        its `message` events in `index` order (`messages`)."""
+        with self._lock:
+            events = list(self.upload_events.values())
+        out: dict[str, dict[str, Any]] = {}
+        for e in events:
+            if e.get("eventType") == "rollout":
+                out[e["eventId"]] = {"start": e, "update": None, "messages": []}
+        for e in events:
+            if e.get("eventType") == "rollout_update" and e["eventId"] in out:
+                out[e["eventId"]]["update"] = e
+            elif e.get("eventType") == "message" and e.get("rolloutEventId") in out:
+                out[e["rolloutEventId"]]["messages"].append(e)
+        for r in out.values():
+            r["messages"].sort(key=lambda m: m["index"])
+        return out
+
+    async def _rollouts(self, request: web.Request, rec: Record) -> web.StreamResponse:
+        try:
+            body = await request.json()
+            events = body["events"]
+            assert isinstance(events, list) and all(isinstance(e, dict) and "eventId" in e for e in events)
+        except (ValueError, KeyError, TypeError, AssertionError):
+            return self._json(422, {"detail": 'expected {"events": [...]} with an eventId each'}, rec)
+        rec.body = {"events": len(events)}  # the count: a run's upload bodies would fill the records
+        with self._lock:
+            fault = self._upload_faults.pop(0) if self._upload_faults else None
+        if fault in ("429", "500", "503"):
+            rec.note = fault
+            headers = {"Retry-After": "0"} if fault == "429" else None
+            return self._json(int(fault), {"detail": "injected"}, rec, headers)
+        kinds = {"rollout", "message", "rollout_update"}
+        if any(e.get("eventType") not in kinds for e in events):
+            return self._json(422, {"detail": "unknown eventType"}, rec)
+        with self._lock:
+            for e in events:
+                key = e["eventId"] if e["eventType"] != "rollout_update" else "update:" + e["eventId"]
+                if key in self.upload_events:
+                    self.upload_duplicates += 1
+                    continue
+                if e["eventType"] != "rollout":
+                    started = e.get("rolloutEventId", e["eventId"])
+                    if started not in self.upload_events:
+                        self.upload_orphans += 1
+                self.upload_events[key] = e
+        if fault == "stored-500":
+            rec.note = fault
+            return self._json(500, {"detail": "injected after storing"}, rec)
+        if fault == "stored-cut":
+            rec.note = fault
+            assert request.transport is not None
+            request.transport.close()
+            return web.Response(status=200)  # never reaches the client: its connection is gone
+        return self._json(200, {"accepted": len(events)}, rec)
+
+    def _task_difficulty(self, name: str, request: web.Request, rec: Record) -> web.Response:
+        """The SDK's `get_task_difficulty` route: the rows of `name` that match the query's `split` and
+        `variant` (the model filters are recorded, not applied: the double keeps no per-model rollouts)."""
+        rec.body = dict(request.query)
+        if name not in self.deployments:
+            return self._json(404, {"detail": "Deployment not found."}, rec)
+        known = {"variant", "split", "model_name", "min_model_params", "max_model_params", "training_stage"}
+        odd = sorted(set(request.query) - known)
+        if odd:
+            return self._json(422, {"detail": f"unknown query parameter(s) {odd}"}, rec)
+        stage = request.query.get("training_stage")
+        if stage is not None and stage not in ("pretrained", "sft", "rl"):
+            return self._json(422, {"detail": f"training_stage {stage!r} is not pretrained, sft or rl"}, rec)
+        rows = [
+            {"split": None, "variant": None, "response_chars": dict.fromkeys(_CHARS, 0.0), **row}
+            for row in self.task_difficulty.get(name, [])
+        ]
+        for key in ("split", "variant"):
+            if key in request.query:
+                rows = [r for r in rows if r[key] == request.query[key]]
+        rows.sort(key=lambda r: (r["split"] or "", r["variant"] or "", r["task_index"]))
+        return self._json(200, {"tasks": rows}, rec)
 
     def _fault(self, kind: str, deployment: str, key: str, path: str) -> _Rule | None:
         now = time.monotonic()

@@ -39,14 +39,16 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypeGuard
+from typing import Annotated, Any, Literal, TypeGuard
 
 import yaml
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     ModelWrapValidatorHandler,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -84,6 +86,7 @@ __all__ = [
     "MODEL_OUTPUT_CHARS",
     "AdaptiveConfig",
     "EvalConfig",
+    "PlatformPriorConfig",
     "PriorConfig",
     "TaskFilterConfig",
     "MemberConfig",
@@ -95,6 +98,7 @@ __all__ = [
     "Secret",
     "SpecConfig",
     "TelemetryConfig",
+    "UploadConfig",
     "WarmStartConfig",
     "EvaluationConfig",
     "load_mixture_config",
@@ -181,6 +185,50 @@ class StragglerConfig(BaseModel):
         return self
 
 
+class GroupScoringConfig(BaseModel):
+    """How a member's GRPO groups are scored by its environment (``group_scoring:``; ORS ``score_group``).
+
+    ``mode``: ``auto`` (when the environment advertises ``supports_score_group``), ``on`` (always asked: an
+    environment without it is counted ``unsupported``) or ``off``. ``combine``: ``add`` (pointwise + group,
+    the default), ``replace`` (the group score alone) or ``weighted`` (``(1 - weight) * pointwise + weight *
+    group``; ``weight`` only there). ``candidates``: ``output`` (each rollout's final assistant message, the
+    default) or ``trajectory`` (the whole completion, tool calls and results included). A group whose
+    scoring fails keeps its pointwise rewards. ``group_scoring: auto`` (or ``on``, ``off``) is the short form.
+
+    Example:
+        >>> GroupScoringConfig.model_validate("auto").combine
+        'add'
+        >>> GroupScoringConfig(combine="weighted", weight=0.25).weight
+        0.25
+    """
+
+    model_config = _MODEL_CONFIG
+
+    mode: Literal["auto", "on", "off"] = "auto"
+    combine: Literal["replace", "add", "weighted"] = "add"
+    weight: float = Field(0.5, ge=0.0, le=1.0)
+    candidates: Literal["output", "trajectory"] = "output"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short_form(cls, data: Any) -> Any:
+        # YAML 1.1 reads a bare `on` / `off` as true / false, also as `mode: on`.
+        if isinstance(data, (bool, str)):
+            data = {"mode": data}
+        if isinstance(data, Mapping) and isinstance(data.get("mode"), bool):
+            data = {**data, "mode": "on" if data["mode"] else "off"}
+        return data
+
+    @model_validator(mode="after")
+    def _weight_needs_weighted(self) -> Self:
+        if "weight" in self.model_fields_set and self.combine != "weighted":
+            raise problem_error(
+                f"group_scoring.weight is used by combine: weighted only (combine is {self.combine}); "
+                "remove weight or set combine: weighted"
+            )
+        return self
+
+
 class SpecConfig(BaseModel):
     """Every option of one environment (an `ormix.OpenRewardSpec`): where it is, which tasks, how it is
     driven.
@@ -200,7 +248,8 @@ class SpecConfig(BaseModel):
     ``max_concurrent_sessions`` (this environment's sessions being opened or running a call at once, for a
     deployment with a quota; more wait their turn), ``stragglers`` (`StragglerConfig`: when a tool round
     abandons this environment's slowest calls; off unless set).
-    Scoring: ``unscored_reward`` (reward of a rollout that got no score; ``None`` leaves it out of GRPO).
+    Scoring: ``unscored_reward`` (reward of a rollout that got no score; ``None`` leaves it out of GRPO),
+    ``group_scoring`` (`GroupScoringConfig`: the environment scores each GRPO group; off unless set).
 
     Example:
         >>> SpecConfig(target="local:echo", call_timeout_s=30).ping_interval_s
@@ -233,6 +282,7 @@ class SpecConfig(BaseModel):
     local_serve: Literal["process", "thread"] | None = None
     max_concurrent_sessions: int | None = Field(None, ge=1)
     stragglers: StragglerConfig | None = None
+    group_scoring: GroupScoringConfig | None = None
 
     _indices = field_validator("indices")(classmethod(lambda cls, v: _non_negative_indices(v)))
 
@@ -413,7 +463,8 @@ class TaskFilterConfig(BaseModel):
     in two), so it takes as many of the last groups as hold ``min_rollouts`` rollouts when that is more than
     ``window`` (8: four groups of 2, two of 4). ``prior`` seeds it from task metadata: ``{field: difficulty,
     pass_rates: {Easy: 0.95, Hard: 0.05}}`` sets tasks whose prior pass rate is >= 0.9 or <= 0.1 aside from
-    the start.
+    the start; or from the rollouts logged on the OpenReward platform (catalog members): ``prior: platform``
+    (`PlatformPriorConfig`).
 
     Example:
         >>> TaskFilterConfig(window=2, cooldown_steps=4).solved
@@ -427,7 +478,59 @@ class TaskFilterConfig(BaseModel):
     cooldown_steps: int = Field(8, ge=1)
     solved: float = 1.0
     failed: float = 0.0
-    prior: PriorConfig | None = None
+    prior: (
+        Annotated[
+            Annotated[PriorConfig, Tag("metadata")] | Annotated[PlatformPriorConfig, Tag("platform")],
+            Discriminator(lambda v: _prior_kind(v)),
+        ]
+        | None
+    ) = None
+
+    @field_validator("prior", mode="before")
+    @classmethod
+    def _platform_shorthand(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            if v != "platform":
+                raise problem_error(
+                    f"prior is 'platform' (the rollouts logged on the OpenReward platform) or a mapping "
+                    f"{{field: ..., pass_rates: {{...}}}}, not {v!r}"
+                )
+            return {"source": "platform"}
+        return v
+
+
+def _prior_kind(v: Any) -> str:
+    # One set of problems for a prior, not both kinds': `source` (or `prior: platform`) says which it is.
+    if isinstance(v, PlatformPriorConfig) or (isinstance(v, Mapping) and "source" in v):
+        return "platform"
+    return "metadata"
+
+
+class PlatformPriorConfig(BaseModel):
+    """The task filter's prior from the OpenReward platform (``prior: platform``, or ``prior: {source:
+    platform, model_name: ..., training_stage: rl}``): the per-task rewards of the rollouts logged on a
+    catalog member's environment (its split and variant; the SDK's ``get_task_difficulty``), optionally only
+    those of one model, model size range or training stage.
+
+    A task every logged rollout solved (min reward >= ``solved``) or failed (max reward <= ``failed``) starts
+    set aside when they are at least ``min_rollouts`` (and ``window``); fewer count as that many rollouts of
+    agreeing groups toward the filter's first decision on the task. Members that are not catalog environments
+    have no logged rollouts: no prior.
+
+    Example:
+        >>> TaskFilterConfig(prior="platform").prior.source
+        'platform'
+        >>> TaskFilterConfig(prior={"source": "platform", "training_stage": "rl"}).prior.training_stage
+        'rl'
+    """
+
+    model_config = _MODEL_CONFIG
+
+    source: Literal["platform"]
+    model_name: str | None = Field(None, min_length=1)
+    min_model_params: int | None = Field(None, ge=0)
+    max_model_params: int | None = Field(None, ge=0)
+    training_stage: Literal["pretrained", "sft", "rl"] | None = None
 
 
 class PriorConfig(BaseModel):
@@ -554,6 +657,56 @@ class MemberConfig(SpecConfig):
         return self.role != "train" or self.eval is not None
 
 
+class UploadConfig(BaseModel):
+    """Rollout upload to the OpenReward platform (``telemetry: {upload: {...}}``; off unless given).
+
+    Every recorded rollout of the chosen members is sent in the background to the platform API
+    (``OPENREWARD_API_URL``, default ``https://api.openreward.ai``) as the openreward SDK's
+    ``client.rollout.create(...).log(...)`` sends it (`ormix.telemetry.upload`), with its run info.
+    ``run_name``: the run the platform files them under (default: the run directory's name).
+    ``members``: the members whose rollouts go (default: every member). ``eval``: also evaluation
+    rollouts. ``environments``: member -> the platform environment name shown with its rollouts (default:
+    a catalog member's own name). ``model_name``: the model in the run info (default: the trainer's).
+    ``api_key_env``: the variable holding the key. ``max_queued``: rollouts waiting at most (more are dropped
+    and counted, never waited for). ``close_timeout_s``: how long the end of training waits for the rest to
+    go. Says where records go, not what is trained: left out of the config hash.
+
+    Example:
+        >>> UploadConfig(run_name="seta-curriculum", members=["seta"]).max_queued
+        10000
+    """
+
+    model_config = _MODEL_CONFIG
+
+    run_name: str | None = Field(None, min_length=1)
+    members: list[str] | None = None
+    eval: bool = True
+    environments: dict[str, str] = Field(default_factory=dict)
+    model_name: str | None = Field(None, min_length=1)
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    max_queued: int = Field(10_000, ge=1)
+    close_timeout_s: float = Field(60.0, ge=0)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _key_var_name(cls, v: str) -> str:
+        if not ENV_VAR_RE.fullmatch(v):
+            raise problem_error(
+                "upload.api_key_env is the NAME of an environment variable (letters, digits, '_'), "
+                "not the key itself; e.g. api_key_env: OPENREWARD_API_KEY"
+            )
+        return v
+
+    def uploads(self, member: str, mode: str) -> bool:
+        """Whether `member`'s rollouts of `mode` (``train``/``eval``) are uploaded.
+
+        Example:
+            >>> UploadConfig(members=["a"], eval=False).uploads("a", "eval")
+            False
+        """
+        return (self.members is None or member in self.members) and (mode != "eval" or self.eval)
+
+
 class TelemetryConfig(BaseModel):
     """The coverage alarm and records (the mixture file's ``telemetry:``).
 
@@ -564,6 +717,7 @@ class TelemetryConfig(BaseModel):
     ``no_learning_steps``: the no-learning alarm (`ormix.telemetry.alarm.LearningTracker`) warns when a
     member's groups are all uninformative, or ``grad_norm`` is 0, for this many logging steps in a row
     (``null``: off); it says when to warn, not what is trained, so it is left out of the config hash.
+    ``upload``: rollout upload to the OpenReward platform (`UploadConfig`; ``null``, the default: none).
 
     Example:
         >>> TelemetryConfig(min_coverage=0.5, consecutive_steps=2).max_error_rate
@@ -578,6 +732,7 @@ class TelemetryConfig(BaseModel):
     stop: bool = False
     records: bool = True
     no_learning_steps: int | None = Field(5, ge=1)
+    upload: UploadConfig | None = None
 
 
 class PhaseConfig(BaseModel):
@@ -724,6 +879,19 @@ class MixtureConfig(BaseModel):
     @classmethod
     def _cross_checks(cls, data: Any, handler: ModelWrapValidatorHandler[Self]) -> Self:
         return checked(cls, data, handler, mixture_checks)
+
+    @model_validator(mode="after")
+    def _upload_members(self) -> Self:
+        upload = self.telemetry.upload
+        if upload is not None:
+            named = [*(upload.members or []), *upload.environments]
+            unknown = sorted({n for n in named if n not in self.members})
+            if unknown:
+                raise problem_error(
+                    f"telemetry.upload names {', '.join(map(repr, unknown))}, not a member of this mixture "
+                    f"(members: {', '.join(self.members)})"
+                )
+        return self
 
     # ---- construction ---------------------------------------------------------------------------------
 
@@ -916,9 +1084,12 @@ class MixtureConfig(BaseModel):
                 member.pop("reference", None)  # likewise for a member without a reference solver
             if member.get("stragglers") is None:
                 member.pop("stragglers", None)  # likewise without a straggler rule
+            if member.get("group_scoring") is None:
+                member.pop("group_scoring", None)  # likewise without group scoring
         del data["base_dir"]  # where modules are found, not what is trained: a moved copy keeps its hash
         data.pop("lookahead", None)  # when sessions open, not what is trained (the same tokens either way)
         data["telemetry"].pop("no_learning_steps", None)  # when to warn, not what is trained
+        data["telemetry"].pop("upload", None)  # where records also go, not what is trained
         return data
 
     def config_hash(self) -> str:

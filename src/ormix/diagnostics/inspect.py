@@ -21,10 +21,11 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from ormix.config import AdaptiveConfig
+from ormix.config import AdaptiveConfig, PlatformPriorConfig
 from ormix.errors import EnvironmentCodeError, OrmixError, ServerStartError
 from ormix.mixture.mixture import MixtureSpec
 from ormix.mixture.planner import LAG, Planner, fixed_steps, starvation_probability
+from ormix.mixture.prior import platform_evidence, platform_prior_members, prior_lines
 from ormix.ors.errors import ORSError
 from ormix.tools import NO_DEFAULT, ToolBinding
 
@@ -278,11 +279,7 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
         if rule is None:
             unfiltered.append(name)
             continue
-        prior = (
-            f"; tasks whose prior {rule.prior.field} pass rate is >= 0.9 or <= 0.1 start set aside"
-            if rule.prior
-            else ""
-        )
+        prior = _prior_rule(rule)
         said = (
             f"a task whose last {rule.window} group(s), and at least {rule.min_rollouts} rollout(s), were "
             f"all solved (reward >= {rule.solved:g}) or all failed (<= {rule.failed:g}) is set aside for "
@@ -298,6 +295,46 @@ def adaptive_explanation(mix: MixtureSpec) -> list[str]:
         "  training logs ormix/<member>/weight and tasks_set_aside each step; `ormix report` plots them"
     )
     return lines
+
+
+def _prior_rule(rule: Any) -> str:
+    """The filter's prior, as a clause of its line (none: empty)."""
+    prior = rule.prior
+    if prior is None:
+        return ""
+    if not isinstance(prior, PlatformPriorConfig):
+        return f"; tasks whose prior {prior.field} pass rate is >= 0.9 or <= 0.1 start set aside"
+    only = [
+        f"model {prior.model_name}" if prior.model_name else "",
+        f">= {prior.min_model_params:,} parameters" if prior.min_model_params is not None else "",
+        f"<= {prior.max_model_params:,} parameters" if prior.max_model_params is not None else "",
+        f"training stage {prior.training_stage}" if prior.training_stage else "",
+    ]
+    which = ", ".join(o for o in only if o)
+    return (
+        f"; tasks whose rollouts logged on the platform{f' ({which})' if which else ''} all solved or all "
+        f"failed start set aside when there are at least {max(rule.min_rollouts, rule.window)} of them "
+        "(fewer count toward the filter's first decision on the task; catalog members only)"
+    )
+
+
+def _platform_prior_notes(mix: MixtureSpec) -> list[str]:
+    """Which tasks the platform prior sets aside, and why (asks the platform; members without a key are
+    said to be unasked)."""
+    names = platform_prior_members(mix.config)
+    unasked = [n for n in names if _reachable(mix, n) is not None]
+    lines = [f"  {n}: the platform prior was not asked: {_reachable(mix, n)}" for n in unasked]
+    specs = {n: mix.spec(n) for n in names if n not in unasked}
+    if not specs:
+        return lines
+    try:
+        evidence = platform_evidence(mix.config, specs)
+        tasks = {n: spec.task_indices for n, spec in specs.items()}
+    except (EnvironmentCodeError, ServerStartError):
+        raise
+    except (ORSError, OrmixError, OSError) as e:
+        return [*lines, f"  the platform prior could not be asked ({type(e).__name__}: {e})"]
+    return [*lines, *prior_lines(mix.config, evidence, tasks)]
 
 
 def inspect_mixture(
@@ -347,6 +384,8 @@ def inspect_mixture(
             "quotas": starvation_probability(probabilities, k, mode="quotas"),
         }
     notes += adaptive_explanation(mix)
+    if contact_servers:
+        notes += _platform_prior_notes(mix)
     return Inspection(
         name=mix.name,
         routing=mix.routing,

@@ -604,7 +604,7 @@ def print_summary(result: EvalResult, console: Any) -> None:
     """The summary table, what was left out, and where the files are."""
     from rich.table import Table
 
-    from ormix.evaluation.summary import summary_table
+    from ormix.evaluation.summary import group_scoring_line, summary_table
 
     summary = result.summary
     rows = summary_table(summary)
@@ -622,6 +622,9 @@ def print_summary(result: EvalResult, console: Any) -> None:
         f"scored with env_reward >= {summary.get('success_threshold', 1.0):g}",
         highlight=False,
     )
+    for member, entry in (summary.get("members") or {}).items():
+        if entry.get("group_scoring"):
+            console.print(f"  {member}: {group_scoring_line(entry['group_scoring'])}", highlight=False)
     for member, indices in (summary.get("no_reference") or {}).items():
         console.print(
             f"  {member}: no reference solution for {len(indices)} task(s) "

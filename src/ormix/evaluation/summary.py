@@ -17,6 +17,10 @@ Definitions (the same for `ormix eval`, training's eval, `compare` and ablation 
   the mean over tasks.
 - Every metric is ``{"value", "low", "high", "n"}`` (n = tasks contributing), its interval over tasks
   (`ormix.evaluation.stats.mean_interval`).
+- A member that scores groups (``group_scoring:``) also has ``group_scoring`` (`group_scoring_summary`):
+  how many of its groups were scored, failed (pointwise rewards kept), unsupported or skipped, and its mean
+  ``group_reward`` and ``combined_reward`` (the reward GRPO would see) over tasks. pass@k and the rest stay
+  on the pointwise ``env_reward``.
 
 Example:
     >>> records = [
@@ -44,6 +48,8 @@ __all__ = [
     "TaskKey",
     "TaskSamples",
     "format_metric",
+    "group_scoring_line",
+    "group_scoring_summary",
     "metric_names",
     "normalize_ks",
     "summarize",
@@ -209,6 +215,7 @@ def summarize(
     """
     ks = normalize_ks(ks)
     names = metric_names(ks)
+    records = list(records)
     members: dict[str, Any] = {}
     for member, tasks in sorted(task_samples(records).items()):
         entry: dict[str, Any] = {
@@ -226,6 +233,9 @@ def summarize(
             if o == "error"
         )
         entry["error_mix"] = dict(sorted(mix.items()))
+        grouped = group_scoring_summary([r for r in records if r.get("member") == member], confidence)
+        if grouped is not None:
+            entry["group_scoring"] = grouped
         members[member] = entry
     return {
         "k": list(ks),
@@ -234,6 +244,51 @@ def summarize(
         "interval": INTERVAL_METHOD,
         "members": members,
     }
+
+
+def group_scoring_summary(
+    records: Sequence[Mapping[str, Any]], confidence: float = 0.95
+) -> dict[str, Any] | None:
+    """One member's group scoring, from its records' ``group_status``, ``group_reward`` and ``reward``:
+    groups (by ``group``) per status, and the mean group and combined rewards over tasks (scored groups
+    only); `None` when none of its records went through group scoring.
+
+    Example:
+        >>> scored = {"task_index": 0, "group": 0, "group_status": "scored"}
+        >>> recs = [{**scored, "group_reward": g, "reward": 1 + g} for g in (1.0, 0.5)]
+        >>> recs.append({"task_index": 1, "group": 2, "group_status": "failed", "reward": 1.0})
+        >>> s = group_scoring_summary(recs)
+        >>> s["groups"], s["group_reward"]["value"], s["combined_reward"]["value"]
+        ({'scored': 1, 'failed': 1}, 0.75, 1.75)
+    """
+    asked = [r for r in records if r.get("group_status") is not None]
+    if not asked:
+        return None
+    status_of: dict[Any, str] = {}
+    for r in asked:
+        # A group is one task's samples of one batch (an eval's chunks each start their groups at 0).
+        key = (r.get("step"), r.get("rank"), r.get("group"), r.get("split"), r.get("task_index"))
+        status_of.setdefault(key, r["group_status"])
+    groups = Counter(status_of.values())
+    per_task: dict[Any, tuple[list[float], list[float]]] = {}
+    for r in asked:
+        if r["group_status"] != "scored":
+            continue
+        group_values, combined = per_task.setdefault((r.get("split"), r.get("task_index")), ([], []))
+        if (g := _reward(r.get("group_reward"))) is not None:
+            group_values.append(g)
+        if (c := _reward(r.get("reward"))) is not None:
+            combined.append(c)
+    means = [(sum(g) / len(g) if g else None, sum(c) / len(c) if c else None) for g, c in per_task.values()]
+    return {
+        "groups": dict(sorted(groups.items(), key=lambda kv: GROUP_ORDER.index(kv[0]))),
+        "group_reward": mean_interval([g for g, _ in means if g is not None], confidence).as_dict(),
+        "combined_reward": mean_interval([c for _, c in means if c is not None], confidence).as_dict(),
+    }
+
+
+#: The order a summary lists group statuses in (`ormix.rollout.group_scoring.GROUP_STATUSES`).
+GROUP_ORDER = ("scored", "failed", "unsupported", "skipped")
 
 
 def format_metric(metric: Mapping[str, Any] | None, digits: int = 2) -> str:
@@ -297,4 +352,27 @@ def summary_markdown(summary: Mapping[str, Any], title: str) -> str:
         if entry.get("error_mix"):
             mix = ", ".join(f"{kind} {count}" for kind, count in entry["error_mix"].items())
             lines.append(f"- {member}: infrastructure errors: {mix}")
+        if entry.get("group_scoring"):
+            lines.append(f"- {member}: {group_scoring_line(entry['group_scoring'])}")
     return "\n".join(lines) + "\n"
+
+
+def group_scoring_line(grouped: Mapping[str, Any]) -> str:
+    """A member's group scoring in one line (`group_scoring_summary`).
+
+    Example:
+        >>> group_scoring_line({"groups": {"scored": 3, "failed": 1}, "group_reward": {"value": 0.5},
+        ...                     "combined_reward": {"value": 1.25}})  # doctest: +ELLIPSIS
+        'group scoring: 3 of 4 groups scored (failed 1: pointwise rewards kept); group_reward 0.50, ...'
+    """
+    groups = grouped.get("groups") or {}
+    total = sum(groups.values())
+    scored = groups.get("scored", 0)
+    text = f"group scoring: {scored} of {total} groups scored"
+    rest = [f"{status} {n}" for status, n in groups.items() if status != "scored" and n]
+    if rest:
+        text += f" ({', '.join(rest)}: pointwise rewards kept)"
+    group_reward, combined = grouped.get("group_reward") or {}, grouped.get("combined_reward") or {}
+    if group_reward.get("value") is not None:
+        text += f"; group_reward {group_reward['value']:.2f}, combined {format_metric(combined)}"
+    return text

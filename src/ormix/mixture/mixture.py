@@ -47,6 +47,7 @@ from ormix.errors import MixtureError
 from ormix.hashing import content_hash
 from ormix.mixture.adaptive_run import AdaptiveRun
 from ormix.mixture.planner import Planner, PlanRow
+from ormix.mixture.prior import platform_evidence
 from ormix.ors.bridge import run_sync
 from ormix.ors.errors import ORSError
 from ormix.rollout.batch import SPLIT_COLUMN
@@ -307,6 +308,7 @@ class MixtureSpec:
             key = connection_key(member)
             spec = OpenRewardSpec.from_config(member, name=member_name, connection=connections.get(key))
             connections.setdefault(key, spec.connection)
+            spec.connection.note_secrets(member_name, member)  # each member's, checked against the platform's
             self._specs[member_name] = spec
 
     # ── the config, read ──────────────────────────────────────────────
@@ -372,7 +374,19 @@ class MixtureSpec:
             except Exception as e:  # noqa: BLE001 - raised below, the first member's first
                 failed[i] = e
 
+        async def check(i: int, connection: Connection) -> None:
+            try:
+                await connection.check_secrets()
+            except Exception as e:  # noqa: BLE001 - raised below, the first member's first
+                failed[i] = e
+
         async def reach_all() -> None:
+            # Required secrets first (the platform's API only): a missing one stops here, before any server.
+            async with anyio.create_task_group() as tg:
+                for i, connection in enumerate(connections):
+                    tg.start_soon(check, i, connection)
+            if failed:
+                return
             async with anyio.create_task_group() as tg:
                 for i, connection in enumerate(connections):
                     tg.start_soon(reach, i, connection)
@@ -403,6 +417,7 @@ class MixtureSpec:
                 self.config,
                 {n: s.task_indices for n, s in specs.items()},
                 metadata={n: dict(specs[n].task_specs) for n in with_prior},
+                difficulty=platform_evidence(self.config, specs),
             )
         except MixtureError as e:
             raise MixtureError(f"mixture {self.name!r}: {e}") from None
@@ -667,6 +682,10 @@ class MixtureSpec:
                 {n: s.telemetry for n, s in self._specs.items()},
                 self.telemetry_config,
                 secrets=self.secret_values(),
+                # Uploads name their environment: a catalog member's is its target.
+                environments={
+                    n: m.target for n, m in self.config.members.items() if m.parsed_target.kind == "catalog"
+                },
             ),
             SessionCleanupCallback(self._specs.values()),
         ]

@@ -52,6 +52,14 @@ solved or all failed is set aside for ``cooldown_steps`` steps, then comes back;
 by a metadata value) can set tasks aside from the start. A decision made from the statistics of step *s*
 applies from step *s + lag*, like the weights.
 
+The platform prior (``prior: platform``) seeds the filter's per-task statistics with the rollouts logged on
+the OpenReward platform (`Evidence`: the min and max reward of a task's logged rollouts and their number,
+`evidence_of`). A task whose logged rollouts all solved it or all failed it (`prior_outcome`; rewards that
+differ teach, as in a group) starts set aside when they are at least ``max(min_rollouts, window)``; fewer
+are credit (`prior_decisions`): at the task's first group in training, they count as ``rollouts // group
+size`` earlier groups of that outcome, so a task the prior and training agree on is set aside sooner. The
+credit not yet used is checkpointed with the rest (`state_dict`), so a resumed run does not ask again.
+
 Example:
     >>> from ormix.config import MixtureConfig
     >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
@@ -70,12 +78,24 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ormix.config import AdaptiveConfig, MixtureConfig
+from ormix.config import AdaptiveConfig, MixtureConfig, PlatformPriorConfig, PriorConfig, TaskFilterConfig
 from ormix.errors import MixtureError
 from ormix.mixture.adaptive import Group, StepStats, constrain, noise_estimates, scores, step_stats
 from ormix.telemetry.metrics import is_informative, present_rewards
 
-__all__ = ["LAG", "Planner", "PlanRow", "derive_seed", "fixed_steps", "starvation_probability"]
+__all__ = [
+    "LAG",
+    "Evidence",
+    "Planner",
+    "PlanRow",
+    "PriorDecision",
+    "derive_seed",
+    "evidence_of",
+    "fixed_steps",
+    "prior_decisions",
+    "prior_outcome",
+    "starvation_probability",
+]
 
 #: Steps the statistics are behind the rows they decide (see the module docstring).
 LAG = 2
@@ -83,6 +103,105 @@ LAG = 2
 ADAPTIVE_DEFAULT_STEPS = 1000
 # Targets are sums of floats: a member whose target is a whole number up to this much is on it, not below.
 _EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A task's logged rollouts, as the platform prior reads them: their lowest and highest reward and how
+    many there are.
+
+    Example:
+        >>> Evidence(1.0, 1.0, 12).rollouts
+        12
+    """
+
+    min_reward: float
+    max_reward: float
+    rollouts: int
+
+
+@dataclass(frozen=True)
+class PriorDecision:
+    """What the platform prior does with one task: its ``outcome`` (``solved`` or ``failed``), the
+    ``rollouts`` behind it, and whether it starts set aside (``aside``) or only counts toward the filter's
+    first decision on the task (credit).
+
+    Example:
+        >>> PriorDecision("solved", 12, True).aside
+        True
+    """
+
+    outcome: str
+    rollouts: int
+    aside: bool
+
+
+def evidence_of(rows: Sequence[Any]) -> dict[int, Evidence]:
+    """Task index → `Evidence` from task-difficulty rows (anything with ``task_index``, ``min_reward``,
+    ``max_reward``, ``num_rollouts``, as `ormix.ors.catalog.TaskDifficulty`). Rows of one task (one per
+    variant of an environment asked without one) are pooled: the lowest min, the highest max, the summed
+    count; rows without rollouts are left out. The result does not depend on the rows' order.
+
+    Example:
+        >>> from types import SimpleNamespace as Row
+        >>> evidence_of([Row(task_index=2, min_reward=1.0, max_reward=1.0, num_rollouts=4),
+        ...              Row(task_index=2, min_reward=0.0, max_reward=1.0, num_rollouts=2)])
+        {2: Evidence(min_reward=0.0, max_reward=1.0, rollouts=6)}
+    """
+    out: dict[int, Evidence] = {}
+    for row in rows:
+        n = int(row.num_rollouts)
+        if n <= 0:
+            continue
+        index, lo, hi = int(row.task_index), float(row.min_reward), float(row.max_reward)
+        had = out.get(index)
+        if had is not None:
+            lo, hi, n = min(lo, had.min_reward), max(hi, had.max_reward), n + had.rollouts
+        out[index] = Evidence(lo, hi, n)
+    return dict(sorted(out.items()))
+
+
+def prior_outcome(evidence: Evidence, *, solved: float, failed: float) -> str | None:
+    """``"solved"`` when every logged rollout solved the task (all rewards equal and >= ``solved``),
+    ``"failed"`` when every one failed it (equal and <= ``failed``), else ``None``: rewards that differ
+    teach, as the filter reads a group (`ormix.telemetry.metrics.is_informative`), and no rollouts say
+    nothing.
+
+    Example:
+        >>> seen = [Evidence(1.0, 1.0, 4), Evidence(0.0, 0.0, 4), Evidence(0.0, 1.0, 4)]
+        >>> [prior_outcome(e, solved=1.0, failed=0.0) for e in seen]
+        ['solved', 'failed', None]
+    """
+    if evidence.rollouts <= 0 or is_informative([evidence.min_reward, evidence.max_reward]):
+        return None
+    if evidence.min_reward >= solved:
+        return "solved"
+    if evidence.max_reward <= failed:
+        return "failed"
+    return None
+
+
+def prior_decisions(evidence: Mapping[int, Evidence], rule: TaskFilterConfig) -> dict[int, PriorDecision]:
+    """What the platform prior does with each task under a filter ``rule`` (pure): a task its logged rollouts
+    all solved or all failed starts set aside when they are at least ``max(rule.min_rollouts, rule.window)``
+    (as many as the filter wants of training's groups), else is credit; other tasks are left out.
+
+    Example:
+        >>> rule = TaskFilterConfig(min_rollouts=8)
+        >>> seen = {0: Evidence(1.0, 1.0, 12), 1: Evidence(0.0, 0.0, 3), 2: Evidence(0.0, 1.0, 9)}
+        >>> for task, decision in prior_decisions(seen, rule).items():
+        ...     print(task, decision)
+        0 PriorDecision(outcome='solved', rollouts=12, aside=True)
+        1 PriorDecision(outcome='failed', rollouts=3, aside=False)
+    """
+    enough = max(rule.min_rollouts, rule.window)
+    out: dict[int, PriorDecision] = {}
+    for task in sorted(evidence):
+        seen = evidence[task]
+        outcome = prior_outcome(seen, solved=rule.solved, failed=rule.failed)
+        if outcome is not None:
+            out[int(task)] = PriorDecision(outcome, seen.rollouts, seen.rollouts >= enough)
+    return out
 
 
 @dataclass(frozen=True)
@@ -141,7 +260,9 @@ class Planner:
     Args:
         config: the mixture (`ormix.config.MixtureConfig`, validated: its check-time rules hold).
         tasks: train member → its task indices (every train member, each with at least one task).
-        metadata: member → task index → task spec, for an adaptive filter's ``prior``.
+        metadata: member → task index → task spec, for an adaptive filter's metadata ``prior``.
+        difficulty: member → task index → `Evidence`, for an adaptive filter's ``prior: platform``
+            (`evidence_of` the platform's task difficulty; identical on every rank).
         lag: steps between the statistics and the rows they decide (`LAG`).
 
     Example:
@@ -167,6 +288,7 @@ class Planner:
         tasks: Mapping[str, Sequence[int]],
         *,
         metadata: Mapping[str, Mapping[int, Mapping[str, Any]]] | None = None,
+        difficulty: Mapping[str, Mapping[int, Evidence]] | None = None,
         lag: int = LAG,
         hold_unobserved: bool = False,
     ) -> None:
@@ -176,6 +298,9 @@ class Planner:
         if empty:
             raise MixtureError(f"member(s) {empty} have no tasks: check num_tasks / indices / where")
         self.config = config
+        # What the priors were built from, kept so `fresh` can build the same planner with another lag.
+        self._metadata = metadata
+        self._difficulty = difficulty
         self.members = sorted(tasks)
         self.tasks = {m: list(tasks[m]) for m in self.members}
         self.k = config.prompts_per_step
@@ -208,12 +333,42 @@ class Planner:
         self._task_history: dict[str, dict[int, list[str]]] = {m: {} for m in self.members}
         # member → task → (first step set aside, first step back)
         self._aside: dict[str, dict[int, tuple[int, int]]] = {m: {} for m in self.members}
+        # member → task → (outcome, rollouts): the platform prior's credit, used at the task's first group.
+        self._credit: dict[str, dict[int, tuple[str, int]]] = {m: {} for m in self.members}
         for member, rule in self.filters.items():
-            if rule.prior is not None:
+            if isinstance(rule.prior, PriorConfig):
                 for index, spec in (metadata or {}).get(member, {}).items():
                     rate = rule.prior.pass_rates.get(str(spec.get(rule.prior.field)))
                     if rate is not None and (rate >= 0.9 or rate <= 0.1):
                         self._aside[member][int(index)] = (1, 1 + rule.cooldown_steps)
+            elif isinstance(rule.prior, PlatformPriorConfig):
+                mine = set(self.tasks[member])
+                seen = {t: e for t, e in (difficulty or {}).get(member, {}).items() if int(t) in mine}
+                for task, decision in prior_decisions(seen, rule).items():
+                    if decision.aside:
+                        self._aside[member][task] = (1, 1 + rule.cooldown_steps)
+                    else:
+                        self._credit[member][task] = (decision.outcome, decision.rollouts)
+
+    def fresh(self, *, lag: int = LAG, hold_unobserved: bool = False) -> Planner:
+        """A planner of the same config, tasks and priors (the metadata and platform priors' decisions made
+        at construction), with no statistics observed yet, deciding with ``lag``: what TRL's async worker
+        plans with.
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, prompts_per_step=1)
+            >>> Planner(cfg, {"a": [0, 1]}).fresh(lag=3).lag
+            3
+        """
+        return Planner(
+            self.config,
+            self.tasks,
+            metadata=self._metadata,
+            difficulty=self._difficulty,
+            lag=lag,
+            hold_unobserved=hold_unobserved,
+        )
 
     # ── sizes and weights ─────────────────────────────────────────────
 
@@ -526,6 +681,10 @@ class Planner:
                     if present[0] <= rule.failed
                     else "mixed"
                 )
+                if task not in past and task in self._credit[member]:
+                    # The platform prior's rollouts, as earlier groups of this group's size (once).
+                    outcome, rollouts = self._credit[member].pop(task)
+                    past[task] = [outcome] * (rollouts // len(present))
                 recent = past.setdefault(task, [])
                 recent.append(kind)
                 del recent[: -max(rule.window, rule.min_rollouts)]
@@ -564,6 +723,7 @@ class Planner:
                 m: {str(t): list(k) for t, k in h.items()} for m, h in self._task_history.items()
             },
             "aside": {m: {str(t): list(b) for t, b in a.items()} for m, a in self._aside.items()},
+            "credit": {m: {str(t): list(c) for t, c in a.items()} for m, a in self._credit.items()},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -593,6 +753,11 @@ class Planner:
             self._task_history[m] = {int(t): list(k) for t, k in h.items()}
         for m, a in state["aside"].items():
             self._aside[m] = {int(t): (int(b[0]), int(b[1])) for t, b in a.items()}
+        # The checkpoint's credit, not the prior asked again now (the platform's answer may have changed);
+        # a checkpoint of a version without it had none.
+        self._credit = {m: {} for m in self.members}
+        for m, a in state.get("credit", {}).items():
+            self._credit[m] = {int(t): (str(c[0]), int(c[1])) for t, c in a.items()}
 
 
 def starvation_probability(

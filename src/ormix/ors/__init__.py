@@ -24,6 +24,8 @@ from ormix.ors.errors import (
     DeadlineExceeded,
     ORSError,
     ProtocolError,
+    ScoreGroupFailed,
+    ScoreGroupUnsupported,
     ServerError,
     SessionDeadError,
     SessionOpenError,
@@ -31,7 +33,7 @@ from ormix.ors.errors import (
     ToolRejected,
     TransportError,
 )
-from ormix.ors.models import Split, ToolResult, ToolSpec, text_of
+from ormix.ors.models import GroupScore, Split, ToolResult, ToolSpec, text_of
 from ormix.ors.pool import PooledSession, ServerPool
 from ormix.ors.secrets import encode_secrets
 from ormix.ors.session import Session
@@ -41,10 +43,13 @@ __all__ = [
     "BadTargetError",
     "DeadlineExceeded",
     "Endpoint",
+    "GroupScore",
     "ORSClient",
     "ORSError",
     "PooledSession",
     "ProtocolError",
+    "ScoreGroupFailed",
+    "ScoreGroupUnsupported",
     "ServerError",
     "ServerPool",
     "Session",

@@ -18,6 +18,8 @@ __all__ = [
     "DeadlineExceeded",
     "ORSError",
     "ProtocolError",
+    "ScoreGroupFailed",
+    "ScoreGroupUnsupported",
     "ServerError",
     "SessionDeadError",
     "SessionOpenError",
@@ -199,3 +201,27 @@ class ProtocolError(ServerError):
         self, message: str, *, status_code: int = 200, detail: str | None = None, **ctx: str | None
     ) -> None:
         super().__init__(message, status_code=status_code, detail=detail, **ctx)
+
+
+class ScoreGroupUnsupported(ORSError):
+    """The environment does not score groups (no ``score_group``, or a server before SDK 0.1.157: its
+    ``/score_group`` route answered 404). The session stays usable; keep the pointwise rewards.
+
+    Example:
+        >>> isinstance(ScoreGroupUnsupported("no score_group", env="echo"), ORSError)
+        True
+    """
+
+
+class ScoreGroupFailed(ORSError):
+    """The environment's ``score_group`` raised (a judge that failed) or answered scores that do not match
+    the candidates. The session stays usable; keep the pointwise rewards. ``detail``: the server's text.
+
+    Example:
+        >>> ScoreGroupFailed("judge failed", detail="JudgeFailure: no verdict").detail
+        'JudgeFailure: no verdict'
+    """
+
+    def __init__(self, message: str, *, detail: str | None = None, **ctx: str | None) -> None:
+        self.detail = detail
+        super().__init__(message, **ctx)

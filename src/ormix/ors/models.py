@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
-__all__ = ["Split", "ToolResult", "ToolSpec", "invalid_because", "text_of"]
+__all__ = ["GroupScore", "Split", "ToolResult", "ToolSpec", "invalid_because", "text_of"]
 
 
 def text_of(blocks: list[dict[str, Any]] | None) -> str:
@@ -120,3 +120,20 @@ def invalid_because(e: ValidationError) -> str:
     err = e.errors()[0]
     where = ".".join(map(str, err["loc"]))
     return f"`{where}`: {err['msg']}" if where else err["msg"]
+
+
+class GroupScore(BaseModel):
+    """One candidate's score from ``POST /{env}/score_group`` (index-aligned with the candidates sent).
+
+    ``reward`` is the comparative reward; it comes beside, never instead of, the pointwise rewards of the
+    candidate's own session. ``metadata`` is the environment's judging detail, if any.
+
+    Example:
+        >>> GroupScore.model_validate({"reward": 1, "metadata": {"rank": 0}})
+        GroupScore(reward=1.0, metadata={'rank': 0})
+    """
+
+    model_config = ConfigDict(extra="ignore")
+
+    reward: float = Field(allow_inf_nan=False)
+    metadata: dict[str, Any] | None = None

@@ -512,6 +512,18 @@ class PooledSession:
         """`Session.tools` on this session's server."""
         return await self._guard("GET /task_tools", lambda: self._session.tools(timeout_s=timeout_s))
 
+    async def supports_score_group(self, *, timeout_s: float | None = None) -> bool:
+        """`Session.supports_score_group` on this session's server."""
+        return await self._guard(
+            "GET /tools", lambda: self._session.supports_score_group(timeout_s=timeout_s)
+        )
+
+    async def score_group(self, candidates: Any, *, timeout_s: float | None = None) -> Any:
+        """`Session.score_group` on this session's server."""
+        return await self._guard(
+            "score_group", lambda: self._session.score_group(candidates, timeout_s=timeout_s)
+        )
+
     async def ping(self) -> None:
         """`Session.ping` on this session's server."""
         await self._guard("POST /ping", self._session.ping)

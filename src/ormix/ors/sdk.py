@@ -35,7 +35,7 @@ from typing import Any
 import anyio
 
 from ormix.ors import errors
-from ormix.ors.models import ToolResult, ToolSpec, text_of
+from ormix.ors.models import GroupScore, ToolResult, ToolSpec, text_of
 
 
 def _dump(block: Any) -> dict:
@@ -46,6 +46,16 @@ def _dump(block: Any) -> dict:
     if dataclasses.is_dataclass(block) and not isinstance(block, type):
         return dataclasses.asdict(block)
     return dict(block)
+
+
+def _block(block: dict[str, Any]) -> Any:
+    """A wire block as the SDK's client reads one (by attribute); a tool result's own blocks too."""
+    from types import SimpleNamespace
+
+    fields = dict(block)
+    if isinstance(fields.get("blocks"), list):
+        fields["blocks"] = [_block(b) for b in fields["blocks"]]
+    return SimpleNamespace(**{"type": "text", "detail": None, **fields})
 
 
 def _map_error(exc: BaseException, *, env: str, sid: str | None, tool: str | None = None) -> errors.ORSError:
@@ -119,6 +129,42 @@ class SdkSession:
             reward=out.reward,
             finished=bool(out.finished),
         )
+
+    async def supports_score_group(self, *, timeout_s: float | None = None) -> bool:
+        """Whether the environment scores groups (the SDK reads ``supports_score_group`` from ``/tools``)."""
+        return bool(await self._run(self._s.supports_score_group()))
+
+    async def score_group(self, candidates: Any, *, timeout_s: float | None = None) -> list[GroupScore]:
+        """Score a group through the SDK's ``session.score_group``; its errors become ormix's
+        (`ScoreGroupUnsupported`, `ScoreGroupFailed`), candidates and scores are ormix's shapes."""
+        from openreward.api import errors as sdk_errors
+        from openreward.api.environments.types import GroupCandidate, Message
+
+        sdk_candidates = [
+            GroupCandidate(
+                messages=[
+                    Message(role=m["role"], blocks=[_block(b) for b in m.get("blocks") or []])
+                    for m in (c["messages"] if isinstance(c, dict) else c)
+                ],
+                metadata=c.get("metadata") if isinstance(c, dict) else None,
+            )
+            for c in candidates
+        ]
+        ctx = {"env": self.env_name, "session_id": self.id, "tool": "score_group"}
+        try:
+            scores = await self._run(self._s.score_group(sdk_candidates), tool="score_group")
+        except errors.TransportError as e:
+            cause = e.__cause__
+            if isinstance(cause, sdk_errors.ScoreGroupUnsupported):
+                raise errors.ScoreGroupUnsupported(
+                    f"the environment does not score groups: {cause}", **ctx
+                ) from e
+            if isinstance(cause, sdk_errors.ScoreGroupFailed):
+                raise errors.ScoreGroupFailed(
+                    f"score_group raised inside the environment: {cause}", detail=str(cause), **ctx
+                ) from e
+            raise
+        return [GroupScore(reward=float(s.reward), metadata=s.metadata) for s in scores]
 
     async def close(self) -> None:
         """Close the session (idempotent, never raises)."""

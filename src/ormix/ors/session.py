@@ -49,7 +49,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -61,6 +61,9 @@ from ormix.ors.errors import (
     DeadlineExceeded,
     ORSError,
     ProtocolError,
+    ScoreGroupFailed,
+    ScoreGroupUnsupported,
+    ServerError,
     SessionDeadError,
     SessionOpenError,
     ToolFailed,
@@ -68,7 +71,7 @@ from ormix.ors.errors import (
     TransportError,
 )
 from ormix.ors.http import CertificateError, HTTPClient, HTTPFailure, Response, ResponseCut
-from ormix.ors.models import ToolResult, ToolSpec, invalid_because, text_of
+from ormix.ors.models import GroupScore, ToolResult, ToolSpec, invalid_because, text_of
 from ormix.ors.platform import is_starting
 from ormix.ors.sse import CallStream, SSEParser, unclip
 from ormix.ors.transport import (
@@ -193,6 +196,7 @@ class Session:
         ep = transport.endpoint
         self._call_url = transport.url(ep.path("/call"))
         self._label = env_name or ep.deployment
+        self._supports_score_group: bool | None = None
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("dead" if self.dead_reason else "open")
@@ -500,7 +504,9 @@ class Session:
             **self._ctx(name),
         )
 
-    async def _attempt(self, body: dict[str, Any], stream: CallStream, fresh: bool) -> Response | None:
+    async def _attempt(
+        self, body: dict[str, Any], stream: CallStream, fresh: bool, url: str | None = None
+    ) -> Response | None:
         """One `POST /call`: feeds the SSE events to `stream` as they arrive. Returns the response when
         the status is not 200 (body read), else None. Connection failures raise `HTTPFailure`."""
         feed = SSEParser().feed
@@ -512,7 +518,7 @@ class Session:
 
         resp = await self._t.http.stream(
             "POST",
-            self._call_url,
+            url or self._call_url,
             on_text=sink,
             json=body,
             headers=self._call_headers,
@@ -521,8 +527,18 @@ class Session:
         )
         return None if resp.status_code == 200 else resp
 
-    async def _call_stream(self, name: str, input: Any, stream: CallStream) -> None:
-        body: dict[str, Any] = {"name": name, "input": input}
+    async def _call_stream(
+        self,
+        name: str,
+        input: Any,
+        stream: CallStream,
+        *,
+        body: dict[str, Any] | None = None,
+        route: str = "/call",
+    ) -> None:
+        # `route`/`body`: another streamed route of the session (`/score_group`), retried by the same rules.
+        body = {"name": name, "input": input} if body is None else body
+        url = None if route == "/call" else self._t.url(self._t.endpoint.path(route))
         attempt = 0
         fresh = False
         while True:
@@ -531,7 +547,7 @@ class Session:
             stream.reset_partial()
             await self._t.gate.wait_turn()
             try:
-                resp = await self._attempt(body, stream, fresh)
+                resp = await self._attempt(body, stream, fresh, url)
             except HTTPFailure as e:
                 failure: HTTPFailure = e
             else:
@@ -546,7 +562,7 @@ class Session:
                         fresh = False
                         self.timings.retries += 1
                         continue
-                    err = self._t.status_error(resp, "POST", "/call", sid=self.id, tool=name)
+                    err = self._t.status_error(resp, "POST", route, sid=self.id, tool=name)
                     if isinstance(err, SessionDeadError):
                         raise self._dead_from(err)
                     if code == 500:
@@ -603,6 +619,108 @@ class Session:
                 f"it twice is harmless.",
                 **self._ctx(name),
             ) from failure
+
+    # ------------------------------------------------------------------ group scoring
+
+    async def supports_score_group(self, *, timeout_s: float | None = None) -> bool:
+        """Whether the environment scores groups (``supports_score_group`` in its ``/tools``; a server before
+        SDK 0.1.157 never says so: ``False``). Asked once per session.
+
+        Example:
+            >>> import anyio
+            >>> from ormix.local import serve_in_thread
+            >>> from ormix.ors import ORSClient
+            >>> async def supports(url):
+            ...     async with ORSClient(url, env_name="echo") as client:
+            ...         async with client.session(split="train", index=0) as session:
+            ...             return await session.supports_score_group()
+            >>> with serve_in_thread(["local:echo"]) as srv:
+            ...     anyio.run(supports, srv.url)
+            False
+        """
+        if self._supports_score_group is None:
+            with self._redacting():
+                answer = await self._get_ready("/tools", timeout_s)
+            self._supports_score_group = isinstance(answer, dict) and bool(answer.get("supports_score_group"))
+        return self._supports_score_group
+
+    async def score_group(
+        self, candidates: Sequence[Any], *, timeout_s: float | None = None
+    ) -> list[GroupScore]:
+        """Score a GRPO group's candidates for this session's task (``POST /{env}/score_group``, an SSE
+        stream like a tool call's, retried by the same rules); one `GroupScore` per candidate, in order.
+
+        A candidate is a list of ORS messages (``{"role", "blocks"}``) or ``{"messages": [...], "metadata":
+        {...}}`` (the metadata comes back untouched to the environment's judge). Raises
+        `ScoreGroupUnsupported` (the environment has no ``score_group``), `ScoreGroupFailed` (its judging
+        raised, or the scores do not match the candidates): neither kills the session. Also the errors of
+        `call` for the transport (`DeadlineExceeded`, `TransportError`, `SessionDeadError`).
+
+        Example:
+            >>> import anyio
+            >>> from ormix.local import serve_in_thread
+            >>> from ormix.ors import ORSClient
+            >>> def answer(text):
+            ...     return [{"role": "assistant", "blocks": [{"type": "text", "text": text}]}]
+            >>> async def rank(url):
+            ...     async with ORSClient(url, env_name="ranked") as client:
+            ...         async with client.session(split="train", index=0) as session:
+            ...             return await session.score_group([answer("4"), answer("5"), answer(" 4 ")])
+            >>> with serve_in_thread(["local:ranked"]) as srv:
+            ...     [score.reward for score in anyio.run(rank, srv.url)]
+            [1.0, 0.0, 0.5]
+        """
+        with self._redacting():
+            return await self._score_group(list(candidates), timeout_s)
+
+    async def _score_group(self, candidates: list[Any], timeout_s: float | None) -> list[GroupScore]:
+        what = "score_group"
+        self._check_usable(what)
+        wire = [c if isinstance(c, dict) else {"messages": list(c), "metadata": None} for c in candidates]
+        stream = CallStream()
+        t = self._timeout_s if timeout_s is None else timeout_s
+        try:
+            with anyio.fail_after(t):
+                await self._call_stream(what, None, stream, body={"candidates": wire}, route="/score_group")
+        except TimeoutError as e:
+            raise DeadlineExceeded(
+                f"score_group did not finish within {t:g}s (a judge may be slow); the session is still "
+                f"usable. Pass a larger call_timeout_s for slow judges.",
+                **self._ctx(what),
+            ) from e
+        except ServerError as e:
+            if e.status_code == 404:
+                raise ScoreGroupUnsupported(
+                    f"the environment does not score groups ({e.detail}): it has no score_group, or its "
+                    f"server predates SDK 0.1.157. Set group_scoring: off for it; the pointwise rewards "
+                    f"stand.",
+                    **self._ctx(what),
+                ) from None
+            raise
+        if stream.error is not None:
+            raise ScoreGroupFailed(
+                f"score_group raised inside the environment: {_clip_text(stream.error)}. The session stays "
+                f"usable; the pointwise rewards stand.",
+                detail=stream.error,
+                **self._ctx(what),
+            )
+        try:
+            answer = json.loads(stream.result or "")
+            scores = [GroupScore.model_validate(s) for s in answer["scores"]]
+        except (ValueError, TypeError, KeyError, ValidationError) as e:
+            raise ScoreGroupFailed(
+                f"score_group answered something that is not a list of scores ({type(e).__name__}); check "
+                f"the environment's score_group.",
+                detail=_clip_text(stream.result or ""),
+                **self._ctx(what),
+            ) from None
+        if len(scores) != len(wire):
+            raise ScoreGroupFailed(
+                f"score_group answered {len(scores)} scores for {len(wire)} candidates; check the "
+                f"environment's score_group (it must return one score per candidate, in order).",
+                **self._ctx(what),
+            )
+        return scores
 
     # ------------------------------------------------------------------ close
 

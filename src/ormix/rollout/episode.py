@@ -155,6 +155,8 @@ class Episode:
             the spec's).
         observation: the text the last `reset` returned (the task's prompt, as the model sees it).
         server: the URL of the server the session is on, for a member on several servers (else `None`).
+        group_status, group_reward, group_metadata, group_error: the rollout's group scoring, when its member
+            scores groups (`ormix.rollout.group_scorer`; `None` otherwise).
 
     Example:
         >>> from ormix import OpenRewardSpec
@@ -191,6 +193,10 @@ class Episode:
     observation: str
     scored: bool
     server: str | None
+    group_status: str | None
+    group_reward: float | None
+    group_metadata: dict[str, Any] | None
+    group_error: str | None
 
     def __init__(self) -> None:
         self._session: Any = None
@@ -328,6 +334,10 @@ class Episode:
         self.observation = ""
         self.scored = False
         self.server = None
+        self.group_status = None
+        self.group_reward = None
+        self.group_metadata = None
+        self.group_error = None
         self._cut = False
 
     def _record_infra(self, kind: str, exc: BaseException) -> None:
@@ -376,6 +386,38 @@ def close_episode(environment: Any) -> None:
     """Close the session(s) of an `Episode` or `RoutingEnvironment`, if any (idempotent, never raises)."""
     if environment is not None:
         environment._close()
+
+
+def open_session_of(episode: Any) -> Any:
+    """The session an episode holds, while it is open and alive (else `None`): what a group is scored on
+    (`ormix.rollout.group_scorer`).
+
+    Example:
+        >>> class Closed:
+        ...     class _session:
+        ...         closed = True
+        >>> open_session_of(Closed()) is None
+        True
+    """
+    session = getattr(episode, "_session", None)
+    if session is None or getattr(session, "closed", False) or getattr(session, "dead", False):
+        return None
+    return session
+
+
+def detach_session(episode: Any) -> Any:
+    """Take an episode's open session out of it (the episode no longer closes it; the caller does): a
+    session that must outlive the episode's next `reset`, as a group waiting to be scored does.
+
+    Example:
+        >>> class Unopened:
+        ...     _session = None
+        >>> detach_session(Unopened()) is None
+        True
+    """
+    session = open_session_of(episode)
+    episode._session = None
+    return session
 
 
 def close_episodes(episodes: Sequence[Episode]) -> None:

@@ -5,6 +5,12 @@ order). A member's function scores the rollouts whose episode belongs to it (`Ep
 returns `None` for the others, so TRL logs `rewards/<member>/mean` over the member's rollouts only. An
 infrastructure error is always `None` (never a 0).
 
+A member that scores groups (``group_scoring:``, a `GroupScorer`) has each GRPO group of its rollouts
+scored by the environment before the function returns: the whole batch is visible here (groups are TRL's
+``num_generations`` consecutive rows) and the sessions are still open; the group score combines with the
+pointwise reward (`ormix.rollout.group_scoring.combine_rewards`), or, when scoring failed, the pointwise
+reward stands.
+
 Computing rewards is all it does itself. What else happens to a scored batch — per-member metrics and rollout
 records (`ormix.telemetry`), closing the scored sessions (`SessionCloser`) — are *observers*, attached by
 whoever builds the function (`OpenRewardSpec`, `MixtureSpec`) or by a trainer callback, and called in order
@@ -27,7 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ormix.rollout.episode import close_episodes
+from ormix.rollout.group_scorer import GroupScorer, group_geometry
+from ormix.rollout.group_scoring import combine_rewards, groups_of
 from ormix.rollout.outcome import training_reward
+from ormix.telemetry.metrics import group_ids
 
 __all__ = [
     "RewardFunction",
@@ -94,6 +103,8 @@ class RewardFunction:
         unscored_reward: the value of a rollout whose session worked but returned no reward (``None``: left
             out of GRPO). Infrastructure errors are always ``None``.
         observers: called with each `ScoredBatch`, in order.
+        group_scorer: scores each GRPO group of the member's rollouts on the environment (`None`: pointwise
+            rewards only).
     """
 
     member: str
@@ -101,6 +112,7 @@ class RewardFunction:
     scale: float = 1.0
     unscored_reward: float | None = None
     observers: list[RolloutObserver] = field(default_factory=list)
+    group_scorer: GroupScorer | None = None
 
     @property
     def __name__(self) -> str:
@@ -128,9 +140,35 @@ class RewardFunction:
                 training_reward(episode.outcome, scale=self.scale, unscored_reward=self.unscored_reward)
             )
             mine.append((i, episode))
+        if self.group_scorer is not None and self.group_scorer.rule.active and mine:
+            self._score_groups(environments, rewards, mine, prompts, log_metric, completions)
         batch = ScoredBatch(
             self.member, environments, rewards, mine, prompts, trainer_state, log_metric, completions
         )
         for observe in list(self.observers):
             observe(batch)
         return rewards
+
+    def _score_groups(
+        self,
+        environments: Sequence[Any],
+        rewards: list[float | None],
+        mine: list[tuple[int, Any]],
+        prompts: Sequence[Any] | None,
+        log_metric: Any,
+        completions: Sequence[Any] | None,
+    ) -> None:
+        """Score the member's GRPO groups of this batch and combine each group score into ``rewards``."""
+        assert self.group_scorer is not None
+        n = len(environments)
+        size, rank = group_geometry(log_metric)
+        keys = [repr(p) for p in prompts] if prompts is not None and len(prompts) == n else None
+        ids = group_ids(n, rank=rank, num_generations=size, keys=keys)
+        texts = list(completions) if completions is not None and len(completions) == n else [""] * n
+        episode_at = dict(mine)
+        groups = groups_of(ids, [i for i, _ in mine])
+        self.group_scorer.score([([episode_at[i] for i in g], [texts[i] for i in g]) for g in groups])
+        rule = self.group_scorer.rule
+        for i, episode in mine:
+            group = episode.group_reward if episode.group_status == "scored" else None
+            rewards[i] = combine_rewards(rewards[i], None if group is None else group * self.scale, rule)

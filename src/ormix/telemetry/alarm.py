@@ -93,6 +93,12 @@ class Alarm:
                 )
             elif kind == "unscored":
                 text += f"; no infrastructure errors, but {count} rollout(s) came back unscored"
+            elif kind.startswith("group:"):
+                text += (
+                    f"; {count} rollout(s) had no pointwise reward and their group's scoring was "
+                    f"{kind.removeprefix('group:')} (ormix/{self.member}/group_score_failed), so they got no "
+                    "reward at all"
+                )
             else:
                 text += f"; dominant error kind: {kind} ({count} of {total} failed rollouts on this process)"
         if self.stop:

@@ -5,7 +5,11 @@ scored rollouts only), `coverage`, `unscored_rate`, `error_rate`, `finished_rate
 `tool_errors`, `wrong_env_calls` (per rollout), `share` (1/0 for every rollout of the batch),
 `informative_groups` (1/0 per GRPO group of the member), `session_open_ms` (per rollout),
 `backend_starting_ms` (per rollout: of the open, the time spent waiting for a platform backend that was still
-starting; not an error), `tool_ms` (per call that reached the server). A member on several servers also logs,
+starting; not an error), `tool_ms` (per call that reached the server). A member that scores groups
+(``group_scoring:``) also logs `group_reward` (the environment's group score, per rollout whose group was
+scored), `combined_reward` (the reward GRPO saw for those rollouts: the combination), `group_scored` (1/0 per
+candidate rollout: its group was scored) and `group_score_failed` (1/0 per group asked: the scoring failed or
+is unsupported, so the pointwise rewards stood). A member on several servers also logs,
 per server, ``server/<host:port>/share``, ``.../coverage`` and ``.../error_rate`` (one value per rollout of
 the member, and per rollout on that server; `server_label`). Values are ONE PER ROLLOUT (or per call / group),
 so TRL's pooling (sum and count over all processes, then the mean) gives the exact batch-wide value. A member
@@ -59,7 +63,14 @@ METRICS: tuple[str, ...] = (
     "session_open_ms",
     "backend_starting_ms",
     "tool_ms",
+    "group_reward",
+    "combined_reward",
+    "group_scored",
+    "group_score_failed",
 )
+
+#: A rollout record's ``group_status`` values whose group the environment was asked to score.
+_GROUP_ASKED = ("scored", "failed", "unsupported")
 
 # Call errors that never reached the server: their latency (0) says nothing about the environment.
 _UNSENT_CALL_ERRORS = ("wrong_env", "session_open")
@@ -146,8 +157,9 @@ def member_values(
     out["reward"] = [
         float(r["env_reward"]) for r in mine if r["outcome"] == "scored" and r.get("env_reward") is not None
     ]
-    out["coverage"] = [float(r["outcome"] == "scored") for r in mine]
-    out["unscored_rate"] = [float(r["outcome"] == "unscored") for r in mine]
+    # A rollout the environment scored by group only (no pointwise reward) has a reward all the same.
+    out["coverage"] = [float(r["outcome"] == "scored" or _group_scored(r)) for r in mine]
+    out["unscored_rate"] = [float(r["outcome"] == "unscored" and not _group_scored(r)) for r in mine]
     out["error_rate"] = [float(r["outcome"] == "error") for r in mine]
     out["finished_rate"] = [float(bool(r.get("finished"))) for r in mine]
     out["tool_calls"] = [float(len(r.get("calls") or [])) for r in mine]
@@ -167,6 +179,16 @@ def member_values(
         for c in r.get("calls") or []
         if c.get("error") not in _UNSENT_CALL_ERRORS
     ]
+    asked = [r for r in mine if r.get("group_status") in _GROUP_ASKED]
+    if asked:
+        scored = [r for r in asked if r["group_status"] == "scored"]
+        out["group_reward"] = [float(r["group_reward"]) for r in scored if r.get("group_reward") is not None]
+        out["combined_reward"] = [float(r["reward"]) for r in scored if r.get("reward") is not None]
+        out["group_scored"] = [float(r["group_status"] == "scored") for r in asked]
+        status_of: dict[Any, str] = {}
+        for r in asked:
+            status_of.setdefault(r.get("group"), r["group_status"])
+        out["group_score_failed"] = [float(status != "scored") for status in status_of.values()]
     servers = sorted({r["server"] for r in mine if r.get("server")})
     for server in servers:
         on = [r for r in mine if r.get("server") == server]
@@ -175,6 +197,10 @@ def member_values(
         out[f"{label}/coverage"] = [float(r["outcome"] == "scored") for r in on]
         out[f"{label}/error_rate"] = [float(r["outcome"] == "error") for r in on]
     return {k: v for k, v in out.items() if v}
+
+
+def _group_scored(record: Mapping[str, Any]) -> bool:
+    return record.get("group_status") == "scored" and record.get("reward") is not None
 
 
 def server_label(url: str) -> str:
@@ -232,20 +258,28 @@ def call_failures(counts: Mapping[str, int]) -> tuple[int, int, dict[str, int]] 
 
 
 def dominant_cause(counts: Mapping[str, int]) -> tuple[str, int, int] | None:
-    """(cause, its count, all failures) of the most frequent failure cause: an error kind, else `unscored`.
+    """(cause, its count, all failures) of the most frequent failure cause: an error kind, else a group
+    scoring that failed (``group:failed``, ``group:unsupported``: unscored rollouts whose group score would
+    have been their reward), else `unscored`.
 
-    Infrastructure error kinds win over `unscored` (they are what an alarm must point at).
+    Infrastructure error kinds win over the rest (they are what an alarm must point at).
 
     Example:
         >>> dominant_cause({"session_open": 3, "transport": 1, "unscored": 5})
         ('session_open', 3, 4)
         >>> dominant_cause({"unscored": 2})
         ('unscored', 2, 2)
+        >>> dominant_cause({"unscored": 4, "group:failed": 4})
+        ('group:failed', 4, 4)
     """
     # `calls` and `call:<kind>` count the tool calls of unscored rollouts (`call_failures`), not rollouts.
-    errors = {k: v for k, v in counts.items() if k not in _NOT_ROLLOUT_ERRORS and not k.startswith("call:")}
-    errors = {k: v for k, v in errors.items() if v > 0}
-    pool = errors or {k: v for k, v in counts.items() if k == "unscored" and v > 0}
+    errors = {
+        k: v
+        for k, v in counts.items()
+        if k not in _NOT_ROLLOUT_ERRORS and not k.startswith(("call:", "group:")) and v > 0
+    }
+    group = {k: v for k, v in counts.items() if k.startswith("group:") and v > 0}
+    pool = errors or group or {k: v for k, v in counts.items() if k == "unscored" and v > 0}
     if not pool:
         return None
     order = {k: i for i, k in enumerate(ERROR_KINDS)}

@@ -46,6 +46,7 @@ __all__ = [
     "MissingCallbacksWarning",
     "TelemetryObserver",
     "TelemetryRun",
+    "group_fields",
     "read_records",
     "rollout_record",
     "trainer_mode",
@@ -54,7 +55,9 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Version of the rollout record layout (bumped when a field changes meaning). Fields added since keep it:
-#: ``split`` (the task's split; readers take a record without it as ``None``).
+#: ``split`` (the task's split; readers take a record without it as ``None``); ``group_status``,
+#: ``group_reward``, ``group_metadata``, ``group_error`` (only for a member that scores groups: then
+#: ``env_reward`` is the pointwise reward and ``reward`` the combination GRPO saw).
 RECORD_VERSION = 1
 
 _DETAIL_LIMIT = 300
@@ -95,6 +98,9 @@ class TelemetryRun:
         self._eval: list[dict[str, Any]] = []
         self._seq = 0
         self._write_failed = False
+        #: The rollout upload to the OpenReward platform (an `ormix.telemetry.upload.UploadRun`), when the
+        #: mixture asks for one (`TelemetryCallback` sets it).
+        self.upload: Any = None
         if resume_step is not None and self.records_path is not None:
             # A resumed run redoes the steps after its checkpoint: their records (from the interrupted
             # process) go, so no step is counted twice.
@@ -135,7 +141,12 @@ class TelemetryRun:
                 if r["outcome"] == "error":
                     counts[r.get("error_kind") or "error"] += 1
                 elif r["outcome"] == "unscored":
+                    if r.get("group_status") == "scored" and r.get("reward") is not None:
+                        continue  # scored by its group: it has a reward
                     counts["unscored"] += 1
+                    if r.get("group_status") in ("failed", "unsupported"):
+                        # Its group score would have been its reward: the alarm names the failed scoring.
+                        counts[f"group:{r['group_status']}"] += 1
                     # An unscored rollout whose tool calls failed in the environment (a tool that raises)
                     # is not "no errors": the alarm names the failed calls (`call:<kind>` of `calls`).
                     for call in r.get("calls") or ():
@@ -231,7 +242,31 @@ def rollout_record(
     server = getattr(episode, "server", None)
     if server is not None:  # a member on several servers: which one this rollout ran on
         record["server"] = server
+    record.update(group_fields(episode, secrets))
     return record
+
+
+def group_fields(episode: Any, secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """A rollout record's group-scoring fields (``group_status``, ``group_reward``, ``group_metadata``,
+    ``group_error``) from an episode (or a `GroupEntry`); none when its group was never scored.
+
+    Example:
+        >>> class Entry:
+        ...     group_status, group_reward, group_metadata, group_error = "failed", None, None, "judge raised"
+        >>> group_fields(Entry())["group_error"]
+        'judge raised'
+    """
+    status = getattr(episode, "group_status", None)
+    if status is None:
+        return {}
+    secrets = tuple(secrets)
+    error = getattr(episode, "group_error", None)
+    return {
+        "group_status": status,
+        "group_reward": getattr(episode, "group_reward", None),
+        "group_metadata": _redacted(getattr(episode, "group_metadata", None), secrets),
+        "group_error": _clip(redact_text(error, secrets) if error else error),
+    }
 
 
 def _redacted(value: Any, secrets: tuple[str, ...]) -> Any:
@@ -341,6 +376,8 @@ class TelemetryObserver:
         if run is not None:
             run.note(self.member, records)
             run.write(records)
+            if run.upload is not None:  # queued, never waited for (the upload has its own thread)
+                run.upload.observe(self.member, mode, records, batch)
         self.last_values = values
 
     def _missing_callbacks(self, batch: ScoredBatch) -> None:

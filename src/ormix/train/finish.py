@@ -49,6 +49,8 @@ def finish_run(mixture: Any, run: PlannedRun, opts: RunOptions, result: TrainRes
                 console.print(
                     f"[yellow]warning:[/yellow] the report failed ({e}); the run directory is intact"
                 )
+    if result.upload:
+        console.print(result.upload, highlight=False, soft_wrap=True)
     if result.stopped_by_alarm:
         console.print(f"[red]stopped by the coverage alarm:[/red] {result.stopped_by_alarm}", highlight=False)
     if not (result.interrupted or result.terminated):

@@ -96,6 +96,7 @@ class TrainResult:
             ``after``) ``ran`` and either the members evaluated (split, task count) or the ``reason`` it
             did not run.
         no_learning: The no-learning alarms' messages (`ormix.telemetry.alarm.NoLearningAlarm`), in order.
+        upload: The rollout upload's line (``telemetry.upload``): how many rollouts reached the platform.
     """
 
     run_dir: Path
@@ -111,6 +112,7 @@ class TrainResult:
     eval: Path | None = None
     evaluation: dict[str, dict[str, Any]] = field(default_factory=dict)
     no_learning: list[str] = field(default_factory=list)
+    upload: str | None = None
 
     @property
     def never_scored(self) -> list[str]:

@@ -271,3 +271,4 @@ def _how_it_ended(trainer: Any, run: PlannedRun, stop_requested: bool, result: T
     alarm = next((c.stopped_by for c in telemetry if c.stopped_by is not None), None)
     result.stopped_by_alarm = alarm.message if alarm is not None else None
     result.no_learning = [a.message for c in telemetry for a in c.no_learning]
+    result.upload = next((c.upload_summary for c in telemetry if c.upload_summary), None)

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import copy
 import queue
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -69,10 +68,12 @@ from ormix.mixture.lagged import LaggedPlan, async_lag
 from ormix.mixture.planner import Planner
 from ormix.ors.bridge import portal
 from ormix.rollout.coroutine_tools import AsyncEpisodeFactory
+from ormix.rollout.group_scorer import GroupEntry, GroupScorer
+from ormix.rollout.group_scoring import combine_rewards
 from ormix.rollout.outcome import training_reward
 from ormix.rollout.rewards import episode_of
 from ormix.telemetry.metrics import member_values, metric_key
-from ormix.telemetry.records import rollout_record
+from ormix.telemetry.records import group_fields, rollout_record
 
 __all__ = [
     "RECORDS_KEY",
@@ -109,6 +110,8 @@ class WorkerMixture:
     num_generations: int
     secrets: list[str] = field(default_factory=list)
     lagged: LaggedPlan | None = None
+    #: Token → the member's `GroupScorer`, for the members that score groups.
+    scorers: dict[str, GroupScorer] = field(default_factory=dict)
 
     def member_of(self, token: str | None) -> tuple[str, float, float | None] | None:
         """(member, scale, unscored_reward) of an episode token (None: not a member's episode)."""
@@ -138,9 +141,7 @@ class _AsyncAdaptiveRun(AdaptiveRun):
 
 def lagged_planner(mixture: Any, lag: int) -> Planner:
     """A fresh copy of the mixture's planner that decides with ``lag`` (no statistics observed yet)."""
-    base = mixture.planner
-    planner = Planner(mixture.config, base.tasks, lag=lag, hold_unobserved=True)
-    planner._aside = copy.deepcopy(base._aside)  # the metadata prior's decisions (made at construction)
+    planner: Planner = mixture.planner.fresh(lag=lag, hold_unobserved=True)
     return planner
 
 
@@ -174,11 +175,20 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
         self.reward_func_names.append("ormix")
         self._records: dict[int, list[dict[str, Any]]] = {}
         self._dropped = 0
+        #: Group → its rollouts waiting for the environment to score the group: (completion, `GroupEntry`,
+        #: pointwise reward, record, the member's episode token).
+        self._waiting: dict[int, list[tuple[Any, GroupEntry, float | None, dict[str, Any], str]]] = {}
 
     def run(self) -> None:
         try:
             super().run()
         finally:
+            # Sessions of groups that were never completed or scored (the worker stopped) are closed.
+            waiting = [entry for group in self._waiting.values() for _, entry, *_ in group]
+            self._waiting.clear()
+            for entry in waiting:
+                with contextlib.suppress(Exception):
+                    portal().start_task_soon(entry.aclose).result(timeout=30)
             # The trainer has stopped reading: samples and metrics still buffered for it are dropped rather
             # than flushed, or this process would wait at exit for a reader that is gone (TRL then kills it
             # after 15 s).
@@ -214,11 +224,47 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
         record["tool_call_count"] = int(result[3])
         record["duration_s"] = round(duration, 4)  # generation and tool calls (the reset came before)
         self._records.setdefault(group_id, []).append(record)
+        scorer = self.ormix.scorers.get(episode.token)
+        if scorer is not None and scorer.rule.active:
+            # Its group is scored on one of the group's sessions once the group is complete: the session
+            # leaves the episode (which goes back to TRL's pool and may be reset first) and waits with it.
+            entry = GroupEntry.detach(episode)
+            self._waiting.setdefault(group_id, []).append((result[0], entry, reward, record, episode.token))
+            return (*result[:5], reward)
         # The session is done once its record is taken: free the server's sandbox now, without a thread.
         await _on_portal(episode._aclose)
         return (*result[:5], reward)
 
+    async def _score_by_environment(self, group: Any) -> None:
+        """Score the group on its environment (a member with ``group_scoring``), combine each group score
+        into the group's rollout rewards and records, and close the group's sessions."""
+        waiting = self._waiting.pop(group.group_id, [])
+        if not waiting:
+            return
+        # TRL's group lists are in the order rollouts were collected: a rollout is found by its completion.
+        position = {id(c): k for k, c in enumerate(group.completions)}
+        entries = [entry for _, entry, *_ in waiting]
+        token = waiting[0][4]  # a group is one row's: one member's
+        scorer = self.ormix.scorers[token]
+        scale = self.ormix.members[token][1]
+        try:
+            await _on_portal(scorer.ascore, entries, [completion for completion, *_ in waiting])
+            for completion, entry, reward, record, _ in waiting:
+                group_reward = entry.group_reward if entry.group_status == "scored" else None
+                combined = combine_rewards(
+                    reward, None if group_reward is None else group_reward * scale, scorer.rule
+                )
+                record["reward"] = combined
+                record.update(group_fields(entry, self.ormix.secrets))
+                k = position.get(id(completion))
+                if k is not None:
+                    group.rollout_rewards[k] = combined
+        finally:
+            for entry in entries:
+                await _on_portal(entry.aclose)
+
     async def _score_group(self, group: Any) -> Any:
+        await self._score_by_environment(group)
         samples = await super()._score_group(group)
         records = self._records.pop(group.group_id, [])
         extra: dict[str, Any] = {}
@@ -442,8 +488,9 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
         else:
             train_dataset = mixture.train_dataset
         members = {f.token: (f.member, float(f.scale), f.unscored_reward) for f in mixture.reward_funcs}
+        scorers = {f.token: f.group_scorer for f in mixture.reward_funcs if f.group_scorer is not None}
         self.worker_mixture = WorkerMixture(
-            members, int(args.num_generations), mixture.secret_values(), lagged
+            members, int(args.num_generations), mixture.secret_values(), lagged, scorers
         )
         factory = mixture.environment_factory
         if coroutine_tools:
@@ -536,6 +583,8 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
             for member in self.ormix_members:
                 run.note(member, [r for r in records if r["member"] == member])
             run.write(records)
+            if run.upload is not None:  # the worker sends records only: uploaded without their chat
+                run.upload.observe_records(records)
         sink = self._metrics["train"]
         for member in self.ormix_members:
             for metric, values in member_values(records, member, len(records)).items():

@@ -120,8 +120,36 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
         else f"the mixture plans prompts_per_step={wanted} but the trainer takes {actual} unique prompts per "
         "step (per_device_train_batch_size × processes × gradient_accumulation_steps / num_generations): "
         "make them equal, or the per-step composition will not hold",
+        _group_scoring_problem(mixture, world_size or getattr(args, "world_size", 1) or 1),
     ]
     return [p for p in problems if p]
+
+
+def _group_scoring_problem(mixture: Any, world_size: int) -> str | None:
+    """Group scoring on several processes: a GRPO group's rollouts may be spread over them, and each would be
+    scored as a partial group (preferences among fewer candidates than the group has): refused, not guessed.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> cfg = SimpleNamespace(members={"r": SimpleNamespace(group_scoring=SimpleNamespace(mode="auto"))})
+        >>> print(_group_scoring_problem(SimpleNamespace(config=cfg), 2)[:46])
+        group scoring (members r) needs one process: a
+        >>> _group_scoring_problem(SimpleNamespace(config=cfg), 1) is None
+        True
+    """
+    members = getattr(getattr(mixture, "config", None), "members", None) or {}
+    scored = sorted(
+        name
+        for name, member in members.items()
+        if getattr(getattr(member, "group_scoring", None), "mode", "off") != "off"
+    )
+    if world_size <= 1 or not scored:
+        return None
+    return (
+        f"group scoring (members {', '.join(scored)}) needs one process: a GRPO group's rollouts may be "
+        f"spread over the {world_size} processes, and each part would be scored as a group of its own; train "
+        "on one process, or set group_scoring: off"
+    )
 
 
 def check_eval_args(args: Any) -> list[str]:
@@ -316,6 +344,10 @@ class TelemetryCallback(TrainerCallback):
         observers: member name → the member's `TelemetryObserver` (`spec.telemetry`).
         settings: a `TelemetryConfig` or its fields as a mapping.
         secrets: values to redact from everything the records keep.
+        environments: member → the platform environment name its uploaded rollouts carry (a catalog
+            member's own name), with ``settings.upload`` (`ormix.config.UploadConfig`): then an `UploadRun`
+            (`upload`) sends every recorded rollout to the OpenReward platform in the background, logs its
+            counts as ``ormix/upload/<count>`` and says them in one line when training ends.
 
     Example:
         >>> cb = TelemetryCallback({"seta": TelemetryObserver("seta")}, {"min_coverage": 0.5})
@@ -329,8 +361,13 @@ class TelemetryCallback(TrainerCallback):
         settings: Mapping[str, Any] | TelemetryConfig | None = None,
         *,
         secrets: Iterable[str] = (),
+        environments: Mapping[str, str] | None = None,
     ) -> None:
         self.observers = dict(observers)
+        self.environments = dict(environments or {})
+        self.upload: Any = None  # an `ormix.telemetry.upload.UploadRun` (settings.upload), once begun
+        #: The upload's end-of-training line (`ormix.telemetry.upload.summary_line`), once training ended.
+        self.upload_summary: str | None = None
         self.settings = (
             settings
             if isinstance(settings, TelemetryConfig)
@@ -352,7 +389,7 @@ class TelemetryCallback(TrainerCallback):
         # `unscored_notices_filtered`, as `ConcurrentGRPOTrainer.evaluate()` does): a filter put on TRL's
         # logger here would stay there after the trainer is gone (no event ends a trainer that only
         # evaluates, or whose training failed to start), hiding every later trainer's notices.
-        self._begin(args, state)
+        self._begin(args, state, kwargs.get("model"))
         return control
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
@@ -360,7 +397,7 @@ class TelemetryCallback(TrainerCallback):
         # counters restored from the checkpoint, so the continued run counts every step once. A fresh run
         # keeps what `on_init_end` began (and anything an evaluation before training recorded).
         if self.run is None or state.global_step > 0 or not self._attached():
-            self._begin(args, state)
+            self._begin(args, state, kwargs.get("model"))
         if self._learning.start is None and self._learning.steps is not None:
             # The weights GRPO starts from (after any warm start); a resumed run keeps its first start's.
             self._learning.start = weight_fingerprint(kwargs.get("model"))
@@ -372,7 +409,7 @@ class TelemetryCallback(TrainerCallback):
     def _attached(self) -> bool:
         return all(observer.run is self.run for observer in self.observers.values())
 
-    def _begin(self, args: Any, state: Any) -> None:
+    def _begin(self, args: Any, state: Any, model: Any = None) -> None:
         output_dir = getattr(args, "output_dir", None)
         num_generations = getattr(args, "num_generations", None)
         resumed = state.global_step if state.global_step > 0 else None
@@ -391,10 +428,40 @@ class TelemetryCallback(TrainerCallback):
             kept = json.loads(saved.read_text())
             self._tracker.load_state(kept.get("alarm", {}))
             self._learning.load_state(kept.get("learning", {}))
+        if self.settings.upload is not None:
+            self.run.upload = self._upload_run(args, model, resumed)
         for observer in self.observers.values():
             observer.run = self.run
         self.unscored_notices.dropped = 0  # counted per trainer (these callbacks may serve several)
         self._unscored_said = False
+
+    def _upload_run(self, args: Any, model: Any, resumed: int | None) -> Any:
+        # One per callback: begun again (a resumed run), it keeps its thread and its counts.
+        if self.upload is None:
+            import atexit
+            from importlib.metadata import version
+
+            from ormix.telemetry.upload import UploadRun
+
+            assert self.settings.upload is not None
+            output_dir = getattr(args, "output_dir", None)
+            config = getattr(model, "config", None)
+            self.upload = UploadRun(
+                self.settings.upload,
+                run_name=Path(output_dir).name if output_dir else "ormix",
+                model_name=str(getattr(config, "_name_or_path", None) or type(model).__name__),
+                environments=self.environments,
+                secrets=self.secrets,
+                run_info={
+                    "lr": getattr(args, "learning_rate", None),
+                    "framework_version": version("trl"),
+                    "initial_step": resumed,
+                },
+                rank=getattr(args, "process_index", 0) or 0,
+            ).start()
+            # A `trainer.evaluate()` after training is uploaded too: the thread stops at exit, flushed.
+            atexit.register(self.upload.close)
+        return self.upload
 
     def add_eval_metrics(self, logs: dict[str, Any]) -> dict[str, float]:
         """Add the per-member figures of the evaluation whose entry ``logs`` is (`eval_metrics` over its
@@ -431,6 +498,12 @@ class TelemetryCallback(TrainerCallback):
             if alarm.stop:
                 control.should_training_stop = True
                 self.stopped_by = self.stopped_by or alarm
+        if logs is not None and not _is_eval_entry(logs) and self.upload is not None:
+            counts = self.upload.metrics()  # this process's (uploads are not pooled across ranks)
+            logs.update(counts)
+            entry = state.log_history[-1] if state.log_history else None
+            if entry is not None and all(entry.get(k) == v for k, v in logs.items() if k in entry):
+                entry.update(counts)
         if logs is not None and not _is_eval_entry(logs):
             for learned in self._learning.update(state.global_step, logs):
                 self._say_no_learning(state, learned)
@@ -498,6 +571,16 @@ class TelemetryCallback(TrainerCallback):
         # The observers stay attached to this run: a `trainer.evaluate()` after training is recorded too (the
         # next trainer built with these callbacks attaches its own run when it is built).
         logging.getLogger(_TRL_GRPO_LOGGER).removeFilter(self.unscored_notices)
+        if self.upload is not None:
+            # Waits (at most upload.close_timeout_s) for this run's rollouts to go; the thread stays for a
+            # later `trainer.evaluate()`.
+            self.upload.flush()
+            line = self.upload.summary()
+            self.upload_summary = line
+            if self.upload.uploader.snapshot().lost:
+                logger.warning("%s", line)
+            else:
+                logger.info("%s", line)
         if self.unscored_notices.dropped and state.is_world_process_zero:
             # Never left out without a word: the Python API (no console of ormix's) sees this warning.
             notice = unscored_notice(self.unscored_notices.dropped)

@@ -146,7 +146,8 @@ class ProgressLine(TrainerCallback):
     """One compact line per logging step (step, loss, reward, then reward / coverage per member, tool calls
     and where the step's time went), and every log entry appended to ``<run dir>/log_history.jsonl``. The
     sync and the async trainer's lines read the same per-member metrics (`member_reward`, ``ormix/<member>/
-    coverage``).
+    coverage``); a member that scores groups also shows its group score and the share of its groups whose
+    scoring failed.
 
     An evaluation's entry is labelled ``eval @ step N`` and lists only the members with an eval set (of
     ``eval_members``) that it evaluated: pass@1 (and pass@k, pass^k) and coverage from
@@ -197,6 +198,13 @@ class ProgressLine(TrainerCallback):
             text = f"[cyan]{m}[/cyan] r {_fmt(member_reward(logs, m))}"
             if f"ormix/{m}/coverage" in logs:
                 text += f" cov {_fmt(logs[f'ormix/{m}/coverage'])}"
+            group = logs.get(f"ormix/{m}/group_reward")
+            if isinstance(group, (int, float)):
+                # The environment's group score (group_scoring), and the reward GRPO saw with it.
+                text += f" group {_fmt(group)} combined {_fmt(logs.get(f'ormix/{m}/combined_reward'))}"
+            failed = logs.get(f"ormix/{m}/group_score_failed")
+            if isinstance(failed, (int, float)) and failed > 0:
+                text += f" group scoring failed {failed:.0%}"  # its pointwise rewards were kept
             starting = logs.get(f"ormix/{m}/backend_starting_ms")
             if isinstance(starting, (int, float)) and starting >= 100:
                 text += f" backend starting {starting / 1000:.1f}s"  # mean wait per open

@@ -53,6 +53,7 @@ LOCAL_ENVIRONMENTS: dict[str, str] = {
     "seta": "ormix.local.envs.seta:Seta",
     "faulty": "ormix.local.envs.faulty:Faulty",
     "latency": "ormix.local.envs.latency:Latency",
+    "ranked": "ormix.local.envs.ranked:Ranked",
 }
 
 # Process-wide: directories of the mixture files loaded so far, searched first for `module:Class` targets.
