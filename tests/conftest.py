@@ -88,6 +88,7 @@ HEAVY_FILES = (
     "test_examples.py",
     "diagnostics/test_user_envs.py",
     "evaluation/test_runner.py",
+    "integrations/test_multiprocess_eval.py",
     "demo/test_demo_learns.py",
     "integrations/test_concurrent.py",
     "test_readme.py",

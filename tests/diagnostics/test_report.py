@@ -99,6 +99,16 @@ def test_report_writes_table_summary_and_plots(finished_run):
                 assert logged[int(step)][key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
 
 
+@pytest.mark.slow
+def test_the_report_read_by_columns_is_the_report_of_the_records_of_a_trained_run(finished_run):
+    from ormix.telemetry.records import read_records
+
+    run_dir, _ = finished_run
+    by_columns = {p.name: p.read_bytes() for p in write_report(run_dir).files}
+    of_records = {p.name: p.read_bytes() for p in write_report(run_dir, read_records(run_dir)).files}
+    assert by_columns == of_records and "summary.json" in by_columns
+
+
 def test_report_without_records_fails_clearly(tmp_path):
     console, buf = _console()
     assert report_command(tmp_path, console) == 1

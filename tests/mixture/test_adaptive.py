@@ -879,7 +879,7 @@ def test_the_prior_credit_is_checkpointed_and_a_restored_planner_continues_exact
     planner = _prior_planner(4, 2, evidence)
     _drive(planner, 1, lambda m, t, s: [1.0, 1.0])
     state = json.loads(json.dumps(planner.state_dict()))
-    assert state["aside"]["a"] == {"1": [1, 9]}
+    assert state["set_aside"]["a"] == [[1, 9, [1]]]  # (first step, first step back, the tasks)
     # Whatever the platform answers now (here: nothing), the resumed run goes on from the checkpoint.
     restored = _prior_planner(4, 2, {})
     restored.load_state_dict(state)

@@ -55,7 +55,6 @@ from ormix.evaluation.summary import (
     task_metric,
     task_samples,
 )
-from ormix.runs import read_jsonl
 
 __all__ = [
     "CompareError",
@@ -118,7 +117,8 @@ class EvalData:
 
 def load_eval(path: str | Path) -> EvalData:
     """Read an eval directory (`ormix eval`'s output: ``rollouts.jsonl``, ``manifest.json``), or a run
-    directory whose ``eval/`` holds one.
+    directory whose ``eval/`` holds one. The records hold the fields a comparison reads
+    (`ormix.telemetry.records.READ_FIELDS`), read by columns: an eval's texts are not loaded.
 
     Example:
         >>> import tempfile
@@ -148,7 +148,11 @@ def load_eval(path: str | Path) -> EvalData:
                 "first, or give its eval directory"
             )
     manifest, summary = _json_object(p / "manifest.json"), _json_object(p / "summary.json")
-    records = [r for r in read_jsonl(p / "rollouts.jsonl") if r.get("mode", "eval") == "eval"]
+    from ormix.telemetry.records import read_record_table
+
+    # Only the fields a comparison reads (`READ_FIELDS`): an eval's prompts and completions stay on disk.
+    table = read_record_table([p / "rollouts.jsonl"])
+    records = [r for r in table.to_pylist() if r.get("mode") in (None, "eval")]
     if not records:
         raise CompareError(f"{p / 'rollouts.jsonl'} holds no eval rollouts: run (or finish) the eval first")
     return EvalData(p, manifest, records, summary)

@@ -103,6 +103,21 @@ class EvalDirectory:
         """The rollout records so far (a torn last line skipped)."""
         return read_jsonl(self.records_path)
 
+    def summary_records(self) -> list[dict[str, Any]]:
+        """The records' fields a summary reads (`ormix.telemetry.records.READ_FIELDS`), read by columns: what
+        `write_outputs` needs, without the prompts and completions an eval's records carry.
+
+        Example:
+            >>> import tempfile
+            >>> out = EvalDirectory(Path(tempfile.mkdtemp()))
+            >>> _ = out.append([{"member": "a", "task_index": 0, "completion": "long text"}], seq=0)
+            >>> [(r["member"], r["task_index"], "completion" in r) for r in out.summary_records()]
+            [('a', 0, False)]
+        """
+        from ormix.telemetry.records import read_record_table
+
+        return read_record_table([self.records_path]).to_pylist() if self.records_path.is_file() else []
+
     def resume(self, planned: Collection[TaskKey], samples: int) -> tuple[set[TaskKey], int]:
         """The ``planned`` tasks already complete here (``samples`` records each); the records of incomplete
         or unplanned tasks are dropped from the file (they run again). Returns (complete, records kept)."""

@@ -16,7 +16,9 @@ module drives the trainer; each other step has its own module:
    vLLM with ``--set use_vllm=true``), the tasks in chunks of ``tasks_per_chunk`` × ``samples`` rollouts;
    each chunk's rollout records (the training format, ``mode: "eval"``) are appended to ``rollouts.jsonl``
    when it ends, so an interrupted eval resumes at the next incomplete chunk (a task with fewer records
-   than ``samples`` is run again);
+   than ``samples`` is run again). On several processes (``torchrun``, ``accelerate launch``) each runs a
+   share of every chunk (whole tasks, `chunk_share`); process 0 alone reads, resumes and writes the
+   directory and tells the others what is left, so all of them run the same chunks;
 5. results: ``summary.json`` (`ormix.evaluation.summary.summarize`), ``report.md``, ``plots/summary.png``.
 
 ``--policy reference`` is the oracle run (`ormix.evaluation.oracle`): each task's reference solution is
@@ -41,10 +43,10 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ormix.errors import OrmixError, exit_status
 from ormix.evaluation.errors import EvalError, ModelNotFoundError
@@ -57,15 +59,24 @@ from ormix.evaluation.oracle import (
     reference_calls,
     reference_settings,
 )
-from ormix.evaluation.tasks import EvalTasks, eval_tasks, interleaved_chunks, task_key
+from ormix.evaluation.tasks import EvalTasks, TaskKey, eval_tasks, interleaved_chunks, task_key
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.config import MixtureConfig
     from ormix.mixture import MixtureSpec
 
-__all__ = ["EvalOptions", "EvalResult", "eval_command", "evaluate_trainer", "print_summary", "run_eval"]
+__all__ = [
+    "EvalOptions",
+    "EvalResult",
+    "chunk_share",
+    "eval_command",
+    "evaluate_trainer",
+    "print_summary",
+    "run_eval",
+]
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 # ── options and results ───────────────────────────────────────────────
@@ -182,12 +193,28 @@ class EvalResult:
 # ── running ───────────────────────────────────────────────────────────
 
 
+def chunk_share(tasks: int, samples: int, processes: int) -> int:
+    """Rollouts of a chunk of ``tasks`` × ``samples`` that each of ``processes`` runs: whole tasks (each
+    task's samples on one process, as a GRPO group is), as evenly as whole tasks allow.
+
+    Each process's eval batch is this share, so together they run the chunk once. When the tasks do not
+    divide evenly, the data loader pads the last process's batch with the chunk's first tasks again; those
+    extra rollouts are dropped (`_first_samples`).
+
+    Example:
+        >>> chunk_share(16, 4, 1), chunk_share(16, 4, 2), chunk_share(3, 2, 2)
+        (64, 32, 4)
+    """
+    return -(-tasks // max(processes, 1)) * samples
+
+
 @contextlib.contextmanager
 def _eval_geometry(trainer: Any, rollouts: int, samples: int) -> Iterator[None]:
-    """The trainer's eval batch set to one chunk (``rollouts`` = tasks × samples), restored afterwards."""
+    """The trainer's eval batch set to one chunk (``rollouts`` = tasks × samples) over all its processes,
+    restored afterwards."""
     args = trainer.args
     saved = (args.per_device_eval_batch_size, getattr(trainer, "num_generations_eval", None))
-    args.per_device_eval_batch_size = rollouts
+    args.per_device_eval_batch_size = chunk_share(rollouts // samples, samples, _world_size(trainer))
     trainer.num_generations_eval = samples
     try:
         yield
@@ -202,6 +229,60 @@ class _Progress:
     left: int = 0
     eval_s: float = 0.0
     rollouts: int = 0
+
+
+def _world_size(trainer: Any) -> int:
+    return int(getattr(trainer.args, "world_size", 1) or 1)
+
+
+def _first_samples(
+    records: Sequence[dict[str, Any]], chunk: Sequence[tuple[str, str, int]], samples: int
+) -> list[dict[str, Any]]:
+    """The chunk's records, at most ``samples`` a task, the first in rank order kept: a process whose batch
+    was padded ran some tasks twice (`chunk_share`), and the padding comes last."""
+    wanted = set(chunk)
+    kept: list[dict[str, Any]] = []
+    counts: Counter[Any] = Counter()
+    for record in records:
+        key = task_key(record)
+        if key in wanted and counts[key] >= samples:
+            continue
+        counts[key] += 1
+        kept.append(record)
+    return kept
+
+
+def _rank_zero_decides(decide: Callable[[], _T]) -> _T:
+    """``decide()`` run on process 0 only, its result (or the `OrmixError` it raised) given to every process.
+
+    What an eval directory holds decides which tasks run; if each process read (or, resuming, rewrote) the
+    files itself, they could disagree on the chunks and wait forever on each other's collectives. One
+    process (without `torch.distributed` running: this one) reads and writes; the others are told.
+    """
+    try:
+        import torch.distributed as dist
+    except ImportError:  # pragma: no cover - torch comes with transformers
+        return decide()
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return decide()
+    box: list[Any] = [None]
+    if dist.get_rank() == 0:
+        try:
+            box = [("ok", decide())]
+        except OrmixError as e:
+            box = [("error", e)]
+        except Exception as e:  # noqa: BLE001 - told to the others (they would wait forever), raised here
+            box = [("failed", f"{type(e).__name__}: {e}")]
+            dist.broadcast_object_list(box, src=0)
+            raise
+    dist.broadcast_object_list(box, src=0)
+    kind, value = box[0]
+    if kind == "error":
+        raise value
+    if kind == "failed":
+        raise EvalError(f"the eval failed on process 0 ({value})")
+    result: _T = value
+    return result
 
 
 def evaluate_trainer(
@@ -292,13 +373,15 @@ def _evaluate(
         if ks is not None:
             full["k"] = sorted(set(ks))
     directory = EvalDirectory(out)
-    directory.prepare(full, overwrite)
-    out.mkdir(parents=True, exist_ok=True)
-    rank = int(getattr(trainer.args, "process_index", 0) or 0)
-    if rank == 0:
-        directory.write_manifest(full)
     planned = {key for t in tasks.values() for key in t.keys()}
-    complete, seq = directory.resume(planned, samples) if rank == 0 else (set(), 0)
+
+    def start() -> tuple[set[TaskKey], int]:
+        directory.prepare(full, overwrite)
+        directory.write_manifest(full)
+        return directory.resume(planned, samples)
+
+    # Process 0 alone prepares, writes and reads the directory; every process runs the chunks it decided.
+    complete, seq = _rank_zero_decides(start)
     skipped = set(skip)
     todo = [key for t in tasks.values() for key in t.keys() if key not in complete and key not in skipped]
     state = _Progress(resumed=len(complete))
@@ -315,8 +398,9 @@ def _evaluate(
             f"  stopped after {len(chunks)} chunk(s): {state.left} task(s) left; run the same eval again "
             "to finish"
         )
-    summary = (
-        directory.write_outputs(directory.records(), full, say, complete=state.left == 0) if rank == 0 else {}
+    # Every process returns process 0's summary (it alone holds the file).
+    summary = _rank_zero_decides(
+        lambda: directory.write_outputs(directory.summary_records(), full, say, complete=state.left == 0)
     )
     return summary, state
 
@@ -365,7 +449,7 @@ def _run_chunks(
                     with _eval_geometry(trainer, len(rows) * samples, samples):
                         trainer.evaluate(eval_dataset=rows_to_dataset(rows), metric_key_prefix="eval")
                     state.eval_s += time.perf_counter() - started
-                    records = all_ranks_records(recorder.records)
+                    records = _first_samples(all_ranks_records(recorder.records), chunk, samples)
                     state.rollouts += len(records)
                     counts = Counter(task_key(record) for record in records)
                     short = [key for key in chunk if counts[key] < samples]
@@ -500,16 +584,27 @@ def run_eval(
                 fields["no_reference"] = missing
             manifest = eval_manifest(args, mix, tasks, samples, **fields)
             directory = EvalDirectory(out_dir)
-            directory.prepare(manifest, opts.overwrite)
             planned = [key for t in tasks.values() for key in t.keys()]
-            complete, _ = directory.resume(set(planned), samples)
+
+            def start() -> set[TaskKey]:
+                directory.prepare(manifest, opts.overwrite)
+                return directory.resume(set(planned), samples)[0]
+
+            # Under torchrun, the args start `torch.distributed` (process_index); process 0 alone reads the
+            # directory and tells the others, so every process agrees on what is left.
+            _ = args.process_index
+            complete = _rank_zero_decides(start)
             skip = [(m, tasks[m].split, i) for m, indices in missing.items() for i in indices]
             _say_plan(say, mix.name, opts, label, tasks, missing, notes)
             say(f"output: {out_dir}")
             if len(planned) - len(complete) - len(skip) <= 0:
-                directory.write_manifest(manifest)
                 say(f"  every task is done already ({len(complete)}): summarising")
-                summary = directory.write_outputs(directory.records(), manifest, say)
+
+                def summarise() -> dict[str, Any]:
+                    directory.write_manifest(manifest)
+                    return directory.write_outputs(directory.summary_records(), manifest, say)
+
+                summary = _rank_zero_decides(summarise)
                 return EvalResult(out_dir, summary, manifest, resumed_tasks=len(complete))
             trainer = _build_trainer(mix, opts, args, model_path, label, tasks)
             policy = attach_reference_policy(trainer, calls) if opts.policy == "reference" else None

@@ -401,6 +401,14 @@ def denoised_detail(
     noise = {m: e for m, (e, _, _) in support.items()}
     posterior = _posteriors(_slopes(longer, members))
     baseline = min(rate.values())  # what the least informative member shows: noise every member has
+    # The mixture-wide reward range and totals, read by every member's headroom: summed once, not per member
+    # (per member they made a step's cost grow with the square of the members).
+    mixture = _Mixture(
+        min((st[x].low for st in longer for x in st), default=math.inf),
+        max((st[x].high for st in longer for x in st), default=-math.inf),
+        math.fsum(st[x].total for st in longer for x in st),
+        math.fsum(st[x].scored for st in longer for x in st),
+    )
     excess, room = {}, {}
     for m in members:
         e = noise[m]
@@ -411,7 +419,7 @@ def denoised_detail(
         excess[m] = max(0.0, rate[m] - explained)
         # Headroom on the reward seen, not corrected for the noise: a correction by an overestimated noise
         # would call a member at 0.9 on every task solved.
-        room[m] = _own_headroom(recent, longer, m, 0.0, cfg.prior_groups)
+        room[m] = _own_headroom(recent, longer, m, 0.0, cfg.prior_groups, mixture)
     raw = {m: excess[m] ** cfg.sharpness * room[m] ** cfg.headroom for m in members}
     # Progress in the reward achieved: the informative rate times the member's pace (its expected absolute
     # slope of success on practice, as ``progress`` has it), relative to the fastest member's. A member whose
@@ -441,10 +449,13 @@ def denoised_detail(
     # its slope's low bound against the fastest other's slope (noise widens a slope's spread, and so its
     # expected size, not its mean). A slope within a millionth of its spread of zero is rounding: zero.
     rise = {m: mean if mean > 1e-6 * math.sqrt(var) else 0.0 for m, (mean, var) in posterior.items()}
+    # The fastest other member's rise: the largest, or for the member holding it the second largest (the
+    # same value when two share it); two values, not a pass over the others per member.
+    top = sorted((rise[x] for x in members), reverse=True)[:2]
     cap = {}
     for m in members:
         mean, var = posterior[m]
-        others = max((rise[x] for x in members if x != m), default=0.0)
+        others = (top[1] if rise[m] == top[0] else top[0]) if len(top) > 1 else 0.0
         faster = (
             max(0.0, mean - 2 * math.sqrt(var)) / others if others > 0 else (math.inf if rise[m] else 1.0)
         )
@@ -505,12 +516,24 @@ def _normalised(values: Mapping[str, float], n: int) -> dict[str, float]:
     return {m: v / total if total > 0 else 1 / n for m, v in values.items()}
 
 
+@dataclass(frozen=True)
+class _Mixture:
+    """Every member's groups of the longer window pooled: the reward range, the summed group means, their
+    number."""
+
+    low: float
+    high: float
+    total: float
+    scored: float
+
+
 def _own_headroom(
     recent: Sequence[Mapping[str, StepStats]],
     longer: Sequence[Mapping[str, StepStats]],
     m: str,
     noise: float,
     prior: float,
+    mixture: _Mixture,
 ) -> float:
     """A member's reward left to gain on its own reward range (the mixture's when it has none: always
     solved, or always failed), its mean corrected for its noise (a flaky grader reports a solved member at
@@ -518,13 +541,12 @@ def _own_headroom(
     low = min((st[m].low for st in longer if m in st), default=math.inf)
     high = max((st[m].high for st in longer if m in st), default=-math.inf)
     if not high - low > 1e-9:
-        low = min((st[x].low for st in longer for x in st), default=math.inf)
-        high = max((st[x].high for st in longer for x in st), default=-math.inf)
+        low, high = mixture.low, mixture.high
         noise = 0.0
     if not high - low > 1e-9:
         return 1.0
-    scored = math.fsum(st[x].scored for st in longer for x in st)
-    pooled = math.fsum(st[x].total for st in longer for x in st) / scored if scored else (low + high) / 2
+    scored = mixture.scored
+    pooled = mixture.total / scored if scored else (low + high) / 2
     own = _shrunk(
         math.fsum(st[m].total for st in longer if m in st),
         math.fsum(st[m].scored for st in longer if m in st),

@@ -87,6 +87,8 @@ class LaggedPlan:
         # plan step → group index → (member, task, rewards)
         self._pending: dict[int, dict[int, tuple[str, int, list[float | None]]]] = {}
         self.observed: list[int] = []
+        # The same steps, looked up once per scored group: a set, so a long run does not slow every lookup.
+        self._observed: set[int] = set()
 
     def step_of(self, group_index: int) -> int:
         """The plan step of a row (from 1).
@@ -105,7 +107,7 @@ class LaggedPlan:
     def add(self, group_index: int, member: str, task: int, rewards: Sequence[float | None]) -> list[int]:
         """Take one scored group; hand every plan step it completes to the planner (see the class)."""
         step = self.step_of(group_index)
-        if step in self.observed:
+        if step in self._observed:
             raise MixtureError(f"plan step {step} was already observed; group {group_index} came twice")
         groups = self._pending.setdefault(step, {})
         if group_index in groups:
@@ -120,6 +122,7 @@ class LaggedPlan:
             pooled.setdefault(m, []).append((t, r))
         self.planner.observe(step, pooled)
         self.observed.append(step)
+        self._observed.add(step)
         return [step]
 
     def has(self, group_index: int) -> bool:
@@ -131,7 +134,7 @@ class LaggedPlan:
             False
         """
         step = self.step_of(group_index)
-        return step in self.observed or group_index in self._pending.get(step, {})
+        return step in self._observed or group_index in self._pending.get(step, {})
 
     @property
     def pending_steps(self) -> list[int]:

@@ -60,6 +60,15 @@ are credit (`prior_decisions`): at the task's first group in training, they coun
 size`` earlier groups of that outcome, so a task the prior and training agree on is set aside sooner. The
 credit not yet used is checkpointed with the rest (`state_dict`), so a resumed run does not ask again.
 
+State. The planner keeps what its decisions read and no more: the statistics of the steps the next
+decisions read (``lag + max(window, progress_window)`` steps), the rows and weights of `KEPT_STEPS` steps
+beyond those (asking for an older step raises `MixtureError`; observing one again changes nothing), the
+quota credits, each member's place in its task cycle (a cursor and a cycle count: the cycle's order is
+derived from the seed again), and the task filter's state (each task's last outcomes, the spans of tasks
+set aside, grouped). `Planner.state_dict` is the same size at step 10,000 as at step 1,000
+(`benchmarks/scale.py`); a checkpoint of the first format, which kept every step, still loads and continues
+with the same rows.
+
 Example:
     >>> from ormix.config import MixtureConfig
     >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},
@@ -84,7 +93,9 @@ from ormix.mixture.adaptive import Group, StepStats, constrain, noise_estimates,
 from ormix.telemetry.metrics import is_informative, present_rewards
 
 __all__ = [
+    "KEPT_STEPS",
     "LAG",
+    "STATE_FORMAT",
     "Evidence",
     "Planner",
     "PlanRow",
@@ -101,6 +112,14 @@ __all__ = [
 LAG = 2
 #: Rows of an adaptive plan without ``num_samples`` or ``num_steps`` (the trainer's ``max_steps`` sizes it).
 ADAPTIVE_DEFAULT_STEPS = 1000
+#: Decided steps whose rows and weights stay readable beyond those the statistics window reaches (a loader or
+#: a log may look a little back; older ones are forgotten, so the state does not grow with the run).
+KEPT_STEPS = 64
+#: The version of `Planner.state_dict`'s format (1: every step's statistics, rows and weights; 2: bounded).
+STATE_FORMAT = 2
+# The filter's outcomes of a task's groups, one letter each in the state (solved, failed, mixed).
+_KINDS = {"solved": "s", "failed": "f", "mixed": "m"}
+_KIND_OF = {v: k for k, v in _KINDS.items()}
 # Targets are sums of floats: a member whose target is a whole number up to this much is on it, not below.
 _EPS = 1e-9
 
@@ -316,10 +335,19 @@ class Planner:
         self.phases = list(config.schedule or [])
         self.base = self._fixed_weights()
         self.filters = {m: f for m in self.members if (f := config.task_filter(m)) is not None}
+        # What a decision reads: the statistics of the steps up to `lag` before it, as far back as the longer
+        # window. Older statistics, rows and weights are forgotten (`_forget`), so memory and checkpoints stay
+        # the same size however long the run.
+        self._window = max(self.settings.window, self.settings.progress_window) if self.adaptive else 0
+        self._decided = 0  # the last step decided
+        self._stats_floor = 1  # history holds no step below it (nor will: observing one is ignored)
+        self._rows_floor = 1  # rows and weights: the same
         # Pooled statistics, by step (adaptive plans): member → [(task, rewards)].
         self.history: dict[int, dict[str, list[Group]]] = {}
         self._weights: dict[int, dict[str, float]] = {}
         self._rows: dict[int, list[tuple[str, int]]] = {}
+        # Distinct tasks per member (a member whose every task is set aside still gets rows).
+        self._distinct = {m: len(set(self.tasks[m])) for m in self.members}
         # The carried credit since the phase began: F_i (sum of fractional shares), E_i (extra rows it got).
         self._frac_target = dict.fromkeys(self.members, 0.0)
         self._extras = dict.fromkeys(self.members, 0)
@@ -331,8 +359,10 @@ class Planner:
         # from the history (not checkpointed): for the logs only.
         self._beliefs: dict[int, dict[str, tuple[float, float]]] = {}
         self._task_history: dict[str, dict[int, list[str]]] = {m: {} for m in self.members}
-        # member → task → (first step set aside, first step back)
+        # member → task → (first step set aside, first step back), and how many tasks share each such span
+        # (few spans, however many tasks: a step's count of tasks set aside reads the spans, not the tasks).
         self._aside: dict[str, dict[int, tuple[int, int]]] = {m: {} for m in self.members}
+        self._spans: dict[str, dict[tuple[int, int], int]] = {m: {} for m in self.members}
         # member → task → (outcome, rollouts): the platform prior's credit, used at the task's first group.
         self._credit: dict[str, dict[int, tuple[str, int]]] = {m: {} for m in self.members}
         for member, rule in self.filters.items():
@@ -340,13 +370,13 @@ class Planner:
                 for index, spec in (metadata or {}).get(member, {}).items():
                     rate = rule.prior.pass_rates.get(str(spec.get(rule.prior.field)))
                     if rate is not None and (rate >= 0.9 or rate <= 0.1):
-                        self._aside[member][int(index)] = (1, 1 + rule.cooldown_steps)
+                        self._set_aside(member, int(index), (1, 1 + rule.cooldown_steps))
             elif isinstance(rule.prior, PlatformPriorConfig):
                 mine = set(self.tasks[member])
                 seen = {t: e for t, e in (difficulty or {}).get(member, {}).items() if int(t) in mine}
                 for task, decision in prior_decisions(seen, rule).items():
                     if decision.aside:
-                        self._aside[member][task] = (1, 1 + rule.cooldown_steps)
+                        self._set_aside(member, task, (1, 1 + rule.cooldown_steps))
                     else:
                         self._credit[member][task] = (decision.outcome, decision.rollouts)
 
@@ -422,6 +452,7 @@ class Planner:
             [1.0, 1.0, 0.0]
         """
         self._decide_through(step)
+        self._check_kept(step)
         return dict(self._weights[step])
 
     def beliefs(self, step: int) -> dict[str, dict[str, float]]:
@@ -458,6 +489,7 @@ class Planner:
             [('a', 5), ('a', 4), ('a', 5)]
         """
         self._decide_through(step)
+        self._check_kept(step)
         return list(self._rows[step])
 
     def plan(self) -> list[PlanRow]:
@@ -497,14 +529,56 @@ class Planner:
             (1, 0)
         """
         self._decide_through(step)
-        return sum(1 for start, back in self._aside.get(member, {}).values() if start <= step < back)
+        self._check_kept(step)
+        return self._aside_at(member, step)
+
+    def _aside_at(self, member: str, step: int) -> int:
+        return sum(n for (start, back), n in self._spans.get(member, {}).items() if start <= step < back)
+
+    def _set_aside(self, member: str, task: int, span: tuple[int, int]) -> None:
+        spans = self._spans[member]
+        old = self._aside[member].get(task)
+        if old is not None and old in spans:  # a span already forgotten (`_forget`) counts no step still read
+            spans[old] -= 1
+            if not spans[old]:
+                del spans[old]
+        self._aside[member][task] = span
+        spans[span] = spans.get(span, 0) + 1
+
+    def _check_kept(self, step: int) -> None:
+        if step < self._rows_floor:
+            raise MixtureError(
+                f"step {step} was decided {self._decided - step} steps ago; the planner keeps the rows and "
+                f"weights of its last {self._decided - self._rows_floor + 1} steps (older ones are forgotten)"
+            )
 
     def _decide_through(self, step: int) -> None:
         _check_step(step)
         if self.k is None:
             raise MixtureError("a plan without prompts_per_step has no steps; set prompts_per_step")
-        for s in range(max(self._rows, default=0) + 1, step + 1):
+        if step <= self._decided:
+            return
+        for s in range(self._decided + 1, step + 1):
             self._decide(s, self.k)
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop what no decision reads any more: statistics older than the window the next decision reads,
+        rows and weights older than that and `KEPT_STEPS`, spans of set-aside tasks over before those."""
+        # The next decision (step d + 1) reads the statistics of steps d + 2 - lag - window ... d + 1 - lag.
+        stats_from = self._decided + 2 - self.lag - self._window
+        while self._stats_floor < stats_from:
+            self.history.pop(self._stats_floor, None)
+            self._stats_floor += 1
+        rows_from = self._decided + 1 - self.lag - self._window - KEPT_STEPS
+        if self._rows_floor < rows_from:
+            while self._rows_floor < rows_from:
+                self._rows.pop(self._rows_floor, None)
+                self._weights.pop(self._rows_floor, None)
+                self._rows_floor += 1
+            for spans in self._spans.values():
+                for span in [s for s in spans if s[1] <= rows_from]:
+                    del spans[span]
 
     def _decide(self, step: int, k: int) -> None:
         if self.adaptive:
@@ -516,6 +590,7 @@ class Planner:
                 self._extras = dict.fromkeys(self.members, 0)
         else:
             weights = self.base
+        self._decided = step
         self._weights[step] = weights
         block = self._seats(weights, step, k)
         if self.config.strategy != "round_robin":
@@ -567,15 +642,17 @@ class Planner:
 
     def _next_task(self, member: str, step: int) -> int:
         tasks = self.tasks[member]
-        aside = {t for t, (start, back) in self._aside[member].items() if start <= step < back}
-        every = len(aside) >= len(set(tasks))
+        aside = self._aside[member]
+        # The spans, not the tasks, are counted: a row costs the same with a million tasks as with ten.
+        every = bool(aside) and self._aside_at(member, step) >= self._distinct[member]
         task = tasks[0]
         for _ in range(2 * len(tasks) + 1):  # every task is seen within two cycles
             task = self._permutation(member)[self._cursor[member]]
             self._cursor[member] += 1
             if self._cursor[member] >= len(tasks):
                 self._cursor[member], self._cycle[member] = 0, self._cycle[member] + 1
-            if every or task not in aside:
+            span = aside.get(task)
+            if every or span is None or not span[0] <= step < span[1]:
                 break
         return task
 
@@ -595,7 +672,8 @@ class Planner:
 
         A static plan ignores them. Members the planner does not train are ignored; a NaN reward is kept as
         ``None``. Observing a step again is allowed until a decision used it; after that only with the same
-        groups.
+        groups. A step older than every statistic a decision still reads (the window) is ignored: it can
+        change nothing, and its groups were forgotten.
 
         Example:
             >>> from ormix.config import MixtureConfig
@@ -607,7 +685,7 @@ class Planner:
             {'a': [(0, [1.0, None])], 'b': []}
         """
         _check_step(step)
-        if not self.adaptive:
+        if not self.adaptive or step < self._stats_floor:
             return
         recorded: dict[str, list[Group]] = {
             m: [
@@ -616,8 +694,7 @@ class Planner:
             ]
             for m in self.members
         }
-        decided = max(self._rows, default=0)
-        if step <= decided - self.lag and step in self.history and self.history[step] != recorded:
+        if step <= self._decided - self.lag and step in self.history and self.history[step] != recorded:
             raise MixtureError(
                 f"step {step}'s statistics were already used to decide the rows of step {step + self.lag}; "
                 "they cannot change now (is the trainer replaying a step?)"
@@ -634,7 +711,8 @@ class Planner:
                 self.held.append(step)
                 return dict(previous)
             if seen_through not in self.history:
-                missing = [s for s in range(1, seen_through + 1) if s not in self.history]
+                first = max(1, seen_through - self._window + 1)  # older steps are forgotten, not missing
+                missing = [s for s in range(first, seen_through + 1) if s not in self.history]
                 raise MixtureError(
                     f"the rows of step {step} need the statistics of step(s) {missing[-8:]}, which were not "
                     f"observed: adaptive mixing decides step t from steps <= t-{self.lag}; keep "
@@ -692,26 +770,46 @@ class Planner:
                 needed = max(rule.window, -(-rule.min_rollouts // len(present)))
                 last = recent[-needed:]
                 if len(last) == needed and len(set(last)) == 1 and last[0] != "mixed":
-                    self._aside[member][task] = (step, step + rule.cooldown_steps)
-                    recent.clear()
+                    self._set_aside(member, task, (step, step + rule.cooldown_steps))
+                    # Forgotten rather than kept empty: the same to the filter (a task's prior credit is used
+                    # at its first group, so none is left for it), and nothing kept per task once settled.
+                    del past[task]
 
     # ── checkpoints ───────────────────────────────────────────────────
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue exactly, as JSON data (every strategy).
+        """Everything needed to continue exactly, as JSON data (every strategy): the statistics the window
+        still reads, the rows and weights of the last steps (`KEPT_STEPS` beyond the window), the quota
+        credits, each member's place in its task cycle, and the task filter's state (each task's recent
+        outcomes, grouped by outcomes; the spans of tasks set aside, grouped by span). Its size does not grow
+        with the steps.
 
         Example:
             >>> from ormix.config import MixtureConfig
             >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, prompts_per_step=2)
             >>> p = Planner(cfg, {"a": [0, 1, 2]}); _ = p.rows(2)
             >>> q = Planner(cfg, {"a": [0, 1, 2]}); q.load_state_dict(p.state_dict())
-            >>> q.rows(3) == p.rows(3)
-            True
+            >>> q.rows(3) == p.rows(3), p.state_dict()["format"]
+            (True, 2)
         """
+        filtered: dict[str, dict[str, list[int]]] = {}
+        for m, past in self._task_history.items():
+            groups: dict[str, list[int]] = {}
+            for task, kinds in past.items():
+                groups.setdefault("".join(_KINDS[k] for k in kinds), []).append(task)
+            filtered[m] = {key: sorted(tasks) for key, tasks in sorted(groups.items())}
+        aside: dict[str, list[list[Any]]] = {}
+        for m, spans in self._aside.items():
+            by_span: dict[tuple[int, int], list[int]] = {}
+            for task, span in spans.items():
+                if span[1] > self._rows_floor:  # a span over before the oldest step kept counts nowhere
+                    by_span.setdefault(span, []).append(task)
+            aside[m] = [[a, b, sorted(tasks)] for (a, b), tasks in sorted(by_span.items())]
         return {
+            "format": STATE_FORMAT,
             "history": {
                 str(s): {m: [[t, list(r)] for t, r in g] for m, g in h.items()}
-                for s, h in self.history.items()
+                for s, h in sorted(self.history.items())
             },
             "weights": {str(s): dict(w) for s, w in self._weights.items()},
             "rows": {str(s): [list(r) for r in rows] for s, rows in self._rows.items()},
@@ -719,15 +817,26 @@ class Planner:
             "extras": dict(self._extras),
             "cursor": dict(self._cursor),
             "cycle": dict(self._cycle),
-            "task_history": {
-                m: {str(t): list(k) for t, k in h.items()} for m, h in self._task_history.items()
-            },
-            "aside": {m: {str(t): list(b) for t, b in a.items()} for m, a in self._aside.items()},
+            "filter_history": filtered,
+            "set_aside": aside,
             "credit": {m: {str(t): list(c) for t, c in a.items()} for m, a in self._credit.items()},
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from `state_dict` (of a planner built from the same mixture and tasks)."""
+        """Continue from `state_dict` (of a planner built from the same mixture and tasks); a state of the
+        first format (every step kept) loads too, and continues with the same rows.
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, strategy="adaptive",
+            ...                     prompts_per_step=1)
+            >>> old = {"history": {}, "weights": {"1": {"a": 1.0}}, "rows": {"1": [["a", 1]]},
+            ...        "extra_target": {"a": 0.0}, "extras": {"a": 0}, "cursor": {"a": 1}, "cycle": {"a": 0},
+            ...        "task_history": {"a": {"1": ["solved"]}}, "aside": {"a": {"0": [1, 9]}}}
+            >>> p = Planner(cfg, {"a": [0, 1]}); p.load_state_dict(old)
+            >>> p.tasks_set_aside("a", 1), p.rows(1)
+            (1, [('a', 1)])
+        """
         missing = sorted(
             {"history", "weights", "rows", "extra_target", "extras", "cursor", "cycle"} - set(state)
         )
@@ -749,15 +858,31 @@ class Planner:
         self._perms, self._summary = {}, {}
         self._task_history = {m: {} for m in self.members}
         self._aside = {m: {} for m in self.members}
-        for m, h in state["task_history"].items():
-            self._task_history[m] = {int(t): list(k) for t, k in h.items()}
-        for m, a in state["aside"].items():
-            self._aside[m] = {int(t): (int(b[0]), int(b[1])) for t, b in a.items()}
+        self._spans = {m: {} for m in self.members}
+        # Format 2 groups tasks by their outcomes and by their span; format 1 (no "format") keyed each task.
+        for m, grouped in state.get("filter_history", {}).items():
+            for key, tasks in grouped.items():
+                for t in tasks:
+                    self._task_history[m][int(t)] = [_KIND_OF[c] for c in key]
+        for m, h in state.get("task_history", {}).items():
+            # An empty record is no record to the filter (see `_filter_from`).
+            self._task_history[m] = {int(t): list(k) for t, k in h.items() if k}
+        for m, spans in state.get("set_aside", {}).items():
+            for a, b, tasks in spans:
+                for t in tasks:
+                    self._set_aside(m, int(t), (int(a), int(b)))
+        for m, a in state.get("aside", {}).items():
+            for t, b in a.items():
+                self._set_aside(m, int(t), (int(b[0]), int(b[1])))
         # The checkpoint's credit, not the prior asked again now (the platform's answer may have changed);
         # a checkpoint of a version without it had none.
         self._credit = {m: {} for m in self.members}
         for m, a in state.get("credit", {}).items():
             self._credit[m] = {int(t): (str(c[0]), int(c[1])) for t, c in a.items()}
+        # Where the kept steps start: a format-1 state kept every step, forgotten now as `_forget` would have.
+        self._decided = max(self._rows, default=0)
+        self._stats_floor = self._rows_floor = 1
+        self._forget()
 
 
 def starvation_probability(

@@ -31,7 +31,7 @@ import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ormix.errors import UsageError
 from ormix.ors.errors import redact_text
@@ -47,10 +47,16 @@ __all__ = [
     "TelemetryObserver",
     "TelemetryRun",
     "group_fields",
+    "READ_FIELDS",
+    "read_record_table",
     "read_records",
+    "record_files",
     "rollout_record",
     "trainer_mode",
 ]
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 logger = logging.getLogger(__name__)
 
@@ -453,3 +459,188 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         key=lambda r: (r.get("mode") != "train", r.get("step") or 0, r.get("rank") or 0, r.get("seq") or 0)
     )
     return records
+
+
+def record_files(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """A run's record files, ``rollouts/rank-*.jsonl``, in the order `read_records` merges them.
+
+    Example:
+        >>> record_files("no/such/run")
+        []
+    """
+    return sorted((Path(run_dir) / "rollouts").glob("rank-*.jsonl"))
+
+
+#: The fields of a rollout record that reports and eval summaries read (`read_record_table`): the rest
+#: (texts, rewards per turn, call details) is left on disk.
+READ_FIELDS = (
+    "step",
+    "rank",
+    "seq",
+    "mode",
+    "member",
+    "task_index",
+    "split",
+    "group",
+    "outcome",
+    "error_kind",
+    "env_reward",
+    "reward",
+    "finished",
+    "open_ms",
+    "starting_ms",
+    "calls",
+    "server",
+    "group_status",
+    "group_reward",
+)
+
+# A block of the columnar reader; a longer line (a very long eval completion) takes the slow path.
+_BLOCK_BYTES = 1 << 20
+# Rows converted to Python at a time when the columnar reader cannot take a file.
+_FALLBACK_ROWS = 65_536
+
+
+def _schema() -> pa.Schema:
+    import pyarrow as pa
+
+    call = pa.struct([("tool", pa.string()), ("latency_ms", pa.float64()), ("error", pa.string())])
+    types = {
+        "step": pa.int64(),
+        "rank": pa.int64(),
+        "seq": pa.int64(),
+        "task_index": pa.int64(),
+        "group": pa.int64(),
+        "env_reward": pa.float64(),
+        "reward": pa.float64(),
+        "finished": pa.bool_(),
+        "open_ms": pa.float64(),
+        "starting_ms": pa.float64(),
+        "group_reward": pa.float64(),
+        "calls": pa.list_(call),
+    }
+    return pa.schema([(name, types.get(name, pa.string())) for name in READ_FIELDS])
+
+
+def read_record_table(paths: Iterable[str | os.PathLike[str]]) -> pa.Table:
+    """The `READ_FIELDS` of every record of these JSONL files (in file order, files in the order given), as
+    one pyarrow table: about 200 bytes a rollout with 3 calls, however long its texts.
+
+    pyarrow's JSON reader parses the files in blocks with an explicit schema, so only these columns are
+    kept. A line it cannot take (a torn last line, a line that is not an object, a field of another type)
+    sends that file through `ormix.runs.read_jsonl`'s rules instead, 64k rows at a time: torn lines and
+    non-objects skipped, as `read_records` does.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as run_dir:
+        ...     TelemetryRun(run_dir).write([{"mode": "train", "step": 1, "member": "a", "calls": []}])
+        ...     with open(record_files(run_dir)[0], "a") as fh:
+        ...         _ = fh.write('{"mode": "tr')                       # a crash mid-write
+        ...     table = read_record_table(record_files(run_dir))
+        >>> table.num_rows, table.column("member").to_pylist(), table.column("seq").to_pylist()
+        (1, ['a'], [0])
+    """
+    import pyarrow as pa
+
+    schema = _schema()
+    tables = [_read_file(Path(p), schema) for p in paths]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+def _read_file(path: Path, schema: pa.Schema) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    size = path.stat().st_size if path.is_file() else 0
+    if size == 0:
+        return schema.empty_table()
+    with open(path, "rb") as fh:
+        fh.seek(size - 1)
+        whole_lines = fh.read(1) == b"\n"
+        fh.seek(0)
+        if whole_lines:  # a file of whole lines: a torn line would not end in a newline
+            try:
+                # Block by block: `read_json` keeps about the file's size besides the table.
+                reader = pj.open_json(
+                    fh,
+                    read_options=pj.ReadOptions(block_size=_BLOCK_BYTES),
+                    parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+                )
+                return pa.Table.from_batches(list(reader), schema=schema)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                fh.seek(0)
+    return _read_file_slowly(path, schema)
+
+
+def _read_file_slowly(path: Path, schema: pa.Schema) -> pa.Table:
+    """`read_jsonl`'s rules a line at a time, projected to the schema, converted in bounded chunks."""
+    import pyarrow as pa
+
+    chunks: list[pa.Table] = []
+    rows: list[dict[str, Any]] = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                value = json.loads(line)
+            except ValueError:
+                if line.strip():
+                    logger.warning("ormix: skipping a torn line in %s", path)
+                continue
+            if not isinstance(value, dict):
+                continue
+            rows.append({name: _column_value(name, value.get(name)) for name in READ_FIELDS})
+            if len(rows) >= _FALLBACK_ROWS:
+                chunks.append(pa.Table.from_pylist(rows, schema=schema))
+                rows = []
+    chunks.append(pa.Table.from_pylist(rows, schema=schema))
+    return pa.concat_tables(chunks)
+
+
+def _column_value(name: str, value: Any) -> Any:
+    """A record's field as its column holds it (a value of another type is kept as its text or dropped)."""
+    if value is None:
+        return None
+    if name == "calls":
+        if not isinstance(value, list):
+            return None
+        return [
+            {
+                "tool": _text(c.get("tool")),
+                "latency_ms": _number(c.get("latency_ms")),
+                "error": _text(c.get("error")),
+            }
+            for c in value
+            if isinstance(c, Mapping)
+        ]
+    kind = _KINDS.get(name, "text")
+    if kind == "int":
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if kind == "float":
+        return _number(value)
+    if kind == "bool":
+        return bool(value)
+    return _text(value)
+
+
+_KINDS = {
+    "step": "int",
+    "rank": "int",
+    "seq": "int",
+    "task_index": "int",
+    "group": "int",
+    "env_reward": "float",
+    "reward": "float",
+    "finished": "bool",
+    "open_ms": "float",
+    "starting_ms": "float",
+    "group_reward": "float",
+}
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

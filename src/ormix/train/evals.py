@@ -11,6 +11,7 @@ eval that cannot run says why, one line per phase or member; ``manifest.json`` r
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -225,6 +226,8 @@ def compare_evals(result: TrainResult, console: Any) -> None:
     from ormix.evaluation.compare import CompareError, compare, load_eval, write_comparison
 
     assert result.eval is not None and result.eval_before is not None
+    if int(os.environ.get("RANK", "0")) != 0:
+        return  # one process writes the comparison (every process holds the same two evals)
     try:
         comparison = compare([load_eval(result.eval_before), load_eval(result.eval)])
     except CompareError as e:  # the run trained and was evaluated: a comparison that cannot be made is a note

@@ -5,7 +5,6 @@ SIGTERM)."""
 from __future__ import annotations
 
 import contextlib
-import os
 from typing import TYPE_CHECKING, Any
 
 from ormix.runs import checkpoint_path
@@ -115,12 +114,6 @@ class _Evals:
         why: str | None = None
         if not opts.evaluate:
             why = "the caller evaluates (RunOptions.evaluate is false)"
-        elif int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            # Not yet run or tested across processes: said, not hung.
-            why = (
-                "the evals around training run in one process; with several they are skipped: run "
-                f"`ormix eval FILE --model {run.dir.path}` after the run"
-            )
         if why is not None:
             for phase, wanted in asked.items():
                 if wanted:

@@ -275,7 +275,7 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
         if lagged is not None and records and rows:
             row = int(rows[0])
             step = lagged.step_of(row)
-            if step not in lagged.observed and not lagged.has(row):
+            if not lagged.has(row):  # has() covers an observed step, by a set lookup
                 first = records[0]
                 lagged.add(row, first["member"], int(first["task_index"]), [r["reward"] for r in records])
             for record in records:

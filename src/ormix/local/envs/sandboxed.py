@@ -33,12 +33,14 @@ class SandboxedTaskEnvironment(Environment):
 
     @classmethod
     def list_splits(cls) -> list[str]:
-        return ["train", "test"]
+        # `train` and `test`, then any other split a task names (the demo's skill tasks), sorted.
+        return ["train", "test", *sorted({t.split for t in cls.TASKS} - {"train", "test"})]
 
     @classmethod
     def list_tasks(cls, split: str) -> list[dict]:
-        if split not in ("train", "test"):
-            raise ValueError(f"unknown split {split!r}; use 'train' or 'test'")
+        splits = cls.list_splits()
+        if split not in splits:
+            raise ValueError(f"unknown split {split!r}; use one of {', '.join(map(repr, splits))}")
         return [
             {k: (list(v) if isinstance(v := getattr(t, k), tuple) else v) for k in cls.SPEC_FIELDS}
             for t in by_split(cls.TASKS, split)

@@ -8,7 +8,8 @@ task's weighted checks: reward = weighted fraction passing, `finished=True`; a s
 one is answered `episode_finished` before it reaches the environment).
 
 Splits: `train` (25 tasks) and `test` (5 tasks); difficulties Easy/Medium/Hard. Task spec (SETA-shaped):
-`{task_id, difficulty, category, tags}`; the instructions and checks stay on the server, looked up by id.
+`{task_id, difficulty, category, tags}`; the instructions and checks stay on the server, looked up by id. The
+demo's skill tasks (`ormix.local.envs.tasks.ops_tasks`) are the splits `ops-train` (64) and `ops-test` (32).
 
 Example:
     >>> from ormix.local import serve_in_thread
@@ -27,6 +28,7 @@ from pydantic import BaseModel
 
 from ormix.local.envs.sandboxed import SandboxedTaskEnvironment
 from ormix.local.envs.tasks import summarize, weighted_score
+from ormix.local.envs.tasks.ops_tasks import SETA_OPS
 from ormix.local.envs.tasks.seta_tasks import TASKS
 
 #: Reward of every submission after the first.
@@ -42,7 +44,7 @@ class Seta(SandboxedTaskEnvironment):
 
     toolsets = [CLIToolset]
 
-    TASKS = TASKS
+    TASKS = [*TASKS, *SETA_OPS]  # the skill tasks (splits ops-train, ops-test) of the demo
     SPEC_FIELDS = ("task_id", "difficulty", "category", "tags")
 
     def __init__(self, task_spec: dict, secrets: dict[str, str] | None = None) -> None:

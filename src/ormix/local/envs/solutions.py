@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ormix.local.envs.tasks.ops_tasks import OPS_NEAR_MISS, OPS_REFERENCE
+
 
 def B(command: str) -> tuple[str, dict]:
     return ("bash", {"command": command})
@@ -519,15 +521,24 @@ SETA_WRONG: dict[str, tuple[float, list[tuple[str, dict]]]] = {
 
 
 #: target → (reference calls by task_id, name of the submit tool).
+# The skill tasks (`ormix.local.envs.tasks.ops_tasks`): one bash command each, on both members' surfaces.
+OPS_TERMINALS_REFERENCE = {k: [B(v)] for k, v in OPS_REFERENCE.items() if not k.startswith("seta-")}
+OPS_TERMINALS_WRONG = {k: [B(v)] for k, v in OPS_NEAR_MISS.items() if not k.startswith("seta-")}
+OPS_SETA_REFERENCE = {k: [B(v)] for k, v in OPS_REFERENCE.items() if k.startswith("seta-")}
+OPS_SETA_WRONG = {k: [B(v)] for k, v in OPS_NEAR_MISS.items() if k.startswith("seta-")}
+
 REFERENCES: dict[str, tuple[dict[str, list[tuple[str, dict]]], str]] = {
-    "local:terminals": (TERMINALS_REFERENCE, "submit"),
-    "local:seta": (SETA_REFERENCE, "submit_solution"),
+    "local:terminals": ({**TERMINALS_REFERENCE, **OPS_TERMINALS_REFERENCE}, "submit"),
+    "local:seta": ({**SETA_REFERENCE, **OPS_SETA_REFERENCE}, "submit_solution"),
 }
 
 #: target → (near-miss calls by task_id, name of the submit tool).
 NEAR_MISSES: dict[str, tuple[dict[str, list[tuple[str, dict]]], str]] = {
-    "local:terminals": (TERMINALS_WRONG, "submit"),
-    "local:seta": ({task: calls for task, (_, calls) in SETA_WRONG.items()}, "submit_solution"),
+    "local:terminals": ({**TERMINALS_WRONG, **OPS_TERMINALS_WRONG}, "submit"),
+    "local:seta": (
+        {**{task: calls for task, (_, calls) in SETA_WRONG.items()}, **OPS_SETA_WRONG},
+        "submit_solution",
+    ),
 }
 
 #: A task's dataset row -> the tool calls of one attempt at it, the submit call included (None: no such

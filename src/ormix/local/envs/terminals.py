@@ -5,7 +5,9 @@ network) seeded with the task's files. Five tools: `bash`, `view`, `create_file`
 `submit` grades the workspace (all checks must pass: reward 1.0, else 0.0) and finishes the episode.
 
 Splits: `train` (28 tasks) and `test` (6 tasks); difficulties easy/medium/hard; categories
-files/text/scripting. Task spec: `{task_id, difficulty, category, instructions}`.
+files/text/scripting. Task spec: `{task_id, difficulty, category, instructions}`. The demo's skill tasks
+(`ormix.local.envs.tasks.ops_tasks`: an operation the prompt names, applied to a word it shows) are the splits
+`ops-train` (64) and `ops-test` (32).
 
 Example:
     >>> from ormix.local import serve_in_thread
@@ -26,6 +28,7 @@ from pydantic import BaseModel, Field
 from ormix.local.envs.sandbox import SandboxError, SandboxUnavailableError
 from ormix.local.envs.sandboxed import SandboxedTaskEnvironment
 from ormix.local.envs.tasks import summarize
+from ormix.local.envs.tasks.ops_tasks import TERMINALS_OPS
 from ormix.local.envs.tasks.terminals_tasks import TASKS
 
 #: Tool-side limits (the hosted EndlessTerminals sandbox is 1 CPU / 2 GB; commands there also time out).
@@ -72,7 +75,7 @@ def _text(text: str, **metadata) -> ToolOutput:
 class Terminals(SandboxedTaskEnvironment):
     """EndlessTerminals-like shell tasks graded at submit; see the module docstring."""
 
-    TASKS = TASKS
+    TASKS = [*TASKS, *TERMINALS_OPS]  # the skill tasks (splits ops-train, ops-test) of the demo
     SPEC_FIELDS = ("task_id", "difficulty", "category", "instructions")
 
     def get_prompt(self) -> list[TextBlock]:
