@@ -82,6 +82,7 @@ def _close_shared_servers():
 # hands files to idle workers in collection order, so starting with the longest ones keeps one of them from
 # running alone at the end while the other workers idle. Files not named here follow in collection order.
 HEAVY_FILES = (
+    "demo/test_skills_demo.py",
     "test_long_runs.py",
     "test_cleanup.py",
     "test_train.py",

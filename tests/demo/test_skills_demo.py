@@ -73,6 +73,7 @@ def test_it_trains_on_64_tasks_a_member_and_evaluates_on_32_it_never_trains_on(m
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(420)  # a real 150-step warm start and two GRPO steps: ~100 s alone, more beside others
 def test_a_short_run_of_its_recipe_scores_above_zero_after_the_warm_start(tmp_path, monkeypatch):
     """The file itself, shortened: 2 training tasks a member, the first warmed (its reference and its near
     miss), 150 SFT steps, two GRPO steps (~2 min)."""

@@ -16,10 +16,15 @@ import os
 import sys
 from pathlib import Path
 
-os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
-os.environ.setdefault("ORMIX_LOCAL_SERVE", "thread")
+
+def _environment() -> None:
+    # Set when run, never on import: pytest imports this file for its doctests, and a variable set here would
+    # leak into every later test of that worker (ORMIX_LOCAL_SERVE=thread moves servers into the CLI).
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("ORMIX_LOCAL_SERVE", "thread")
+
 
 OPTIONS = dict(
     policy="reference",
@@ -78,4 +83,5 @@ def main(mixture: str, out: str, mode: str, max_chunks: str | None = None) -> No
 
 
 if __name__ == "__main__":
+    _environment()
     main(*sys.argv[1:])
