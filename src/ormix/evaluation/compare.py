@@ -299,6 +299,24 @@ def _ks(evals: Sequence[EvalData], ks: Sequence[int] | None) -> tuple[int, ...]:
     return (1,)
 
 
+def _chosen_metrics(metrics: Sequence[str] | None, ks: Sequence[int], names: Sequence[str]) -> list[str]:
+    """The metrics a comparison gives verdicts on: those asked for (each one of ``names``), else pass@k for
+    every k.
+
+    Example:
+        >>> _chosen_metrics(None, (1, 4), ["pass@1", "pass@4", "mean_reward"])
+        ['pass@1', 'pass@4']
+    """
+    chosen = list(metrics) if metrics else [f"pass@{k}" for k in ks]
+    unknown = [m for m in chosen if m not in names]
+    if unknown:
+        raise CompareError(
+            f"unknown metric {', '.join(map(repr, unknown))}: choose from {', '.join(names)} (pass@K for "
+            "another K needs --k / ks with it)"
+        )
+    return chosen
+
+
 def compare(
     evals: Sequence[EvalData],
     *,
@@ -343,13 +361,7 @@ def compare(
         success_threshold = thresholds.pop()
     ks = _ks(evals, ks)
     names = metric_names(ks)
-    chosen = list(metrics) if metrics else [f"pass@{k}" for k in ks]
-    unknown = [m for m in chosen if m not in names]
-    if unknown:
-        raise CompareError(
-            f"unknown metric {', '.join(map(repr, unknown))}: choose from {', '.join(names)} (pass@K for "
-            "another K needs --k / ks with it)"
-        )
+    chosen = _chosen_metrics(metrics, ks, names)
     labels = _unique_labels(evals)
     base, base_label = evals[0], labels[0]
     base_tasks = task_samples(base.records)
@@ -633,13 +645,7 @@ def compare_groups(
     threshold = _threshold(flat, success_threshold)
     ks = _ks(flat, ks)
     names = metric_names(ks)
-    chosen = list(metrics) if metrics else [f"pass@{k}" for k in ks]
-    unknown = [m for m in chosen if m not in names]
-    if unknown:
-        raise CompareError(
-            f"unknown metric {', '.join(map(repr, unknown))}: choose from {', '.join(names)} (pass@K for "
-            "another K needs --k / ks with it)"
-        )
+    chosen = _chosen_metrics(metrics, ks, names)
     n_base = len(groups[0])
     base_runs, other_runs = run_labels[:n_base], run_labels[n_base:]
     if labels is not None and len(labels) != 2:
