@@ -183,7 +183,9 @@ def test_pings_during_a_long_call_use_another_connection(faulty_server):
                     r = await s.call("slow", {"seconds": 0.8})
                     assert r.metadata == {"slept_s": 0.8}
                     assert s.timings.pings >= 3 and s.timings.ping_failures == 0
-            assert proxy.requests.count("POST /ping") == s.timings.pings
+            # A ping in flight when the session closes reaches the server but is cancelled before its
+            # answer is counted: the server may have seen one more than the session counts, never fewer.
+            assert s.timings.pings <= proxy.requests.count("POST /ping") <= s.timings.pings + 1
             return proxy.connections
 
     assert run(main) == 2
