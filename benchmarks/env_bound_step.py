@@ -216,7 +216,8 @@ def run(
         disable_tqdm=True,
         max_tool_calling_iterations=rounds,
     )
-    tasks = rollouts // 2 * steps_n
+    # local:latency's train split has 64 tasks: a longer run cycles them (the plan, and TRL's epochs).
+    tasks = min(rollouts // 2 * steps_n, 64)
     if variant == "trl":
         from trl.experimental.openreward import OpenRewardSpec as TRLSpec
 
