@@ -143,7 +143,7 @@ def test_bad_input_is_named_and_exits_2(tmp_path):
     code, output = _eval("--model", str(tmp_path / "no-model"), "--out", str(tmp_path / "c"))
     assert code == 2 and "no such directory" in output
     code, output = _eval("-k", "0", "--out", str(tmp_path / "d"))
-    assert code == 2 and "-k takes whole numbers" in output
+    assert code == 2 and "k takes whole numbers >= 1" in output
     assert not any(tmp_path.iterdir())  # nothing written for a refused eval
 
 

@@ -16,6 +16,8 @@ import typer
 import typer.core
 from rich.console import Console
 
+from ormix.command import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED
+
 
 class _Command(typer.core.TyperCommand):
     """Plain help and messages: ``FILE`` (not ``{FILE}`` and its type), "expected an int"."""
@@ -40,6 +42,14 @@ class _Command(typer.core.TyperCommand):
                 if needle in str(e.message):
                     e.message = plain
             raise
+
+    def invoke(self, ctx: typer.Context) -> object:  # type: ignore[override]
+        # click turns Ctrl-C into "Aborted!" and exit 1; every ormix command exits 130, as shells expect.
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/yellow]")
+            raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
 app = typer.Typer(
@@ -105,13 +115,13 @@ def serve(
             load_environment_class(env)
     except UnknownEnvironmentError as e:
         err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     problem = exposure_problem(host, api_key, insecure=insecure)
     if problem is None and (ssl_certfile is None) != (ssl_keyfile is None):
         problem = "TLS needs both --ssl-certfile and --ssl-keyfile"
     if problem is not None:
         err.print(f"[red]error:[/red] {problem}")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     scheme = "https" if ssl_certfile else "http"
     if not is_loopback(host) and api_key and scheme == "http":
         err.print("note: without TLS (--ssl-certfile/--ssl-keyfile) the key crosses the network in clear")
@@ -179,7 +189,7 @@ def _serve_workers(
             pass
     except ServerStartError as e:
         err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(1) from None
+        raise typer.Exit(EXIT_FAILED) from None
     except KeyboardInterrupt:
         pass
     finally:
@@ -373,15 +383,11 @@ def ablate(
 
     if budget not in BUDGETS:
         err.print(f"[red]error:[/red] --budget is one of {', '.join(BUDGETS)}, not {budget!r}")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     if run:
         from ormix.evaluation.study import StudyOptions, study_command
 
-        try:
-            ks = tuple(int(part) for part in k.split(",") if part.strip())
-        except ValueError:
-            err.print(f"[red]error:[/red] -k takes integers separated by commas (e.g. 1,4), not {k!r}")
-            raise typer.Exit(2) from None
+        ks = _int_list(k, "-k")
         try:
             seed_list = tuple(int(part) for part in (seeds or "").split(",") if part.strip())
         except ValueError:
@@ -391,7 +397,7 @@ def ablate(
                 "[red]error:[/red] --seeds takes distinct integers separated by commas (e.g. 0,1,2), "
                 f"not {seeds!r}"
             )
-            raise typer.Exit(2)
+            raise typer.Exit(EXIT_BAD_INPUT)
         options = StudyOptions(
             out_dir=out,
             leave_one_out=leave_one_out or not only,
@@ -399,7 +405,7 @@ def ablate(
             arms=tuple(arm or ()),
             budget=budget,  # type: ignore[arg-type]  # checked just above
             max_steps=max_steps,
-            k=ks or (1,),
+            k=ks,
             model=model,
             metric=metric,
             warmup_sft=warmup_sft,
@@ -426,10 +432,10 @@ def ablate(
     ]
     if study_only:
         err.print(f"[red]error:[/red] {', '.join(study_only)} run(s) a study: add --run")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     if out is None:
         err.print("[red]error:[/red] --out DIR is required (where the derived files go), or add --run")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     from ormix.config import MixtureConfigError, load_mixture_config
     from ormix.mixture.ablation import write_ablations
 
@@ -447,7 +453,7 @@ def ablate(
         )
     except (MixtureConfigError, ValueError) as e:
         err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     for file, digest in written:
         console.print(f"{file}  {digest[:16]}")
 
@@ -585,10 +591,10 @@ def train(
 
     if on_sigterm not in ("checkpoint", "abandon"):
         err.print(f"[red]error:[/red] --on-sigterm is 'checkpoint' or 'abandon', not {on_sigterm!r}")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     if vllm_url is not None and not async_:
         err.print("[red]error:[/red] --vllm-url is for --async training; add --async")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     options = RunOptions(
         model=model,
         max_steps=max_steps,
@@ -611,15 +617,17 @@ def train(
 
 
 def _int_list(text: str, flag: str) -> tuple[int, ...]:
+    """``-k``'s comma list, checked by the rule every pass@k list follows (`pass_k_problem`)."""
+    from ormix.config.trainer_rules import pass_k_problem
+
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        values = ()
-    if not values or any(v < 1 for v in values):
-        err.print(
-            f"[red]error:[/red] {flag} takes whole numbers >= 1, comma-separated (e.g. 1,4,8), not {text!r}"
-        )
-        raise typer.Exit(2)
+        err.print(f"[red]error:[/red] {flag} takes whole numbers, comma-separated (e.g. 1,4,8), not {text!r}")
+        raise typer.Exit(EXIT_BAD_INPUT) from None
+    if problem := pass_k_problem(values):
+        err.print(f"[red]error:[/red] {flag}: {problem}")
+        raise typer.Exit(EXIT_BAD_INPUT)
     return values
 
 
@@ -699,7 +707,7 @@ def eval_(
 
     if policy not in ("model", "reference"):
         err.print(f"[red]error:[/red] --policy is 'model' or 'reference', not {policy!r}")
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     options = EvalOptions(
         model=model,
         k=_int_list(k, "-k") if k is not None else None,
@@ -738,7 +746,7 @@ def report(
             "directory), or report one run at a time",
             highlight=False,
         )
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     raise typer.Exit(report_command(run_dirs[0], console))
 
 
@@ -787,7 +795,7 @@ def show(
 
     if mode not in (None, "train", "eval"):
         err.print(f"[red]error:[/red] --mode {mode!r}: use train or eval", highlight=False)
-        raise typer.Exit(2)
+        raise typer.Exit(EXIT_BAD_INPUT)
     try:
         code = show_command(
             path,
@@ -913,7 +921,7 @@ def compare(
             )
     except CompareError as e:
         err.print(f"[red]error:[/red] {e}", highlight=False)
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_BAD_INPUT) from None
     base = result["baseline"]["label"]
     for comp in result["comparisons"]:
         table = Table(
@@ -954,7 +962,7 @@ def _load(path: Path, *, defer_missing_secrets: bool = False):
         return load_mixture(str(path), defer_missing_secrets=defer_missing_secrets)
     except MixtureError as e:
         err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 def expand_resume(argv: list[str]) -> list[str]:

@@ -66,7 +66,7 @@ from ormix.config.problems import (
     suggest,
 )
 from ormix.config.secrets import ENV_VAR_RE, Secret
-from ormix.config.trainer_rules import plan_length_problem
+from ormix.config.trainer_rules import pass_k_problem, plan_length_problem
 from ormix.config.yaml_io import (
     derived_name,
     dump_yaml,
@@ -804,11 +804,8 @@ class EvaluationConfig(BaseModel):
 
     @model_validator(mode="after")
     def _k_within_samples(self) -> Self:
-        if self.k is not None and any(k < 1 or k > self.samples for k in self.k):
-            raise problem_error(
-                f"evaluation.k {self.k}: each k is between 1 and evaluation.samples ({self.samples}); "
-                "pass@k needs at least k samples of a task"
-            )
+        if self.k is not None and (problem := pass_k_problem(self.k, self.samples)):
+            raise problem_error(f"evaluation.k: {problem} (evaluation.samples)")
         return self
 
     @property

@@ -20,6 +20,7 @@ __all__ = [
     "columns_problem",
     "eval_settings_problem",
     "max_steps_problem",
+    "pass_k_problem",
     "range_problem",
     "plan_length_problem",
     "shuffle_problem",
@@ -64,6 +65,32 @@ def max_steps_problem(max_steps: object) -> str | None:
         else "0 steps would still train one"
     )
     return f"a run trains at least 1 step, not {max_steps} ({why}): give the number of steps to train"
+
+
+def pass_k_problem(ks: object, samples: int | None = None) -> str | None:
+    """pass@k values that cannot be reported: each k a whole number >= 1, and at most ``samples`` (pass@k
+    needs k samples of a task) when the samples are known. One rule for ``-k`` of `ormix eval` and
+    `ormix ablate`, `EvalOptions` and a file's ``evaluation.k``.
+
+    Example:
+        >>> pass_k_problem((1, 4)) is None, pass_k_problem((1, 4), samples=4) is None
+        (True, True)
+        >>> print(pass_k_problem((0, 4)))
+        k takes whole numbers >= 1 (e.g. 1,4,8), not [0, 4]
+        >>> print(pass_k_problem([1, 8], samples=4))
+        each k is at most the samples per task (4): pass@8 needs 8 samples of a task, not [1, 8]
+    """
+    values = list(ks) if isinstance(ks, (list, tuple)) else [ks]
+    ints = [k for k in values if isinstance(k, int) and not isinstance(k, bool) and k >= 1]
+    if not values or len(ints) != len(values):
+        return f"k takes whole numbers >= 1 (e.g. 1,4,8), not {values}"
+    top = max(ints)
+    if samples is not None and top > samples:
+        return (
+            f"each k is at most the samples per task ({samples}): pass@{top} needs {top} samples of a "
+            f"task, not {values}"
+        )
+    return None
 
 
 #: Settings that are counts of at least 1 (TRL takes a negative one and fails, or loops, much later).

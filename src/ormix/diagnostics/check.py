@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ormix.command import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 from ormix.targets import parse_target
 from ormix.tools.schema import Node, SchemaWalker
 from ormix.tools.specs import normalize_spec
@@ -613,7 +614,7 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         mixture = load_mixture(str(path))
     except (MixtureError, OSError) as e:
         console.print(f"[red]error:[/red] cannot load {path}: {e}")
-        return 2
+        return EXIT_BAD_INPUT
     from ormix.connection import BackendWatch
 
     try:
@@ -627,7 +628,7 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         console.print(
             f"[yellow]{'terminated' if terminated else 'interrupted'}[/yellow]: nothing was checked"
         )
-        return 143 if terminated else 130
+        return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
     table = Table(title="environments")
     for column in (
@@ -742,10 +743,10 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
                 highlight=False,
             )
     if any(r.eval_bad_input for r in bad_evals) or any(r.bad_input for r in bad):
-        return 2
+        return EXIT_BAD_INPUT
     # A tool that raises or ends episodes unscored was found by running the environment: 1, whoever wrote
     # it, as `ormix train` ends on it (its rollouts fail or come back unscored).
     if bad or bad_evals or unscored or (raising and not tolerate_tool_errors):
-        return 1
+        return EXIT_FAILED
     console.print(f"all {len(results)} environment(s) usable")
-    return 0
+    return EXIT_OK

@@ -48,7 +48,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ormix.errors import OrmixError, exit_status
+from ormix.command import EXIT_FAILED, EXIT_OK, run_command
+from ormix.config.trainer_rules import pass_k_problem
+from ormix.errors import OrmixError
 from ormix.evaluation.errors import EvalError, ModelNotFoundError
 from ormix.evaluation.eval_dir import EvalDirectory
 from ormix.evaluation.manifest import eval_manifest, trainer_manifest
@@ -160,13 +162,8 @@ class EvalOptions:
     def check(self) -> None:
         """Raise `EvalError` for options that cannot work."""
         ks = self.ks
-        if any(not isinstance(k, int) or k < 1 for k in ks):
-            raise EvalError(f"-k takes whole numbers >= 1 (e.g. -k 1,4,8), not {list(ks)}")
-        if self.samples is not None and self.samples < max(ks):
-            raise EvalError(
-                f"--samples {self.samples} is fewer than the largest k ({max(ks)}): pass@{max(ks)} "
-                f"needs {max(ks)} samples per task; raise --samples or drop it"
-            )
+        if problem := pass_k_problem(ks, self.samples):
+            raise EvalError(f"-k: {problem}" + ("; raise --samples or drop it" if self.samples else ""))
         if self.policy not in ("model", "reference"):
             raise EvalError(f"--policy is 'model' or 'reference', not {self.policy!r}")
         if self.tasks_per_chunk < 1 or (self.max_chunks is not None and self.max_chunks < 1):
@@ -769,27 +766,23 @@ def eval_command(
     from ormix.integrations.trl.args import parse_overrides
 
     started = time.monotonic()
-    try:
+
+    def body() -> int:
         opts = replace(options or EvalOptions(), **option_fields)
         opts = replace(opts, settings={**opts.settings, **parse_overrides(overrides)})
         result = run_eval(mixture, opts, console=console)
-    except OrmixError as e:
-        console.print(f"[red]error:[/red] {e}", highlight=False)
-        return exit_status(e)
-    except KeyboardInterrupt:
-        console.print(
-            "[yellow]interrupted[/yellow]: the chunks done are kept; run the same command to resume"
-        )
-        return 130
-    except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
-        if debug or os.environ.get("ORMIX_DEBUG"):
-            console.print_exception(max_frames=8)
-        console.print(f"[red]eval failed:[/red] {type(e).__name__}: {e}", highlight=False)
-        return 1
-    print_summary(result, console)
-    console.print(f"done in {math.ceil(time.monotonic() - started)}s", highlight=False)
-    # An oracle run that scores nothing found a broken environment: a failure, never a quiet 0.
-    failures = oracle_failures(result.summary)
-    for line in failures:
-        console.print(f"[red]error:[/red] {line}", highlight=False)
-    return 1 if failures else 0
+        print_summary(result, console)
+        console.print(f"done in {math.ceil(time.monotonic() - started)}s", highlight=False)
+        # An oracle run that scores nothing found a broken environment: a failure, never a quiet 0.
+        failures = oracle_failures(result.summary)
+        for line in failures:
+            console.print(f"[red]error:[/red] {line}", highlight=False)
+        return EXIT_FAILED if failures else EXIT_OK
+
+    return run_command(
+        body,
+        console=console,
+        what="eval",
+        interrupted=": the chunks done are kept; run the same command to resume",
+        debug=debug,
+    )

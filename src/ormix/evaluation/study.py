@@ -55,7 +55,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ormix.errors import OrmixError, UsageError, exit_status
+from ormix.command import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, run_command
+from ormix.config.trainer_rules import max_steps_problem
+from ormix.errors import UsageError
 from ormix.evaluation.summary import format_metric
 from ormix.mixture.ablation import FULL, Arm, Budget, arm_file_text, arms, select_arms
 
@@ -391,8 +393,8 @@ def _study_config(path: str | Path, options: StudyOptions) -> MixtureConfig:
     config = load_mixture_config(path, train_check=trainer_settings_check())
     train = {**config.train, **check_settings(dict(options.settings), "--set ")}
     if options.max_steps is not None:
-        if options.max_steps < 1:
-            raise StudyError(f"--max-steps is at least 1 (got {options.max_steps})")
+        if problem := max_steps_problem(options.max_steps):
+            raise StudyError(f"--max-steps: {problem}")
         train["max_steps"] = options.max_steps
     if len(set(options.seeds)) != len(options.seeds):
         raise StudyError(f"--seeds names a seed twice: {','.join(map(str, options.seeds))}")
@@ -786,9 +788,9 @@ def run_study(
                     status = _train_run(
                         name, mixtures / f"{arm.name}.yaml", run, seed, model, opts, console, again
                     )
-                    if status in (130, 143) or not (run / "model").is_dir():
+                    if status in (EXIT_INTERRUPTED, EXIT_TERMINATED) or not (run / "model").is_dir():
                         console.print(f"[yellow]{name} stopped[/yellow]; continue the study with:\n  {again}")
-                        result.exit_status = status or 1
+                        result.exit_status = status or EXIT_FAILED
                         raise _Stopped
                 console.print(f"{label}: evaluating on every member's eval tasks (the full mixture's)")
                 _eval_arm(full_file, full_hash, run, opts, console)
@@ -797,18 +799,18 @@ def run_study(
         pass
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted[/yellow]: continue the study with:\n  {again}", highlight=False)
-        result.exit_status = 130
+        result.exit_status = EXIT_INTERRUPTED
     result.study = _build_study(study_dir, source, config, all_arms, opts, start)
     result.study["command"] = whole
     written = _write_study(study_dir, result.study, console)
     _print_study(result.study, console)
     console.print(f"study: {', '.join(str(p) for p in written)}")
-    if result.exit_status == 0 and not all(
+    if result.exit_status == EXIT_OK and not all(
         arm_done(run, full_hash) for a in chosen for _, run in arm_runs(study_dir, a.name, opts.seeds)
     ):
-        result.exit_status = 1
+        result.exit_status = EXIT_FAILED
     rest = [a["name"] for a in result.study["arms"] if not a.get("done")]
-    if result.exit_status == 0 and rest:
+    if result.exit_status == EXIT_OK and rest:
         console.print(f"arms not done yet: {', '.join(rest)}; run them with:\n  {whole}", highlight=False)
     return result
 
@@ -855,18 +857,16 @@ def study_command(
     """
     from ormix.integrations.trl.args import parse_overrides
 
-    try:
+    def body() -> int:
         opts = options or StudyOptions()
         opts = replace(opts, settings={**opts.settings, **parse_overrides(overrides)})
         return run_study(path, opts, console=console).exit_status
-    except OrmixError as e:
-        console.print(f"[red]error:[/red] {e}", highlight=False)
-        return exit_status(e)
-    except KeyboardInterrupt:  # outside a run (a run's own Ctrl-C is handled by run_study)
-        console.print("[yellow]interrupted[/yellow]: run the same command again to continue the study")
-        return 130
-    except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
-        if debug or os.environ.get("ORMIX_DEBUG"):
-            console.print_exception(max_frames=8)
-        console.print(f"[red]study failed:[/red] {type(e).__name__}: {e}", highlight=False)
-        return 1
+
+    # A Ctrl-C outside a run (a run's own is handled by run_study) ends the command here.
+    return run_command(
+        body,
+        console=console,
+        what="study",
+        interrupted=": run the same command again to continue the study",
+        debug=debug,
+    )

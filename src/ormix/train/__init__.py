@@ -34,10 +34,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ormix.command import run_command
 from ormix.config.trainer_rules import max_steps_problem
-from ormix.errors import OrmixError, TrainConfigError, exit_status
+from ormix.errors import TrainConfigError
 from ormix.train.finish import finish_run, summarise
-from ormix.train.options import EXIT_INTERRUPTED, EXIT_TERMINATED, RunOptions, TrainResult
+from ormix.train.options import RunOptions, TrainResult
 from ormix.train.prepare import clear_failed_start, earlier_overrides, load_run_config, plan_run, start_run
 from ormix.train.training import run_trainer
 
@@ -45,8 +46,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ormix.mixture import MixtureSpec
 
 __all__ = [
-    "EXIT_INTERRUPTED",
-    "EXIT_TERMINATED",
     "RunOptions",
     "TrainResult",
     "load_run_config",
@@ -145,21 +144,11 @@ def train_command(
     """
     from ormix.integrations.trl.args import check_settings, parse_overrides
 
-    try:
+    def body() -> int:
         opts = replace(options or RunOptions(), **option_fields)
         parsed = parse_overrides(overrides)
         settings = check_settings(parsed, "--set ") if parsed else {}  # the check imports TRL: seconds
         opts = replace(opts, settings={**opts.settings, **settings})
-        result = train(mixture, opts, console=console, callbacks=callbacks)
-    except OrmixError as e:
-        console.print(f"[red]error:[/red] {e}", highlight=False)
-        return exit_status(e)
-    except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/yellow]")
-        return EXIT_INTERRUPTED
-    except Exception as e:  # noqa: BLE001 - the CLI reports, with the traceback, and exits non-zero
-        if debug or os.environ.get("ORMIX_DEBUG"):
-            console.print_exception(max_frames=8)
-        console.print(f"[red]training failed:[/red] {type(e).__name__}: {e}", highlight=False)
-        return 1
-    return result.exit_status
+        return train(mixture, opts, console=console, callbacks=callbacks).exit_status
+
+    return run_command(body, console=console, what="training", debug=debug)

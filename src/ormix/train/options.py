@@ -8,11 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_TERMINATED", "RunOptions", "TrainResult"]
+from ormix.command import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 
-#: Exit status after Ctrl-C (SIGINT), and after SIGTERM (128 + the signal number, as shells report them).
-EXIT_INTERRUPTED = 130
-EXIT_TERMINATED = 143
+__all__ = ["RunOptions", "TrainResult"]
 
 
 @dataclass(frozen=True)
@@ -140,4 +138,4 @@ class TrainResult:
         trained = [v for v in self.summary.values() if v.get("coverage") is not None]
         # Nothing scored: GRPO had no reward to learn from, a failed run whatever the loss printed.
         unscored = bool(trained) and all(v["coverage"] == 0 for v in trained)
-        return 1 if self.stopped_by_alarm or unscored else 0
+        return EXIT_FAILED if self.stopped_by_alarm or unscored else EXIT_OK
