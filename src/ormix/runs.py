@@ -312,6 +312,34 @@ class RunDirectory:
         """Where a finished run saved its final model."""
         return self.path / "model"
 
+    # The evals a run directory holds: every command reads and writes them through these names.
+
+    @property
+    def eval_path(self) -> Path:
+        """The trained model's eval: `ormix train`'s final eval, `ormix eval RUN_DIR`'s output (a
+        checkpoint's eval is ``eval/checkpoint-N``).
+
+        Example:
+            >>> RunDirectory("runs/demo").eval_path.as_posix()
+            'runs/demo/eval'
+        """
+        return self.path / "eval"
+
+    @property
+    def eval_before_path(self) -> Path:
+        """The eval of the model GRPO started from, made by `ormix train` before its first step."""
+        return self.path / "eval-before"
+
+    @property
+    def eval_start_path(self) -> Path:
+        """``ormix eval --model RUN_DIR@start``'s output (the recorded start, evaluated later)."""
+        return self.path / "eval-start"
+
+    @property
+    def comparison_path(self) -> Path:
+        """What changed from the eval before training to the eval after, paired over the same tasks."""
+        return self.path / "eval-comparison"
+
     def trained_here(self) -> bool:
         """Whether a training run wrote here: its manifest and train args (an eval directory, which also
         has a ``manifest.json``, has no ``train_args.json``)."""
@@ -452,17 +480,17 @@ class RunDirectory:
         model, and its evals (of a model that is gone)."""
         for name in ("manifest.json", "train_args.json", "progress.json", *APPEND_ONLY):
             (self.path / name).unlink(missing_ok=True)
-        for name in (
-            "rollouts",
-            "report",
-            "model",
-            "completions",
-            "eval",
-            "eval-before",
-            "eval-start",
-            "eval-comparison",
+        for path in (
+            self.path / "rollouts",
+            self.path / "report",
+            self.model_path,
+            self.path / "completions",
+            self.eval_path,
+            self.eval_before_path,
+            self.eval_start_path,
+            self.comparison_path,
         ):
-            shutil.rmtree(self.path / name, ignore_errors=True)
+            shutil.rmtree(path, ignore_errors=True)
         for child in self.path.glob("checkpoint-*"):
             shutil.rmtree(child, ignore_errors=True)
 

@@ -800,13 +800,13 @@ def run_evals(run_dir: str | Path) -> dict[str, Any]:
         >>> run_evals("no-such-run")
         {}
     """
-    run_dir = Path(run_dir)
+    run = RunDirectory(run_dir)
     out: dict[str, Any] = {}
-    for key, name in (("before", "eval-before"), ("after", "eval")):
-        path = run_dir / name / "summary.json"
+    for key, where in (("before", run.eval_before_path), ("after", run.eval_path)):
+        path = where / "summary.json"
         if path.is_file():
             out[key] = json.loads(path.read_text(encoding="utf-8"))
-    path = run_dir / "eval-comparison" / "comparison.json"
+    path = run.comparison_path / "comparison.json"
     if path.is_file():
         comparisons = json.loads(path.read_text(encoding="utf-8")).get("comparisons") or [{}]
         out["change"] = comparisons[0].get("verdicts", {})

@@ -55,6 +55,7 @@ from ormix.evaluation.summary import (
     task_metric,
     task_samples,
 )
+from ormix.runs import RunDirectory
 
 __all__ = [
     "CompareError",
@@ -140,8 +141,8 @@ def load_eval(path: str | Path) -> EvalData:
             f"{p} does not exist: give an eval directory (ormix eval's output) or a run directory with eval/"
         )
     if not (p / "rollouts.jsonl").is_file():
-        if (p / "eval" / "rollouts.jsonl").is_file():
-            p = p / "eval"
+        if (RunDirectory(p).eval_path / "rollouts.jsonl").is_file():
+            p = RunDirectory(p).eval_path
         else:
             raise CompareError(
                 f"{p} holds no eval (no rollouts.jsonl in it or in {p / 'eval'}): run `ormix eval` for it "

@@ -68,13 +68,13 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
                     f"--model {model}: the run directory has no final model (model/): the run did not "
                     f"finish; {hint}"
                 )
-            return str(run.model_path), str(resolved), resolved / "eval"
+            return str(run.model_path), str(resolved), run.eval_path
         if _is_model_dir(resolved):
             parent = RunDirectory(resolved.parent)
             if parent.trained_here() and checkpoint_step(resolved) is not None:
-                return str(resolved), str(resolved), parent.path / "eval" / resolved.name
+                return str(resolved), str(resolved), parent.eval_path / resolved.name
             if parent.trained_here() and resolved == parent.model_path:
-                return str(resolved), str(parent.path), parent.path / "eval"
+                return str(resolved), str(parent.path), parent.eval_path
             return str(resolved), str(resolved), None
         raise ModelNotFoundError(
             f"--model {model}: the directory holds no model (no config.json) and is no run directory "
@@ -111,14 +111,14 @@ def _start_of(model: str) -> tuple[str | None, str, Path | None]:
                 f"--model {model}: the run started from {path}, which is not there any more (a warm start "
                 "in a cleared cache?); run `ormix train` with the same warm start to make it again"
             )
-        return str(start["path"]), label, run.path / "eval-start"  # a hub id
+        return str(start["path"]), label, run.eval_start_path  # a hub id
     recorded = start.get("sha256")
     if recorded and weights_sha256(path) != recorded:
         raise ModelNotFoundError(
             f"--model {model}: {path} no longer holds the weights the run started from (sha256 "
             f"{recorded[:12]} recorded); it was replaced since"
         )
-    return str(path), label, run.path / "eval-start"
+    return str(path), label, run.eval_start_path
 
 
 def _slug(text: str) -> str:

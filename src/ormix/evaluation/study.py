@@ -60,6 +60,7 @@ from ormix.config.trainer_rules import max_steps_problem
 from ormix.errors import UsageError
 from ormix.evaluation.summary import format_metric
 from ormix.mixture.ablation import FULL, Arm, Budget, arm_file_text, arms, select_arms
+from ormix.runs import RunDirectory
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.config import MixtureConfig
@@ -205,8 +206,8 @@ def arm_done(run_dir: Path, config_hash: str | None = None) -> bool:
         >>> arm_done(Path("no/such/run"))
         False
     """
-    summary = run_dir / "eval" / "summary.json"
-    if not ((run_dir / "model").is_dir() and summary.is_file()):
+    summary = RunDirectory(run_dir).eval_path / "summary.json"
+    if not (RunDirectory(run_dir).model_path.is_dir() and summary.is_file()):
         return False
     try:
         complete = json.loads(summary.read_text(encoding="utf-8")).get("complete", True) is not False
@@ -218,7 +219,7 @@ def arm_done(run_dir: Path, config_hash: str | None = None) -> bool:
 def _eval_hash(run_dir: Path) -> str | None:
     """The config hash of the mixture the eval in ``run_dir/eval`` evaluated (``None``: no readable one)."""
     try:
-        manifest = json.loads((run_dir / "eval" / "manifest.json").read_text())
+        manifest = json.loads((RunDirectory(run_dir).eval_path / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
     return manifest.get("config_hash") if isinstance(manifest, dict) else None
@@ -431,7 +432,7 @@ def _check_options(study_dir: Path, kept: Mapping[str, Any]) -> None:
 
 
 def _eval_summary(run_dir: Path) -> dict[str, Any] | None:
-    path = run_dir / "eval" / "summary.json"
+    path = RunDirectory(run_dir).eval_path / "summary.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -453,7 +454,7 @@ def _effects(study_dir: Path, done: Sequence[Arm], options: StudyOptions) -> dic
     from ormix.evaluation.compare import compare, compare_groups, load_eval
 
     def evals(arm: str) -> list[Any]:
-        return [load_eval(run / "eval") for _, run in arm_runs(study_dir, arm, options.seeds)]
+        return [load_eval(RunDirectory(run).eval_path) for _, run in arm_runs(study_dir, arm, options.seeds)]
 
     base = evals(FULL)
     out: dict[str, Any] = {}
@@ -482,7 +483,6 @@ def _per_member_differences(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _run_start(run: Path) -> dict[str, Any] | None:
-    from ormix.runs import RunDirectory
 
     return RunDirectory(run).start()
 
@@ -529,7 +529,7 @@ def _build_study(
             from ormix.evaluation.compare import group_metrics, load_eval
 
             matrix[arm.name] = group_metrics(
-                [load_eval(run / "eval") for _, run in runs], ks=options.k, seed=options.seed
+                [load_eval(RunDirectory(run).eval_path) for _, run in runs], ks=options.k, seed=options.seed
             )
         else:
             matrix[arm.name] = _member_metrics(summaries[0])
@@ -646,13 +646,12 @@ def _train_run(
 ) -> int:
     """Train one run of an arm into its run directory from the study's start (resumed from its latest
     checkpoint, else started over)."""
-    from ormix.runs import RunDirectory
     from ormix.train import RunOptions, train
 
     directory = RunDirectory(run)
-    if (run / "eval").exists():
+    if (RunDirectory(run).eval_path).exists():
         # An eval of a model this training replaces: it would resume as if it were the new model's.
-        shutil.rmtree(run / "eval")
+        shutil.rmtree(RunDirectory(run).eval_path)
         console.print(f"  {name}: its eval was of an earlier model; removed")
     resume = overwrite = None
     if directory.holds_a_run():
@@ -683,7 +682,7 @@ def _train_run(
 def _eval_arm(full_file: Path, full_hash: str, run: Path, options: StudyOptions, console: Any) -> None:
     from ormix.evaluation.runner import EvalOptions, run_eval
 
-    other = (run / "eval" / "manifest.json").is_file() and _eval_hash(run) != full_hash
+    other = (RunDirectory(run).eval_path / "manifest.json").is_file() and _eval_hash(run) != full_hash
     if other:
         # E.g. the final eval of training, on the arm's own eval sets: not the study's tasks.
         console.print(f"  {run / 'eval'} holds an eval of another mixture: replaced by the full mixture's")
@@ -691,7 +690,7 @@ def _eval_arm(full_file: Path, full_hash: str, run: Path, options: StudyOptions,
         full_file,
         EvalOptions(
             model=str(run),
-            out_dir=run / "eval",
+            out_dir=RunDirectory(run).eval_path,
             k=options.k,
             samples=options.samples,
             seed=options.seed,
@@ -784,11 +783,12 @@ def run_study(
                     start, model = _study_start(study_dir, full_file, config, opts, console)
                     made = True
                 console.rule(f"{label}: trains on {', '.join(arm.config.train_members)}; {arm.budget}")
-                if not (run / "model").is_dir():
+                trained = RunDirectory(run).model_path
+                if not trained.is_dir():
                     status = _train_run(
                         name, mixtures / f"{arm.name}.yaml", run, seed, model, opts, console, again
                     )
-                    if status in (EXIT_INTERRUPTED, EXIT_TERMINATED) or not (run / "model").is_dir():
+                    if status in (EXIT_INTERRUPTED, EXIT_TERMINATED) or not trained.is_dir():
                         console.print(f"[yellow]{name} stopped[/yellow]; continue the study with:\n  {again}")
                         result.exit_status = status or EXIT_FAILED
                         raise _Stopped

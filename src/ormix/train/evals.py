@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ormix.runs import RunDirectory
 from ormix.train.options import TrainResult
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -23,7 +24,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ormix.mixture import MixtureSpec
 
 __all__ = [
-    "PHASES",
     "compare_evals",
     "eval_plan",
     "evaluate_model",
@@ -35,9 +35,6 @@ __all__ = [
     "say_not_run",
     "say_plan",
 ]
-
-#: The evals around training, in order, and their directories in the run directory.
-PHASES = {"before": "eval-before", "after": "eval"}
 
 
 def evaluation_of(mix: MixtureSpec) -> Any:
@@ -233,4 +230,4 @@ def compare_evals(result: TrainResult, console: Any) -> None:
     except CompareError as e:  # the run trained and was evaluated: a comparison that cannot be made is a note
         console.print(f"  note: no comparison of the evals before and after training: {e}", highlight=False)
         return
-    write_comparison(comparison, result.run_dir / "eval-comparison")
+    write_comparison(comparison, RunDirectory(result.run_dir).comparison_path)

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from ormix.runs import checkpoint_path
 from ormix.train.evals import (
-    PHASES,
     eval_plan,
     evaluate_model,
     evaluate_run,
@@ -86,7 +85,7 @@ def run_trainer(
         evals.record()
         return
     with quiet_trainer():
-        trainer.save_model(str(run.dir.path / "model"))
+        trainer.save_model(str(run.dir.model_path))
     evals.after(trainer)
 
 
@@ -142,7 +141,7 @@ class _Evals:
         """The eval of the model GRPO starts from (after the warm start, which the trainer holds)."""
         if not self._wanted("before"):
             return
-        out = self.run.dir.path / PHASES["before"]
+        out = self.run.dir.eval_before_path
         if self.run.checkpoint is not None:
             if (out / "summary.json").is_file():
                 self.result.eval_before = out  # a resumed run compares with the eval of its first start
@@ -168,7 +167,7 @@ class _Evals:
         """The eval of the trained model (labelled as `ormix eval --model RUN_DIR` labels it, so that
         command finds it done), then the record of both."""
         if self._wanted("after"):
-            out = self.run.dir.path / PHASES["after"]
+            out = self.run.dir.eval_path
             say_plan("after", self.tasks, self.skipped, out, self.console)
             if self.opts.vllm_url is not None:
                 model = str(self.run.dir.path)
