@@ -320,3 +320,19 @@ def test_num_tasks_beyond_the_split_is_said_and_a_wrong_env_name_lists_the_serve
     assert said == ["ormix echo: num_tasks is 50 but only 16 task(s) are in split 'train': using those 16"]
     with pytest.raises(ServerError, match=r"has no environment 'ech'; it serves 'echo': fix env_name"):
         _ = OpenRewardSpec(echo_server.url, env_name="ech").task_indices
+
+
+def test_options_are_the_config_models_fields_declared_once():
+    # The constructor takes SpecConfig's fields as they are (no second list of options or defaults): every
+    # field is an attribute with the model's default, and a misspelt option is refused by name.
+    from ormix.config import SpecConfig
+
+    spec = OpenRewardSpec("local:echo", num_tasks=2, local_serve="thread")
+    defaults = SpecConfig(target="local:echo")
+    for field in SpecConfig.model_fields:
+        if field not in ("target", "num_tasks", "local_serve"):
+            assert getattr(spec, field) == getattr(defaults, field), field
+    with pytest.raises(SpecError, match="nmu_tasks"):
+        OpenRewardSpec("local:echo", nmu_tasks=2)
+    with pytest.raises(AttributeError):
+        _ = spec.no_such_option

@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ormix.config import MODEL_OUTPUT_CHARS, Secret, SpecConfig
+from ormix.config import Secret, SpecConfig
 from ormix.config.problems import problems_from, render_path
 from ormix.connection import Connection, matches_where
 from ormix.dataset import RESERVED_COLUMNS, rows_to_dataset
@@ -80,18 +80,6 @@ def _default_name(target: str, env_name: str | None) -> str:
     base = env_name or target.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
     name = re.sub(r"[^a-z0-9_]+", "_", base.lower()).strip("_")
     return name or "env"
-
-
-class _Option:
-    """A read-only attribute of the spec that reads its `SpecConfig` (one source of truth)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, spec: Any, owner: type | None = None) -> Any:
-        if spec is None:
-            return self
-        return getattr(spec.config, self.name)
 
 
 class OpenRewardSpec:
@@ -153,88 +141,29 @@ class OpenRewardSpec:
         ormix.errors.SpecError: OpenRewardSpec('local:echo'): num_tasks: num_tasks and indices are both set...
     """
 
-    target = _Option()
-    targets = _Option()
-    num_tasks = _Option()
-    split = _Option()
-    indices = _Option()
-    env_name = _Option()
-    include_metadata = _Option()
-    discover_task_tools = _Option()
-    task_tools_discovery_index = _Option()
-    where = _Option()
-    unscored_reward = _Option()
-    close_after_scoring = _Option()
-    call_timeout_s = _Option()
-    open_timeout_s = _Option()
-    ping_interval_s = _Option()
-    max_output_chars = _Option()
-    local_serve = _Option()
-    open_retries = _Option()
-    transport = _Option()
-    max_concurrent_sessions = _Option()
-    stragglers = _Option()
-    api_key_env = _Option()
-    group_scoring = _Option()
-
     def __init__(
         self,
         target: str | Sequence[str],
         *,
-        num_tasks: int | None = None,
-        split: str = "train",
-        indices: Sequence[int] | None = None,
-        api_key: str | Secret | None = None,
-        secrets: Mapping[str, str | Secret] | None = None,
-        env_name: str | None = None,
-        include_metadata: bool = True,
-        discover_task_tools: bool = True,
-        task_tools_discovery_index: int | None = None,
-        where: Mapping[str, Any] | None = None,
-        unscored_reward: float | None = None,
         name: str | None = None,
-        close_after_scoring: bool = True,
-        call_timeout_s: float | None = 300.0,
-        open_timeout_s: float | None = None,
-        ping_interval_s: float | None = 10.0,
-        max_output_chars: int = MODEL_OUTPUT_CHARS,
-        local_serve: str | None = None,
-        open_retries: int = 0,
-        transport: str = "ormix",
-        api_key_env: str | None = None,
-        max_concurrent_sessions: int | None = None,
-        stragglers: Any = None,
-        group_scoring: Any = None,
         connection: Connection | None = None,
+        **options: Any,
     ) -> None:
-        options: dict[str, Any] = {
-            "target": target if isinstance(target, str) else list(target),
-            "num_tasks": num_tasks,
-            "split": split,
-            "indices": list(indices) if indices is not None else None,
-            "api_key": Secret.literal(api_key) if isinstance(api_key, str) else api_key,
-            "secrets": {
-                k: v if isinstance(v, Secret) else Secret.literal(v) for k, v in (secrets or {}).items()
-            },
-            "env_name": env_name,
-            "include_metadata": include_metadata,
-            "discover_task_tools": discover_task_tools,
-            "task_tools_discovery_index": task_tools_discovery_index,
-            "where": dict(where or {}),
-            "unscored_reward": unscored_reward,
-            "close_after_scoring": close_after_scoring,
-            "call_timeout_s": call_timeout_s,
-            "open_timeout_s": open_timeout_s,
-            "ping_interval_s": ping_interval_s,
-            "max_output_chars": max_output_chars,
-            "local_serve": local_serve,
-            "open_retries": open_retries,
-            "transport": transport,
-            "api_key_env": api_key_env,
-            "max_concurrent_sessions": max_concurrent_sessions,
-            "stragglers": stragglers,
-            "group_scoring": group_scoring,
-        }
+        # The options are `SpecConfig`'s fields, declared (with their defaults) there and only there. A key
+        # given in Python is a literal (in a mixture file, "${VAR}" names an environment variable).
+        secrets = options.get("secrets")
+        if isinstance(options.get("api_key"), str):
+            options["api_key"] = Secret.literal(options["api_key"])
+        if secrets is not None:
+            options["secrets"] = {
+                k: v if isinstance(v, Secret) else Secret.literal(v) for k, v in secrets.items()
+            }
+        for key, empty in (("where", dict), ("secrets", dict)):
+            if key in options and options[key] is None:
+                options[key] = empty()
+        if options.get("indices") is not None:
+            options["indices"] = list(options["indices"])
+        options["target"] = target if isinstance(target, str) else list(target)
         try:
             self.config = SpecConfig.model_validate(options, context={"resolve_targets": True})
         except ValidationError as e:
@@ -286,6 +215,13 @@ class OpenRewardSpec:
         derived = type(self).from_config(config, name=name or self.name, connection=self.connection)
         derived._secrets_given = self._secrets_given
         return derived
+
+    def __getattr__(self, name: str) -> Any:
+        # Every option is a read-only attribute that reads the validated config (its one source of truth).
+        config = self.__dict__.get("config")  # absent while unpickling: no recursion
+        if config is not None and name in SpecConfig.model_fields:
+            return getattr(config, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def __repr__(self) -> str:
         return f"OpenRewardSpec({self.target!r}, split={self.split!r}, name={self.name!r})"
