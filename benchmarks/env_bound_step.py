@@ -480,10 +480,11 @@ def simulate_rounds(
     """(mean env wait per step, fraction cut) of a rule on simulated log-normal latencies (no model)."""
     import random
 
-    from ormix.rollout.stragglers import StragglerPolicy, cut_at
+    from ormix.config import StragglerConfig
+    from ormix.rollout.stragglers import cut_at
 
     rng = random.Random(seed)
-    policy = StragglerPolicy(**rule) if rule else StragglerPolicy()
+    policy = StragglerConfig(**rule) if rule else None
     total, cut = 0.0, 0
     for _ in range(steps):
         alive = rollouts

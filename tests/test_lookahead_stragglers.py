@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ormix.config import MixtureConfig, MixtureConfigError
+from ormix.config import MixtureConfig, MixtureConfigError, StragglerConfig
 from ormix.rollout.lookahead import choose_ahead, generation_batches, locate
-from ormix.rollout.stragglers import StragglerPolicy, cut_at, tail_wait
+from ormix.rollout.stragglers import cut_at, tail_wait
 
 members = st.lists(st.lists(st.sampled_from(["a", "b", None]), max_size=8), max_size=4)
 caps = st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(st.none(), st.integers(0, 5)))
@@ -70,7 +70,12 @@ def test_locate_finds_a_batch_that_is_there_and_nothing_else(schedule, start):
 )
 def test_cut_at_follows_its_rule(done, total, deadline, multiple, fraction):
     done = done[: total - 1] if total > 1 else []
-    policy = StragglerPolicy(deadline, multiple, fraction, min_wait_s=0.0)
+    rules = deadline is not None or multiple is not None
+    policy = (
+        StragglerConfig(deadline_s=deadline, median_multiple=multiple, after_fraction=fraction)
+        if rules
+        else None
+    )
     at = cut_at(policy, done, total)
     candidates = []
     if deadline is not None:
@@ -82,7 +87,7 @@ def test_cut_at_follows_its_rule(done, total, deadline, multiple, fraction):
     else:
         assert at is not None and abs(at - min(candidates)) < 1e-9
     assert cut_at(policy, [1.0] * total, total) is None  # all back: nothing to cut
-    assert cut_at(StragglerPolicy(), done, total) is None  # no rule: never
+    assert cut_at(None, done, total) is None  # no rule: never
 
 
 @given(st.lists(st.floats(0, 100), max_size=50))

@@ -43,7 +43,6 @@ from ormix.rollout.episode import Episode, EpisodeConfig, make_episode_class
 from ormix.rollout.group_scorer import GroupScorer
 from ormix.rollout.group_scoring import GroupScoringRule
 from ormix.rollout.rewards import RewardFunction, SessionCloser
-from ormix.rollout.stragglers import StragglerPolicy
 from ormix.telemetry.records import TelemetryObserver
 from ormix.tools import BindingReport
 
@@ -286,7 +285,7 @@ class OpenRewardSpec:
             open_retries=self.open_retries,
             split=self.split,
             max_concurrent_sessions=self.max_concurrent_sessions,
-            stragglers=None if self.stragglers is None else StragglerPolicy(**self.stragglers.model_dump()),
+            stragglers=self.stragglers,
         )
 
     @cached_property

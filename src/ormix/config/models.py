@@ -98,6 +98,7 @@ __all__ = [
     "Secret",
     "SpecConfig",
     "TelemetryConfig",
+    "StragglerConfig",
     "UploadConfig",
     "WarmStartConfig",
     "EvaluationConfig",

@@ -35,8 +35,9 @@ from typing import Any
 
 import anyio
 
+from ormix.config import StragglerConfig
 from ormix.ors.bridge import run_sync
-from ormix.rollout.stragglers import StragglerPolicy, cut_at, tail_wait
+from ormix.rollout.stragglers import cut_at, tail_wait
 from ormix.tools.binding import RESERVED_METHOD_NAMES
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "OpenRequest", "RoundStats", "ToolRound", "open_sessions", "row_key"]
@@ -240,7 +241,7 @@ class ToolRound:
         from ormix.rollout.episode import close_episodes, cut_straggler, episode_of
 
         groups: dict[str, list[concurrent.futures.Future]] = {}
-        policies: dict[str, StragglerPolicy] = {}
+        policies: dict[str, StragglerConfig] = {}
         skip = set()
         for future, environment in futures.items():
             episode = episode_of(environment)
@@ -251,7 +252,7 @@ class ToolRound:
             policy = getattr(config, "stragglers", None)
             member = getattr(config, "member", "?")
             groups.setdefault(member, []).append(future)
-            if self.cut_stragglers and isinstance(policy, StragglerPolicy) and policy.active:
+            if self.cut_stragglers and isinstance(policy, StragglerConfig):
                 policies[member] = policy
         latency: dict[concurrent.futures.Future, float] = {}
         cut: list[Any] = []

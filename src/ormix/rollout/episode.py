@@ -74,7 +74,7 @@ class EpisodeConfig:
     split: str | None = None
     #: Sessions of this spec being opened or running a tool call at once (None: no bound).
     max_concurrent_sessions: int | None = None
-    #: When a tool round stops waiting for this spec's slowest calls (a `StragglerPolicy`; None: never).
+    #: When a tool round stops waiting for this spec's slowest calls (a `StragglerConfig`; None: never).
     stragglers: Any = None
     live: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

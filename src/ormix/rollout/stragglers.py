@@ -2,8 +2,8 @@
 
 A tool round runs every rollout's calls at once and TRL generates the next turn only when all are back, so a
 round lasts as long as its slowest call. With heavy-tailed tool latencies (a test suite that usually takes 2 s
-and sometimes 60 s) one hung call holds the whole batch. A `StragglerPolicy` says when the round gives up on
-the calls still running:
+and sometimes 60 s) one hung call holds the whole batch. A member's ``stragglers:``
+(`ormix.config.StragglerConfig`) says when the round gives up on the calls still running:
 
 - ``deadline_s``: an absolute bound, seconds after the round started;
 - ``median_multiple`` (with ``after_fraction``): once that fraction of the round's calls are back, the calls
@@ -16,12 +16,13 @@ again each time a call comes back. Abandoned rollouts end as ``error`` / ``strag
 TRL leaves them out of their group's baseline and gives them advantage 0.
 
 Example:
-    >>> policy = StragglerPolicy(median_multiple=4.0, after_fraction=0.75)
+    >>> from ormix.config import StragglerConfig
+    >>> policy = StragglerConfig(median_multiple=4.0, after_fraction=0.75)
     >>> cut_at(policy, done=[0.2, 0.3], total=4) is None       # half back: keep waiting
     True
     >>> cut_at(policy, done=[0.2, 0.3, 0.4], total=4)          # 3 of 4 back: 4 × median 0.3
     1.2
-    >>> cut_at(StragglerPolicy(deadline_s=5.0), done=[], total=8)
+    >>> cut_at(StragglerConfig(deadline_s=5.0), done=[], total=8)
     5.0
 """
 
@@ -30,38 +31,19 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-__all__ = ["StragglerPolicy", "cut_at", "tail_wait"]
+from ormix.config import StragglerConfig
 
-
-@dataclass(frozen=True)
-class StragglerPolicy:
-    """When a tool round abandons its slowest calls (see the module docstring). All ``None``: never."""
-
-    deadline_s: float | None = None
-    median_multiple: float | None = None
-    after_fraction: float = 0.9
-    min_wait_s: float = 0.0
-
-    @property
-    def active(self) -> bool:
-        """Whether this policy ever cuts anything.
-
-        Example:
-            >>> StragglerPolicy().active, StragglerPolicy(deadline_s=30).active
-            (False, True)
-        """
-        return self.deadline_s is not None or self.median_multiple is not None
+__all__ = ["cut_at", "tail_wait"]
 
 
-def cut_at(policy: StragglerPolicy, done: Sequence[float], total: int) -> float | None:
+def cut_at(policy: StragglerConfig | None, done: Sequence[float], total: int) -> float | None:
     """Seconds after the round's start at which the calls still running are cut, or ``None`` (wait for all).
 
     `done`: the latencies (s) of the calls back so far; `total`: the calls of the round. A time already past
     means: cut now.
     """
-    if total <= 0 or len(done) >= total:
+    if policy is None or total <= 0 or len(done) >= total:
         return None
     times = []
     if policy.deadline_s is not None:
