@@ -27,17 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ormix.errors import UsageError
+from ormix.errors import MixtureError
 from ormix.local.envs.solutions import Solver  # a task's row -> its solution's tool calls (None: none)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.config import MemberConfig
 
-__all__ = ["ReferenceSolverError", "Solver", "reference_solver", "solver_row"]
-
-
-class ReferenceSolverError(UsageError):
-    """A member's ``reference:`` hook that cannot be used: its module, its function, or what it returned."""
+__all__ = ["Solver", "reference_solver", "solver_row"]
 
 
 def solver_row(
@@ -66,7 +62,7 @@ def _checked(member: str, ref: str, function: Callable[..., Any]) -> Solver:
         try:
             out = [(str(name), dict(arguments)) for name, arguments in calls]
         except (TypeError, ValueError):
-            raise ReferenceSolverError(
+            raise MixtureError(
                 f"member {member!r}: reference {ref} returned {type(calls).__name__}; it returns a list of "
                 "(tool_name, arguments) pairs (or None for a task without a solution)"
             ) from None
@@ -81,12 +77,12 @@ def _load(member: str, ref: str) -> Solver:
 
     module_name, _, attr = ref.partition(":")
     what = f"member {member!r}'s reference {ref!r}"
-    module = import_module(module_name, what, ReferenceSolverError)
+    module = import_module(module_name, what, MixtureError)
     function = getattr(module, attr, None)
     if function is None:
-        raise ReferenceSolverError(f"module {module_name!r} has no {attr!r} ({what})")
+        raise MixtureError(f"module {module_name!r} has no {attr!r} ({what})")
     if not callable(function):
-        raise ReferenceSolverError(f"{ref!r} is a {type(function).__name__}, not a function ({what})")
+        raise MixtureError(f"{ref!r} is a {type(function).__name__}, not a function ({what})")
     return _checked(member, ref, function)
 
 
@@ -95,7 +91,7 @@ def reference_solver(member_name: str, member_config: MemberConfig) -> Solver | 
     target, else ``None`` (the member has no reference solutions).
 
     Raises:
-        ReferenceSolverError: the hook's module or function cannot be found.
+        MixtureError: the hook's module or function cannot be found.
     """
     ref = getattr(member_config, "reference", None)
     if ref:

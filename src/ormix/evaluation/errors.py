@@ -3,7 +3,7 @@ message saying what to change.
 
 Example:
     >>> from ormix.errors import UsageError
-    >>> issubclass(MissingSplitError, EvalError) and issubclass(EvalError, UsageError)
+    >>> issubclass(NoEvalTasksError, EvalError) and issubclass(EvalError, UsageError)
     True
 """
 
@@ -14,23 +14,13 @@ from ormix.errors import UsageError
 __all__ = [
     "EvalError",
     "EvalManifestError",
-    "MissingSplitError",
     "ModelNotFoundError",
     "NoEvalTasksError",
-    "UnknownMemberError",
 ]
 
 
 class EvalError(UsageError):
     """An eval that cannot run as asked (exit 2); the message says what to change."""
-
-
-class UnknownMemberError(EvalError):
-    """``--members`` names a member the mixture does not have."""
-
-
-class MissingSplitError(EvalError):
-    """A member's environment has no split of the name asked for (``--split``)."""
 
 
 class NoEvalTasksError(EvalError):

@@ -79,7 +79,7 @@ def reference_calls(
 ) -> tuple[dict[tuple[str, str | None, int], list[tuple[str, dict]]], dict[str, list[int]]]:
     """Each task's reference calls, and per member the tasks that have none (not run: reported).
 
-    Raises `ormix.references.ReferenceSolverError` when a member's hook cannot be imported.
+    Raises `ormix.errors.MixtureError` when a member's hook cannot be imported.
 
     Example:
         >>> from ormix.evaluation.tasks import EvalTasks

@@ -540,7 +540,7 @@ def run_eval(
     are in ``result.out_dir`` (the module docstring lists them).
 
     Raises:
-        EvalError (UnknownMemberError, MissingSplitError, NoEvalTasksError, ModelNotFoundError,
+        EvalError (an unknown member or split, NoEvalTasksError, ModelNotFoundError,
         EvalManifestError), other UsageErrors (a bad mixture file or setting): bad input, before any model
         is loaded.
     """

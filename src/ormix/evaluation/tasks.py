@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ormix.evaluation.errors import MissingSplitError, NoEvalTasksError, UnknownMemberError
+from ormix.evaluation.errors import EvalError, NoEvalTasksError
 from ormix.evaluation.summary import TaskKey  # a task's identity in an eval: (member, split, task_index)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -132,8 +132,8 @@ def eval_tasks(
     ``eval:`` set's ``num_tasks``/``indices`` still apply). ``members`` picks members (default: all).
 
     Raises:
-        UnknownMemberError, MissingSplitError, NoEvalTasksError; `ormix.errors.MixtureError` for an eval
-        set its environment cannot give (`MixtureSpec.eval_set`).
+        EvalError (an unknown member, a missing split), NoEvalTasksError; `ormix.errors.MixtureError` for an
+        eval set its environment cannot give (`MixtureSpec.eval_set`).
 
     Example:
         >>> from ormix.config import MixtureConfig
@@ -149,7 +149,7 @@ def eval_tasks(
     chosen = list(members) or list(mix.members)
     unknown = [m for m in chosen if m not in mix.members]
     if unknown:
-        raise UnknownMemberError(
+        raise EvalError(
             f"unknown member(s) {', '.join(map(repr, unknown))}: this mixture's members are "
             f"{', '.join(mix.members)}"
         )
@@ -213,7 +213,7 @@ def _selection(mix: MixtureSpec, member: str, split: str | None) -> tuple[OpenRe
     if split is not None:
         names, size = mix.split_facts(member, split)
         if size is None:
-            raise MissingSplitError(
+            raise EvalError(
                 f"member {member!r} ({spec.target}): --split asks for split {split!r}, which its environment "
                 f"does not have (splits: {', '.join(names or []) or 'none'}); name one of those"
             )

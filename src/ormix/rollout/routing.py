@@ -11,15 +11,11 @@ from __future__ import annotations
 import functools
 from typing import Any, ClassVar
 
-from ormix.errors import UsageError
+from ormix.errors import MixtureError
 from ormix.rollout.episode import Episode, ToolCallError, call_tool, close_episode, failed_call
 from ormix.tools import BindingConflictError, bind_tools
 
 SEPARATOR = "__"
-
-
-class RoutingError(UsageError):
-    """A routing set-up that cannot work (name collision, unknown member)."""
 
 
 class RoutingEnvironment:
@@ -52,7 +48,7 @@ class RoutingEnvironment:
         """Open the session of the row's member (named by its `environment` column) and return its prompt."""
         member = row.get("environment")
         if member not in self._members:
-            raise RoutingError(
+            raise MixtureError(
                 f"row has environment={member!r}, which is not a member of this mixture "
                 f"({sorted(self._members)}); build the dataset with MixtureSpec.train_dataset"
             )
@@ -99,7 +95,7 @@ class RoutingEnvironment:
 def make_routing_class(members: dict[str, type[Episode]]) -> type[RoutingEnvironment]:
     """A `RoutingEnvironment` subclass with `<member>__<tool>` methods for every member's tools.
 
-    Raises `RoutingError` when two tools end up with one method name after namespacing.
+    Raises `ormix.errors.MixtureError` when two tools end up with one method name after namespacing.
     """
     cls = type(
         "MixtureRoutingEnvironment",
@@ -121,5 +117,5 @@ def make_routing_class(members: dict[str, type[Episode]]) -> type[RoutingEnviron
                 on_conflict="raise",
             )
         except BindingConflictError as e:
-            raise RoutingError(f"namespacing member {member!r}'s tools: {e}; rename the member") from e
+            raise MixtureError(f"namespacing member {member!r}'s tools: {e}; rename the member") from e
     return cls

@@ -45,7 +45,7 @@ _NON_WORD_RE = re.compile(r"[^A-Za-z0-9_]")
 class BindingConflictError(UsageError):
     """A tool cannot get the method name it needs: a clash the caller asked to hear of, or an unusable prefix.
 
-    Raised by ``bind_tools(..., on_conflict="raise")`` (namespaced routing turns it into a ``RoutingError``
+    Raised by ``bind_tools(..., on_conflict="raise")`` (namespaced routing turns it into a ``MixtureError``
     naming the member) and for a prefix that cannot start a method name.
 
     Example:

@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "LOCAL_ENVIRONMENTS",
-    "EnvironmentShapeError",
     "UnknownEnvironmentError",
     "add_search_dir",
     "check_environment",
@@ -63,11 +62,6 @@ _lock = threading.Lock()
 
 class UnknownEnvironmentError(TargetError):
     """A `local:` or `module:Class` target that does not name an environment class; says what it found."""
-
-
-class EnvironmentShapeError(UnknownEnvironmentError):
-    """A `module:Class` environment the SDK would not serve as written (`ormix.local.server.shape`): a tool
-    of the wrong shape, an instance-method ``list_tasks``, no prompt, no split; names each mistake."""
 
 
 def add_search_dir(directory: str | os.PathLike[str]) -> None:
@@ -190,7 +184,8 @@ def load_environment_class(ref: str) -> type[Environment]:
 
         problems = shape_problems(cls)
         if problems:
-            raise EnvironmentShapeError(f"{path} (target {ref!r}): " + "; ".join(problems))
+            # The SDK would not serve it as written (`ormix.local.server.shape`): each mistake named.
+            raise UnknownEnvironmentError(f"{path} (target {ref!r}): " + "; ".join(problems))
     return cls
 
 
