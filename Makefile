@@ -33,3 +33,13 @@ lint: setup
 	$(VENV)/bin/ruff format --check src tests benchmarks examples
 	$(VENV)/bin/ruff check src tests benchmarks examples
 	$(VENV)/bin/mypy
+
+# The documentation site (mkdocs.yml, docs/) into site/, strictly: a broken link or anchor, or a name exported
+# without a docstring, fails the build. The docs extra is installed once per pyproject.toml, as setup does.
+.PHONY: docs
+docs: $(VENV)/.ormix-docs-installed
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
+
+$(VENV)/.ormix-docs-installed: $(VENV)/.ormix-installed pyproject.toml
+	$(PIP) install -q -e '.[docs]'
+	@touch $@

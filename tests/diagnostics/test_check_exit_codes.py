@@ -1,5 +1,6 @@
-"""The README's exit-status table is the truth: this test reads it and runs every example it gives, each a
-command on a real (broken) input under tests/data/user_envs/, and asserts the status the table says.
+"""The exit-status table of docs/cli.md (the command-line page) is the truth: this test reads it and runs
+every example it gives, each a command on a real (broken) input under tests/data/user_envs/, and asserts the
+status the table says.
 
 Ctrl-C and SIGTERM rows are run by sending the signal once the command has started checking (its environment's
 tool takes a minute, so the command is still running when the signal arrives).
@@ -18,15 +19,15 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-README = ROOT / "README.md"
+CLI_PAGE = ROOT / "docs" / "cli.md"
 SRC = ROOT / "src"
 
 
 def exit_table() -> list[tuple[int, str, str]]:
     """``(status, example command, how it is stopped: "" / "Ctrl-C" / "SIGTERM")`` for every example of the
-    README's exit-status table."""
-    text = README.read_text()
-    section = text.split("### Exit statuses", 1)[1]
+    exit-status table of docs/cli.md."""
+    text = CLI_PAGE.read_text()
+    section = text.split("\n## Exit statuses", 1)[1]
     rows = section.split("\n\n")[2].splitlines()  # the paragraph after the section's first one
     assert rows and rows[0].startswith("| status |"), "the table must follow the section's first paragraph"
     found = []
@@ -53,7 +54,7 @@ def test_the_table_covers_every_status_and_the_problems_of_issue_39() -> None:
     assert commands["ormix check tests/data/user_envs/broken_finish_unscored.yaml"] == 1
     assert commands["ormix eval tests/data/user_envs/broken_finish_unscored.yaml --policy reference"] == 1
     # The table is the only place that says which status a command ends with on such inputs.
-    text = README.read_text()
+    text = CLI_PAGE.read_text()
     assert "exit 1 when a member is unusable" in text and "2 for\nbad input" not in text
 
 

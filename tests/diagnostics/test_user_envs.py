@@ -2,7 +2,7 @@
 one `error:` line naming its cause and the method it is in, no traceback. Mistakes found before anything runs
 exit 2 in `ormix check`, `ormix inspect` and `ormix train` (which fails before any model or trainer is built);
 those found by running the environment (a constructor, `get_prompt` or tool that raises, a scoring tool that
-finishes without a reward) make `ormix check` exit 1, as a run meeting them does (README: Exit statuses)."""
+finishes without a reward) make `ormix check` exit 1, as a run meeting them does (docs/cli.md)."""
 
 from __future__ import annotations
 
