@@ -75,7 +75,7 @@ def run(tmp_path_factory):
 @pytest.mark.slow
 def test_secrets_reach_the_server_and_nothing_the_run_wrote_or_printed(run):
     base, proc = run
-    # The run ends normally; its scripted calls score nothing, so it exits 1 saying so (README: train).
+    # The run ends normally; its scripted calls score nothing, so it exits 1 saying so (docs/cli.md: train).
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "no member was ever scored" in proc.stdout
     # The secrets did reach the environment, through the spec's own session opener.
@@ -150,14 +150,7 @@ def test_reprs_and_errors_never_show_a_secret(tmp_path, monkeypatch):
     episode = spec.environment_factory()
     episode.reset(task_index=0)
     shown += [repr(episode), repr(episode._session), episode.echo(text="hi")]
-    sdk = OpenRewardSpec(
-        "local:faulty",
-        secrets={"api_key": SECRETS["ORMIX_TEST_SECRET"]},
-        api_key=SECRETS["ORMIX_TEST_API_KEY"],
-        indices=[0],
-        transport="sdk",
-    )
-    for failing_spec in (literal, sdk):  # ormix's client, then the openreward SDK's
+    for failing_spec in (literal,):
         failing = failing_spec.environment_factory()
         shown.append(failing.reset(task_index=2))
         shown += [
@@ -170,7 +163,6 @@ def test_reprs_and_errors_never_show_a_secret(tmp_path, monkeypatch):
         assert failing.outcome.error_kind == "session_open", failing.outcome  # the failure really happened
     mix.close_sessions()
     literal.close()
-    sdk.close()
 
     # Mixture files with the secret in the wrong place: the error names the place, never the value.
     bad_files = [

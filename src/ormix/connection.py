@@ -139,7 +139,6 @@ def connection_key(config: SpecConfig) -> tuple[Any, ...]:
         # The key's source (a variable reference, or a literal), not its value: reading a deferred secret here
         # would fail for a mixture only being looked at.
         config.api_key.source if config.api_key is not None else config.resolved_api_key_env,
-        config.transport,
     )
 
 
@@ -147,7 +146,7 @@ class Connection:
     """A client for one ORS server plus the task lists and tool surfaces it answered (shared by specs).
 
     Built from the connection-level options of a `SpecConfig` (target, env_name, local_serve, deadlines,
-    pings, API key, transport); the selection-level options are passed per request. Everything is lazy: no
+    pings, API key); the selection-level options are passed per request. Everything is lazy: no
     server is contacted until a spec asks for tasks, tools or a session. `close()` closes every session of the
     client and the client; a later request reconnects.
 
@@ -165,7 +164,6 @@ class Connection:
         self.key = connection_key(config)
         self._config = config
         self._client: ORSClient | ServerPool | None = None
-        self._sdk: Any = None
         # (url, env_name) of the local server this connection started: a pickled copy in another process
         # (TRL's AsyncGRPOTrainer worker) talks to the same server instead of starting its own.
         self._served: tuple[str, str] | None = None
@@ -365,35 +363,10 @@ class Connection:
         """
         return self._client.stats() if isinstance(self._client, ServerPool) else []
 
-    async def sdk(self) -> Any:
-        """The openreward SDK's connection (for `transport="sdk"` sessions)."""
-        if self._sdk is None:
-            from ormix.ors.sdk import SdkConnection
-
-            client = await self.client()
-            if self._sdk is not None:  # made by a concurrent first use while this one waited
-                return self._sdk
-            endpoint = client.endpoint
-            target = self.target if self._config.parsed_target.kind == "catalog" else endpoint.api_url
-            self._sdk = SdkConnection(
-                target,
-                env_name=endpoint.env_name,
-                api_key=self._config.resolve_api_key(),
-                timeout_s=self._config.call_timeout_s,
-                open_timeout_s=self._config.resolved_open_timeout_s,
-            )
-        return self._sdk
-
     def close(self) -> None:
         """Close every session of this connection's client, then the client (a later use reconnects)."""
         client, self._client = self._client, None
-        sdk, self._sdk = self._sdk, None
         _open.discard(self)
-        if sdk is not None:
-            try:
-                run_sync(sdk.aclose)
-            except Exception as e:  # noqa: BLE001 - closing is best effort
-                logger.debug("closing the SDK client of %s failed: %s", self.target, e)
         if client is not None:
             try:
                 run_sync(client.aclose)

@@ -114,8 +114,6 @@ class OpenRewardSpec:
         max_output_chars: longest tool output shown to the model (the full size is recorded).
         local_serve: `"process"` or `"thread"` for `local:`/`module:` targets.
         open_retries: how many times a failed session open is retried before the rollout is an `error`.
-        transport: `"ormix"` (ormix's ORS client) or `"sdk"` (sessions through the openreward SDK's async
-            client; task and tool listing still use ormix's client).
         api_key_env: the environment variable holding the API key (default `OPENREWARD_API_KEY` for catalog
             targets), read when the key is needed.
         max_concurrent_sessions: most of this spec's sessions being opened or running a tool call at once (a
@@ -429,14 +427,6 @@ class OpenRewardSpec:
     ) -> Any:
         split = split or self.split
         secrets = self.effective_secrets()
-        if self.transport == "sdk":
-            sdk = await self.connection.sdk()
-            return await sdk.open_session(
-                split=None if task_spec is not None else split,
-                index=None if task_spec is not None else int(task_index or 0),
-                task_spec=task_spec,
-                secrets=secrets,
-            )
         client = await self.connection.client()
         if task_spec is not None:
             return await client.open_session(task_spec=task_spec, secrets=secrets)

@@ -453,7 +453,7 @@ def test_member_names(name: str, why: str) -> None:
         ("num_tasks: many", "members.a.num_tasks", "write a whole number"),
         ("num_tasks: 0", "members.a.num_tasks", "greater than or equal to 1"),
         ("role: trian", "members.a.role", "got 'trian'; did you mean 'train'?"),
-        ("transport: http", "members.a.transport", "'ormix' or 'sdk'"),
+        ("transport: sdk", "members.a.transport", "unknown key 'transport'; remove it"),
         ("scale: 0", "members.a.scale", "greater than 0"),
         ("unscored_reward: .nan", "members.a.unscored_reward", "finite"),
         ("indices: [1, -2]", "members.a.indices", "remove negative indices"),
@@ -558,9 +558,8 @@ def test_python_construction_raises_clean_pydantic_error() -> None:
 
 def test_member_defaults() -> None:
     m = MemberConfig(target="Eigent/SETA")
-    assert (m.split, m.transport, m.role, m.scale, m.include_metadata, m.discover_task_tools) == (
+    assert (m.split, m.role, m.scale, m.include_metadata, m.discover_task_tools) == (
         "train",
-        "ormix",
         "train",
         1.0,
         True,
@@ -683,7 +682,6 @@ members:
     where: {difficulty: [easy, medium], verified: true, level: 2}
     scale: 0.5
     unscored_reward: 0.0
-    transport: sdk
   seta:
     target: "http://localhost:8080"
     env_name: seta

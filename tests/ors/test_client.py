@@ -677,7 +677,7 @@ def test_the_memory_bound_has_a_name_of_its_own():
 
 def test_the_package_imports_nothing_of_ormix_outside_it_nor_trl_or_datasets():
     code = (
-        "import sys, ormix.ors, ormix.ors.sdk; "
+        "import sys, ormix.ors; "
         "print(sorted(m for m in sys.modules if (m.startswith('ormix.') and not m.startswith('ormix.ors')) "
         "or m.split('.')[0] in ('trl', 'datasets', 'torch', 'transformers', 'httpx')))"
     )

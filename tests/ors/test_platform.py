@@ -3,7 +3,7 @@
 ORS server).
 
 The openreward SDK is the reference: the same episode through the SDK and through ormix sends the same
-requests (paths, order, headers, bodies) except what README's "Training on the OpenReward platform" lists;
+requests (paths, order, headers, bodies) except what the platform guide (docs/guides/platform.md) lists;
 cold starts are waited out on every request of an open, up to the open's deadline; a 429 pauses the whole
 member; every platform session created is deleted, also when its open fails or is cancelled.
 """
@@ -29,7 +29,6 @@ from ormix.connection import BackendWait, BackendWatch, backend_waits
 from ormix.local import serve_in_thread
 from ormix.ors import Endpoint, ORSClient, ORSError, SessionOpenError, run_sync
 from ormix.ors.platform import BackendGate
-from ormix.ors.sdk import SdkConnection
 from support.platform_double import PlatformDouble
 
 ECHO = "Owner/Echo"
@@ -69,11 +68,11 @@ def _sdk_env(name: str = ECHO):
 # ── conformance: the same episode through the SDK and through ormix ─────────────────────────────────────
 
 
-_IGNORED_HEADERS = {"host", "content-length"}  # transport details (README: ormix sends compact JSON)
+_IGNORED_HEADERS = {"host", "content-length"}  # transport details (platform guide: compact JSON)
 
 
 def _normal(rec) -> tuple:
-    """A request as the conformance test compares it: ids replaced, X-Secrets decoded, README's listed
+    """A request as the conformance test compares it: ids replaced, X-Secrets decoded, the platform guide's
     differences (User-Agent) named instead of compared."""
     headers = {}
     for k, v in rec.headers.items():
@@ -128,19 +127,10 @@ def test_the_same_episode_through_the_sdk_and_through_ormix_sends_the_same_reque
     ep.submit(text="apple")
     assert spec.reward_funcs(environments=[ep]) == [1.0] and prompt == sdk_prompt and sdk_reward == 1.0
 
-    # transport: sdk, through the spec: the SDK's own requests again.
-    sdk_spec = OpenRewardSpec(ECHO, num_tasks=1, secrets=secrets, transport="sdk", discover_task_tools=False)
-    sep = sdk_spec.environment_factory()
-    sep.reset(**sdk_spec.train_dataset[0])
-    via_sid = sep.session_id
-    sep.submit(text="apple")
-    assert sdk_spec.reward_funcs(environments=[sep]) == [1.0]
     spec.close()
-    sdk_spec.close()
 
     sdk, sdk_pings = _episode_trace(platform, sdk_sid)
     ours, our_pings = _episode_trace(platform, ormix_sid)
-    via, _ = _episode_trace(platform, via_sid)
     assert [r[:2] for r in sdk] == [
         ("POST", "/create_session"),
         ("POST", "/create"),
@@ -149,8 +139,7 @@ def test_the_same_episode_through_the_sdk_and_through_ormix_sends_the_same_reque
         ("POST", "/delete"),
         ("POST", "/delete_session"),
     ]
-    assert ours == sdk, "ormix's requests differ from the SDK's beyond README's listed differences"
-    assert via == sdk
+    assert ours == sdk, "ormix's requests differ from the SDK's beyond the platform guide's list"
     assert sdk_pings and our_pings and set(our_pings) == set(sdk_pings)
     # What the headers are, spelled out (the differences the issue found are gone).
     by_path = {r[1]: dict(r[2]) for r in ours}
@@ -228,19 +217,10 @@ def test_a_cold_start_on_every_request_of_an_open_is_waited_out_and_counted(plat
     assert sorted(set(starting)) == ["/create", "/create_session", "/ping"]
 
 
-@pytest.mark.parametrize("transport", ["ormix", "sdk"])
-def test_a_backend_that_never_starts_fails_the_open_at_its_deadline_and_leaves_no_session(
-    platform, transport
-):
+def test_a_backend_that_never_starts_fails_the_open_at_its_deadline_and_leaves_no_session(platform):
     platform.cold_start(COLD, math.inf, paths=("/create",))
 
     async def go():
-        if transport == "sdk":
-            conn = SdkConnection(COLD, timeout_s=30, open_timeout_s=1.0)
-            try:
-                await conn.open_session(split="train", index=0)
-            finally:
-                await conn.aclose()
         async with _client(COLD, open_timeout_s=1.0) as c:
             await c.open_session(split="train", index=0)
 
@@ -275,15 +255,8 @@ def test_a_waiting_member_is_named_while_it_waits(platform):
 # ── nothing leaked ───────────────────────────────────────────────────────────────────────────────────────
 
 
-@pytest.mark.parametrize("transport", ["ormix", "sdk"])
-def test_a_failed_create_deletes_its_platform_session(platform, transport):
+def test_a_failed_create_deletes_its_platform_session(platform):
     async def go():
-        if transport == "sdk":
-            conn = SdkConnection(ECHO, timeout_s=10)
-            try:
-                await conn.open_session(split="train", index=10_000)
-            finally:
-                await conn.aclose()
         async with _client() as c:
             await c.open_session(split="train", index=10_000)
 
@@ -292,12 +265,11 @@ def test_a_failed_create_deletes_its_platform_session(platform, transport):
     assert platform.counts() == (1, 1)
 
 
-@pytest.mark.parametrize("transport", ["ormix", "sdk"])
-def test_an_open_cancelled_mid_cold_start_deletes_its_platform_session(platform, transport):
+def test_an_open_cancelled_mid_cold_start_deletes_its_platform_session(platform):
     platform.cold_start(COLD, math.inf, paths=("/create",))
 
     async def go():
-        conn = SdkConnection(COLD, timeout_s=30) if transport == "sdk" else _client(COLD)
+        conn = _client(COLD)
         try:
             with anyio.move_on_after(10):
                 async with anyio.create_task_group() as tg:
@@ -312,8 +284,7 @@ def test_an_open_cancelled_mid_cold_start_deletes_its_platform_session(platform,
     assert platform.counts() == (1, 1)
 
 
-@pytest.mark.parametrize("transport", ["ormix", "sdk"])
-def test_a_client_closed_while_a_cancelled_opens_deletion_is_on_the_wire_waits_for_it(platform, transport):
+def test_a_client_closed_while_a_cancelled_opens_deletion_is_on_the_wire_waits_for_it(platform):
     """Ctrl-C cancels the portal's task without waiting for it, and the exit hook closes the client at once:
     the cancelled open's deletion is still in flight then, and closing the connections under it would leave
     its platform session behind."""
@@ -321,7 +292,7 @@ def test_a_client_closed_while_a_cancelled_opens_deletion_is_on_the_wire_waits_f
     platform.slow_answer(COLD, 1.0, path="/delete")
 
     async def go():
-        conn = SdkConnection(COLD, timeout_s=30) if transport == "sdk" else _client(COLD)
+        conn = _client(COLD)
         opening = anyio.CancelScope()
 
         async def open_it() -> None:
@@ -343,15 +314,14 @@ def test_a_client_closed_while_a_cancelled_opens_deletion_is_on_the_wire_waits_f
     assert platform.counts() == (1, 1)
 
 
-@pytest.mark.parametrize("transport", ["ormix", "sdk"])
-def test_closing_a_client_cuts_an_open_that_waits_out_a_cold_start(platform, transport):
+def test_closing_a_client_cuts_an_open_that_waits_out_a_cold_start(platform):
     """The exit hook closes clients while their opens may still ride out a cold start (a catalog open may
     wait 10 minutes): closing cuts each at once, and it deletes its platform session before the client's
     connections close."""
     platform.cold_start(COLD, math.inf, paths=("/create",))
 
     async def go():
-        conn = SdkConnection(COLD, timeout_s=60) if transport == "sdk" else _client(COLD, open_timeout_s=60)
+        conn = _client(COLD, open_timeout_s=60)
         failed: list[ORSError] = []
 
         async def open_it() -> None:
@@ -383,7 +353,6 @@ spec = OpenRewardSpec(
     open_retries=3,
     open_timeout_s=30,
     discover_task_tools=False,
-    transport=sys.argv[1],
 )
 episode = spec.environment_factory()
 threading.Thread(target=lambda: episode.reset(task_index=0)).start()  # a rollout's thread, not a daemon
@@ -402,17 +371,14 @@ sys.exit(0)  # the exit hook closes the connection under the open
 """
 
 
-@pytest.mark.parametrize("transport", ["ormix", "sdk"])
-def test_a_process_exiting_mid_open_leaves_no_platform_session_even_when_opens_are_retried(
-    platform, transport
-):
+def test_a_process_exiting_mid_open_leaves_no_platform_session_even_when_opens_are_retried(platform):
     """The exit hook cuts the opens in flight and closes each connection for good. A rollout thread whose
     open it cut (with `open_retries` left) must not reconnect through a fresh client: that client's platform
     session would be made while the process tears its connections and its portal down, never deleted."""
     platform.cold_start(COLD, math.inf, paths=("/create",))
     env = {**os.environ, **platform.env(), "PYTHONPATH": os.pathsep.join(sys.path)}
     child = subprocess.Popen(
-        [sys.executable, "-c", _EXIT_MID_OPEN, transport],
+        [sys.executable, "-c", _EXIT_MID_OPEN],
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -88,8 +88,6 @@ def test_targets_are_checked_before_any_server_is_contacted():
         OpenRewardSpec(["http://127.0.0.1:9", "local:echo"])
     with pytest.raises(SpecError, match="appears twice"):
         OpenRewardSpec(["http://127.0.0.1:9", "http://127.0.0.1:9/"])
-    with pytest.raises(SpecError, match="transport: sdk"):
-        OpenRewardSpec(["http://127.0.0.1:9", "http://127.0.0.1:10"], transport="sdk")
     spec = OpenRewardSpec(["http://127.0.0.1:9", "http://127.0.0.1:10"], env_name="echo")
     assert spec.target == "http://127.0.0.1:9" and spec.targets == [
         "http://127.0.0.1:9",

@@ -235,16 +235,6 @@ def test_a_rollout_that_failed_for_infrastructure_is_no_candidate(servers):
     assert [e.group_status for e in episodes] == ["scored", None, "scored"]
 
 
-def test_the_sdk_transport_scores_groups_too(servers):
-    spec = OpenRewardSpec(servers, env_name="ranked", num_tasks=1, transport="sdk", group_scoring="on")
-    episodes = played(spec, [(0, "4"), (0, "  4")])
-    try:
-        got = spec.reward_funcs(environments=episodes, prompts=["a", "a"], completions=["4", "  4"])
-    finally:
-        close_episodes(episodes)
-    assert got == [2.0, 1.5]
-
-
 # ── what the alarm says ─────────────────────────────────────────────────
 
 

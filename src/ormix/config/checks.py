@@ -95,15 +95,6 @@ def member_checks(d: Mapping[str, Any]) -> list[Problem]:
                 "remove weight or set role: both",
             )
         )
-    servers = d.get("targets") if d.get("targets") is not None else d.get("target")
-    if isinstance(servers, (list, tuple)) and len(servers) > 1 and d.get("transport") == "sdk":
-        out.append(
-            Problem(
-                ("transport",),
-                "transport: sdk drives one server; a member on several servers (targets) uses ormix's "
-                "client, which spreads the sessions: remove transport: sdk",
-            )
-        )
     where = d.get("where")
     if isinstance(where, Mapping):
         for key, value in where.items():

@@ -240,7 +240,7 @@ class SpecConfig(BaseModel):
     ``split``, ``num_tasks`` or ``indices``, ``where`` (metadata filter: a value or a list of accepted values
     per key), ``env_name``, ``include_metadata``, ``discover_task_tools``, ``task_tools_discovery_index``.
     Access: ``secrets`` (per session, ``${VAR}`` references in files), ``api_key`` / ``api_key_env``
-    (``OPENREWARD_API_KEY`` for catalog targets), ``transport`` (``ormix``'s client or the ``sdk``).
+    (``OPENREWARD_API_KEY`` for catalog targets).
     Driving: ``call_timeout_s`` (deadline of one call), ``open_timeout_s`` (deadline of opening a session,
     riding out a platform backend that is still starting; default 900 s for catalog targets, else
     ``call_timeout_s``), ``ping_interval_s`` (keepalive; ``null`` disables),
@@ -272,7 +272,6 @@ class SpecConfig(BaseModel):
     secrets: dict[str, Secret] = Field(default_factory=dict)
     api_key: Secret | None = None
     api_key_env: str | None = None
-    transport: Literal["ormix", "sdk"] = "ormix"
     unscored_reward: float | None = None
     call_timeout_s: float | None = Field(300.0, gt=0)
     open_timeout_s: float | None = Field(None, gt=0)
