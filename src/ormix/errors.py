@@ -9,8 +9,8 @@ Two families, because a command treats them differently:
   start. Commands exit with status 1 (as they do when the coverage alarm stops a run: that is a result,
   `TrainResult.stopped_by_alarm`, not an error).
 
-Every command's statuses (0, 1, 2, 130 on Ctrl-C, 143 on SIGTERM) are in one table, the README's "Exit
-statuses"; `tests/diagnostics/test_check_exit_codes.py` runs its examples.
+Every command's statuses (0, 1, 2, 130 on Ctrl-C, 143 on SIGTERM) are in one table, "Exit statuses" in
+docs/cli.md (the constants: `ormix.command`); `tests/diagnostics/test_check_exit_codes.py` runs its examples.
 
 The ORS protocol client keeps its own tree (`ormix.ors.ORSError`: transport, session, tool errors), because
 it is usable alone and knows nothing of the rest of ormix; commands report those as runtime failures too.

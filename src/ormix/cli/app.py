@@ -468,7 +468,7 @@ def check(
 ) -> None:
     """Connect to every environment, open a session, call each tool with schema-valid arguments; report
     latency and errors, naming the method that failed (exit 1 when an environment is unusable, a tool raises
-    or one finishes the episode without a reward; 2 for bad input; README "Exit statuses")."""
+    or one finishes the episode without a reward; 2 for bad input; docs/cli.md, "Exit statuses")."""
     from ormix.diagnostics.check import check_command
 
     raise typer.Exit(check_command(path, console, tolerate_tool_errors=tolerate_tool_errors))

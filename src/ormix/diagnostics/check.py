@@ -18,7 +18,7 @@ being checked. A failure names the environment's method it came from: ``list_tas
 are not dicts), the constructor (``/create``), ``get_prompt`` (``/prompt``), or the tool.
 
 A tool that finishes the episode when no call of that episode gave a reward is an error too: every rollout
-ending that way is unscored, so GRPO learns nothing from it (the exit statuses: README "Exit statuses").
+ending that way is unscored, so GRPO learns nothing from it (the exit statuses: docs/cli.md).
 
 Example:
     >>> example_arguments({"type": "object", "required": ["path", "mode"],
@@ -586,7 +586,7 @@ def _ms(value: float | None) -> str:
 
 def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = False) -> int:
     """`ormix check FILE`: print a table per member, per tool and per eval set, and return the exit status
-    (README "Exit statuses"): 2 when the file cannot be loaded, names an eval split or task that does not
+    (docs/cli.md): 2 when the file cannot be loaded, names an eval split or task that does not
     exist, or a `module:Class` environment's own ``list_tasks`` fails; 1 when a member is unusable (its
     constructor or ``get_prompt`` raises, it cannot be reached), one of its tools raises (unless
     ``tolerate_tool_errors``) or a tool finishes the episode without a reward; 130 on Ctrl-C, 143 on

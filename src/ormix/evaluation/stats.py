@@ -60,7 +60,7 @@ run), rescaled by the ratio of the mean's closed-form variance to the same repli
 mean (the bootstrap shrinks a variance over S seeds by (S − 1)/S: half at two seeds). Such an interval
 covers the procedure's expected value over training seeds and the task distribution ("seeds and tasks");
 one run gives the interval over tasks only ("tasks"). Measured (``benchmarks/eval_calibration.py``,
-two-level world, `MIN_SEEDS_CALIBRATED` = 3 seeds or more): 93–97% (figures in the README).
+two-level world, `MIN_SEEDS_CALIBRATED` = 3 seeds or more): 93–97% (figures in docs/guides/evaluation.md).
 
 Example:
     >>> round(pass_at_k(n=4, c=1, k=2), 3), pass_hat_k(n=4, c=2, k=2)

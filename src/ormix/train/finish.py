@@ -116,7 +116,7 @@ def never_scored_cause(result: TrainResult, run: PlannedRun | None) -> str:
     check = "`ormix check FILE` calls its tools"
     if made is None:
         return (
-            f"{check}, and a warm start on reference solutions, README: Your own environment, gets a tiny "
+            f"{check}, and a warm start on reference solutions, docs/guides/own-environment.md, gets a tiny "
             "model calling them"
         )
     over = made.get("over_completion_budget") if made.get("max_completion_length") == budget else None

@@ -205,7 +205,8 @@ def _check_references(mix: MixtureSpec) -> None:
 
         raise WarmupError(
             "the warm start needs reference solutions and no training member has any: give yours a "
-            "`reference: module:function` (README: Your own environment), or drop --warmup-sft / warm_start:"
+            "`reference: module:function` (docs/guides/own-environment.md), or drop --warmup-sft / "
+            "warm_start:"
         )
 
 
