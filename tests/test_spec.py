@@ -239,6 +239,18 @@ def test_local_target_is_served_and_sessions_close_after_scoring():
     assert [ep.outcome.kind for ep in envs] == ["scored", "scored", "unscored"]
     assert not opened & set(server.active_sessions())
 
+    # close_after_scoring=False: the sessions outlive the reward (a caller reads them first), until closed.
+    kept = OpenRewardSpec("local:echo", num_tasks=2, close_after_scoring=False, **THREAD)
+    eps = [kept.environment_factory() for _ in range(2)]
+    for i, ep in enumerate(eps):
+        ep.reset(**kept.train_dataset[i])
+    assert kept.reward_funcs(environments=eps) == [None, None]
+    alive = {ep.session_id for ep in eps}
+    assert alive <= set(server.active_sessions())
+    for ep in eps:
+        close_episode(ep)
+    assert not alive & set(server.active_sessions())
+
 
 def test_session_open_failure_is_an_error_outcome_never_a_zero():
     spec = OpenRewardSpec(

@@ -899,3 +899,23 @@ def test_a_metadata_prior_and_the_platform_prior_are_told_apart() -> None:
     assert TaskFilterConfig(prior="platform").prior.source == "platform"  # type: ignore[union-attr]
     with pytest.raises(ValidationError, match="prior is 'platform'"):
         TaskFilterConfig(prior="platfrom")
+
+
+@settings(DETERMINISTIC, max_examples=40)
+@given(st.integers(0, 2**32), st.sampled_from([0.0, 0.2, 0.5]))
+def test_uniform_mix_spreads_its_share_of_the_batch_evenly(seed: int, mix: float) -> None:
+    # `adaptive.uniform_mix`: that share of the batch is uniform whatever the signal says (1: all of it).
+    rng = random.Random(seed)
+    hist = [
+        {
+            "a": [(t, [float(rng.random() < 0.5) for _ in range(4)]) for t in range(3)],
+            "b": [(t, [1.0] * 4) for t in range(3)],  # all solved: nothing to learn
+        }
+        for _ in range(12)
+    ]
+    flat = _scores("denoised", hist, ["a", "b"], random.Random(0), uniform_mix=1.0)
+    assert flat == pytest.approx({"a": 0.5, "b": 0.5})
+    got = _scores("denoised", hist, ["a", "b"], random.Random(0), uniform_mix=mix)
+    assert min(got.values()) >= mix / 2 - 1e-9  # each member keeps at least its part of the uniform share
+    more = _scores("denoised", hist, ["a", "b"], random.Random(0), uniform_mix=min(1.0, mix + 0.3))
+    assert abs(more["b"] - 0.5) <= abs(got["b"] - 0.5) + 1e-9  # a larger uniform share: closer to even
