@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections import Counter
 
 import pytest
 from rich.console import Console
@@ -121,7 +122,10 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
     # with and how stale they were when they reached the trainer.
     records = read_records(run_dir)
     assert records and {r["member"] for r in records} == {"flaky", "mixed"}
-    assert len({(r["group"], r["time"], r["task_index"]) for r in records}) == len(records)
+    # Each GRPO group is 2 rollouts of one task: a record written twice would make 3 (the records' ``time``
+    # is rounded to the millisecond, so it cannot tell two rollouts of a group apart).
+    per_group = Counter((r["step"], r["group"], r["member"], r["task_index"]) for r in records)
+    assert set(per_group.values()) <= {1, 2} and sum(per_group.values()) == len(records)
     assert all(isinstance(r["policy_version"], int) and r["staleness"] >= 0 for r in records)
     assert {r["outcome"] for r in records if r["member"] == "flaky"} == {"unscored", "scored"}
     assert sorted({r["reward"] for r in records if r["member"] == "mixed"}) == [0.0, 1.0]

@@ -470,10 +470,8 @@ def test_connect_starts_every_members_local_server_before_anything_asks_for_one(
             server_for(target, mode="process").close()
 
 
-@pytest.mark.parametrize("what", ["client", "sdk"])
-def test_concurrent_first_uses_of_a_connection_make_one_client(what):
-    # connect() ahead of an episode's first open: both ask while the local server starts (an SDK
-    # connection is made after the client, so its first uses race on that wait too).
+def test_concurrent_first_uses_of_a_connection_make_one_client():
+    # connect() ahead of an episode's first open: both ask while the local server starts.
     import anyio
 
     from ormix.config import SpecConfig
@@ -484,7 +482,7 @@ def test_concurrent_first_uses_of_a_connection_make_one_client(what):
     got = []
 
     async def first_use() -> None:
-        got.append(await (connection.client() if what == "client" else connection.sdk()))
+        got.append(await connection.client())
 
     async def both() -> None:
         async with anyio.create_task_group() as tg:
