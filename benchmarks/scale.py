@@ -17,10 +17,19 @@ Parts (``--parts``, comma-separated; all by default):
 - ``dataset``: ``OpenRewardSpec(...).train_dataset`` of a local environment with 1k → 100k tasks
   (`benchmarks/scale_env.py`, served on a thread of this process, its server started before the clock), by
   ``num_tasks`` (one ``task_range`` request) and by explicit ``indices`` (per-task requests).
-- ``records``, ``sessions``: `benchmarks/scale_records.py` and `benchmarks/scale_sessions.py` (their
-  ``run``), skipped with a line when absent.
+- ``mixture-dataset``: ``MixtureSpec(...).train_dataset`` of one member on a `scale_env` catalog of 1k → 100k
+  tasks served by a child process (this process's CPU is then the client's and the mixture's alone; the
+  server's is printed beside), by ``num_tasks`` (one ``task_range`` request) and by explicit ``indices``
+  (per-task requests), both to 100k.
+- ``records-write``: the cost of writing rollout records as a training rank does (`rollout_record`,
+  `TelemetryRun.note`, `TelemetryRun.write`), 10k → 1M rollouts at 256 a step: CPU and bytes a record
+  (`benchmarks/scale_records.py`'s ``write_cost``).
+- ``records``, ``sessions``, ``step``: `benchmarks/scale_records.py`, `benchmarks/scale_sessions.py` and
+  `benchmarks/scale_step.py` (ormix's own CPU per GRPO step at R = 32 and 256, sampled per thread, TRL's,
+  transformers' and torch's shares apart) (their ``run``), skipped with a line when absent.
 
-    python benchmarks/scale.py [--parts planner,dataset,records,sessions] [--quick]
+    python benchmarks/scale.py [--parts planner,dataset,mixture-dataset,records-write,records,sessions,step]
+    python benchmarks/scale.py --quick
     python benchmarks/scale.py --parts planner-steps --steps-prompts 256 --steps-tasks 10000 --steps 1000,2000
 
 Lines read ``scale <cost> vs <size>: exponent X (floor F) over A→B; at B: <figure> [load L]``.
@@ -226,10 +235,71 @@ def dataset(sizes: Sequence[int], index_sizes: Sequence[int]) -> None:
         )
 
 
+def _tree_cpu(process: Any) -> float:
+    """User + system CPU seconds of a process and its children (nan without one)."""
+    if process is None:
+        return float("nan")
+    total = 0.0
+    for p in [process, *process.children(recursive=True)]:
+        times = p.cpu_times()
+        total += times.user + times.system
+    return total
+
+
+def mixture_dataset(sizes: Sequence[int], index_sizes: Sequence[int]) -> None:
+    """`MixtureSpec(...).train_dataset` of one member on a `scale_env` catalog served by a child process (so
+    this process's CPU is the client's and the mixture's alone; the server's is printed beside), by
+    ``num_tasks`` (one ``task_range`` request) and by explicit ``indices`` (per-task requests)."""
+    import psutil
+
+    from ormix import MixtureSpec, OpenRewardSpec
+    from ormix.local import serve_in_process
+
+    env = {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    for name, ns, how in (
+        ("num_tasks (task_range)", sizes, lambda n: {"num_tasks": n}),
+        (
+            "indices (per-task)",
+            index_sizes,
+            lambda n: {"indices": list(range(1, n, 2)) + list(range(0, n, 2))},
+        ),
+    ):
+        walls, cpus = [], []
+        for n in ns:
+            with serve_in_process([f"scale_env:Catalog{n}"], env=env) as server:
+                child = psutil.Process(server.pid) if getattr(server, "pid", None) else None
+                env_name = server.env_names[0]
+                # The server lists its tasks on the first request: a one-task build, before the clock.
+                _ = OpenRewardSpec(server.url, env_name=env_name, num_tasks=1).train_dataset
+                s0 = _tree_cpu(child)
+                t0, c0 = time.perf_counter(), time.process_time()
+                mix = MixtureSpec({"a": OpenRewardSpec(server.url, env_name=env_name, **how(n))})
+                ds = mix.train_dataset
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                server_cpu = _tree_cpu(child) - s0
+                assert len(ds) == n, (len(ds), n)
+                mix.close()
+            walls.append(wall)
+            cpus.append(cpu)
+            print(
+                f"  mixture dataset {name} tasks={n:,}: {cpu:.2f} s cpu (client), {wall:.2f} s wall, "
+                f"server {server_cpu:.2f} s cpu {load()}",
+                flush=True,
+            )
+        line(
+            f"mixture dataset build cpu, {name}",
+            "tasks",
+            ns,
+            cpus,
+            1,
+            f"{cpus[-1]:.2f} s cpu, {walls[-1]:.2f} s wall",
+        )
+
+
 # ── parts other scripts hold ──────────────────────────────────────────────────────────────────────────────
 
 
-def other(name: str) -> None:
+def other(name: str, function: str = "run", **kwargs: Any) -> None:
     path = HERE / f"scale_{name}.py"
     if not path.exists():
         print(f"scale {name}: skipped ({path.name} is absent)", flush=True)
@@ -238,16 +308,18 @@ def other(name: str) -> None:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    run: Callable[..., Any] | None = getattr(module, "run", None)
+    run: Callable[..., Any] | None = getattr(module, function, None)
     if run is None:
-        print(f"scale {name}: skipped ({path.name} has no run())", flush=True)
+        print(f"scale {name}: skipped ({path.name} has no {function}())", flush=True)
         return
-    run(say=lambda text: print(text, flush=True))
+    run(say=lambda text: print(text, flush=True), **kwargs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--parts", default="planner,dataset,records,sessions")
+    parser.add_argument(
+        "--parts", default="planner,dataset,mixture-dataset,records-write,records,sessions,step"
+    )
     parser.add_argument("--quick", action="store_true", help="smaller sizes: a check that it runs")
     # The issue's run is 16 members x 10k tasks x 256 prompts (a member's tasks cycle every 625 steps); 10k
     # such steps take minutes of CPU, so by default the same proportions 8x smaller (every 625 steps too).
@@ -274,14 +346,19 @@ def main() -> None:
             dataset([1_000, 3_000], [1_000, 3_000])
         else:
             dataset([1_000, 3_000, 10_000, 30_000, 100_000], [1_000, 3_000, 10_000, 30_000])
+    if "mixture-dataset" in parts:
+        if quick:
+            mixture_dataset([1_000, 3_000], [1_000, 3_000])
+        else:
+            big = [1_000, 3_000, 10_000, 30_000, 100_000]
+            mixture_dataset(big, big)
+    if "records-write" in parts:
+        other("records", "write_cost", **({"sizes": [10_000, 100_000]} if quick else {}))
     for name in ("records", "sessions"):
         if name in parts:
             other(name)
-    print(
-        "scale cpu_per_training_step R=256: not measured here (a profiled GRPO step with TRL's share taken "
-        "out needs a model and a GPU-sized run; see the report)",
-        flush=True,
-    )
+    if "step" in parts:
+        other("step", **({"sizes": [16, 32], "steps": 2} if quick else {}))
 
 
 if __name__ == "__main__":

@@ -12,6 +12,13 @@ too: `ratio report in_memory/columnar`.
 
     python benchmarks/scale_records.py [--sizes 10000,100000,1000000] [--per-step 100]
 
+``--write`` (``write_cost``; `benchmarks/scale.py --parts records-write`) measures the other side, the cost of
+WRITING the records as a training rank does (`rollout_record`, `TelemetryRun.note`, `TelemetryRun.write`
+for each step's 256 rollouts), 10k → 1M rollouts into one growing file: CPU and bytes a record, and the
+exponent of the CPU over the rollouts written.
+
+    python benchmarks/scale_records.py --write [--sizes 10000,100000,1000000]
+
 `benchmarks/scale.py` imports `run` and prints its lines.
 """
 
@@ -231,11 +238,103 @@ def run(
     return lines
 
 
+WRITE_SIZES = [10_000, 100_000, 1_000_000]
+
+
+def write_cost(
+    sizes: list[int] | None = None, per_step: int = 256, say=print, budget_s: float = 150.0
+) -> list[str]:
+    """The cost of WRITING rollout records as a training rank does, against the rollouts written.
+
+    Each step's ``per_step`` training rollouts (synthetic episodes of 1-5 tool calls, made before the clock)
+    go through what `TelemetryObserver` does with a scored batch: `rollout_record` for each rollout, then
+    `TelemetryRun.note` (failure causes) and `TelemetryRun.write` (one append of JSON lines to the rank's
+    file). Timed: this process's CPU seconds (`time.process_time`) over those three calls, and the file's
+    bytes. One run directory grows from 0 to the largest size; the figure at each size is the CPU of the
+    rollouts written up to it, so the exponent says whether a record costs more as the file grows (1.0:
+    constant per record). A size is skipped when ``budget_s`` wall seconds are spent (then the largest size
+    reached is the one printed). Returns (and says) the printed lines."""
+    from ormix.telemetry.records import TelemetryRun, rollout_record
+
+    sizes = sorted(sizes or WRITE_SIZES)
+    lines: list[str] = []
+
+    def emit(text: str) -> None:
+        lines.append(text)
+        say(text)
+
+    rng = random.Random(0)
+    reached: list[int] = []
+    cpus: list[float] = []
+    record_bytes: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="ormix-scale-write-") as tmp:
+        run = TelemetryRun(Path(tmp) / "run", rank=0, num_generations=GROUP)
+        assert run.records_path is not None
+        start = time.perf_counter()
+        written, cpu, step = 0, 0.0, 0
+        for size in sizes:
+            while written < size:
+                step += 1
+                episodes = [
+                    _episode(rng, task=(step * per_step + i) // GROUP % 997, split="train")
+                    for i in range(per_step)
+                ]
+                t0 = time.process_time()
+                # What TelemetryObserver.__call__ does with a scored batch of one member's rollouts.
+                records = [
+                    rollout_record(
+                        e,
+                        member=MEMBERS[(i // GROUP) % len(MEMBERS)],
+                        training_reward=e.outcome.reward,
+                        step=step,
+                        rank=0,
+                        mode="train",
+                        group=(i // GROUP) * GROUP,
+                    )
+                    for i, e in enumerate(episodes)
+                ]
+                run.note(MEMBERS[0], records)
+                run.write(records)
+                cpu += time.process_time() - t0
+                written += len(records)
+            size_bytes = run.records_path.stat().st_size
+            before_n, before_cpu = (reached[-1], cpus[-1]) if reached else (0, 0.0)
+            reached.append(written)
+            cpus.append(cpu)
+            record_bytes.append(size_bytes / written)
+            emit(
+                f"  records written rollouts={written:,}: {cpu:.2f} s CPU in all, "
+                f"{1e6 * cpu / written:.1f} us/record ({1e6 * (cpu - before_cpu) / (written - before_n):.1f} "
+                f"over the last {written - before_n:,}), {size_bytes / written:.0f} bytes/record "
+                f"({size_bytes / 1e6:.0f} MB); {time.perf_counter() - start:.0f} s wall so far  [{_load()}]"
+            )
+            if time.perf_counter() - start > budget_s and size != sizes[-1]:
+                emit(f"  records written: stopped at {written:,} rollouts (the {budget_s:.0f} s budget)")
+                break
+    if len(reached) > 1:
+        emit(
+            f"scale records written cpu vs rollouts: exponent {exponent(reached, cpus):.2f} (floor 1) over "
+            f"{reached[0]:,}→{reached[-1]:,}; at {reached[-1]:,}: {cpus[-1]:.1f} s CPU, "
+            f"{1e6 * cpus[-1] / reached[-1]:.1f} us and {record_bytes[-1]:.0f} bytes a record "
+            f"(bytes/record exponent {exponent(reached, record_bytes):.2f})  [{_load()}]"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)))
     parser.add_argument("--per-step", type=int, default=100)
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="the writing cost instead (sizes default 10k,100k,1M; 256 a step)",
+    )
     args = parser.parse_args()
+    if args.write:
+        given = args.sizes != ",".join(map(str, DEFAULT_SIZES))
+        write_cost([int(s) for s in args.sizes.split(",")] if given else None)
+        return
     run([int(s) for s in args.sizes.split(",")], per_step=args.per_step)
 
 
