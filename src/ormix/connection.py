@@ -38,16 +38,7 @@ from ormix.ors.bridge import run_sync
 from ormix.ors.catalog import TaskDifficulty, required_secrets, task_difficulty
 from ormix.tools import merge_tool_specs
 
-__all__ = [
-    "AUTO_SECRETS",
-    "BackendWait",
-    "BackendWatch",
-    "Connection",
-    "backend_waits",
-    "close_all_connections",
-    "matches_where",
-    "missing_secrets",
-]
+__all__ = ["BackendWait", "BackendWatch", "Connection", "backend_waits", "matches_where"]
 
 #: Secrets every session of a catalog environment gets from the API key (the SDK's
 #: `augment_secrets_with_api_key`, which ormix's client applies too): never missing when a key is set.

@@ -31,7 +31,6 @@ from typing import Any
 from ormix.errors import UsageError
 
 __all__ = [
-    "APPEND_ONLY",
     "RunDirectory",
     "append_jsonl",
     "checkpoint_path",

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 from ormix.errors import TargetError
 
-__all__ = ["ACCEPTED_FORMS", "Target", "TargetError", "TargetKind", "parse_target"]
+__all__ = ["Target", "TargetError", "parse_target"]
 
 TargetKind = Literal["catalog", "url", "local", "module"]
 

@@ -12,18 +12,7 @@ from pydantic_core import InitErrorDetails
 
 from ormix.config.problems import PROBLEM_TYPE, Loc, Problem, problem_error, suggest
 
-__all__ = [
-    "MEMBER_NAME_RE",
-    "checked",
-    "eval_overlap_note",
-    "held_out",
-    "member_checks",
-    "member_name_problem",
-    "mixture_checks",
-    "schedule_problems",
-    "selection_checks",
-    "weight_problems",
-]
+__all__ = ["checked", "eval_overlap_note", "held_out", "member_checks", "mixture_checks", "selection_checks"]
 
 # The checks read raw input (dicts from YAML, or model instances) defensively, so they run even when pydantic
 # rejected other fields: a file with several problems gets all of them reported.

@@ -58,7 +58,7 @@ from typing import Any
 
 from ormix.errors import UsageError
 
-__all__ = ["Script", "ScriptContext", "ScriptError", "ScriptedPolicy", "ScriptedTurn", "tool_call"]
+__all__ = ["Script", "ScriptContext", "ScriptError", "ScriptedPolicy", "tool_call"]
 
 _USER_RE = re.compile(r"<\|im_start\|>user\n(.*?)<\|im_end\|>", re.DOTALL)
 _TOOLS_RE = re.compile(r"<tools>\n(.*?)\n</tools>", re.DOTALL)

@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["StandInWeightTransfer", "VLLMStandIn", "completion_response"]
+__all__ = ["StandInWeightTransfer", "VLLMStandIn"]
 
 #: A scripted policy: (decoded prompt, sample index within identical prompts) -> completion text.
 Script = Callable[[str, int], str]

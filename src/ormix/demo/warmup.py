@@ -51,15 +51,7 @@ from ormix.errors import UsageError
 from ormix.local.envs.solutions import near_miss_for
 from ormix.references import reference_solver, solver_row
 
-__all__ = [
-    "Transcript",
-    "WarmStart",
-    "WarmupError",
-    "build_transcripts",
-    "sft_loop",
-    "warm_start",
-    "warmup_sft",
-]
+__all__ = ["WarmupError", "build_transcripts", "sft_loop", "warm_start", "warmup_sft"]
 #: The file a warm-started model directory holds: the SFT's last loss and how the start was made.
 WARM_MARKER = "ormix-warm.json"
 

@@ -46,16 +46,7 @@ from ormix.targets import parse_target
 from ormix.tools.schema import Node, SchemaWalker
 from ormix.tools.specs import normalize_spec
 
-__all__ = [
-    "MemberCheck",
-    "ToolCheck",
-    "check_command",
-    "check_mixture",
-    "example_arguments",
-    "example_value",
-    "looks_final",
-    "order_tools",
-]
+__all__ = ["check_command", "example_arguments", "example_value", "looks_final", "order_tools"]
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────
 # Arguments to call a tool with

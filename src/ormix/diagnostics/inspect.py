@@ -29,14 +29,7 @@ from ormix.mixture.prior import platform_evidence, platform_prior_members, prior
 from ormix.ors.errors import ORSError
 from ormix.tools import NO_DEFAULT, ToolBinding
 
-__all__ = [
-    "Inspection",
-    "MemberSummary",
-    "adaptive_explanation",
-    "eval_description",
-    "inspect_mixture",
-    "tool_signature",
-]
+__all__ = ["inspect_mixture"]
 
 
 @dataclass

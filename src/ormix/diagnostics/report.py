@@ -44,8 +44,6 @@ from ormix.runs import RunDirectory, read_jsonl
 from ormix.telemetry.metrics import batch_metrics, member_values, metric_key, summarize
 
 __all__ = [
-    "ReportResult",
-    "eval_figure",
     "eval_ks",
     "eval_series",
     "member_summary",
@@ -53,7 +51,6 @@ __all__ = [
     "report_command",
     "step_series",
     "trend",
-    "trend_lines",
     "write_report",
 ]
 

@@ -59,7 +59,6 @@ from ormix.runs import read_jsonl
 from ormix.telemetry.records import read_records
 
 __all__ = [
-    "OUTCOMES",
     "ShowError",
     "ShownRollout",
     "format_call",

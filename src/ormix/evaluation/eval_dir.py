@@ -30,7 +30,7 @@ from ormix.evaluation.manifest import identity_changes
 from ormix.evaluation.tasks import TaskKey, task_key
 from ormix.runs import append_jsonl, read_jsonl, write_jsonl
 
-__all__ = ["EVAL_FILES", "EvalDirectory"]
+__all__ = ["EvalDirectory"]
 
 #: What an eval directory holds (``--overwrite`` removes exactly these).
 EVAL_FILES = ("manifest.json", "rollouts.jsonl", "summary.json", "report.md", "plots")

@@ -21,15 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ormix.evaluation.tasks import EvalTasks
     from ormix.mixture import MixtureSpec
 
-__all__ = [
-    "GENERATION_SETTINGS",
-    "IDENTITY_KEYS",
-    "MANIFEST_VERSION",
-    "eval_manifest",
-    "generation_settings",
-    "identity_changes",
-    "trainer_manifest",
-]
+__all__ = ["IDENTITY_KEYS", "eval_manifest", "identity_changes", "trainer_manifest"]
 
 #: Version of the eval manifest's layout.
 MANIFEST_VERSION = 1

@@ -20,7 +20,7 @@ from pathlib import Path
 from ormix.evaluation.errors import ModelNotFoundError
 from ormix.runs import RunDirectory, checkpoint_step, weights_sha256
 
-__all__ = ["START", "default_eval_dir", "resolve_eval_model"]
+__all__ = ["default_eval_dir", "resolve_eval_model"]
 
 #: ``--model RUN_DIR@start``: the model the run's GRPO started from.
 START = "@start"

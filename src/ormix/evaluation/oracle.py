@@ -25,10 +25,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "FINAL_ANSWER",
-    "REFERENCE_MIN_COMPLETION",
-    "REFERENCE_MIN_ROUNDS",
-    "ReferenceCalls",
-    "ReferenceScript",
     "attach_reference_policy",
     "oracle_failures",
     "reference_calls",

@@ -67,15 +67,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ormix.config import MixtureConfig
     from ormix.mixture import MixtureSpec
 
-__all__ = [
-    "EvalOptions",
-    "EvalResult",
-    "chunk_share",
-    "eval_command",
-    "evaluate_trainer",
-    "print_summary",
-    "run_eval",
-]
+__all__ = ["EvalOptions", "EvalResult", "eval_command", "evaluate_trainer", "run_eval"]
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")

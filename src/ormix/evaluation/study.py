@@ -70,7 +70,6 @@ __all__ = [
     "StudyOptions",
     "StudyResult",
     "arm_done",
-    "arm_runs",
     "different_starts",
     "effects_table",
     "matrix_table",

@@ -49,7 +49,6 @@ __all__ = [
     "TaskSamples",
     "format_metric",
     "group_scoring_line",
-    "group_scoring_summary",
     "metric_names",
     "normalize_ks",
     "summarize",

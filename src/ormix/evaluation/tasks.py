@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "DEFAULT_EVAL_SET",
-    "TEST_SPLIT",
     "EvalTasks",
     "TaskKey",
     "default_eval_set",

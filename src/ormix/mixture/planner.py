@@ -99,7 +99,6 @@ __all__ = [
     "Evidence",
     "Planner",
     "PlanRow",
-    "PriorDecision",
     "derive_seed",
     "evidence_of",
     "fixed_steps",

@@ -35,7 +35,7 @@ from ormix.ors.errors import BadTargetError, ProtocolError
 from ormix.ors.http import HTTPClient
 from ormix.ors.transport import Transport, json_of
 
-__all__ = ["TRAINING_STAGES", "TaskDifficulty", "difficulty_query", "required_secrets", "task_difficulty"]
+__all__ = ["TaskDifficulty", "required_secrets", "task_difficulty"]
 
 #: The SDK's ``TrainingStage`` values.
 TRAINING_STAGES = ("pretrained", "sft", "rl")

@@ -28,7 +28,7 @@ from urllib.parse import urlparse, urlsplit, urlunparse
 
 from ormix.ors.errors import BadTargetError
 
-__all__ = ["DEFAULT_BASE_URL", "Endpoint", "is_url", "normalize_url"]
+__all__ = ["Endpoint", "is_url", "normalize_url"]
 
 DEFAULT_BASE_URL = "https://openreward.ai"
 

@@ -94,7 +94,6 @@ import aiohttp
 from ormix.ors.bridge import run_in_new_loop
 
 __all__ = [
-    "BadResponse",
     "CertificateError",
     "ConnectFailed",
     "HTTPClient",

@@ -59,7 +59,7 @@ from ormix.ors.session import Session
 
 logger = logging.getLogger("ormix.ors")
 
-__all__ = ["PoolServer", "PooledSession", "ServerPool"]
+__all__ = ["PooledSession", "ServerPool"]
 
 T = TypeVar("T")
 

@@ -55,15 +55,7 @@ from typing import Any
 from ormix.ors.endpoint import Endpoint
 from ormix.ors.http import ConnectFailed, HTTPClient, HTTPFailure, encode_json
 
-__all__ = [
-    "MAX_BATCH_BYTES",
-    "MAX_BATCH_EVENTS",
-    "Message",
-    "PlatformRollout",
-    "RolloutUploader",
-    "UploadCounts",
-    "rollout_events",
-]
+__all__ = ["Message", "PlatformRollout", "RolloutUploader", "UploadCounts", "rollout_events"]
 
 logger = logging.getLogger("ormix.upload")
 

@@ -90,7 +90,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 logger = logging.getLogger("ormix.ors")
 
-__all__ = ["Session", "SessionTimings", "tool_specs_of"]
+__all__ = ["Session", "tool_specs_of"]
 
 # The server sends `: ping` on SSE streams every 10 s; a stream silent for longer than this is stalled.
 _STREAM_READ_TIMEOUT_S = 45.0

@@ -25,7 +25,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["PARTIAL", "CallStream", "ClippedJSON", "SSEParser", "unclip"]
+__all__ = ["PARTIAL", "CallStream", "SSEParser", "unclip"]
 
 #: Event name of a piece of a large event's data, handed out before the event completes.
 PARTIAL = ""

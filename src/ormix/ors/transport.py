@@ -32,16 +32,7 @@ from ormix.ors.platform import MAX_RETRY_AFTER_S, BackendGate, OpenWait, Startin
 
 logger = logging.getLogger("ormix.ors")
 
-__all__ = [
-    "GONE_OK",
-    "RETRY_STATUSES",
-    "Transport",
-    "backoff_s",
-    "detail_of",
-    "json_of",
-    "kind_of",
-    "retry_after_s",
-]
+__all__ = ["GONE_OK", "RETRY_STATUSES", "Transport", "backoff_s", "detail_of", "json_of", "kind_of"]
 
 #: Statuses a request is retried on (the server or a proxy in front of it is overloaded or restarting).
 RETRY_STATUSES = frozenset({429, 502, 503, 504})

@@ -40,7 +40,7 @@ from ormix.ors.bridge import run_sync
 from ormix.rollout.stragglers import cut_at, tail_wait
 from ormix.tools.binding import RESERVED_METHOD_NAMES
 
-__all__ = ["DEFAULT_MAX_IN_FLIGHT", "OpenRequest", "RoundStats", "ToolRound", "open_sessions", "row_key"]
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "OpenRequest", "ToolRound", "open_sessions", "row_key"]
 
 logger = logging.getLogger(__name__)
 

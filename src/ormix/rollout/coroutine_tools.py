@@ -32,7 +32,7 @@ from ormix.ors.bridge import portal
 from ormix.rollout.episode import Episode
 from ormix.tools.binding import make_method
 
-__all__ = ["AsyncEpisodeFactory", "async_episode_class"]
+__all__ = ["AsyncEpisodeFactory"]
 
 
 class _CoroutineTools:

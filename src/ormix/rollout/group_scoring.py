@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
-    "COMBINES",
     "GROUP_STATUSES",
     "GroupScoringRule",
     "candidate_messages",

@@ -38,13 +38,7 @@ from ormix.rollout.group_scoring import combine_rewards, groups_of
 from ormix.rollout.outcome import training_reward
 from ormix.telemetry.metrics import group_ids
 
-__all__ = [
-    "RewardFunction",
-    "RolloutObserver",
-    "ScoredBatch",
-    "SessionCloser",
-    "episode_of",
-]
+__all__ = ["RewardFunction", "ScoredBatch", "SessionCloser", "episode_of"]
 
 
 def episode_of(environment: Any) -> Any:

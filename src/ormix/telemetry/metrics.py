@@ -44,7 +44,6 @@ __all__ = [
     "member_values",
     "metric_key",
     "present_rewards",
-    "server_label",
     "summarize",
 ]
 

@@ -41,8 +41,6 @@ from ormix.runs import append_jsonl, read_jsonl, truncate_jsonl
 from ormix.telemetry.metrics import group_ids, member_values, metric_key
 
 __all__ = [
-    "MISSING_CALLBACKS",
-    "RECORD_VERSION",
     "MissingCallbacksWarning",
     "TelemetryObserver",
     "TelemetryRun",

@@ -29,18 +29,7 @@ from ormix.tools.docstrings import safe_text, split_choices
 from ormix.tools.schema import Node, SchemaWalker, is_scalar
 from ormix.tools.text import one_line, snippet
 
-__all__ = [
-    "CONSTRAINT_KEYS",
-    "SHAPE_DEPTH",
-    "SHAPE_LIMIT",
-    "UNCARRIED_KEYS",
-    "ParamText",
-    "constraints_text",
-    "is_generated_title",
-    "needs_shape",
-    "param_text",
-    "shape_text",
-]
+__all__ = ["ParamText", "param_text"]
 
 #: Nesting levels spelled out in a "Shape:" text.
 SHAPE_DEPTH = 6

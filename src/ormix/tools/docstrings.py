@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ormix.tools.schema import is_scalar
 from ormix.tools.text import one_line
 
-__all__ = ["Docstring", "parse_docstring", "render_docstring", "safe_block", "safe_text", "split_choices"]
+__all__ = ["parse_docstring", "render_docstring", "safe_block", "safe_text", "split_choices"]
 
 _SECTIONS = {
     "Args": "args",

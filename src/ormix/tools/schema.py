@@ -35,7 +35,7 @@ from typing import Any
 
 from ormix.tools.text import snippet
 
-__all__ = ["JSON_TYPES", "MAX_DEPTH", "Node", "SchemaWalker", "is_scalar", "required_names"]
+__all__ = ["JSON_TYPES", "Node", "SchemaWalker", "is_scalar", "required_names"]
 
 #: The type names of JSON Schema; any other ``type`` is ``kind="unknown"``.
 JSON_TYPES = frozenset({"string", "integer", "number", "boolean", "null", "array", "object"})

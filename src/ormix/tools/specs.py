@@ -24,7 +24,6 @@ from ormix.tools.schema import required_names
 from ormix.tools.text import snippet
 
 __all__ = [
-    "ToolConflict",
     "ToolSpecError",
     "exact_json",
     "merge_tool_specs",

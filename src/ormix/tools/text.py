@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["SNIPPET_LIMIT", "one_line", "snippet"]
+__all__ = ["one_line", "snippet"]
 
 #: Characters of one JSON value (a default, an enum, an extra keyword) shown in a description.
 SNIPPET_LIMIT = 200

@@ -13,7 +13,7 @@ from ormix.train.evals import compare_evals
 from ormix.train.options import RunOptions, TrainResult
 from ormix.train.prepare import PlannedRun
 
-__all__ = ["finish_run", "never_scored_cause", "summarise"]
+__all__ = ["finish_run", "summarise"]
 
 
 def summarise(

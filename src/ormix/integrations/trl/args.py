@@ -26,14 +26,7 @@ from ormix.config.trainer_rules import (
 from ormix.errors import TrainConfigError
 from ormix.integrations.trl.compat import grpo_config_fields
 
-__all__ = [
-    "DEFAULTS",
-    "build_grpo_config",
-    "check_settings",
-    "derive_batch",
-    "derive_eval",
-    "parse_overrides",
-]
+__all__ = ["build_grpo_config", "check_settings", "derive_batch", "derive_eval", "parse_overrides"]
 
 #: Settings ormix chooses when neither the file nor the caller does (reasoning next to `build_grpo_config`).
 DEFAULTS: dict[str, Any] = {

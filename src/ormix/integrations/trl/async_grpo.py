@@ -76,15 +76,12 @@ from ormix.telemetry.metrics import member_values, metric_key
 from ormix.telemetry.records import group_fields, rollout_record
 
 __all__ = [
-    "RECORDS_KEY",
     "STANDIN",
     "AsyncMixtureTrainer",
     "OrmixRolloutLoop",
     "OrmixRolloutWorker",
-    "WorkerMixture",
     "async_config",
     "async_problems",
-    "sdpa_tree_attention",
 ]
 
 #: The key of a metrics-queue item that carries rollout records (a list of them), not a metric.

@@ -44,10 +44,7 @@ __all__ = [
     "SessionCleanupCallback",
     "TelemetryCallback",
     "all_ranks_records",
-    "check_eval_args",
     "check_trainer_args",
-    "eval_metrics",
-    "every_rank",
     "trl_notices_filtered",
     "weight_fingerprint",
 ]

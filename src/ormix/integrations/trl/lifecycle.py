@@ -31,12 +31,8 @@ from ormix.runs import RunDirectory, checkpoint_path
 __all__ = [
     "ProgressLine",
     "RunLifecycle",
-    "StopRequest",
-    "TerminationPolicy",
-    "TiedKeysFilter",
     "alarms_on_console",
     "handle_termination",
-    "member_reward",
     "quiet_trainer",
     "save_checkpoint",
 ]

@@ -63,7 +63,7 @@ from ormix.rollout.episode import Episode, episode_of, set_tool_round
 from ormix.rollout.lookahead import DEFAULT_LOOKAHEAD, choose_ahead, generation_batches, locate
 from ormix.rollout.routing import RoutingEnvironment
 
-__all__ = ["TESTED_TRL", "ConcurrentGRPOTrainer", "check_trl_internals"]
+__all__ = ["ConcurrentGRPOTrainer", "check_trl_internals"]
 
 logger = logging.getLogger(__name__)
 

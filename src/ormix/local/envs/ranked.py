@@ -25,7 +25,7 @@ from typing import Any
 from openreward.environments import Environment, GroupCandidate, GroupScore, TextBlock, ToolOutput, tool
 from pydantic import BaseModel
 
-__all__ = ["Ranked", "answer_of", "rank_answers"]
+__all__ = ["Ranked"]
 
 SPLITS = ("train", "test", "judge_fails")
 

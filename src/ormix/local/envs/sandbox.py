@@ -44,8 +44,6 @@ from openreward.api.sandboxes.types import RunResult
 from ormix.errors import OrmixRuntimeError
 
 __all__ = [
-    "DEFAULT_MAX_BYTES",
-    "DEFAULT_TIMEOUT_S",
     "WORKDIR",
     "RunResult",
     "Sandbox",

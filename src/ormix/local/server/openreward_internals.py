@@ -25,14 +25,7 @@ from typing import Any
 
 from ormix.errors import OrmixRuntimeError
 
-__all__ = [
-    "SESSION_STATE",
-    "defer_sdk_namespace",
-    "delete_session",
-    "idle_sessions",
-    "session_ids",
-    "session_of",
-]
+__all__ = ["defer_sdk_namespace", "delete_session", "idle_sessions", "session_ids", "session_of"]
 
 #: The openreward `Server` attributes holding per-session state, in the order its `_delete_session` takes
 # them.

@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, get_type_hints
 
-__all__ = ["TOOL_SHAPE", "shape_problems"]
+__all__ = ["shape_problems"]
 
 #: How a tool is written, quoted in every tool problem.
 TOOL_SHAPE = (
