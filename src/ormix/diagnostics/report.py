@@ -533,23 +533,40 @@ def figures(
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
-    steps = sorted(series)
-    palette = plt.rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"]
-    colours = {m: palette[i % len(palette)] for i, m in enumerate(members)}
-    markers = {m: _MARKERS[i % len(_MARKERS)] for i, m in enumerate(members)}
-    styles = {m: _STYLES[i % len(_STYLES)] for i, m in enumerate(members)}
+    pen = _Pen(members, plt.rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"])
+    written = {
+        "reward_coverage.png": _reward_coverage_figure(plt, pen, series, members, trend),
+        "share.png": _share_figure(plt, pen, series, members, planned),
+        "errors.png": _errors_figure(plt, pen, series, members),
+        "latency.png": _latency_figure(plt, pen, series, members),
+    }
+    if logged and any(k.endswith("/weight") for v in logged.values() for k in v):
+        written["weights.png"] = _weights_figure(plt, pen, series, members, logged)
+    return written
 
-    def line(ax, member: str, metric: str, source: Mapping[int, Mapping[str, float]] = series, **kw) -> None:
-        # One colour, marker and line style per environment in every plot.
+
+class _Pen:
+    """One colour, marker and line style per environment in every figure, and how an axis is finished."""
+
+    def __init__(self, members: Sequence[str], palette: Sequence[str]) -> None:
+        self.colours = {m: palette[i % len(palette)] for i, m in enumerate(members)}
+        self.markers = {m: _MARKERS[i % len(_MARKERS)] for i, m in enumerate(members)}
+        self.styles = {m: _STYLES[i % len(_STYLES)] for i, m in enumerate(members)}
+
+    def line(
+        self, ax: Any, member: str, metric: str, source: Mapping[int, Mapping[str, float]], **kw: Any
+    ) -> None:
         xs = [s for s in sorted(source) if f"ormix/{member}/{metric}" in source[s]]
         ys = [source[s][f"ormix/{member}/{metric}"] for s in xs]
         if xs:
-            kw.setdefault("linestyle", styles[member])
-            ax.plot(xs, ys, marker=markers[member], markersize=4, color=colours[member], **kw)
+            kw.setdefault("linestyle", self.styles[member])
+            ax.plot(xs, ys, marker=self.markers[member], markersize=4, color=self.colours[member], **kw)
 
-    def finish(ax, empty: str, legend: str = "best") -> None:
+    @staticmethod
+    def finish(ax: Any, empty: str, legend: str = "best") -> None:
+        from matplotlib.ticker import MaxNLocator
+
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # training steps are whole numbers
         ax.grid(alpha=0.3)
         drawn = any(len(line.get_xdata()) for line in ax.lines)  # legend-only handles draw nothing
@@ -557,19 +574,25 @@ def figures(
             ax.text(0.5, 0.5, empty, ha="center", va="center", transform=ax.transAxes, color="0.4")
         _legend(ax, legend)
 
-    written: dict[str, Any] = {}
 
+def _reward_coverage_figure(
+    plt: Any,
+    pen: _Pen,
+    series: Mapping[int, Mapping[str, float]],
+    members: Sequence[str],
+    trend: Mapping[str, Any] | None,
+) -> Any:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
     for m in members:
-        line(top, m, "reward", label=m)
-        line(bottom, m, "coverage", label=m)
+        pen.line(top, m, "reward", series, label=m)
+        pen.line(bottom, m, "coverage", series, label=m)
     # A step of a tiny batch says little alone: the pooled thirds show whether the curve rose.
     if trend:
         spans = (trend["first_steps"], trend["last_steps"])
         bars = [
-            (y, a, b, colours[m])
+            (y, a, b, pen.colours[m])
             for m, values in trend["members"].items()
-            if m in colours
+            if m in pen.colours
             for (a, b), y in zip(spans, values["reward"], strict=True)
             if y is not None
         ]
@@ -579,9 +602,14 @@ def figures(
             top.plot([], [], color="0.5", linewidth=6, alpha=0.3, label="first / last third, rollouts pooled")
     # A member never scored has no reward line: the legend says so rather than leaving it out.
     for m in members:
-        if not any(f"ormix/{m}/reward" in series[s] for s in steps):
+        if not any(f"ormix/{m}/reward" in values for values in series.values()):
             top.plot(
-                [], [], marker=markers[m], linestyle="none", color=colours[m], label=f"{m}: never scored"
+                [],
+                [],
+                marker=pen.markers[m],
+                linestyle="none",
+                color=pen.colours[m],
+                label=f"{m}: never scored",
             )
     rewards = [v[f"ormix/{m}/reward"] for v in series.values() for m in members if f"ormix/{m}/reward" in v]
     if all(0.0 <= r <= 1.0 for r in rewards):  # the usual reward range: fixed, so runs compare at a glance
@@ -591,32 +619,42 @@ def figures(
     bottom.set_ylabel("coverage (scored fraction)")
     bottom.set_ylim(-0.05, 1.05)
     bottom.set_xlabel("training step")
-    finish(top, "no rollout was scored: no reward to plot (see coverage and errors.png)")
-    finish(bottom, "no rollouts recorded")
-    written["reward_coverage.png"] = fig
+    pen.finish(top, "no rollout was scored: no reward to plot (see coverage and errors.png)")
+    pen.finish(bottom, "no rollouts recorded")
+    return fig
 
+
+def _share_figure(
+    plt: Any,
+    pen: _Pen,
+    series: Mapping[int, Mapping[str, float]],
+    members: Sequence[str],
+    planned: Mapping[int, Mapping[str, float]] | None,
+) -> Any:
     # Each step's batch is a whole: one stacked bar per step (quotas change by step, nothing in between),
     # the plan's share drawn over it as the outline of where each member's part should end.
+    steps = sorted(series)
     fig, ax = plt.subplots(figsize=(9, 4))
     bottoms = dict.fromkeys(steps, 0.0)
     for m in members:
         heights = [series[s].get(f"ormix/{m}/share", 0.0) for s in steps]
         base = [bottoms[s] for s in steps]
         if len(steps) <= _BAR_PATCHES:
-            ax.bar(steps, heights, bottom=base, width=0.8, color=colours[m], alpha=0.85, label=m)
+            ax.bar(steps, heights, bottom=base, width=0.8, color=pen.colours[m], alpha=0.85, label=m)
         else:
             # The same bars as one collection: a patch per bar costs ~1 ms each (thousands of steps).
-            ax.add_collection(_bars(steps, heights, base, colour=colours[m], label=m), autolim=True)
+            ax.add_collection(_bars(steps, heights, base, colour=pen.colours[m], label=m), autolim=True)
         for s, h in zip(steps, heights, strict=True):
             bottoms[s] += h
     if len(steps) > _BAR_PATCHES:
         ax.autoscale_view()
-    plan_steps = [s for s in steps if planned and s in planned]
+    plan = planned or {}
+    plan_steps = [s for s in steps if s in plan]
     if plan_steps:
         tops = dict.fromkeys(plan_steps, 0.0)
         for m in members:
             for s in plan_steps:
-                tops[s] += float(planned[s].get(m, 0.0))  # type: ignore[index]  # plan_steps: planned is set
+                tops[s] += float(plan[s].get(m, 0.0))
             ax.hlines(
                 [tops[s] for s in plan_steps],
                 [s - 0.4 for s in plan_steps],
@@ -630,9 +668,13 @@ def figures(
     ax.set_xlabel("training step")
     ax.set_ylabel("share of the batch")
     ax.set_title("Batch share per environment, per step" + (" (dashed: the plan)" if plan_steps else ""))
-    finish(ax, "no rollouts recorded", "outside")
-    written["share.png"] = fig
+    pen.finish(ax, "no rollouts recorded", "outside")
+    return fig
 
+
+def _errors_figure(
+    plt: Any, pen: _Pen, series: Mapping[int, Mapping[str, float]], members: Sequence[str]
+) -> Any:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
     # Members often fail alike (all 0, all 1): each is drawn a little apart, so no line hides another.
     offsets = {m: (i - (len(members) - 1) / 2) * _ERRORS_OFFSET for i, m in enumerate(members)}
@@ -641,8 +683,8 @@ def figures(
         for s, values in series.items()
     }
     for m in members:
-        line(top, m, "error_rate", source=shifted, label=m)
-        line(bottom, m, "unscored_rate", source=shifted, label=m)
+        pen.line(top, m, "error_rate", shifted, label=m)
+        pen.line(bottom, m, "unscored_rate", shifted, label=m)
     top.set_ylabel("infrastructure error rate")
     top.set_title(
         f"Failures per environment (lines set apart by up to ±{_ERRORS_OFFSET * len(members) / 2:.2f})"
@@ -651,43 +693,53 @@ def figures(
     bottom.set_xlabel("training step")
     for ax in (top, bottom):
         ax.set_ylim(-0.05, 1.05)
-        finish(ax, "no rollouts recorded")
-    written["errors.png"] = fig
+        pen.finish(ax, "no rollouts recorded")
+    return fig
 
+
+def _latency_figure(
+    plt: Any, pen: _Pen, series: Mapping[int, Mapping[str, float]], members: Sequence[str]
+) -> Any:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
     for m in members:
-        line(top, m, "tool_ms_p50", label=f"{m} p50", linestyle="-")
-        line(top, m, "tool_ms_p95", label=f"{m} p95", linestyle="--")
-        line(bottom, m, "session_open_ms", label=m)
+        pen.line(top, m, "tool_ms_p50", series, label=f"{m} p50", linestyle="-")
+        pen.line(top, m, "tool_ms_p95", series, label=f"{m} p95", linestyle="--")
+        pen.line(bottom, m, "session_open_ms", series, label=m)
     top.set_ylabel("tool call latency (ms)")
     top.set_title("Latency per environment")
     bottom.set_ylabel("session open (ms, mean)")
     bottom.set_xlabel("training step")
-    finish(top, "no tool was called")
-    finish(bottom, "no session opened")
-    written["latency.png"] = fig
+    pen.finish(top, "no tool was called")
+    pen.finish(bottom, "no session opened")
+    return fig
 
-    if logged and any(k.endswith("/weight") for v in logged.values() for k in v):
-        # An adaptive mixture: the weights the planner chose next to the share each member actually got.
-        # What the signal believed (its value, the outcome noise it estimated): why a member got its share.
-        fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
-        for m in members:
-            line(top, m, "weight", source=logged, label=f"{m} weight")
-            line(top, m, "share", label=f"{m} actual share", linestyle=":", alpha=0.6)
-            line(middle, m, "signal", source=logged, label=f"{m} signal")
-            line(middle, m, "noise", source=logged, label=f"{m} noise", linestyle="--", alpha=0.7)
-            line(bottom, m, "tasks_set_aside", source=logged, label=m)
-        top.set_ylim(-0.05, 1.05)
-        top.set_ylabel("weight / share of the batch")
-        top.set_title("Adaptive weights per environment")
-        middle.set_ylabel("signal value / outcome noise")
-        bottom.set_ylabel("tasks set aside")
-        bottom.set_xlabel("training step")
-        finish(top, "no weights logged")
-        finish(middle, "no signal logged (warm-up only)")
-        finish(bottom, "no member filters its tasks")
-        written["weights.png"] = fig
-    return written
+
+def _weights_figure(
+    plt: Any,
+    pen: _Pen,
+    series: Mapping[int, Mapping[str, float]],
+    members: Sequence[str],
+    logged: Mapping[int, Mapping[str, float]],
+) -> Any:
+    # An adaptive mixture: the weights the planner chose next to the share each member actually got.
+    # What the signal believed (its value, the outcome noise it estimated): why a member got its share.
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    for m in members:
+        pen.line(top, m, "weight", logged, label=f"{m} weight")
+        pen.line(top, m, "share", series, label=f"{m} actual share", linestyle=":", alpha=0.6)
+        pen.line(middle, m, "signal", logged, label=f"{m} signal")
+        pen.line(middle, m, "noise", logged, label=f"{m} noise", linestyle="--", alpha=0.7)
+        pen.line(bottom, m, "tasks_set_aside", logged, label=m)
+    top.set_ylim(-0.05, 1.05)
+    top.set_ylabel("weight / share of the batch")
+    top.set_title("Adaptive weights per environment")
+    middle.set_ylabel("signal value / outcome noise")
+    bottom.set_ylabel("tasks set aside")
+    bottom.set_xlabel("training step")
+    pen.finish(top, "no weights logged")
+    pen.finish(middle, "no signal logged (warm-up only)")
+    pen.finish(bottom, "no member filters its tasks")
+    return fig
 
 
 def eval_figure(series: Mapping[int, Mapping[str, Any]], members: Sequence[str]) -> Any:
