@@ -596,8 +596,6 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         >>> out.getvalue().splitlines()[-1]        # after a table per member and per tool call
         'all 1 environment(s) usable'
     """
-    from rich.table import Table
-
     from ormix.errors import MixtureError
     from ormix.mixture import load_mixture
 
@@ -620,6 +618,16 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
             f"[yellow]{'terminated' if terminated else 'interrupted'}[/yellow]: nothing was checked"
         )
         return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+
+    _print_members(results, console)
+    _print_tool_calls(results, console)
+    _print_eval_sets(results, console)
+    return _verdict(results, console, tolerate_tool_errors)
+
+
+def _print_members(results: Sequence[MemberCheck], console: Any) -> None:
+    """One row per member (tasks, tools, timings, calls that worked, status); a note per starting backend."""
+    from rich.table import Table
 
     table = Table(title="environments")
     for column in (
@@ -664,6 +672,11 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
                 highlight=False,
             )
 
+
+def _print_tool_calls(results: Sequence[MemberCheck], console: Any) -> None:
+    """One row per tool call made with schema-generated arguments, and what it gave."""
+    from rich.table import Table
+
     tools = Table(title="tool calls (schema-generated arguments)")
     for column in ("member", "tool", "arguments", "latency ms", "result"):
         tools.add_column(column)
@@ -683,6 +696,12 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
             tools.add_row(r.member, c.tool, ", ".join(c.arguments) or "-", _ms(c.latency_ms), outcome)
     if tools.row_count:
         console.print(tools)
+
+
+def _print_eval_sets(results: Sequence[MemberCheck], console: Any) -> None:
+    """Each member's eval set (split, tasks, how it was chosen, overlap with training) and its notes."""
+    from rich.table import Table
+
     evals = Table(title="eval sets")
     for column in ("member", "split", "tasks", "chosen as", "also trained on"):
         evals.add_column(column)
@@ -701,6 +720,10 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
         ]
         for note in notes:
             console.print(f"[yellow]note:[/yellow] {note}", highlight=False)
+
+
+def _verdict(results: Sequence[MemberCheck], console: Any, tolerate_tool_errors: bool) -> int:
+    """What is wrong, one line each, and the exit status."""
     bad_evals = [r for r in results if r.eval_problem]
     for r in bad_evals:
         console.print(f"[red]error:[/red] {r.eval_problem}", highlight=False)
