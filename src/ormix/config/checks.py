@@ -303,48 +303,51 @@ def member_name_problem(name: str) -> str | None:
 
 
 def mixture_checks(d: Mapping[str, Any]) -> list[Problem]:
-    out: list[Problem] = []
     members = d.get("members")
     members = members if isinstance(members, Mapping) else None
     roles = _roles(members) if members is not None else {}
-
-    if members is not None:
-        if not members:
-            out.append(Problem(("members",), "no members; add at least one environment under members:"))
-        for name in members:
-            if not isinstance(name, str):
-                continue  # pydantic reports non-string keys
-            problem = member_name_problem(name)
-            if problem is not None:
-                out.append(Problem(("members", name), problem))
-        if members and all(r == "eval" for r in roles.values()):
-            out.append(
-                Problem(
-                    ("members",),
-                    "no member is trained on (every member has role: eval); "
-                    "set role: train or both on at least one member",
-                )
-            )
-
-    weights = d.get("weights")
-    schedule = d.get("schedule")
-    strategy = d.get("strategy", "weights")
     # Eval-only members with a weight are reported by the member check; leave them out here.
     per_member = {
         n: _fields(m).get("weight")
         for n, m in (members or {}).items()
         if _fields(m).get("weight") is not None and roles.get(str(n)) != "eval"
     }
-    has_weights = weights is not None or bool(per_member)
+    out = _member_set_checks(members, roles) if members is not None else []
+    out += _strategy_checks(d, members, bool(per_member))
+    out += _weights_checks(d, members, roles, per_member)
+    return out
 
-    if weights is not None and per_member:
-        listed = ", ".join(f"members.{n}.weight" for n in per_member)
+
+def _member_set_checks(members: Mapping[Any, Any], roles: dict[str, str]) -> list[Problem]:
+    """Members at all, their names, and at least one trained on."""
+    out: list[Problem] = []
+    if not members:
+        out.append(Problem(("members",), "no members; add at least one environment under members:"))
+    for name in members:
+        if not isinstance(name, str):
+            continue  # pydantic reports non-string keys
+        problem = member_name_problem(name)
+        if problem is not None:
+            out.append(Problem(("members", name), problem))
+    if members and all(r == "eval" for r in roles.values()):
         out.append(
             Problem(
-                ("weights",),
-                f"weights are given both in `weights:` and per member ({listed}); keep one of the two",
+                ("members",),
+                "no member is trained on (every member has role: eval); "
+                "set role: train or both on at least one member",
             )
         )
+    return out
+
+
+def _strategy_checks(
+    d: Mapping[str, Any], members: Mapping[Any, Any] | None, member_weights: bool
+) -> list[Problem]:
+    """What each strategy needs and refuses: weights, a schedule, adaptive settings, task filters."""
+    out: list[Problem] = []
+    weights, schedule = d.get("weights"), d.get("schedule")
+    strategy = d.get("strategy", "weights")
+    has_weights = weights is not None or member_weights
     if has_weights and schedule is not None:
         out.append(
             Problem(
@@ -403,7 +406,23 @@ def mixture_checks(d: Mapping[str, Any]) -> list[Problem]:
                     "remove strategy or remove the schedule",
                 )
             )
+    return out
 
+
+def _weights_checks(
+    d: Mapping[str, Any], members: Mapping[Any, Any] | None, roles: dict[str, str], per_member: dict[Any, Any]
+) -> list[Problem]:
+    """The weights (in `weights:` or per member, not both) and the schedule's phases."""
+    out: list[Problem] = []
+    weights, schedule = d.get("weights"), d.get("schedule")
+    if weights is not None and per_member:
+        listed = ", ".join(f"members.{n}.weight" for n in per_member)
+        out.append(
+            Problem(
+                ("weights",),
+                f"weights are given both in `weights:` and per member ({listed}); keep one of the two",
+            )
+        )
     if weights is not None and members is not None:
         out += _weight_map_checks(("weights",), weights, roles, "weights")
     if per_member and members is not None:
