@@ -1,9 +1,10 @@
 """`mixtures/local-skills.yaml`, the held-out demo candidate (issue 40): terminals and seta train on the skill
-split `ops-train` (the prompt names an operation to apply to a word) and are evaluated on `ops-test`, pairs
-they never trained on; the warm start teaches the tool-call format on a reference command and a near miss
-(another operation's command) of each training task, then GRPO learns which command each operation names.
+split `ops-train` (the prompt names an operation to apply to a word) and are evaluated on `ops-test`, words
+they never trained on; the warm start teaches the tool-call format on a reference command of each training
+task and, for half of them, a near miss (the member's one wrong operation), then GRPO learns to drop it.
 
-Its full run (about 10 minutes) is measured by hand, not here (the file quotes its figures on three seeds).
+Its full run (14.5 minutes on a busy 2-core machine, warm start included) is measured by hand, not here
+(the file quotes its figures on three seeds).
 These tests check the mechanism: the file trains and evaluates on disjoint task sets of the right size, asks
 for a warm start with near misses and adaptive mixing, the warm start runs from the file alone, and after it
 the policy scores above 0 in GRPO; the file derives the 2-arm ablation study from one start.
@@ -65,9 +66,11 @@ def test_it_trains_on_64_tasks_a_member_and_evaluates_on_32_it_never_trains_on(m
             env = load_environment_class(spec.target)
             test_ids = {t["task_id"] for t in env.list_tasks(held_out.split)}
             assert not trained & test_ids
-            # Every training task has a reference and a near miss for the warm start to demonstrate.
+            # Every training task has a reference for the warm start to demonstrate, half of them (every
+            # other word's) a near miss too.
             assert all(reference_for(spec.target)({"task_id": i}) is not None for i in trained)
-            assert all(near_miss_for(spec.target)({"task_id": i}) is not None for i in trained)
+            missed = [i for i in trained if near_miss_for(spec.target)({"task_id": i}) is not None]
+            assert len(missed) == len(trained) // 2
     finally:
         mix.close()
 

@@ -1,8 +1,9 @@
 """The demo's skill tasks (`ormix.local.envs.tasks.ops_tasks`) in `local:terminals` and `local:seta`.
 
-Shape of the splits (64 train, 32 held out per member; held-out tasks are new (operation, word) pairs), and,
+Shape of the splits (64 train, 32 held out per member; held-out tasks are words never trained on, each with
+every operation), and,
 over real HTTP into bubblewrap sandboxes, every operation's reference and near miss on a held-out task: the
-reference earns 1.0, the near miss (another operation's command) 0.0 on terminals and 0.25 on seta (only
+reference earns 1.0, the near miss (the member's wrong operation) 0.0 on terminals and 0.25 on seta (only
 `result.txt exists` passes).
 """
 
@@ -22,10 +23,13 @@ from ormix.local.envs.solutions import near_miss_for, reference_for
 from ormix.local.envs.tasks.ops_tasks import (
     _SETA_OPS,
     _TERMINALS_OPS,
+    OPS_MISS_WORDS,
     OPS_NEAR_MISS,
     OPS_REFERENCE,
     OPS_WORDS,
+    SETA_MISS,
     SETA_OPS,
+    TERMINALS_MISS,
     TERMINALS_OPS,
 )
 from ormix.local.envs.terminals import Terminals
@@ -45,7 +49,7 @@ def pair(task_id: str) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("member", sorted(MEMBERS))
-def test_splits_hold_64_train_and_32_new_pairs_with_every_word_and_operation_in_both(member):
+def test_splits_hold_64_train_and_32_held_out_tasks_on_new_words_with_every_operation(member):
     env, tasks, ops = MEMBERS[member]
     assert env.list_splits() == ["train", "test", "ops-test", "ops-train"]
     train, test = env.list_tasks("ops-train"), env.list_tasks("ops-test")
@@ -54,29 +58,38 @@ def test_splits_hold_64_train_and_32_new_pairs_with_every_word_and_operation_in_
     assert len(env.list_tasks("train")) in (25, 28) and len(env.list_tasks("test")) in (5, 6)
     train_pairs = {pair(t["task_id"]) for t in train}
     test_pairs = {pair(t["task_id"]) for t in test}
-    assert not train_pairs & test_pairs
-    for pairs in (train_pairs, test_pairs):
-        assert {op for op, _ in pairs} == {op.name for op in ops}
-        assert {w for _, w in pairs} == set(OPS_WORDS)
+    train_words, test_words = {w for _, w in train_pairs}, {w for _, w in test_pairs}
+    # Held-out tasks are words never trained on; every word, in either split, comes with all four operations
+    # (so a training word says nothing about which command scores).
+    assert not train_words & test_words and train_words | test_words == set(OPS_WORDS)
+    assert (len(train_words), len(test_words)) == (16, 8)
+    for pairs, words in ((train_pairs, train_words), (test_pairs, test_words)):
+        assert pairs == {(op.name, w) for op in ops for w in words}
     with pytest.raises(ValueError, match="unknown split 'ops-validation'"):
         env.list_tasks("ops-validation")
 
 
 @given(st.sampled_from(sorted(MEMBERS)), st.sampled_from(OPS_WORDS), st.integers(0, 3))
-def test_the_near_miss_is_another_operation_and_yields_another_result(member, word, op_index):
+def test_the_near_miss_is_the_members_wrong_operation_and_yields_another_result(member, word, op_index):
     _, tasks, ops = MEMBERS[member]
     op = ops[op_index]
     task_id = f"{'seta-' if member == 'seta' else ''}ops-{op.name}-{word}"
     task = next(t for t in tasks if t.task_id == task_id)
     assert word in task.instructions and op.phrase in task.instructions
     assert task.files == {"word.txt": word + "\n"}
-    # The reference applies the task's operation; the near miss, a different one that writes something else.
-    assert OPS_REFERENCE[task_id] == op.command != OPS_NEAR_MISS[task_id]
-    other = next(o for o in ops if o.command == OPS_NEAR_MISS[task_id])
-    assert other.apply(word) != op.apply(word)
+    # The reference applies the task's operation; the near miss (every other word's tasks), the member's one
+    # wrong operation (none of its four), which writes something else.
     target = f"local:{member}"
-    assert reference_for(target)({"task_id": task_id})[0] == ("bash", {"command": OPS_REFERENCE[task_id]})
-    assert near_miss_for(target)({"task_id": task_id})[0] == ("bash", {"command": OPS_NEAR_MISS[task_id]})
+    assert OPS_REFERENCE[task_id] == op.command
+    assert reference_for(target)({"task_id": task_id})[0] == ("bash", {"command": op.command})
+    if word not in OPS_MISS_WORDS:
+        assert task_id not in OPS_NEAR_MISS and near_miss_for(target)({"task_id": task_id}) is None
+        return
+    miss = TERMINALS_MISS if member == "terminals" else SETA_MISS
+    assert OPS_NEAR_MISS[task_id] == miss.command != op.command
+    assert miss.command not in {o.command for o in ops}
+    assert all(miss.apply(word) != o.apply(word) for o in ops)
+    assert near_miss_for(target)({"task_id": task_id})[0] == ("bash", {"command": miss.command})
 
 
 @needs_bwrap

@@ -12,13 +12,19 @@ ablation removes what only it teaches), applied to 24 words:
   right, weight 3): write to ``result.txt`` the word twice, without its vowels, cut to its first three
   letters, or to its last letter.
 
-Of the 96 (operation, word) pairs of a member, 64 are ``ops-train`` and 32 ``ops-test``: every word and
-every operation occurs in both splits, never the same pair (held-out tasks are new combinations). The
-command that solves a task depends only on the operation the prompt names (it reads the word from
-``word.txt``: the tiny model does not learn, in a demo's budget, to copy a word from the prompt into a
-command), so a policy that has learnt which command each operation names solves held-out tasks too.
-``OPS_REFERENCE`` holds that command per task; ``OPS_NEAR_MISS`` the command of the next operation (a
-plausible attempt that scores 0.0 on terminals, 0.25 on seta).
+Of the 96 (operation, word) pairs of a member, 64 are ``ops-train`` (16 words, each with all four
+operations) and 32 ``ops-test`` (the 8 other words, each with all four operations): held-out tasks are words
+the model never saw, with operations it did. The command that solves a task depends only on the operation
+the prompt names (it reads the word from ``word.txt``: the tiny model does not learn, in a demo's budget, to
+copy a word from the prompt into a command), so a policy that has learnt which command each operation names
+solves held-out tasks too.
+
+``OPS_REFERENCE`` holds that command per task; ``OPS_NEAR_MISS`` the member's one wrong operation
+(`TERMINALS_MISS`: the number of bytes, newline included, one more than the letters; `SETA_MISS`: the word
+without its first letter) for the tasks of every other word (`OPS_MISS_WORDS`), a plausible attempt that
+scores 0.0 on terminals, 0.25 on seta. A warm start on both leaves the policy choosing between the command
+the prompt names and the member's wrong one; what GRPO learns from the rewards (drop the wrong one) holds for
+every task of that member, held out or not, and for no other member.
 
 Example:
     >>> from ormix.local.envs.tasks.ops_tasks import SETA_OPS, TERMINALS_OPS, OPS_REFERENCE
@@ -37,7 +43,18 @@ from dataclasses import dataclass
 
 from ormix.local.envs.tasks import Exists, FileEquals, Task
 
-__all__ = ["OPS_NEAR_MISS", "OPS_REFERENCE", "OPS_SPLITS", "OPS_WORDS", "SETA_OPS", "TERMINALS_OPS", "Op"]
+__all__ = [
+    "OPS_MISS_WORDS",
+    "OPS_NEAR_MISS",
+    "OPS_REFERENCE",
+    "OPS_SPLITS",
+    "OPS_WORDS",
+    "Op",
+    "SETA_MISS",
+    "SETA_OPS",
+    "TERMINALS_MISS",
+    "TERMINALS_OPS",
+]
 
 #: The splits of the skill tasks (train, held out).
 OPS_SPLITS = ("ops-train", "ops-test")
@@ -104,13 +121,26 @@ _SETA_OPS = (
 )
 
 
+#: terminals' wrong operation (every task's near miss): bytes, not letters (the newline counts).
+TERMINALS_MISS = Op(
+    "bytes", "as its number of bytes", "wc -c < word.txt > out.txt", lambda w: str(len(w) + 1)
+)
+#: seta's wrong operation (every task's near miss): the word without its first letter.
+SETA_MISS = Op("tail", "without its first letter", "cut -c2- word.txt > result.txt", lambda w: w[1:])
+
+
 def _strip_vowels(word: str) -> str:
     return "".join(c for c in word if c not in "aeiou")
 
 
 def _held_out(word_index: int, op_index: int) -> bool:
-    # A third of the pairs, spread so that every word and every operation is in both splits.
-    return (word_index + op_index) % 3 == 0
+    # Every third word is held out, with all four operations. Each training word comes with every operation,
+    # so the word says nothing about which command scores and the warm start ties the command to the
+    # operation the prompt names; a held-out word was never seen, so it pulls toward no command. (Held-out
+    # (operation, word) pairs of seen words did: the tiny model tied each word to the operations it trained
+    # with, and on a held-out pair picked one of those, the wrong ones by construction.)
+    del op_index
+    return word_index % 3 == 2
 
 
 def _tasks(ops: tuple[Op, ...], make: Callable[[Op, str, str], Task]) -> list[Task]:
@@ -155,22 +185,28 @@ TERMINALS_OPS: list[Task] = _tasks(_TERMINALS_OPS, _terminals_task)
 SETA_OPS: list[Task] = _tasks(_SETA_OPS, _seta_task)
 
 
-def _commands(ops: tuple[Op, ...], prefix: str, shift: int) -> dict[str, str]:
-    # shift 0: each task's own operation; shift 1: the next operation's command on the same word.
-    return {
-        f"{prefix}{op.name}-{word}": ops[(oi + shift) % len(ops)].command
-        for oi, op in enumerate(ops)
-        for word in OPS_WORDS
-    }
+def _commands(
+    ops: tuple[Op, ...], prefix: str, miss: Op | None = None, words: tuple[str, ...] = OPS_WORDS
+) -> dict[str, str]:
+    # Each task's own operation's command, or (miss) the member's wrong operation's.
+    return {f"{prefix}{op.name}-{word}": (miss or op).command for op in ops for word in words}
+
+
+#: The words whose tasks have a near miss (every other one): a warm start on references and near misses then
+#: plays the wrong operation in a third of its episodes, each right one in a sixth. (On every task, the wrong
+#: operation was half of what the tiny model saw: it became the policy's answer to nearly every prompt, and
+#: GRPO never sampled the right command of some operations, so had nothing to learn from there.)
+OPS_MISS_WORDS = OPS_WORDS[::2]
 
 
 #: task_id -> the shell command that solves it.
 OPS_REFERENCE: dict[str, str] = {
-    **_commands(_TERMINALS_OPS, "ops-", 0),
-    **_commands(_SETA_OPS, "seta-ops-", 0),
+    **_commands(_TERMINALS_OPS, "ops-"),
+    **_commands(_SETA_OPS, "seta-ops-"),
 }
-#: task_id -> a near miss: the command of another operation on the same word.
+#: task_id -> a near miss: the member's wrong operation (`TERMINALS_MISS`, `SETA_MISS`) on the same word
+#: (tasks of `OPS_MISS_WORDS` only).
 OPS_NEAR_MISS: dict[str, str] = {
-    **_commands(_TERMINALS_OPS, "ops-", 1),
-    **_commands(_SETA_OPS, "seta-ops-", 1),
+    **_commands(_TERMINALS_OPS, "ops-", TERMINALS_MISS, OPS_MISS_WORDS),
+    **_commands(_SETA_OPS, "seta-ops-", SETA_MISS, OPS_MISS_WORDS),
 }
