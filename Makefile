@@ -26,7 +26,7 @@ test: setup
 
 # DEMO_ARGS lets CI shorten the run (e.g. DEMO_ARGS="--max-steps 2"); the README's command leaves it empty.
 demo: setup
-	$(VENV)/bin/ormix train mixtures/local-demo.yaml $(DEMO_ARGS)
+	$(VENV)/bin/ormix train mixtures/local-skills.yaml $(DEMO_ARGS)
 
 # Formatted, ruff clean, type-checked ([tool.mypy] in pyproject.toml names what is checked).
 lint: setup

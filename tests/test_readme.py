@@ -28,7 +28,7 @@ def test_make_targets_run_the_main_job_and_the_suite():
     makefile = (ROOT / "Makefile").read_text()
     demo = makefile.split("\ndemo:", 1)[1].split("\n\n", 1)[0]
     test = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
-    assert "ormix train mixtures/local-demo.yaml" in demo
+    assert "ormix train mixtures/local-skills.yaml" in demo  # the held-out demo (docs/demo.md)
     assert "pytest" in test and "-n auto" in test  # the suite runs on every core (pytest-xdist)
     setup = makefile.split("$(VENV)/.ormix-installed: pyproject.toml", 1)[1].split("\n\n", 1)[0]
     # torch's CPU build before the project, so resolving TRL never pulls a CUDA build

@@ -1,7 +1,8 @@
 """The demo learns: `mixtures/local-demo.yaml` warms the tiny model up on a reference solution and a near miss
 of each task, then runs GRPO.
 
-The full run (`make demo`, about 8 minutes) is measured by hand, not here (docs/demo.md quotes its trend).
+The full run (`ormix train mixtures/local-demo.yaml`, about 3.4 minutes) is measured by hand, not here
+(docs/demo.md quotes its trend).
 These tests check the mechanism that makes its learning visible: the file asks for a warm start with near
 misses and adaptive mixing, the warm start runs from the file alone (no command-line flag), and after it the
 policy scores above 0 in GRPO, so there is a reward to raise (a random tiny model scores 0 on every rollout).

@@ -1,10 +1,10 @@
 """Skill tasks of `local:terminals` and `local:seta` (splits ``ops-train`` and ``ops-test``): the prompt names
 an operation to apply to a word, and the scoring action is a function of that prompt.
 
-These back the demo (`mixtures/local-demo.yaml`), where ormix's offline tiny model must learn something that
-transfers to tasks it never trained on. Each task's workspace holds ``word.txt`` (the word, which the prompt
-also shows); each member has four operations, disjoint between the members (so dropping a member in an
-ablation removes what only it teaches), applied to 24 words:
+These back the demo (`mixtures/local-skills.yaml`, what `make demo` runs), where ormix's offline tiny model
+learns something that transfers to tasks it never trained on. Each task's workspace holds ``word.txt`` (the
+word, which the prompt also shows); each member has four operations, disjoint between the members (so
+dropping a member in an ablation removes what only it teaches), applied to 24 words:
 
 - ``local:terminals`` (binary reward at ``submit``): write the word to ``out.txt`` as it is, in upper case,
   reversed, or as its number of letters (``rev word.txt > out.txt``);
@@ -117,7 +117,7 @@ _SETA_OPS = (
     Op("twice", "twice on one line", "paste -d ' ' word.txt word.txt > result.txt", lambda w: f"{w} {w}"),
     Op("novowels", "without its vowels", "tr -d aeiou < word.txt > result.txt", lambda w: _strip_vowels(w)),
     Op("first3", "cut to its first three letters", "cut -c1-3 word.txt > result.txt", lambda w: w[:3]),
-    Op("last", "cut to its last letter", "tail -c 2 word.txt > result.txt", lambda w: w[-1]),
+    Op("last", "cut to its last letter", "grep -o .$ word.txt > result.txt", lambda w: w[-1]),
 )
 
 
