@@ -25,8 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "mixtures" / "local-demo.yaml"
 
 
-def test_the_demo_file_asks_for_a_warm_start_with_near_misses_adaptive_mixing_and_checkpoints():
-    cfg = load_mixture_config(DEMO, environ={})
+@pytest.mark.parametrize("demo_file", [DEMO, ROOT / "mixtures" / "local-skills.yaml"], ids=lambda p: p.stem)
+def test_the_demo_file_asks_for_a_warm_start_with_near_misses_adaptive_mixing_and_checkpoints(demo_file):
+    # Both shipped demos: the three-member one and the held-out one `make demo` runs.
+    cfg = load_mixture_config(demo_file, environ={})
     warm = cfg.warm_start
     assert warm is not None and warm.sft_steps > 0
     # Every train member ships reference solutions, so the warm start covers all of them; the members that
