@@ -56,7 +56,7 @@ def run_worker(factory, coroutine: bool) -> tuple[float, list[float]]:
     """Episodes per second and the loop's lag samples, TRL's dispatch."""
     from trl.experimental.async_grpo.async_rollout_worker import _AsyncRolloutLoop
 
-    from ormix.integrations.trl.async_grpo import _on_portal
+    from ormix.trl._async_grpo import _on_portal
 
     pool = ThreadPoolExecutor(max_workers=R, thread_name_prefix="grpo-tool")
     worker = _worker_self(pool)
@@ -104,8 +104,8 @@ async def _episodes_in_flight(episode) -> float:
 
 def run_ideal(factory) -> float:
     """Episodes per second with every open and call awaited on the portal's own loop (no TRL, no threads)."""
-    from ormix.ors.bridge import portal
-    from ormix.rollout.episode import _open
+    from ormix.ors._bridge import portal
+    from ormix.rollout._episode import _open
 
     async def episode(i: int) -> None:
         env = factory()
@@ -127,7 +127,7 @@ def run_ideal(factory) -> float:
 def main() -> None:
     os.environ["ORMIX_LATENCY_OPEN_S"], os.environ["ORMIX_LATENCY_TOOL_S"] = str(OPEN_S), str(TOOL_S)
     from ormix import OpenRewardSpec
-    from ormix.rollout.coroutine_tools import AsyncEpisodeFactory
+    from ormix.rollout._coroutine_tools import AsyncEpisodeFactory
 
     spec = OpenRewardSpec("local:latency", num_tasks=64, local_serve="process", max_concurrent_sessions=R)
     plain = spec.environment_factory

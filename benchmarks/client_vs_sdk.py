@@ -36,9 +36,9 @@ os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
 
 import anyio  # noqa: E402
 
-from ormix.local import serve_in_process  # noqa: E402
 from ormix.ors import ORSClient, run_sync  # noqa: E402
-from ormix.ors.http import HTTPClient  # noqa: E402
+from ormix.ors._http import HTTPClient  # noqa: E402
+from ormix.server import serve_in_process  # noqa: E402
 
 WORDS = [
     "apple",

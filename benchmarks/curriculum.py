@@ -77,8 +77,8 @@ from typing import Any
 import numpy as np
 
 from ormix.config import AdaptiveConfig, MixtureConfig
-from ormix.mixture.adaptive import SIGNALS
-from ormix.mixture.planner import Planner, fixed_steps
+from ormix.mixture._adaptive import SIGNALS
+from ormix.mixture._planner import Planner, fixed_steps
 
 TASKS = 8
 SLOPE = 10.0

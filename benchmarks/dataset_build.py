@@ -59,7 +59,7 @@ def serve(port_file: str, tasks: int, delay_ms: float) -> None:
     """Child process: an ORS server with `tasks` tasks, sleeping `delay_ms` before answering each request."""
     import uvicorn
 
-    from ormix.local.server.serving import _bind, build_app
+    from ormix.server._serving import _bind, build_app
 
     Catalog.TASKS = tasks
     app = build_app([Catalog]).app
@@ -87,7 +87,7 @@ def timed(build) -> float:
 def main() -> None:
     import tempfile
 
-    from ormix.ors.http import HTTPFailure, blocking_request
+    from ormix.ors._http import HTTPFailure, blocking_request
 
     port_file = tempfile.mktemp()
     child = subprocess.Popen(

@@ -93,7 +93,7 @@ STEPS = int(os.environ.get("ORMIX_BENCH_STEPS", "4"))
 
 
 def script_for(rounds: int):
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     def script(ctx) -> str:
         word = re.search(r"word '(\w+)'", ctx.user)
@@ -194,8 +194,8 @@ def run(
     from trl import GRPOConfig, GRPOTrainer
 
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.demo.scripted import ScriptedPolicy
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
+    from ormix.workbench._scripted import ScriptedPolicy
 
     args = GRPOConfig(
         output_dir=os.path.join(tempfile.gettempdir(), "ormix-bench-env", f"{variant}-{rollouts}"),
@@ -282,9 +282,9 @@ def run_failover(model: str) -> dict[str, float]:
     from trl import GRPOConfig
 
     from ormix import OpenRewardSpec
-    from ormix.demo.scripted import ScriptedPolicy
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
-    from ormix.local import serve_in_process, serve_in_thread
+    from ormix.server import serve_in_process, serve_in_thread
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
+    from ormix.workbench._scripted import ScriptedPolicy
 
     os.environ["ORMIX_LATENCY_OPEN_S"], os.environ["ORMIX_LATENCY_TOOL_S"] = str(OPEN_S), str(TOOL_S)
     rollouts, rounds = 8, 3
@@ -421,7 +421,7 @@ AHEAD_OPEN_S, AHEAD_TOOL_S, AHEAD_STEPS = 2.0, 0.25, 5
 
 def run_lookahead(model: str) -> dict[str, float]:
     """(a): opens of 2 s, tools of 0.25 s, R = 8: TRL, ormix without and with lookahead; its ratios."""
-    from ormix.local import serve_in_process
+    from ormix.server import serve_in_process
 
     env = {"ORMIX_LATENCY_OPEN_S": str(AHEAD_OPEN_S), "ORMIX_LATENCY_TOOL_S": str(AHEAD_TOOL_S)}
     step, open_wait = {}, {}
@@ -481,7 +481,7 @@ def simulate_rounds(
     import random
 
     from ormix.config import StragglerConfig
-    from ormix.rollout.stragglers import cut_at
+    from ormix.rollout._stragglers import cut_at
 
     rng = random.Random(seed)
     policy = StragglerConfig(**rule) if rule else None
@@ -543,7 +543,7 @@ def oracle(rollouts: int, rounds: int, steps: int, budget: float = 0.05, seed: i
 
 def run_stragglers(model: str) -> dict[str, float]:
     """(b): log-normal tool latencies, R = 32 x 3 rounds, without and with the straggler rules."""
-    from ormix.local import serve_in_process
+    from ormix.server import serve_in_process
 
     rollouts = 32
     env = {
@@ -625,8 +625,8 @@ def run_upload(model: str) -> dict[str, float]:
     import json
     import subprocess
 
-    from ormix.local import serve_in_process
-    from ormix.telemetry.records import read_records
+    from ormix.server import serve_in_process
+    from ormix.telemetry._records import read_records
 
     rollouts, rounds = 32, 3
     pairs = int(os.environ.get("ORMIX_BENCH_UPLOAD_PAIRS", "2"))
@@ -714,8 +714,8 @@ def run_upload(model: str) -> dict[str, float]:
 
 
 def main() -> None:
-    from ormix.demo.tiny import build_tiny_model
-    from ormix.local import serve_in_process
+    from ormix.server import serve_in_process
+    from ormix.workbench._tiny import build_tiny_model
 
     model = str(build_tiny_model())
     parts = os.environ.get("ORMIX_BENCH_PARTS", "all")

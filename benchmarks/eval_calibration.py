@@ -5,7 +5,7 @@ A simulated member has a mean success rate drawn, for each repetition, uniformly
 Beta with that mean and concentration 2 (tasks differ a lot: some nearly always solved, some nearly never).
 An eval draws T tasks (16, 32, 64) and n samples of each (1 or 4; pass@1, and pass@4 with 4 samples).
 
-- ``pass@k``: how often `ormix.evaluation.stats.mean_interval` over the tasks' pass@k covers the truth,
+- ``pass@k``: how often `ormix.evaluation._stats.mean_interval` over the tasks' pass@k covers the truth,
   the member's expected pass@k over its task distribution, E[1 − (1 − p)^k] (exact for a Beta).
 - ``paired Δ=0``: a second eval of the same member (another seed, the same tasks): how often
   `paired_interval` covers 0.
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ormix.evaluation.stats import (
+from ormix.evaluation._stats import (
     hierarchical_interval,
     mean_interval,
     paired_hierarchical_interval,

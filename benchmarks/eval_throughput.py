@@ -1,6 +1,6 @@
 """Eval throughput: ormix's concurrent eval vs TRL's sequential environment loop over the same tasks.
 
-`ormix eval`'s path (`ormix.evaluation.runner.run_eval`) on 32 tasks of `local:latency` × 4 samples (k=4):
+`ormix eval`'s path (`ormix.app._eval.run_eval`) on 32 tasks of `local:latency` × 4 samples (k=4):
 128 rollouts in one evaluate batch. The server (a child process, as `local:` targets are served) waits 0.4 s
 to open a session and 0.25 s per `work` call, asynchronously, as a sandbox deployment does. Every rollout
 plays the task's reference solution (``--policy reference``: `work`, then `submit`, through TRL's own tool
@@ -46,7 +46,7 @@ def mixture_file(directory: Path) -> Path:
 
 def run(path: Path, out: Path, concurrent: bool) -> tuple[float, int, float]:
     """(eval seconds, rollouts, pass@1) of one eval."""
-    from ormix.evaluation.runner import run_eval
+    from ormix.app._eval import run_eval
 
     result = run_eval(
         path,

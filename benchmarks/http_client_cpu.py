@@ -30,7 +30,7 @@ import uuid
 os.environ.setdefault("OPENREWARD_DISABLE_UPDATE_CHECK", "1")
 os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
 
-from ormix.local import serve_in_process  # noqa: E402
+from ormix.server import serve_in_process  # noqa: E402
 
 STATELESS = ("/echo/num_tasks", {"split": "train"})
 CALL = {"name": "echo", "input": {"text": "apple"}}
@@ -130,12 +130,12 @@ class HttpcoreLib(Lib):
 
 
 class OrmixHTTPLib(Lib):
-    """ormix's own HTTP layer (`ormix.ors.http.HTTPClient`, aiohttp with reuse tracing), for its overhead."""
+    """ormix's own HTTP layer (`ormix.ors._http.HTTPClient`, aiohttp with reuse tracing), for its overhead."""
 
-    name = "ormix.ors.http"
+    name = "ormix.ors._http"
 
     async def open(self, url: str) -> None:
-        from ormix.ors.http import HTTPClient
+        from ormix.ors._http import HTTPClient
 
         self.url = url
         self.h = HTTPClient()

@@ -82,7 +82,7 @@ def line(cost: str, size: str, sizes: Sequence[int], costs: Sequence[float], flo
 
 def _planner(members: int, tasks: int, k: int, seed: int = 0) -> Any:
     from ormix.config import MixtureConfig
-    from ormix.mixture.planner import Planner
+    from ormix.mixture._planner import Planner
 
     names = [f"m{i:03d}" for i in range(members)]
     cfg = MixtureConfig(
@@ -253,7 +253,7 @@ def mixture_dataset(sizes: Sequence[int], index_sizes: Sequence[int]) -> None:
     import psutil
 
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.local import serve_in_process
+    from ormix.server import serve_in_process
 
     env = {"PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     for name, ns, how in (

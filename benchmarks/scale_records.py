@@ -44,8 +44,8 @@ EVAL_EVERY = 50
 
 
 def _episode(rng: random.Random, task: int, split: str) -> SimpleNamespace:
-    from ormix.rollout.episode import CallRecord
-    from ormix.rollout.outcome import Outcome
+    from ormix.rollout._episode import CallRecord
+    from ormix.rollout._outcome import Outcome
 
     calls = []
     for i in range(rng.randint(1, 5)):
@@ -82,8 +82,8 @@ def _episode(rng: random.Random, task: int, split: str) -> SimpleNamespace:
 
 def generate(run_dir: Path, rollouts: int, per_step: int = 100, seed: int = 0) -> int:
     """Write ``rollouts`` training records (and evals) into ``run_dir``; returns the records written."""
-    from ormix.runs import RunDirectory
-    from ormix.telemetry.records import TelemetryRun, rollout_record
+    from ormix._runs import RunDirectory
+    from ormix.telemetry._records import TelemetryRun, rollout_record
 
     rng = random.Random(seed)
     runs = [TelemetryRun(run_dir, rank=k, num_generations=GROUP) for k in range(RANKS)]
@@ -138,15 +138,15 @@ _CHILD = """
 import io, sys
 from pathlib import Path
 from rich.console import Console
-from ormix.diagnostics.report import report_command
+from ormix.app._report import report_command
 sys.exit(report_command(Path(sys.argv[1]), Console(file=io.StringIO(), width=200)))
 """
 # The reading `ormix report` had before (every record a dict in memory), with the same tables and plots.
 _CHILD_IN_MEMORY = """
 import sys
 from pathlib import Path
-from ormix.diagnostics.report import write_report
-from ormix.telemetry.records import read_records
+from ormix.app._report import write_report
+from ormix.telemetry._records import read_records
 write_report(Path(sys.argv[1]), read_records(Path(sys.argv[1])))
 """
 
@@ -254,7 +254,7 @@ def write_cost(
     rollouts written up to it, so the exponent says whether a record costs more as the file grows (1.0:
     constant per record). A size is skipped when ``budget_s`` wall seconds are spent (then the largest size
     reached is the one printed). Returns (and says) the printed lines."""
-    from ormix.telemetry.records import TelemetryRun, rollout_record
+    from ormix.telemetry._records import TelemetryRun, rollout_record
 
     sizes = sorted(sizes or WRITE_SIZES)
     lines: list[str] = []

@@ -38,8 +38,8 @@ os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
 import anyio  # noqa: E402
 import psutil  # noqa: E402
 
-from ormix.local import serve_in_process  # noqa: E402
 from ormix.ors import Endpoint, ServerPool  # noqa: E402
+from ormix.server import serve_in_process  # noqa: E402
 
 SIZES = [32, 256, 1024]
 

@@ -65,7 +65,7 @@ GENERATIONS = 8
 ROUNDS = 2  # a `work` call, then `submit`
 
 _OWNERS = (
-    ("/ormix/demo/", "scripted policy"),
+    ("/ormix/workbench/", "scripted policy"),
     ("/ormix/", "ormix"),
     ("/trl/", "trl"),
     ("/transformers/", "transformers"),
@@ -80,7 +80,8 @@ def owner_of(filename: str) -> str | None:
     """The owner a frame's file belongs to, or None (the standard library and other packages).
 
     Example:
-        >>> owner_of("/x/src/ormix/rollout/batch.py"), owner_of("/x/site-packages/torch/nn/modules/linear.py")
+        >>> owner_of("/x/src/ormix/rollout/_batch.py"),
+        owner_of("/x/site-packages/torch/nn/modules/linear.py")
         ('ormix', 'torch')
         >>> owner_of("/usr/lib/python3.11/json/encoder.py") is None
         True
@@ -232,9 +233,9 @@ def profile_steps(
     from trl import GRPOConfig
 
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.demo.scripted import ScriptedPolicy
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
-    from ormix.ors.bridge import portal
+    from ormix.ors._bridge import portal
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
+    from ormix.workbench._scripted import ScriptedPolicy
 
     sys.path.insert(0, str(HERE))
     from env_bound_step import script_for
@@ -334,8 +335,8 @@ def run(
     max_in_flight: int | None = None,
 ) -> list[str]:
     """Profile each R; returns (and says) the printed lines."""
-    from ormix.demo.tiny import build_tiny_model
-    from ormix.local import serve_in_process
+    from ormix.server import serve_in_process
+    from ormix.workbench._tiny import build_tiny_model
 
     sizes = sorted(sizes or [32, 256])
     lines: list[str] = []

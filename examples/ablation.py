@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.train import train
+from ormix.app._train import train
 
 
 def variants(steps: int) -> dict[str, MixtureSpec]:

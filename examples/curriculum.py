@@ -1,4 +1,4 @@
-"""A curriculum: mostly terminals early, more SETA later, as a step schedule, trained with `ormix.train`.
+"""A curriculum: mostly terminals early, more SETA later, as a step schedule, trained with `ormix.app._train`.
 
     python examples/curriculum.py            # 8 GRPO steps, tiny model, local environments
     python examples/curriculum.py --smoke    # 2 steps (also: ORMIX_EXAMPLE_SHORT=1)
@@ -17,7 +17,7 @@ from collections import Counter
 from example_output import output_dir, where
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.train import train
+from ormix.app._train import train
 
 
 def curriculum(steps: int, per_step: int = 4) -> MixtureSpec:

@@ -17,7 +17,7 @@ import os
 from example_output import output_dir, where
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.train import train
+from ormix.app._train import train
 
 
 def arithmetic(steps: int) -> MixtureSpec:

@@ -18,8 +18,8 @@ from example_output import output_dir, where
 from trl import GRPOConfig, GRPOTrainer
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.demo.tiny import resolve_model
-from ormix.integrations.trl.callbacks import check_trainer_args
+from ormix.trl._callbacks import check_trainer_args
+from ormix.workbench._tiny import resolve_model
 
 
 def main() -> None:

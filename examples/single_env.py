@@ -18,7 +18,7 @@ from example_output import output_dir, where
 from trl import GRPOConfig, GRPOTrainer
 
 from ormix import OpenRewardSpec  # instead of: from trl.experimental.openreward import OpenRewardSpec
-from ormix.demo.tiny import resolve_model
+from ormix.workbench._tiny import resolve_model
 
 
 def main() -> None:

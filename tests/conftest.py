@@ -33,7 +33,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-from ormix.local import serve_in_thread  # noqa: E402
+from ormix.server import serve_in_thread  # noqa: E402
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,7 +63,7 @@ def tiny_model(_cache_dir) -> str:
 
     It is the cached default build, so `ormix train` (model `ormix:tiny`) in a test or a subprocess finds it.
     """
-    from ormix.demo.tiny import build_tiny_model
+    from ormix.workbench._tiny import build_tiny_model
 
     with FileLock(str(_cache_dir / "tiny.lock")):  # one worker builds; the others wait and read it
         return str(build_tiny_model())
@@ -73,7 +73,7 @@ def tiny_model(_cache_dir) -> str:
 def _close_shared_servers():
     """Stop the servers `local:` targets started, while the interpreter is still whole (not at exit)."""
     yield
-    from ormix.local.server.shared import close_all
+    from ormix.server._shared import close_all
 
     close_all()
 

@@ -109,7 +109,7 @@ class Run:
 def _alive(pid: int) -> bool:
     """Whether `pid` is still a local ORS server (a reused pid or a zombie is not)."""
     try:
-        return b"ormix.local" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"ormix.server" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 

@@ -103,7 +103,7 @@ def test_the_mixture_reference_names_every_key_of_every_model() -> None:
 def test_the_cli_reference_names_every_command_and_option() -> None:
     import typer.main
 
-    from ormix.cli import app
+    from ormix.app import app
 
     text = load_generators().cli_reference()
     group = typer.main.get_command(app)

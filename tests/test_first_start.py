@@ -9,8 +9,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ormix.train import RunOptions, train_command
-from ormix.train.prepare import earlier_overrides, model_problem
+from ormix.app._train import RunOptions, train_command
+from ormix.app._train.prepare import earlier_overrides, model_problem
 
 ENVS = Path(__file__).resolve().parent / "data" / "user_envs"
 ECHO = """

@@ -17,8 +17,8 @@ SRC = pathlib.Path(__file__).resolve().parents[1] / "src"
 
 @dataclass(frozen=True)
 class Import:
-    module: str  # the importing module, e.g. "ormix.ors.client"
-    target: str  # what it imports, e.g. "ormix.errors" or "httpx"
+    module: str  # the importing module, e.g. "ormix.ors._client"
+    target: str  # what it imports, e.g. "ormix._errors" or "httpx"
     line: int
 
     def __str__(self) -> str:
@@ -72,8 +72,8 @@ def _violations(
 def test_the_scan_sees_the_package():
     # A scan that found nothing would pass every rule below.
     modules = {i.module for i in IMPORTS}
-    assert {"ormix.ors.client", "ormix.spec", "ormix.mixture.mixture", "ormix.rollout.episode"} <= modules
-    assert any(i.module == "ormix.spec" and i.target == "ormix.rollout.episode" for i in IMPORTS)
+    assert {"ormix.ors._client", "ormix._spec", "ormix.mixture._mixture", "ormix.rollout._episode"} <= modules
+    assert any(i.module == "ormix._spec" and i.target == "ormix.rollout._episode" for i in IMPORTS)
 
 
 def test_the_protocol_client_imports_nothing_of_ormix_outside_ors_and_nothing_of_trl():
@@ -81,22 +81,53 @@ def test_the_protocol_client_imports_nothing_of_ormix_outside_ors_and_nothing_of
     assert _violations(("ormix.ors",), ("trl", "transformers", "torch", "datasets")) == []
 
 
+LIBRARY_PACKAGES = (
+    "ormix.config",
+    "ormix.mixture",
+    "ormix._spec",
+    "ormix._connection",
+    "ormix.rollout",
+    "ormix.tools",
+    "ormix.ors",
+    "ormix.telemetry",
+    "ormix.evaluation",
+    "ormix.server",
+    "ormix.trl",
+)
+
+
+def _library(module: str) -> bool:
+    return _under(module, "ormix") and not _under(module, "ormix.app", "ormix.workbench")
+
+
+def test_the_rings_library_app_workbench():
+    # The library never reaches the commands or the shipped tools; the workbench never reaches the commands.
+    modules = {i.module for i in IMPORTS}
+    assert all(any(_under(m, package) and _library(m) for m in modules) for package in LIBRARY_PACKAGES)
+    library_offenders = [
+        str(i) for i in IMPORTS if _library(i.module) and _under(i.target, "ormix.app", "ormix.workbench")
+    ]
+    assert library_offenders == []
+    assert _violations(("ormix.workbench",), ("ormix.app",)) == []
+
+
+def test_the_rings_hold_with_a_new_offender():
+    # The rule above can fail: a library module importing the app is named.
+    planted = Import("ormix.mixture._mixture", "ormix.app._cli", 1)
+    assert _library(planted.module) and _under(planted.target, "ormix.app")
+
+
 @pytest.mark.parametrize(
     ("layer", "above"),
     [
-        # cli/train -> mixture -> spec -> rollout -> tools -> ors: nothing imports a layer above it.
-        ("ormix.tools", ("ormix.rollout", "ormix.spec", "ormix.mixture", "ormix.train", "ormix.cli")),
-        ("ormix.rollout", ("ormix.spec", "ormix.mixture", "ormix.train", "ormix.cli")),
-        ("ormix.spec", ("ormix.mixture", "ormix.train", "ormix.cli")),
-        ("ormix.mixture", ("ormix.train", "ormix.cli")),
-        ("ormix.train", ("ormix.cli",)),
-        ("ormix.config", ("ormix.spec", "ormix.rollout", "ormix.connection", "ormix.train", "ormix.cli")),
-        ("ormix.telemetry", ("ormix.spec", "ormix.mixture", "ormix.train", "ormix.cli")),
-        ("ormix.diagnostics", ("ormix.train", "ormix.cli")),
-        (
-            "ormix.local",
-            ("ormix.spec", "ormix.mixture", "ormix.rollout", "ormix.tools", "ormix.train", "ormix.cli"),
-        ),
+        # app -> mixture -> spec -> rollout -> tools -> ors: nothing imports a layer above it.
+        ("ormix.tools", ("ormix.rollout", "ormix._spec", "ormix.mixture", "ormix.app")),
+        ("ormix.rollout", ("ormix._spec", "ormix.mixture", "ormix.app")),
+        ("ormix._spec", ("ormix.mixture", "ormix.app")),
+        ("ormix.mixture", ("ormix.app",)),
+        ("ormix.config", ("ormix._spec", "ormix.rollout", "ormix._connection", "ormix.app")),
+        ("ormix.telemetry", ("ormix._spec", "ormix.mixture", "ormix.app")),
+        ("ormix.server", ("ormix._spec", "ormix.mixture", "ormix.rollout", "ormix.tools", "ormix.app")),
     ],
 )
 def test_arrows_point_one_way(layer, above):
@@ -106,39 +137,39 @@ def test_arrows_point_one_way(layer, above):
 @pytest.mark.parametrize(
     "pure",
     [
-        "ormix.mixture.planner",
-        "ormix.mixture.adaptive",
-        "ormix.mixture.ablation",
-        "ormix.mixture.lagged",
-        "ormix.rollout.outcome",
-        "ormix.rollout.lookahead",
-        "ormix.rollout.stragglers",
-        "ormix.rollout.group_scoring",
-        "ormix.telemetry.metrics",
-        "ormix.targets",
-        "ormix.ors.balance",
-        "ormix.errors",
-        "ormix.hashing",
-        "ormix.config.trainer_rules",
-        "ormix.config.checks",
-        "ormix.tools.schema",
-        "ormix.tools.names",
-        "ormix.tools.binding",
-        "ormix.evaluation.stats",
-        "ormix.evaluation.summary",
-        "ormix.evaluation.errors",
-        "ormix.evaluation.manifest",
+        "ormix.mixture._planner",
+        "ormix.mixture._adaptive",
+        "ormix.mixture._ablation",
+        "ormix.mixture._lagged",
+        "ormix.rollout._outcome",
+        "ormix.rollout._lookahead",
+        "ormix.rollout._stragglers",
+        "ormix.rollout._group_scoring",
+        "ormix.telemetry._metrics",
+        "ormix._targets",
+        "ormix.ors._balance",
+        "ormix._errors",
+        "ormix._hashing",
+        "ormix.config._trainer_rules",
+        "ormix.config._checks",
+        "ormix.tools._schema",
+        "ormix.tools._names",
+        "ormix.tools._binding",
+        "ormix.evaluation._stats",
+        "ormix.evaluation._summary",
+        "ormix.evaluation._errors",
+        "ormix.app._eval_manifest",
     ],
 )
 def test_pure_logic_does_no_io(pure):
     io = (
         "ormix.ors",
-        "ormix.connection",
-        "ormix.local",
-        "ormix.rollout.episode",
-        "ormix.rollout.batch",
-        "ormix.rollout.ahead",
-        "ormix.telemetry.records",
+        "ormix._connection",
+        "ormix.server",
+        "ormix.rollout._episode",
+        "ormix.rollout._batch",
+        "ormix.rollout._ahead",
+        "ormix.telemetry._records",
         "aiohttp",
         "httpx",
         "anyio",
@@ -151,9 +182,9 @@ def test_pure_logic_does_no_io(pure):
 
 
 def test_trl_transformers_and_torch_are_imported_only_at_the_edges():
-    # integrations/trl is the library's one TRL-facing module; train/ (the CLI's runner), the eval runner
-    # (the one evaluation module driving a trainer) and demo/ are applications of the library, not part of it.
-    edges = ("ormix.integrations.trl", "ormix.demo", "ormix.train", "ormix.evaluation.runner")
+    # ormix.trl is the library's one TRL-facing package; the app's train and eval commands and the workbench
+    # (tiny model, warm start, scripted policy) are applications of the library, not part of it.
+    edges = ("ormix.trl", "ormix.workbench", "ormix.app._train", "ormix.app._eval")
     offenders = [
         str(i)
         for i in IMPORTS
@@ -162,24 +193,9 @@ def test_trl_transformers_and_torch_are_imported_only_at_the_edges():
     assert offenders == []
 
 
-def test_demo_tooling_is_not_part_of_the_library():
-    # Only `ormix train` and `ormix eval` reach the demo (the default tiny model, the warm start `train`
-    # offers, the scripted policy the oracle run plays its reference solutions with): of eval's modules, the
-    # runner, the model it loads (the tiny one by default) and the oracle (the scripted policy).
-    applications = (
-        "ormix.demo",
-        "ormix.train",
-        "ormix.evaluation.runner",
-        "ormix.evaluation.model",
-        "ormix.evaluation.oracle",
-    )
-    offenders = [
-        str(i) for i in IMPORTS if _under(i.target, "ormix.demo") and not _under(i.module, *applications)
-    ]
-    assert offenders == []
-
-
 def test_no_module_reaches_into_another_modules_private_names():
+    # Private modules (`_name.py`) are ormix's own and may be imported inside it; private names may not.
+    modules = {_module_name(p) for p in (SRC / "ormix").rglob("*.py")}
     offenders = []
     for path in sorted((SRC / "ormix").rglob("*.py")):
         module = _module_name(path)
@@ -196,6 +212,8 @@ def test_no_module_reaches_into_another_modules_private_names():
             offenders += [
                 f"{module}:{node.lineno} imports {target}.{a.name}"
                 for a in node.names
-                if a.name.startswith("_") and not a.name.startswith("__")
+                if a.name.startswith("_")
+                and not a.name.startswith("__")
+                and f"{target}.{a.name}" not in modules
             ]
     assert offenders == []

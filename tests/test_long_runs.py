@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from ormix.local import serve_in_thread
-from ormix.telemetry.records import read_records
+from ormix.server import serve_in_thread
+from ormix.telemetry._records import read_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 DRIVER = Path(__file__).resolve().parent / "support" / "resume_train.py"
@@ -85,7 +85,7 @@ def refuse(mix: Path, run_dir: Path, model: str, **options) -> tuple[int, str]:
     exit status and what it printed. In-process because a refusal is cheap and a driver process is not."""
     from rich.console import Console
 
-    from ormix.train import train_command
+    from ormix.app._train import train_command
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=200, color_system=None)
@@ -127,7 +127,7 @@ def leftovers(sandboxes: Path) -> tuple[list[int], list[str]]:
                 environ = (proc / "environ").read_bytes()
             except OSError:
                 continue
-            if b"ormix.local" in cmd and str(sandboxes).encode() in environ:
+            if b"ormix.server" in cmd and str(sandboxes).encode() in environ:
                 pids.append(int(proc.name))
         dirs = sorted(p.name for p in sandboxes.iterdir())
         if (not pids and not dirs) or time.monotonic() > deadline:

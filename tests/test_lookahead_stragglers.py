@@ -1,5 +1,5 @@
-"""The pure logic of sessions opened ahead (`ormix.rollout.lookahead`) and of stragglers cut by rule
-(`ormix.rollout.stragglers`), property-tested."""
+"""The pure logic of sessions opened ahead (`ormix.rollout._lookahead`) and of stragglers cut by rule
+(`ormix.rollout._stragglers`), property-tested."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ormix.config import MixtureConfig, MixtureConfigError, StragglerConfig
-from ormix.rollout.lookahead import choose_ahead, generation_batches, locate
-from ormix.rollout.stragglers import cut_at, tail_wait
+from ormix.rollout._lookahead import choose_ahead, generation_batches, locate
+from ormix.rollout._stragglers import cut_at, tail_wait
 
 members = st.lists(st.lists(st.sampled_from(["a", "b", None]), max_size=8), max_size=4)
 caps = st.dictionaries(st.sampled_from(["a", "b"]), st.one_of(st.none(), st.integers(0, 5)))
@@ -120,7 +120,7 @@ def test_the_straggler_rule_and_lookahead_in_a_mixture_file():
 def test_the_progress_line_says_when_the_lookahead_bounds_the_wait_and_what_was_cut():
     from types import SimpleNamespace
 
-    from ormix.integrations.trl.lifecycle import ProgressLine
+    from ormix.trl._lifecycle import ProgressLine
 
     line = ProgressLine(["a"], None, ".")
     state = SimpleNamespace(global_step=2, max_steps=4)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ormix.local import serve_in_thread
+from ormix.server import serve_in_thread
 from support.platform_double import PlatformDouble
 
 pytestmark = pytest.mark.slow
@@ -102,7 +102,7 @@ def _submit_the_word(ctx):
     """Sample 0 of each group submits the prompt's word, sample 1 misses: every rollout is scored."""
     import re
 
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     found = re.search(r"word '(\w+)'", ctx.user)
     if found is None or ctx.turn > 0:
@@ -116,8 +116,8 @@ def test_a_cold_start_on_every_create_is_waited_out_shown_and_counted(
     from rich.console import Console
     from transformers import TrainerCallback
 
-    from ormix.demo.scripted import ScriptedPolicy
-    from ormix.train import train
+    from ormix.app._train import train
+    from ormix.workbench._scripted import ScriptedPolicy
 
     platform = platform_env
     platform.cold_start("Owner/Alpha", COLD_S, paths=("/create",))

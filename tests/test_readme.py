@@ -56,7 +56,7 @@ def test_your_own_environment_section_trains_as_written(tmp_path):
         command = line.split("#", 1)[0].split()
         assert command[0] == "ormix"
         done = subprocess.run(
-            [sys.executable, "-m", "ormix.cli", *command[1:]],
+            [sys.executable, "-m", "ormix.app", *command[1:]],
             cwd=tmp_path,
             env=env,
             capture_output=True,

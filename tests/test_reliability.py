@@ -17,8 +17,8 @@ import uuid
 import pytest
 
 from ormix import OpenRewardSpec
-from ormix.local import serve_in_process, serve_in_thread
-from ormix.rollout.episode import close_episode
+from ormix.rollout._episode import close_episode
+from ormix.server import serve_in_process, serve_in_thread
 from support.tools import tool_text
 
 
@@ -142,9 +142,9 @@ def test_server_killed_and_restarted_mid_run():
 
 
 def test_bad_arguments_are_rejected_before_any_server_is_contacted():
-    from ormix.errors import MixtureError
+    from ormix._errors import MixtureError
+    from ormix._spec import SpecError
     from ormix.mixture import MixtureSpec
-    from ormix.spec import SpecError
 
     unreachable = "http://127.0.0.1:9"
     with pytest.raises(SpecError, match="open_retries"):

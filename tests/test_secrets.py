@@ -116,7 +116,7 @@ def test_reprs_and_errors_never_show_a_secret(tmp_path, monkeypatch):
     from ormix import OpenRewardSpec
     from ormix.config import MixtureConfig, MixtureConfigError
     from ormix.mixture import MixtureSpec
-    from ormix.ors.bridge import run_sync
+    from ormix.ors._bridge import run_sync
 
     for key, value in SECRETS.items():
         monkeypatch.setenv(key, value)
@@ -188,7 +188,7 @@ REQUIRED = "Owner/Needs"
 def needs_double():
     """A catalog environment that requires OPENAI_API_KEY (and the platform key, which ormix always sends),
     in front of a real local server."""
-    from ormix.local import serve_in_thread
+    from ormix.server import serve_in_thread
     from support.platform_double import PlatformDouble
 
     with (
@@ -226,7 +226,7 @@ prompts_per_step: 2
 
 
 def test_a_missing_required_secret_stops_the_mixture_before_any_server_naming_member_and_secret(needs):
-    from ormix.errors import SpecError, exit_status
+    from ormix._errors import SpecError, exit_status
 
     mix = _needs_mixture()
     with pytest.raises(SpecError) as caught:
@@ -249,7 +249,7 @@ def test_a_missing_required_secret_stops_the_mixture_before_any_server_naming_me
 
 
 def test_a_given_required_secret_passes_and_an_unset_variable_names_the_variable(needs, monkeypatch):
-    from ormix.errors import SpecError
+    from ormix._errors import SpecError
 
     # Referenced but not set (a file loaded for looking at, secrets deferred): the variable is named.
     mix = _needs_mixture(', secrets: {OPENAI_API_KEY: "${ORMIX_TEST_OPENAI}"}', defer_missing_secrets=True)
@@ -277,7 +277,7 @@ train: {{max_steps: 1, num_generations: 2}}
 """
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "ormix.cli", "train", str(path), "--output-dir", str(tmp_path / "run")],
+        [sys.executable, "-m", "ormix.app", "train", str(path), "--output-dir", str(tmp_path / "run")],
         env={**os.environ, **needs.env()},
         capture_output=True,
         text=True,
@@ -297,7 +297,7 @@ def test_ormix_check_exits_2_naming_the_secret(needs, tmp_path):
 
     from rich.console import Console
 
-    from ormix.diagnostics.check import check_command
+    from ormix.app._check import check_command
 
     path = tmp_path / "needs.yaml"
     path.write_text(
@@ -314,7 +314,7 @@ def test_when_the_platform_cannot_say_what_it_requires_nothing_is_checked_and_a_
 ):
     monkeypatch.setenv("OPENREWARD_API_URL", "http://127.0.0.1:9")  # nothing listens there
     mix = _needs_mixture()
-    with caplog.at_level("WARNING", logger="ormix.connection"):
+    with caplog.at_level("WARNING", logger="ormix._connection"):
         mix.connect()  # the sessions host still answers: the first session would say what is missing
     assert "could not ask the platform which secrets it requires" in caplog.text
     mix.close()

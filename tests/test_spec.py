@@ -11,10 +11,11 @@ import pytest
 from transformers.utils import get_json_schema
 
 from ormix import OpenRewardSpec
-from ormix.local import serve_in_thread
-from ormix.local.server.shared import server_for
-from ormix.rollout.episode import close_episode
-from ormix.spec import SpecError, matches_where
+from ormix._connection import matches_where
+from ormix._spec import SpecError
+from ormix.rollout._episode import close_episode
+from ormix.server import serve_in_thread
+from ormix.server._shared import server_for
 from support.envs import HOSTILE_TOOLS, Hostile, SetaSurface, SweSurface, surface_tools
 from support.tools import tool_text
 
@@ -273,7 +274,7 @@ def test_import_ormix_does_not_import_torch_or_trl():
     import sys
 
     code = (
-        "import sys, ormix, ormix.ors, ormix.mixture.planner, ormix.config; "
+        "import sys, ormix, ormix.ors, ormix.mixture._planner, ormix.config; "
         "print(sorted(m for m in ('torch','transformers','trl') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -309,7 +310,7 @@ def test_task_tools_are_probed_on_a_task_the_filter_keeps(surfaces):
 
 def test_tool_named_like_episode_state_is_renamed(surfaces):
     """A tool called `metadata` (or `reward`, `calls`...) would be hidden by the episode's own attribute."""
-    from ormix.rollout.episode import make_episode_class
+    from ormix.rollout._episode import make_episode_class
 
     spec = OpenRewardSpec(surfaces.url, env_name="hostile", num_tasks=1)
     cls = make_episode_class(
@@ -322,9 +323,9 @@ def test_tool_named_like_episode_state_is_renamed(surfaces):
 
 
 def test_num_tasks_beyond_the_split_is_said_and_a_wrong_env_name_lists_the_servers(echo_server, caplog):
-    from ormix.ors.errors import ServerError
+    from ormix.ors._errors import ServerError
 
-    with caplog.at_level(logging.WARNING, logger="ormix.connection"):
+    with caplog.at_level(logging.WARNING, logger="ormix._connection"):
         assert len(OpenRewardSpec(echo_server.url, env_name="echo", num_tasks=50).task_indices) == 16
         assert len(OpenRewardSpec(echo_server.url, env_name="echo", num_tasks=3).task_indices) == 3
     said = [r.getMessage() for r in caplog.records if "num_tasks" in r.getMessage()]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ormix.targets import Target, TargetError, parse_target
+from ormix._targets import Target, TargetError, parse_target
 
 EXAMPLES = ('"Eigent/SETA"', '"http://localhost:8080"', '"local:terminals"', '"my_pkg.envs:MyEnv"')
 

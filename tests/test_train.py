@@ -19,8 +19,8 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.cli import app
-from ormix.train import train_command
+from ormix.app import app
+from ormix.app._train import train_command
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "mixtures" / "local-demo.yaml"
@@ -70,10 +70,10 @@ def test_bad_inputs_exit_2_before_any_server(tmp_path):
 
 
 def test_a_run_that_never_scored_ends_with_a_line_naming_it_and_exit_1_when_no_member_scored(tmp_path):
-    from ormix.runs import RunDirectory
-    from ormix.train import RunOptions, TrainResult
-    from ormix.train.finish import finish_run
-    from ormix.train.prepare import PlannedRun
+    from ormix._runs import RunDirectory
+    from ormix.app._train import RunOptions, TrainResult
+    from ormix.app._train.finish import finish_run
+    from ormix.app._train.prepare import PlannedRun
 
     run = PlannedRun(RunDirectory(tmp_path), None, [], None, 0, 1.0, 0)
     history = [{"step": 1, "loss": 0.0}]
@@ -98,7 +98,7 @@ def test_a_resume_does_not_report_the_tied_lm_head_as_missing(tiny_model, caplog
 
     from transformers import AutoModelForCausalLM
 
-    from ormix.integrations.trl.lifecycle import quiet_trainer
+    from ormix.trl._lifecycle import quiet_trainer
 
     model = AutoModelForCausalLM.from_pretrained(tiny_model)
     assert model.lm_head.weight is model.get_input_embeddings().weight  # tied: not saved, "missing"
@@ -236,7 +236,7 @@ def test_console_script_trains(demo_run):
 def test_warm_start_transcripts_are_real_reference_episodes(tiny_model):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ormix.demo.warmup import FINAL_ANSWER, build_transcripts, sft_loop
+    from ormix.workbench._warmup import FINAL_ANSWER, build_transcripts, sft_loop
 
     mix = MixtureSpec(
         {
@@ -294,8 +294,8 @@ def test_max_steps_below_one_is_refused_before_anything_starts(tmp_path, steps):
     console, out = _console()
     rc = train_command(DEMO, output_dir=tmp_path / "run", overrides=[f"max_steps={steps}"], console=console)
     assert rc == 2 and f"max_steps: a run trains at least 1 step, not {steps}" in out.getvalue()
-    from ormix.errors import TrainConfigError
-    from ormix.train import train
+    from ormix._errors import TrainConfigError
+    from ormix.app._train import train
 
     with pytest.raises(TrainConfigError, match="at least 1 step"):
         train(_echo_mix(prompts_per_step=2, num_samples=4), max_steps=steps, output_dir=tmp_path / "run")
@@ -305,7 +305,7 @@ def test_max_steps_below_one_is_refused_before_anything_starts(tmp_path, steps):
 def test_the_console_script_refuses_max_steps_0_with_exit_2(tmp_path):
     from typer.testing import CliRunner
 
-    from ormix.cli import app
+    from ormix.app import app
 
     result = CliRunner().invoke(app, ["train", str(DEMO), "--max-steps", "0"], terminal_width=200)
     assert result.exit_code == 2 and "a run trains at least 1 step, not 0" in result.output
@@ -344,7 +344,7 @@ def _word_or_miss(ctx):
     found = re.search(r"word '(\w+)'", ctx.user)
     if found is None or ctx.turn > 0:
         return "done"
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     return tool_call("submit", text=found.group(1) if ctx.sample == 0 else "miss")
 
@@ -356,9 +356,9 @@ def eval_run(tiny_model, tmp_path_factory):
     one succeeds. The run directory, the result and what the run printed."""
     from transformers import TrainerCallback
 
-    from ormix.demo.scripted import ScriptedPolicy
+    from ormix.app._train import train
     from ormix.mixture import Member
-    from ormix.train import train
+    from ormix.workbench._scripted import ScriptedPolicy
 
     class Scripted(TrainerCallback):
         def on_init_end(self, args, state, control, model=None, processing_class=None, **kwargs):
@@ -520,7 +520,7 @@ def test_the_evals_a_file_asks_for_run_on_the_default_eval_set_and_the_manifest_
 @pytest.mark.slow
 def test_async_training_runs_the_same_evals_and_records_them(tmp_path):
     # `--async` used to skip the evals without a word.
-    from ormix.train import train
+    from ormix.app._train import train
 
     path = tmp_path / "mix.yaml"
     path.write_text(EVAL_DEFAULT)
@@ -531,7 +531,7 @@ def test_async_training_runs_the_same_evals_and_records_them(tmp_path):
     assert result.eval_before == run / "eval-before" and result.eval == run / "eval"
     assert result.evaluation["after"]["ran"] is True
     # The evals' own trainers did not take the run's records away (they share the mixture's callbacks).
-    from ormix.telemetry.records import read_records
+    from ormix.telemetry._records import read_records
 
     assert read_records(run) and {r["mode"] for r in read_records(run)} == {"train"}
 
@@ -542,10 +542,10 @@ def test_async_training_runs_the_same_evals_and_records_them(tmp_path):
 def test_when_a_warm_start_ran_the_last_line_blames_the_completion_budget_not_a_missing_warm_start(tmp_path):
     from types import SimpleNamespace
 
-    from ormix.runs import RunDirectory
-    from ormix.train import RunOptions, TrainResult
-    from ormix.train.finish import finish_run
-    from ormix.train.prepare import PlannedRun
+    from ormix._runs import RunDirectory
+    from ormix.app._train import RunOptions, TrainResult
+    from ormix.app._train.finish import finish_run
+    from ormix.app._train.prepare import PlannedRun
 
     args = SimpleNamespace(max_completion_length=64)
     run = PlannedRun(RunDirectory(tmp_path), args, [], None, 50, 1.0, 0)

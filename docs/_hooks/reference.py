@@ -3,7 +3,7 @@
 A page holds a marker line, ``<!-- ormix:generate mixture-reference -->`` or
 ``<!-- ormix:generate cli-reference -->``; the hook replaces it with tables built from the pydantic models of
 ``ormix.config`` (walked from ``MixtureConfig``) and from the click command tree of the typer app
-(``ormix.cli.app``). Generated, so the reference cannot drift from what ``ormix`` accepts; on GitHub the
+(``ormix.app._cli``). Generated, so the reference cannot drift from what ``ormix`` accepts; on GitHub the
 marker is an invisible comment and the hand-written overview above it stays readable.
 """
 
@@ -250,7 +250,7 @@ def cli_reference() -> str:
     import typer
     import typer.main
 
-    from ormix.cli import app
+    from ormix.app import app
 
     group = typer.main.get_command(app)
     root = typer.Context(group, info_name="ormix")

@@ -18,20 +18,20 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
-    "OpenRewardSpec": "ormix.spec",
+    "OpenRewardSpec": "ormix._spec",
     "MixtureSpec": "ormix.mixture",
     "load_mixture": "ormix.mixture",
     "ORSClient": "ormix.ors",
-    "OrmixError": "ormix.errors",
+    "OrmixError": "ormix._errors",
 }
 
 __all__ = ["MixtureSpec", "ORSClient", "OpenRewardSpec", "OrmixError", "__version__", "load_mixture"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ormix.errors import OrmixError
+    from ormix._errors import OrmixError
+    from ormix._spec import OpenRewardSpec
     from ormix.mixture import MixtureSpec, load_mixture
     from ormix.ors import ORSClient
-    from ormix.spec import OpenRewardSpec
 
 
 def __getattr__(name: str) -> Any:

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ormix.cli import app
+from ormix.app import app
 from ormix.config import load_mixture_config
-from ormix.ors.http import blocking_request
+from ormix.ors._http import blocking_request
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
@@ -139,7 +139,7 @@ def test_an_ablated_file_sized_by_its_run_is_stamped_with_the_runs_hash(tmp_path
     # No num_samples and no num_steps: `ormix train` sizes the dataset to train.max_steps, which is part of
     # the run's config (and hash); the stamp must be that hash, not the bare file's.
     from ormix import MixtureSpec
-    from ormix.train import load_run_config
+    from ormix.app._train import load_run_config
 
     source = tmp_path / "sized.yaml"
     source.write_text(
@@ -175,7 +175,7 @@ def test_ablate_unknown_member_is_named(tmp_path):
 
 def test_serve_command_serves_local_environments():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ormix.cli", "serve", "local:echo", "--port", "0"],
+        [sys.executable, "-m", "ormix.app", "serve", "local:echo", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -279,7 +279,7 @@ def test_help_texts_are_whole_and_plain():
 
 
 def test_debug_after_the_subcommand_is_the_root_option(monkeypatch, tmp_path, capsys):
-    from ormix.cli.app import _state, main
+    from ormix.app._cli import _state, main
 
     monkeypatch.setattr(sys, "argv", ["ormix", "report", str(tmp_path / "nope"), "--debug"])
     monkeypatch.setitem(_state, "debug", False)
@@ -291,7 +291,7 @@ def test_debug_after_the_subcommand_is_the_root_option(monkeypatch, tmp_path, ca
 
 
 def test_inspect_says_where_the_plan_ends(tmp_path):
-    from ormix.diagnostics.inspect import inspect_mixture
+    from ormix.app._inspect import inspect_mixture
     from ormix.mixture import MixtureSpec
 
     text = "members:\n  echo: {target: 'local:echo', num_tasks: 4}\nprompts_per_step: 2\nnum_samples: 6\n"

@@ -37,7 +37,7 @@ def test_ctrl_c_during_a_network_wait_exits_130(tmp_path, command):
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ormix.cli", command, str(mixture)],
+        [sys.executable, "-m", "ormix.app", command, str(mixture)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -62,7 +62,7 @@ def test_ablate_checks_k_by_the_rule_eval_uses(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     out = tmp_path / "study"
     done = subprocess.run(
-        [sys.executable, "-m", "ormix.cli", "ablate", str(ROOT / "mixtures" / "local-demo.yaml"), "--run"]
+        [sys.executable, "-m", "ormix.app", "ablate", str(ROOT / "mixtures" / "local-demo.yaml"), "--run"]
         + ["--out", str(out), "-k", "0,4"],
         env=env,
         capture_output=True,

@@ -907,7 +907,7 @@ def test_generated_weights_are_valid_iff_non_negative_and_not_all_zero(weights: 
 
 
 def test_a_files_max_steps_below_one_is_named_with_its_key(tmp_path: Path) -> None:
-    from ormix.mixture.mixture import trainer_settings_check
+    from ormix.mixture._mixture import trainer_settings_check
 
     path = tmp_path / "zero.yaml"
     path.write_text(TWO + "train: {max_steps: 0}\n")
@@ -923,7 +923,7 @@ def test_a_files_max_steps_below_one_is_named_with_its_key(tmp_path: Path) -> No
     wanted=st.integers(1, 20),
 )
 def test_held_out_eval_tasks_are_never_trained_on(trained: set[int], total: int, wanted: int) -> None:
-    from ormix.config.checks import held_out
+    from ormix.config._checks import held_out
 
     kept = held_out(sorted(trained), range(total), wanted)
     free = [i for i in range(total) if i not in trained]

@@ -64,7 +64,7 @@ def test_a_cheap_problem_and_a_local_typo_and_train_typos_come_together(tmp_path
 
 
 def test_check_reports_every_problem_at_once() -> None:
-    from ormix.diagnostics.check import check_command
+    from ormix.app._check import check_command
 
     buf = io.StringIO()
     assert check_command(TYPOS, Console(file=buf, width=400, color_system=None)) == 2
@@ -74,7 +74,7 @@ def test_check_reports_every_problem_at_once() -> None:
 def test_train_reports_every_problem_at_once_before_anything_runs(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "COLUMNS": "400"}
     done = subprocess.run(
-        [sys.executable, "-m", "ormix.cli", "train", str(TYPOS), "--output-dir", str(tmp_path / "run")],
+        [sys.executable, "-m", "ormix.app", "train", str(TYPOS), "--output-dir", str(tmp_path / "run")],
         capture_output=True,
         text=True,
         env=env,

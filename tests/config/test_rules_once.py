@@ -1,4 +1,4 @@
-"""Rules written once and read everywhere: pass@k lists and step limits (`ormix.config.trainer_rules`)."""
+"""Rules written once and read everywhere: pass@k lists and step limits (`ormix.config._trainer_rules`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ormix.config import MixtureConfig
-from ormix.config.trainer_rules import max_steps_problem, pass_k_problem
+from ormix.config._trainer_rules import max_steps_problem, pass_k_problem
 
 
 @given(st.lists(st.integers(-3, 12), max_size=5), st.none() | st.integers(1, 10))

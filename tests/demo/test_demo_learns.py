@@ -19,7 +19,7 @@ import pytest
 from rich.console import Console
 
 from ormix.config import load_mixture_config
-from ormix.local.envs.solutions import near_miss_for, reference_for
+from ormix.workbench.envs.solutions import near_miss_for, reference_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "mixtures" / "local-demo.yaml"
@@ -49,8 +49,8 @@ def test_the_demo_file_asks_for_a_warm_start_with_near_misses_adaptive_mixing_an
 def test_a_short_run_of_the_demo_recipe_scores_above_zero_after_the_warm_start(tmp_path, monkeypatch):
     """The demo's own file, shortened: echo (4 tasks, half warmed) and terminals (1 task, its reference and
     its near miss), 60 SFT steps, two GRPO steps (~1 min)."""
+    from ormix.app._train import train
     from ormix.mixture import MixtureSpec
-    from ormix.train import train
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     monkeypatch.setenv("ORMIX_LOCAL_SERVE", "thread")
@@ -96,7 +96,7 @@ def test_completions_whose_tool_calls_take_no_arguments_can_be_logged(tmp_path):
     """A learning demo calls `submit()` with no arguments; TRL's per-step parquet of completions must cope."""
     import pandas as pd
 
-    from ormix.integrations.trl.trainer import _parquet_safe
+    from ormix.trl._trainer import _parquet_safe
 
     call = {"type": "function", "function": {"name": "submit", "arguments": {}}}
     completion = [{"role": "assistant", "content": "", "tool_calls": [call]}]

@@ -23,16 +23,16 @@ import pytest
 from rich.console import Console
 
 from ormix.config import load_mixture_config
-from ormix.local.envs.solutions import near_miss_for, reference_for
+from ormix.workbench.envs.solutions import near_miss_for, reference_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SKILLS = ROOT / "mixtures" / "local-skills.yaml"
 
 
 def test_it_trains_on_64_tasks_a_member_and_evaluates_on_32_it_never_trains_on(monkeypatch):
-    from ormix.evaluation.tasks import eval_tasks
-    from ormix.local import load_environment_class
+    from ormix.evaluation._tasks import eval_tasks
     from ormix.mixture import MixtureSpec
+    from ormix.server import load_environment_class
 
     monkeypatch.setenv("ORMIX_LOCAL_SERVE", "thread")
     cfg = load_mixture_config(SKILLS, environ={})
@@ -64,8 +64,8 @@ def test_it_trains_on_64_tasks_a_member_and_evaluates_on_32_it_never_trains_on(m
 def test_a_short_run_of_its_recipe_scores_above_zero_after_the_warm_start(tmp_path, monkeypatch):
     """The file itself, shortened: 2 training tasks a member, the first warmed (its reference and its near
     miss), 150 SFT steps, two GRPO steps (~2 min)."""
+    from ormix.app._train import train
     from ormix.mixture import MixtureSpec
-    from ormix.train import train
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     monkeypatch.setenv("ORMIX_LOCAL_SERVE", "thread")
@@ -104,7 +104,7 @@ def test_a_short_run_of_its_recipe_scores_above_zero_after_the_warm_start(tmp_pa
 
 
 def test_it_derives_the_two_arm_ablation_study_from_one_start():
-    from ormix.mixture.ablation import arms, select_arms
+    from ormix.mixture._ablation import arms, select_arms
 
     cfg = load_mixture_config(SKILLS, environ={})
     full, without = select_arms(arms(cfg, leave_one_out=True), ["full", "without-terminals"])

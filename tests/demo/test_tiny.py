@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from ormix.demo import tiny
-from ormix.demo.tiny import TINY_MODEL, TinyModelError, build_tiny_model, resolve_model, tiny_model_hash
+from ormix.workbench import _tiny as tiny
+from ormix.workbench._tiny import TINY_MODEL, TinyModelError, build_tiny_model, resolve_model, tiny_model_hash
 
 ADDED = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 
@@ -27,13 +27,14 @@ def built(tiny_model) -> pathlib.Path:
 
 
 def test_build_is_deterministic_across_processes_and_import_is_light(built, tmp_path):
-    # A fresh process: importing ormix.demo.tiny must not pull in torch/transformers, and its build must be
+    # A fresh process: importing ormix.workbench._tiny must not pull in torch/transformers, and its build
+    # must be
     # byte-identical to this process's (the tokenizer trainer's hash maps are seeded per process).
     other = tmp_path / "other"
     code = (
         "import sys\n"
-        "import ormix.demo.scripted\n"
-        "import ormix.demo.tiny as t\n"
+        "import ormix.workbench._scripted\n"
+        "import ormix.workbench._tiny as t\n"
         "heavy = [m for m in ('torch', 'transformers', 'trl') if m in sys.modules]\n"
         "assert not heavy, heavy\n"
         f"print(t.build_tiny_model({str(other)!r}))\n"

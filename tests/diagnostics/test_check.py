@@ -11,7 +11,7 @@ import socket
 import pytest
 from rich.console import Console
 
-from ormix.diagnostics.check import check_command, looks_final, order_tools
+from ormix.app._check import check_command, looks_final, order_tools
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from ormix.diagnostics.check import example_arguments, example_value
+from ormix.app._check import example_arguments, example_value
 
 SURFACES = Path(__file__).resolve().parents[1] / "data" / "tool-surfaces"
 

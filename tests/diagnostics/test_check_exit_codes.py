@@ -62,7 +62,7 @@ def run(command: str, cwd: Path, stop: str) -> subprocess.CompletedProcess[str]:
     # Paths in the table are the repository's; the command runs in a fresh directory (runs/, evals/ go there).
     args = [str(ROOT / a) if a.startswith("tests/") else a for a in shlex.split(command)[1:]]
     env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400", "PYTHONUNBUFFERED": "1"}
-    argv = [sys.executable, "-m", "ormix.cli", *args]
+    argv = [sys.executable, "-m", "ormix.app", *args]
     if not stop:
         return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
     with subprocess.Popen(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from ormix.cli import app
-from ormix.diagnostics.inspect import inspect_mixture
+from ormix.app import app
+from ormix.app._inspect import inspect_mixture
 from ormix.mixture import load_mixture
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ def test_catalog_mixture_inspects_without_an_api_key(monkeypatch):
 def test_a_missing_secret_variable_still_fails_when_the_secret_is_used(monkeypatch):
     import pytest
 
-    from ormix.errors import UsageError
+    from ormix._errors import UsageError
 
     monkeypatch.delenv("OPENREWARD_API_KEY", raising=False)
     mix = load_mixture(str(ROOT / "mixtures/seta-endless-curriculum.yaml"), defer_missing_secrets=True)
@@ -86,7 +86,7 @@ def test_inspect_shows_the_eval_set_ormix_uses_when_no_member_names_one(tmp_path
 def test_inspect_shows_which_tasks_the_platform_prior_sets_aside_and_why(tmp_path, monkeypatch):
     # Through the platform double (a stand-in for the OpenReward platform, in front of a real local server):
     # its task-difficulty rows are what the platform's logged rollouts would say of the member's tasks.
-    from ormix.local import serve_in_thread
+    from ormix.server import serve_in_thread
     from support.platform_double import PlatformDouble
 
     rows = [

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from ormix.diagnostics.report import (
+from ormix.app._report import (
     TABLE_COLUMNS,
     member_summary,
     percentile,
@@ -21,7 +21,7 @@ from ormix.diagnostics.report import (
     trend,
     write_report,
 )
-from ormix.telemetry.records import TelemetryRun
+from ormix.telemetry._records import TelemetryRun
 from support.trl_args import cpu_grpo_config, scripted_trainer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -38,7 +38,7 @@ def finished_run(tiny_model, tmp_path_factory):
     import os
 
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     mix = MixtureSpec(
@@ -101,7 +101,7 @@ def test_report_writes_table_summary_and_plots(finished_run):
 
 @pytest.mark.slow
 def test_the_report_read_by_columns_is_the_report_of_the_records_of_a_trained_run(finished_run):
-    from ormix.telemetry.records import read_records
+    from ormix.telemetry._records import read_records
 
     run_dir, _ = finished_run
     by_columns = {p.name: p.read_bytes() for p in write_report(run_dir).files}
@@ -166,7 +166,7 @@ def test_plots_use_whole_steps_distinct_markers_and_say_why_a_panel_is_empty():
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    from ormix.diagnostics.report import figures
+    from ormix.app._report import figures
 
     # 'a' is scored, 'b' never is: b has no reward line; a run where nobody scores leaves the panel empty.
     records = [_record("a", "scored", 1.0, s) for s in (1, 2, 3)] + [_record("b", "unscored", None, 2)]
@@ -198,7 +198,7 @@ def test_share_is_drawn_per_step_with_the_plan_over_it_and_the_legend_outside():
     from matplotlib.collections import LineCollection, PolyCollection
     from matplotlib.patches import Rectangle
 
-    from ormix.diagnostics.report import figures, planned_shares
+    from ormix.app._report import figures, planned_shares
 
     records = [_record("a", "scored", 1.0, 1)] * 3 + [_record("b", "scored", 1.0, 1)]
     records += [_record("a", "scored", 1.0, 2)] * 2 + [_record("b", "scored", 1.0, 2)] * 2
@@ -232,7 +232,7 @@ def test_share_is_drawn_per_step_with_the_plan_over_it_and_the_legend_outside():
 
 
 def test_report_plots_adaptive_weights_and_where_rollout_time_went(tmp_path):
-    from ormix.diagnostics.report import write_report
+    from ormix.app._report import write_report
 
     (tmp_path / "rollouts").mkdir()
     records = [_record(m, "scored", 1.0, s) for s in (1, 2, 3) for m in ("a", "b")]
@@ -282,7 +282,7 @@ def test_trend_pools_the_first_and_last_third_of_the_steps_and_the_report_says_i
     # ... and the reward plot draws the pooled thirds over the per-step curve: a's bars at 0.25 and 1.0.
     import matplotlib.pyplot as plt
 
-    from ormix.diagnostics.report import figures
+    from ormix.app._report import figures
 
     try:
         reward = figures(step_series(records), ["a", "b"], trend=t)["reward_coverage.png"].axes[0]

@@ -1,4 +1,4 @@
-"""`ormix report` read by columns (`ormix.diagnostics.scan`): the report the records in memory give, exactly.
+"""`ormix report` read by columns (`ormix.app._scan`): the report the records in memory give, exactly.
 
 The reference is the record-at-a-time path (`write_report(run_dir, records)` and the functions it calls),
 which holds every record as a dict; the columnar path reads the files with pyarrow and pools step by step.
@@ -16,12 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ormix.diagnostics.report import eval_series, member_summary, step_series, trend, write_report
-from ormix.diagnostics.scan import scan_run
-from ormix.rollout.episode import CallRecord, close_episode
-from ormix.rollout.outcome import Outcome
-from ormix.runs import RunDirectory
-from ormix.telemetry.records import (
+from ormix._runs import RunDirectory
+from ormix.app._report import eval_series, member_summary, step_series, trend, write_report
+from ormix.app._scan import scan_run
+from ormix.rollout._episode import CallRecord, close_episode
+from ormix.rollout._outcome import Outcome
+from ormix.telemetry._records import (
     TelemetryRun,
     read_record_table,
     read_records,
@@ -233,9 +233,9 @@ def test_scan_equals_the_record_functions_on_any_records(records, files, complet
 
 
 def test_eval_summaries_and_comparisons_read_columns_and_give_the_same_figures(tmp_path):
-    from ormix.evaluation.compare import compare, load_eval
-    from ormix.evaluation.eval_dir import EvalDirectory
-    from ormix.evaluation.summary import summarize
+    from ormix.app._compare import compare, load_eval
+    from ormix.app._eval_dir import EvalDirectory
+    from ormix.evaluation._summary import summarize
 
     run_dir = tmp_path / "run"
     _make_run(run_dir, messy=False)

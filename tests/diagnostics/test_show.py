@@ -1,4 +1,5 @@
-"""`ormix show`: rollouts of a real (tiny, scripted) `ormix.train` run and of its eval directory as text."""
+"""`ormix show`: rollouts of a real (tiny, scripted) `ormix.app._train` run and of its eval directory as
+text."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
-from ormix.cli import app
-from ormix.diagnostics.show import (
+from ormix.app import app
+from ormix.app._show import (
     ShowError,
     ShownRollout,
     format_call,
@@ -35,7 +36,7 @@ SECRET_VAR = "ORMIX_SHOW_TEST_TOKEN"
 
 def _word_then_submit(ctx):
     """Echo tasks: echo the secret, then submit the word (the group's first rollout) or a miss; seta: stop."""
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     found = re.search(r"word '(\w+)'", ctx.user)
     if found is None:
@@ -49,14 +50,14 @@ def _word_then_submit(ctx):
 
 @pytest.fixture(scope="module")
 def run(tiny_model, tmp_path_factory):
-    """Two GRPO steps of `ormix.train` on echo (with a held-out eval set and a secret) and seta (whose
+    """Two GRPO steps of `ormix.app._train` on echo (with a held-out eval set and a secret) and seta (whose
     rollouts end unscored), scripted; then the eval after training, on the same trainer."""
     from transformers import TrainerCallback
 
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.demo.scripted import ScriptedPolicy
+    from ormix.app._train import train
     from ormix.mixture import Member
-    from ormix.train import train
+    from ormix.workbench._scripted import ScriptedPolicy
 
     class Scripted(TrainerCallback):
         def on_init_end(self, args, state, control, model=None, processing_class=None, **kwargs):
@@ -206,7 +207,7 @@ def test_the_command_line_shows_and_refuses_what_is_not_there_with_exit_2(run, t
 
 
 def test_records_that_carry_their_own_text_are_shown_with_it_redacted(tmp_path, monkeypatch):
-    from ormix.evaluation.eval_dir import EvalDirectory
+    from ormix.app._eval_dir import EvalDirectory
 
     monkeypatch.setenv("OPENREWARD_API_KEY", "or-key-0123456789")
     record = {
@@ -401,7 +402,7 @@ def test_show_needs_no_torch_to_import():
     import subprocess
     import sys
 
-    code = "import sys, ormix.diagnostics.show; print('torch' in sys.modules or 'trl' in sys.modules)"
+    code = "import sys, ormix.app._show; print('torch' in sys.modules or 'trl' in sys.modules)"
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ
     )

@@ -34,7 +34,7 @@ AT_LOAD = {"broken_plain_arg_tool", "broken_instance_list_tasks", "broken_no_pro
 def ormix(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(SRC), "COLUMNS": "400"}
     return subprocess.run(
-        [sys.executable, "-m", "ormix.cli", *args],
+        [sys.executable, "-m", "ormix.app", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -136,13 +136,13 @@ def test_train_refuses_task_specs_that_are_not_dicts_naming_list_tasks(tmp_path:
 def test_a_config_error_is_reported_without_the_sdk_or_trl(tmp_path: Path) -> None:
     # TRL's settings are read once per TRL version and cached (the suite's cache, which the processes below
     # inherit): after that, checking `train:` with the rest of the file imports no TRL.
-    warm = "from ormix.integrations.trl.compat import grpo_config_fields; grpo_config_fields()"
+    warm = "from ormix.trl._compat import grpo_config_fields; grpo_config_fields()"
     subprocess.run([sys.executable, "-c", warm], check=True, env={**os.environ, "PYTHONPATH": str(SRC)})
     bad = tmp_path / "typo.yaml"
     bad.write_text((ENVS / "good.yaml").read_text().replace("num_tasks:", "num_taks:"))
     (tmp_path / "good.py").write_text((ENVS / "good.py").read_text())
     code = (
-        "import sys; from ormix.cli.app import main; sys.argv = ['ormix', 'train', sys.argv[1]]\n"
+        "import sys; from ormix.app._cli import main; sys.argv = ['ormix', 'train', sys.argv[1]]\n"
         "try:\n    main()\nexcept SystemExit as e:\n"
         "    heavy = sorted(m for m in ('openreward', 'trl', 'torch') if m in sys.modules)\n"
         "    print('exit', e.code, 'heavy', heavy)\n"

@@ -1,4 +1,4 @@
-"""`ormix.evaluation.compare` and `ormix compare`: paired comparison of eval directories over common tasks."""
+"""`ormix.app._compare` and `ormix compare`: paired comparison of eval directories over common tasks."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ormix.cli import app
-from ormix.errors import UsageError
-from ormix.evaluation.compare import (
+from ormix._errors import UsageError
+from ormix.app import app
+from ormix.app._compare import (
     CompareError,
     compare,
     compare_groups,
@@ -18,7 +18,7 @@ from ormix.evaluation.compare import (
     group_metrics,
     load_eval,
 )
-from ormix.evaluation.summary import summarize
+from ormix.evaluation._summary import summarize
 
 runner = CliRunner()
 

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ormix.evaluation.errors import EvalManifestError
-from ormix.evaluation.eval_dir import EvalDirectory
-from ormix.evaluation.manifest import IDENTITY_KEYS, identity_changes
-from ormix.evaluation.tasks import interleaved_chunks, task_key
+from ormix.app._eval_dir import EvalDirectory
+from ormix.app._eval_manifest import IDENTITY_KEYS, identity_changes
+from ormix.evaluation._errors import EvalManifestError
+from ormix.evaluation._tasks import interleaved_chunks, task_key
 
 keys = st.lists(
     st.tuples(st.sampled_from("abc"), st.just("test"), st.integers(0, 30)), unique=True, max_size=40

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ormix.cli import app
+from ormix._runs import read_jsonl
+from ormix.app import app
+from ormix.app._eval import run_eval
+from ormix.app._eval_model import resolve_eval_model
 from ormix.config import load_mixture_config
-from ormix.evaluation.errors import EvalManifestError, ModelNotFoundError
-from ormix.evaluation.model import resolve_eval_model
-from ormix.evaluation.runner import run_eval
-from ormix.evaluation.tasks import eval_tasks
-from ormix.runs import read_jsonl
+from ormix.evaluation._errors import EvalManifestError, ModelNotFoundError
+from ormix.evaluation._tasks import eval_tasks
 
 pytestmark = pytest.mark.slow
 
@@ -261,8 +261,8 @@ def solve(row):
 def test_a_user_environments_reference_hook_is_played_by_the_oracle_and_the_warm_start(tiny_model, tmp_path):
     from transformers import AutoTokenizer
 
-    from ormix.demo.warmup import build_transcripts
     from ormix.mixture import load_mixture
+    from ormix.workbench._warmup import build_transcripts
 
     module = f"adder_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{module}.py").write_text(USER_ENV)

@@ -1,4 +1,4 @@
-"""Estimators and intervals of `ormix.evaluation.stats`: properties that hold for every input."""
+"""Estimators and intervals of `ormix.evaluation._stats`: properties that hold for every input."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ormix.evaluation.stats import (
+from ormix.evaluation._stats import (
     COVERS_SEEDS_AND_TASKS,
     COVERS_TASKS,
     hierarchical_interval,

@@ -1,4 +1,4 @@
-"""Ablation studies (`ormix ablate FILE --run`, `ormix.evaluation.study`): arms trained and evaluated on the
+"""Ablation studies (`ormix ablate FILE --run`, `ormix.app._study`): arms trained and evaluated on the
 full mixture's eval tasks, the arm × member matrix, the effects, the heatmap, skipping and resuming arms."""
 
 from __future__ import annotations
@@ -13,9 +13,8 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from ormix.cli.app import app
-from ormix.config import load_mixture_config
-from ormix.evaluation.study import (
+from ormix.app._cli import app
+from ormix.app._study import (
     StudyError,
     StudyOptions,
     arm_done,
@@ -25,8 +24,9 @@ from ormix.evaluation.study import (
     run_study,
     study_markdown,
 )
-from ormix.evaluation.summary import summarize
-from ormix.mixture.ablation import AblationError
+from ormix.config import load_mixture_config
+from ormix.evaluation._summary import summarize
+from ormix.mixture._ablation import AblationError
 
 runner = CliRunner()
 

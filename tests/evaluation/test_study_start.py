@@ -18,13 +18,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from ormix.cli.app import app
+from ormix._runs import weights_sha256
+from ormix.app._cli import app
+from ormix.app._eval_model import resolve_eval_model
+from ormix.app._study import StudyError, StudyOptions, command_line, run_study
 from ormix.config import load_mixture_config
-from ormix.evaluation.errors import ModelNotFoundError
-from ormix.evaluation.model import resolve_eval_model
-from ormix.evaluation.study import StudyError, StudyOptions, command_line, run_study
-from ormix.evaluation.summary import summarize
-from ormix.runs import weights_sha256
+from ormix.evaluation._errors import ModelNotFoundError
+from ormix.evaluation._summary import summarize
 
 runner = CliRunner()
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -230,9 +230,9 @@ def test_eval_model_run_dir_at_start_is_the_recorded_start(tmp_path: Path) -> No
 
 
 def test_train_seed_is_grpo_seed_only_and_a_resumed_run_keeps_it(tmp_path: Path) -> None:
+    from ormix.app._train import RunOptions
+    from ormix.app._train.prepare import earlier_overrides, load_run_config, plan_run
     from ormix.mixture import MixtureSpec
-    from ormix.train import RunOptions
-    from ormix.train.prepare import earlier_overrides, load_run_config, plan_run
 
     source, _ = _source(tmp_path)
     mix = MixtureSpec.from_config(load_run_config(source))
@@ -263,7 +263,7 @@ def test_a_warm_start_whose_reference_episodes_never_score_is_refused(tmp_path: 
         [
             sys.executable,
             "-m",
-            "ormix.cli",
+            "ormix.app",
             "train",
             str(mixture),
             "--warmup-sft",
@@ -364,7 +364,7 @@ def test_a_study_over_two_seeds_runs_arms_times_seeds_with_intervals_over_seeds(
 
 
 def test_a_resumed_run_keeps_the_start_of_its_first_start(tmp_path: Path) -> None:
-    from ormix.runs import RunDirectory
+    from ormix._runs import RunDirectory
 
     run = RunDirectory(tmp_path / "run")
     checkpoint = tmp_path / "run" / "checkpoint-2"

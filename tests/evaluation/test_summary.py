@@ -1,4 +1,4 @@
-"""`ormix.evaluation.summary`: eval records → per-member metrics with intervals, as plan.md defines them."""
+"""`ormix.evaluation._summary`: eval records → per-member metrics with intervals, as plan.md defines them."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ormix.evaluation.stats import mean_interval, pass_at_k
-from ormix.evaluation.summary import (
+from ormix.evaluation._stats import mean_interval, pass_at_k
+from ormix.evaluation._summary import (
     metric_names,
     summarize,
     summary_markdown,

@@ -17,10 +17,10 @@ import re
 
 import pytest
 
-from ormix.demo.scripted import ScriptContext, tool_call
-from ormix.local.envs.echo import WORDS
 from ormix.mixture import load_mixture
-from ormix.telemetry.records import read_records
+from ormix.telemetry._records import read_records
+from ormix.workbench._scripted import ScriptContext, tool_call
+from ormix.workbench.envs.echo import WORDS
 from support.trl_args import cpu_grpo_config, scripted_trainer
 
 pytestmark = pytest.mark.slow
@@ -56,7 +56,7 @@ def _quiet(monkeypatch):
 
 
 def test_the_default_keeps_a_flaky_member_within_twice_its_uniform_share(tiny_model, tmp_path):
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
 
     file = tmp_path / "flaky.yaml"
     file.write_text(MIXTURE)

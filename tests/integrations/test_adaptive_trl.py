@@ -12,10 +12,10 @@ import re
 
 import pytest
 
-from ormix.demo.scripted import ScriptContext, tool_call
-from ormix.local.envs.echo import WORDS
 from ormix.mixture import load_mixture
-from ormix.telemetry.records import read_records
+from ormix.telemetry._records import read_records
+from ormix.workbench._scripted import ScriptContext, tool_call
+from ormix.workbench.envs.echo import WORDS
 from support.trl_args import cpu_grpo_config, scripted_trainer
 
 pytestmark = pytest.mark.slow
@@ -50,7 +50,7 @@ def _quiet(monkeypatch):
 
 def test_budget_moves_to_the_member_whose_groups_teach(tiny_model, tmp_path):
 
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
 
     file = tmp_path / "adaptive.yaml"
     file.write_text(MIXTURE)

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.errors import TrainConfigError
-from ormix.integrations.trl.args import build_grpo_config, derive_batch, parse_overrides
+from ormix._errors import TrainConfigError
+from ormix.trl._args import build_grpo_config, derive_batch, parse_overrides
 
 
 def _echo_mix(**kwargs) -> MixtureSpec:
@@ -45,8 +45,8 @@ def test_unknown_setting_is_named_with_a_suggestion():
 
 _TRL_FACTS_PROBE = (
     "import json, sys\n"
-    "from ormix.integrations.trl.compat import grpo_config_fields\n"
-    "from ormix.integrations.trl.compat import accepts_dict_factory\n"
+    "from ormix.trl._compat import grpo_config_fields\n"
+    "from ormix.trl._compat import accepts_dict_factory\n"
     "fields, per_env = grpo_config_fields(), accepts_dict_factory()\n"
     "print(json.dumps({'torch_imported': 'torch' in sys.modules, 'fields': fields, 'per_env': per_env}))\n"
 )
@@ -65,7 +65,7 @@ def test_what_ormix_reads_of_trl_is_cached_per_trl_and_transformers_version(tmp_
     import transformers
     import trl
 
-    from ormix.integrations.trl.compat import _read_trl_facts, _trl_facts
+    from ormix.trl._compat import _read_trl_facts, _trl_facts
 
     truth = json.loads(
         json.dumps(_read_trl_facts())
@@ -209,7 +209,7 @@ def test_evaluation_and_step_settings_that_cannot_work_are_refused(mixture, give
     eval_batch=st.one_of(st.none(), st.integers(1, 64)),
 )
 def test_the_eval_batch_holds_whole_groups_or_is_refused(gens, world, train_batch, eval_batch):
-    from ormix.integrations.trl.args import derive_eval
+    from ormix.trl._args import derive_eval
 
     settings_ = {"eval_steps": 2, "num_generations_eval": gens, "per_device_train_batch_size": train_batch}
     if eval_batch is not None:

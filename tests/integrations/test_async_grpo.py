@@ -1,5 +1,6 @@
 """TRL's `AsyncGRPOTrainer` end to end on a mixture: real TRL (its spawned rollout worker, its trainer), real
-local ORS servers, the tiny model served by the vLLM stand-in (`ormix.demo.vllm_standin`, sampling scripted
+local ORS servers, the tiny model served by the vLLM stand-in (`ormix.workbench._vllm_standin`, sampling
+scripted
 as `ScriptedPolicy` does for the sync trainer: a random tiny model never calls a tool).
 
 Two members on `local:echo`: `flaky` calls no tool on two of its four tasks (unscored: its coverage falls
@@ -18,12 +19,12 @@ from collections import Counter
 import pytest
 from rich.console import Console
 
-from ormix.demo.scripted import tool_call
-from ormix.local.envs.echo import WORDS
 from ormix.mixture import load_mixture
-from ormix.mixture.lagged import async_lag
-from ormix.telemetry.metrics import batch_metrics
-from ormix.telemetry.records import read_records
+from ormix.mixture._lagged import async_lag
+from ormix.telemetry._metrics import batch_metrics
+from ormix.telemetry._records import read_records
+from ormix.workbench._scripted import tool_call
+from ormix.workbench.envs.echo import WORDS
 
 pytestmark = pytest.mark.slow
 
@@ -64,10 +65,10 @@ def _quiet(monkeypatch):
 def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, tmp_path):
     from trl.experimental.async_grpo import AsyncGRPOConfig
 
-    from ormix.demo.vllm_standin import StandInWeightTransfer, VLLMStandIn
-    from ormix.diagnostics.report import write_report
-    from ormix.integrations.trl.async_grpo import AsyncMixtureTrainer
-    from ormix.integrations.trl.lifecycle import ProgressLine
+    from ormix.app._report import write_report
+    from ormix.trl._async_grpo import AsyncMixtureTrainer
+    from ormix.trl._lifecycle import ProgressLine
+    from ormix.workbench._vllm_standin import StandInWeightTransfer, VLLMStandIn
 
     file = tmp_path / "mix.yaml"
     file.write_text(MIXTURE)
@@ -188,9 +189,9 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
 def test_async_training_is_checked_before_anything_starts(tmp_path):
     from typer.testing import CliRunner
 
-    from ormix.cli import app
-    from ormix.errors import TrainConfigError
-    from ormix.train import train
+    from ormix._errors import TrainConfigError
+    from ormix.app import app
+    from ormix.app._train import train
 
     file = tmp_path / "mix.yaml"
     file.write_text(MIXTURE)

@@ -16,10 +16,10 @@ import time
 import pytest
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.demo.scripted import ScriptContext, ScriptedPolicy, tool_call
-from ormix.local.envs.latency import Latency
-from ormix.local.server.shared import server_for
-from ormix.telemetry.records import read_records
+from ormix.server._shared import server_for
+from ormix.telemetry._records import read_records
+from ormix.workbench._scripted import ScriptContext, ScriptedPolicy, tool_call
+from ormix.workbench.envs.latency import Latency
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
@@ -124,7 +124,7 @@ def mixture(routing):
 def test_concurrent_loop_trains_on_exactly_what_trls_sequential_loop_does(tiny_model, tmp_path, routing):
     from trl import GRPOTrainer
 
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
 
     sequential, concurrent = Capture.subclass(GRPOTrainer), Capture.subclass(ConcurrentGRPOTrainer)
     a = run(sequential, mixture(routing), tiny_model, tmp_path, "seq")
@@ -162,7 +162,7 @@ def test_concurrent_loop_trains_on_exactly_what_trls_sequential_loop_does(tiny_m
 
 def test_a_batch_waits_about_one_open_and_one_call_per_round(tiny_model, tmp_path, monkeypatch):
     # Sequentially, 8 opens of 0.4 s and 8 calls of 0.25 s cost > 5 s; concurrently about 0.65 s.
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
 
     monkeypatch.setenv("ORMIX_LATENCY_OPEN_S", "0.4")
     monkeypatch.setenv("ORMIX_LATENCY_TOOL_S", "0.25")
@@ -188,7 +188,7 @@ def test_a_batch_waits_about_one_open_and_one_call_per_round(tiny_model, tmp_pat
 
 
 def test_max_concurrent_sessions_is_backpressure_not_failure(tiny_model, tmp_path):
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
 
     spec = OpenRewardSpec("local:latency", num_tasks=4, max_concurrent_sessions=2, **T)
     Latency.reset_peak()
@@ -212,7 +212,7 @@ def test_faults_under_concurrency(tiny_model, tmp_path):
     # the same outcomes as TRL's sequential loop, and the round waits about one deadline, not one per rollout.
     from trl import GRPOTrainer
 
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
 
     def faulty_script(ctx):
         if ctx.turn == 0:
@@ -275,7 +275,7 @@ def test_an_ordered_mixture_passes_the_trainer_check_under_async_grpo_config(tmp
     # AsyncGRPOConfig has no `shuffle_dataset`: TRL's async worker reads the dataset in order.
     from trl.experimental.async_grpo import AsyncGRPOConfig
 
-    from ormix.integrations.trl.callbacks import check_trainer_args
+    from ormix.trl._callbacks import check_trainer_args
 
     mix = MixtureSpec(
         {"echo": OpenRewardSpec("local:echo", num_tasks=2, **T), "seta": OpenRewardSpec("local:seta", **T)},
@@ -343,7 +343,7 @@ def test_episodes_are_safe_when_32_threads_drive_them_at_once():
 
 
 def test_a_changed_trl_is_refused_at_construction():
-    from ormix.integrations.trl.trainer import check_trl_internals
+    from ormix.trl._trainer import check_trl_internals
 
     class Changed:
         def _generate_and_score_completions(self, inputs, extra):  # a new parameter

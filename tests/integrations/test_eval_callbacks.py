@@ -13,11 +13,11 @@ import logging
 import pytest
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.demo.scripted import ScriptedPolicy, tool_call
-from ormix.errors import TrainConfigError
-from ormix.integrations.trl.callbacks import TelemetryCallback
-from ormix.mixture.mixture import Member
-from ormix.telemetry.records import read_records
+from ormix._errors import TrainConfigError
+from ormix.mixture._mixture import Member
+from ormix.telemetry._records import read_records
+from ormix.trl._callbacks import TelemetryCallback
+from ormix.workbench._scripted import ScriptedPolicy, tool_call
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
@@ -97,7 +97,7 @@ def test_evaluate_and_predict_record_eval_rollouts_without_training(tiny_model, 
 def test_ormix_trainers_evaluate_counts_trls_unscored_dumps_and_leaves_no_filter(
     tiny_model, tmp_path, caplog
 ):
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
 
     mix = _mixture()
     args = cpu_grpo_config(

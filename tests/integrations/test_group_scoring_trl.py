@@ -16,11 +16,11 @@ import textwrap
 
 import pytest
 
-from ormix.demo.scripted import ScriptContext, tool_call
-from ormix.local.server.shared import server_for
 from ormix.mixture import load_mixture
-from ormix.telemetry.metrics import batch_metrics
-from ormix.telemetry.records import read_records
+from ormix.server._shared import server_for
+from ormix.telemetry._metrics import batch_metrics
+from ormix.telemetry._records import read_records
+from ormix.workbench._scripted import ScriptContext, tool_call
 from support.trl_args import cpu_grpo_config, scripted_trainer
 
 pytestmark = pytest.mark.slow
@@ -97,8 +97,8 @@ def _check_records(records: list[dict], *, judge_fails: bool) -> None:
 
 @pytest.mark.parametrize("split", ["train", "judge_fails"])
 def test_the_sync_trainer_scores_groups_and_logs_the_combination(tiny_model, tmp_path, split):
-    from ormix.integrations.trl import ConcurrentGRPOTrainer
-    from ormix.integrations.trl.lifecycle import ProgressLine
+    from ormix.trl import ConcurrentGRPOTrainer
+    from ormix.trl._lifecycle import ProgressLine
 
     mix = load_mixture(mixture(tmp_path, split))
     args = cpu_grpo_config(str(tmp_path / "out"), max_completion_length=64, max_tool_calling_iterations=1)
@@ -144,8 +144,8 @@ def standin_script(prompt: str, sample: int) -> str:
 def test_the_async_trainer_scores_groups_in_its_worker(tiny_model, tmp_path):
     from trl.experimental.async_grpo import AsyncGRPOConfig
 
-    from ormix.demo.vllm_standin import StandInWeightTransfer, VLLMStandIn
-    from ormix.integrations.trl.async_grpo import AsyncMixtureTrainer
+    from ormix.trl._async_grpo import AsyncMixtureTrainer
+    from ormix.workbench._vllm_standin import StandInWeightTransfer, VLLMStandIn
 
     mix = load_mixture(mixture(tmp_path))
     run_dir = tmp_path / "run"
@@ -206,8 +206,8 @@ def solve(row):
 
 
 def test_ormix_eval_scores_groups_and_reports_them(tmp_path, monkeypatch):
-    from ormix.evaluation.runner import run_eval
-    from ormix.runs import read_jsonl
+    from ormix._runs import read_jsonl
+    from ormix.app._eval import run_eval
 
     monkeypatch.setenv("ORMIX_LOCAL_SERVE", "thread")
     (tmp_path / "gs_reference.py").write_text(REFERENCE)

@@ -16,9 +16,9 @@ import pytest
 from transformers import TrainerCallback
 
 from ormix import OpenRewardSpec
-from ormix.demo.scripted import ScriptedPolicy, tool_call
-from ormix.local.server.shared import server_for
-from ormix.ors.bridge import run_sync
+from ormix.ors._bridge import run_sync
+from ormix.server._shared import server_for
+from ormix.workbench._scripted import ScriptedPolicy, tool_call
 from support.tools import tool_text
 from support.trl_args import cpu_grpo_config
 
@@ -66,7 +66,7 @@ def trainer_for(
     local_serve="thread",
     **spec_kwargs,
 ):
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
 
     spec = OpenRewardSpec(
         target, indices=[0, 6, 10, 12, 18, 22], ping_interval_s=0.1, local_serve=local_serve, **spec_kwargs
@@ -120,7 +120,7 @@ def test_sessions_open_ahead_and_one_the_server_reaped_is_opened_again(tiny, tmp
 
 @pytest.mark.parametrize("how", ["ctrl_c", "sigterm"])
 def test_a_stopped_run_leaves_no_session_opened_ahead(tiny, tmp_path, how):
-    from ormix.integrations.trl.lifecycle import RunLifecycle, handle_termination
+    from ormix.trl._lifecycle import RunLifecycle, handle_termination
 
     server = server_for("local:faulty", mode="thread")
 
@@ -148,9 +148,9 @@ def test_an_open_that_failed_ahead_is_opened_again_at_its_step():
     # The first open of this task fails (as on a server that died meanwhile); at its step it opens again.
     import uuid
 
-    from ormix.rollout.ahead import SessionsAhead
-    from ormix.rollout.batch import OpenRequest
-    from ormix.rollout.episode import close_episode
+    from ormix.rollout._ahead import SessionsAhead
+    from ormix.rollout._batch import OpenRequest
+    from ormix.rollout._episode import close_episode
 
     spec = OpenRewardSpec("local:faulty", num_tasks=1, local_serve="thread", discover_task_tools=False)
     config = spec.episode_config
@@ -173,8 +173,8 @@ def test_a_server_killed_mid_round_with_sessions_open_ahead_costs_only_its_own_r
     # and nothing is left on the live server.
     import contextlib
 
-    from ormix.local import serve_in_process, serve_in_thread
-    from ormix.rollout.episode import close_episode
+    from ormix.rollout._episode import close_episode
+    from ormix.server import serve_in_process, serve_in_thread
 
     call_timeout_s, busy_s, key = 30.0, 2.0, "r"
 

@@ -13,11 +13,11 @@ import warnings
 import pytest
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.demo.scripted import ScriptedPolicy, tool_call
-from ormix.errors import UsageError
-from ormix.integrations.trl.callbacks import TelemetryCallback
-from ormix.telemetry.alarm import UnscoredRolloutsWarning
-from ormix.telemetry.records import MissingCallbacksWarning
+from ormix._errors import UsageError
+from ormix.telemetry._alarm import UnscoredRolloutsWarning
+from ormix.telemetry._records import MissingCallbacksWarning
+from ormix.trl._callbacks import TelemetryCallback
+from ormix.workbench._scripted import ScriptedPolicy, tool_call
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow

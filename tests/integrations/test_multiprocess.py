@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from ormix.telemetry.metrics import batch_metrics
-from ormix.telemetry.records import read_records
+from ormix.telemetry._metrics import batch_metrics
+from ormix.telemetry._records import read_records
 from support.torchrun import rank_env, torchrun
 
 pytestmark = pytest.mark.slow

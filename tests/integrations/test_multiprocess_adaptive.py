@@ -21,8 +21,8 @@ import pytest
 
 import ormix
 from ormix.config import MixtureConfig
-from ormix.mixture.planner import Planner
-from ormix.telemetry.records import read_records
+from ormix.mixture._planner import Planner
+from ormix.telemetry._records import read_records
 from support.mp_adaptive_train import MAX_STEPS, MIXTURE, NUM_GENERATIONS
 from support.torchrun import rank_env, torchrun
 

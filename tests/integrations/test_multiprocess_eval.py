@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ormix.runs import read_jsonl
+from ormix._runs import read_jsonl
 from support.torchrun import rank_env, torchrun
 
 pytestmark = pytest.mark.slow
@@ -127,7 +127,7 @@ def _train(mixture: Path, out: Path, processes: int) -> None:
         else [sys.executable]
     )
     proc = subprocess.run(
-        [*launcher, "-m", "ormix.cli", "train", str(mixture), "--output-dir", str(out)],
+        [*launcher, "-m", "ormix.app", "train", str(mixture), "--output-dir", str(out)],
         env={**rank_env(SCRIPT), "ORMIX_LOCAL_SERVE": "thread"},
         capture_output=True,
         text=True,

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from ormix import OpenRewardSpec
-from ormix.demo.scripted import ScriptedPolicy, tool_call
-from ormix.local.server.shared import server_for
-from ormix.telemetry.records import read_records
+from ormix.server._shared import server_for
+from ormix.telemetry._records import read_records
+from ormix.workbench._scripted import ScriptedPolicy, tool_call
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
@@ -31,7 +31,7 @@ def test_a_straggler_is_cut_by_rule_and_left_out_of_its_group_baseline(tiny_mode
     import torch
     from trl.trainer.utils import nanstd
 
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     outputs = []

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ormix.integrations.trl.lifecycle import RunLifecycle, handle_termination
+from ormix.trl._lifecycle import RunLifecycle, handle_termination
 
 
 def _wait_for_interrupt(seconds: float) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.demo.scripted import ScriptContext, ScriptedPolicy, tool_call
-from ormix.local.envs.tasks.seta_tasks import TASKS as SETA_TASKS
-from ormix.local.envs.tasks.terminals_tasks import TASKS as TERMINAL_TASKS
-from ormix.local.server.shared import server_for
+from ormix.server._shared import server_for
+from ormix.workbench._scripted import ScriptContext, ScriptedPolicy, tool_call
+from ormix.workbench.envs.tasks.seta_tasks import TASKS as SETA_TASKS
+from ormix.workbench.envs.tasks.terminals_tasks import TASKS as TERMINAL_TASKS
 from support.solutions_seta import REFERENCE as SETA_REF
 from support.solutions_seta import WRONG as SETA_WRONG
 from support.solutions_terminals import REFERENCE as TERM_REF
@@ -143,7 +143,7 @@ def test_mixture_grpo_logs_each_members_reward(tiny_model, tmp_path, routing):
 def test_shuffled_plan_is_refused_when_training_starts(tiny_model, tmp_path):
     from trl import GRPOTrainer
 
-    from ormix.errors import TrainConfigError
+    from ormix._errors import TrainConfigError
 
     mix = MixtureSpec(
         {

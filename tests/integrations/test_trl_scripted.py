@@ -11,7 +11,7 @@ import pathlib
 
 import pytest
 
-from ormix.demo.scripted import ScriptContext, ScriptedPolicy, ScriptError, tool_call
+from ormix.workbench._scripted import ScriptContext, ScriptedPolicy, ScriptError, tool_call
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow

@@ -11,8 +11,8 @@ import re
 import pytest
 
 from ormix import OpenRewardSpec
-from ormix.demo.scripted import ScriptContext, ScriptedPolicy, tool_call
-from ormix.local.server.shared import server_for
+from ormix.server._shared import server_for
+from ormix.workbench._scripted import ScriptContext, ScriptedPolicy, tool_call
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
@@ -94,8 +94,8 @@ def test_grpo_on_local_terminals_reference_vs_wrong(tiny_model, tmp_path):
     """Sample 0 replays the task's reference solution (1.0), sample 1 a near miss (0.0): mean 0.5 per step."""
     from trl import GRPOTrainer
 
-    from ormix.local.envs.solutions import TERMINALS_REFERENCE, TERMINALS_WRONG
-    from ormix.local.envs.tasks.terminals_tasks import TASKS
+    from ormix.workbench.envs.solutions import TERMINALS_REFERENCE, TERMINALS_WRONG
+    from ormix.workbench.envs.tasks.terminals_tasks import TASKS
 
     spec = OpenRewardSpec("local:terminals", num_tasks=4, local_serve="thread")
 

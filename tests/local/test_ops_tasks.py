@@ -1,4 +1,4 @@
-"""The demo's skill tasks (`ormix.local.envs.tasks.ops_tasks`) in `local:terminals` and `local:seta`.
+"""The demo's skill tasks (`ormix.workbench.envs.tasks.ops_tasks`) in `local:terminals` and `local:seta`.
 
 Shape of the splits (64 train, 32 held out per member; held-out tasks are words never trained on, each with
 every operation), and,
@@ -16,11 +16,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ormix.local import serve_in_thread
-from ormix.local.envs.sandbox import bwrap_status
-from ormix.local.envs.seta import Seta
-from ormix.local.envs.solutions import near_miss_for, reference_for
-from ormix.local.envs.tasks.ops_tasks import (
+from ormix.ors import ORSClient
+from ormix.server import serve_in_thread
+from ormix.workbench.envs.sandbox import bwrap_status
+from ormix.workbench.envs.seta import Seta
+from ormix.workbench.envs.solutions import near_miss_for, reference_for
+from ormix.workbench.envs.tasks.ops_tasks import (
     _SETA_OPS,
     _TERMINALS_OPS,
     OPS_MISS_WORDS,
@@ -32,8 +33,7 @@ from ormix.local.envs.tasks.ops_tasks import (
     TERMINALS_MISS,
     TERMINALS_OPS,
 )
-from ormix.local.envs.terminals import Terminals
-from ormix.ors import ORSClient
+from ormix.workbench.envs.terminals import Terminals
 
 _BWRAP_WHY = asyncio.run(bwrap_status())
 needs_bwrap = pytest.mark.skipif(

@@ -17,15 +17,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ormix.local import serve_in_thread
-from ormix.local.envs.sandbox import (
+from ormix.ors import ORSClient, SessionOpenError
+from ormix.server import serve_in_thread
+from ormix.workbench.envs.sandbox import (
     WORKDIR,
     Sandbox,
     SandboxPathError,
     SandboxUnavailableError,
     bwrap_status,
 )
-from ormix.ors import ORSClient, SessionOpenError
 
 BWRAP_WHY = asyncio.run(bwrap_status())
 needs_bwrap = pytest.mark.skipif(BWRAP_WHY is not None, reason=f"bubblewrap unusable here: {BWRAP_WHY}")
@@ -38,7 +38,7 @@ def fresh_server(envs):
     Workaround, not a fake: sse-starlette binds one global anyio.Event to the event loop of the first SSE
     response in the process, so another loopback server (another thread, another loop) fails every /call
     with "bound to a different event loop". The event is restored afterwards so servers of other test
-    modules keep working. The real fix belongs in ormix.local.server.serving (a per-loop event).
+    modules keep working. The real fix belongs in ormix.server._serving (a per-loop event).
     """
     from sse_starlette.sse import AppStatus
 

@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from ormix import OpenRewardSpec
-from ormix.cli.app import app
-from ormix.errors import ServerStartError
-from ormix.local import serve_in_thread
-from ormix.local.server.auth import exposure_problem, is_loopback
+from ormix._errors import ServerStartError
+from ormix.app._cli import app
 from ormix.ors import ORSClient, ServerError, run_sync
-from ormix.ors.http import HTTPClient, blocking_request
-from ormix.rollout.episode import close_episode
+from ormix.ors._http import HTTPClient, blocking_request
+from ormix.rollout._episode import close_episode
+from ormix.server import serve_in_thread
+from ormix.server._auth import exposure_problem, is_loopback
 
 KEY = "test-serve-key-5f1c"
 
@@ -93,7 +93,7 @@ def test_a_member_with_the_key_trains_on_it_unchanged(keyed):
 def test_serve_workers_prints_the_targets_of_n_keyed_servers(tmp_path):
     env = {**os.environ, "ORMIX_SERVE_API_KEY": KEY}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ormix.cli", "serve", "local:echo", "--port", "0", "--workers", "2"],
+        [sys.executable, "-m", "ormix.app", "serve", "local:echo", "--port", "0", "--workers", "2"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

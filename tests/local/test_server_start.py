@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ormix.local import serve_in_process
 from ormix.ors import ORSClient, run_sync
+from ormix.server import serve_in_process
 
 USER_ENVS = Path(__file__).resolve().parents[1] / "data" / "user_envs"
 # The rollout serializers: the bulk of `openreward/__init__`, which a server never uses.
@@ -21,7 +21,7 @@ def test_a_deferred_sdk_serves_without_its_client_and_loads_it_on_first_use():
     code = textwrap.dedent(
         f"""
         import sys, threading
-        from ormix.local.server.openreward_internals import defer_sdk_namespace
+        from ormix.server._openreward_internals import defer_sdk_namespace
         assert defer_sdk_namespace() is True
         assert defer_sdk_namespace() is False
         import openreward.environments, openreward.toolsets.cli

@@ -10,11 +10,11 @@ import asyncio
 
 import pytest
 
-from ormix.local import serve_in_thread
-from ormix.local.envs.sandbox import bwrap_status
-from ormix.local.envs.seta import RESUBMIT_PENALTY, Seta
-from ormix.local.envs.tasks.seta_tasks import TASKS
 from ormix.ors import ORSClient, ToolRejected
+from ormix.server import serve_in_thread
+from ormix.workbench.envs.sandbox import bwrap_status
+from ormix.workbench.envs.seta import RESUBMIT_PENALTY, Seta
+from ormix.workbench.envs.tasks.seta_tasks import TASKS
 from support.solutions_seta import REFERENCE, WRONG
 
 _BWRAP_WHY = asyncio.run(bwrap_status())

@@ -10,11 +10,11 @@ import asyncio
 
 import pytest
 
-from ormix.local import serve_in_thread
-from ormix.local.envs.sandbox import bwrap_status
-from ormix.local.envs.tasks.terminals_tasks import TASKS
-from ormix.local.envs.terminals import Terminals
 from ormix.ors import ORSClient, ToolRejected
+from ormix.server import serve_in_thread
+from ormix.workbench.envs.sandbox import bwrap_status
+from ormix.workbench.envs.tasks.terminals_tasks import TASKS
+from ormix.workbench.envs.terminals import Terminals
 from support.solutions_terminals import REFERENCE, WRONG
 
 _BWRAP_WHY = asyncio.run(bwrap_status())

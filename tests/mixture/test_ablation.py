@@ -1,4 +1,4 @@
-"""The arms of an ablation study (`ormix.mixture.ablation`): what each trains on, what it still evaluates,
+"""The arms of an ablation study (`ormix.mixture._ablation`): what each trains on, what it still evaluates,
 the budget rule, and derived files that resolve their targets from wherever they are written."""
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ormix.cli.app import app
+from ormix.app._cli import app
 from ormix.config import MixtureConfig, load_mixture_config
-from ormix.integrations.trl.args import derive_batch
-from ormix.mixture.ablation import (
+from ormix.mixture._ablation import (
     AblationError,
     arm_file_text,
     arms,
@@ -27,6 +26,7 @@ from ormix.mixture.ablation import (
     select_arms,
     write_ablations,
 )
+from ormix.trl._args import derive_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -181,7 +181,7 @@ def test_a_derived_file_written_elsewhere_finds_the_users_module_next_to_the_ori
     # Without the key the file does not resolve from there (the control); with it, it does, and serves.
     code = textwrap.dedent(
         f"""
-        from ormix.errors import OrmixError
+        from ormix._errors import OrmixError
         from ormix.mixture import load_mixture
         try:
             load_mixture({str(bare)!r})

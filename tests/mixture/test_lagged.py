@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ormix._errors import MixtureError
 from ormix.config import MixtureConfig
-from ormix.errors import MixtureError
-from ormix.mixture.lagged import LaggedPlan, async_lag
-from ormix.mixture.planner import Planner
+from ormix.mixture._lagged import LaggedPlan, async_lag
+from ormix.mixture._planner import Planner
 
 CONFIG = MixtureConfig(
     members={"a": {"target": "local:echo"}, "b": {"target": "local:echo"}},

@@ -9,11 +9,11 @@ from collections import Counter
 import pytest
 
 from ormix import MixtureSpec, OpenRewardSpec
-from ormix.errors import MixtureError
-from ormix.local import serve_in_thread
+from ormix._errors import MixtureError
 from ormix.mixture import Member
-from ormix.rollout.episode import close_episode
-from ormix.rollout.routing import RoutingEnvironment
+from ormix.rollout._episode import close_episode
+from ormix.rollout._routing import RoutingEnvironment
+from ormix.server import serve_in_thread
 from support.envs import NumericDifficulty, SweSurface
 from support.tools import tool_text
 from support.trl_args import cpu_grpo_config
@@ -291,7 +291,7 @@ def test_ablations_return_new_specs_and_manifest_hash_is_stable():
 
 def test_trainer_settings_that_break_the_plan_are_named():
 
-    from ormix.integrations.trl.callbacks import check_trainer_args
+    from ormix.trl._callbacks import check_trainer_args
 
     mix = two(prompts_per_step=4, num_samples=8)
     args = cpu_grpo_config("/tmp/x", shuffle_dataset=True)
@@ -351,7 +351,7 @@ def test_ablations_keep_the_files_train_section_and_reweight_switches_to_weights
 
 def test_a_run_longer_than_the_plan_is_refused():
 
-    from ormix.integrations.trl.callbacks import check_trainer_args
+    from ormix.trl._callbacks import check_trainer_args
 
     mix = two(prompts_per_step=2, num_samples=8)
     args = cpu_grpo_config("/tmp/x", max_steps=10)
@@ -428,7 +428,7 @@ def test_a_member_made_eval_only_keeps_its_held_out_eval_tasks():
 
 
 def _local_server_children() -> set[int]:
-    """Local-server child processes of this process (their command line runs `ormix.local`)."""
+    """Local-server child processes of this process (their command line runs `ormix.server`)."""
     import os
     from pathlib import Path
 
@@ -437,7 +437,7 @@ def _local_server_children() -> set[int]:
         try:
             if not proc.name.isdigit() or int((proc / "stat").read_text().split()[3]) != os.getpid():
                 continue
-            if b"ormix.local" in (proc / "cmdline").read_bytes():
+            if b"ormix.server" in (proc / "cmdline").read_bytes():
                 found.add(int(proc.name))
         except (OSError, ValueError, IndexError):
             continue
@@ -447,7 +447,7 @@ def _local_server_children() -> set[int]:
 def test_connect_starts_every_members_local_server_before_anything_asks_for_one():
     # Process mode, as `ormix train` serves; targets no other test serves in process mode, so no server
     # of an earlier test in this worker is found running: connect() is what starts the children.
-    from ormix.local.server.shared import server_for
+    from ormix.server._shared import server_for
 
     targets = ("support.envs:SetaSurface", "support.envs:NumericDifficulty")
     before = _local_server_children()
@@ -474,8 +474,8 @@ def test_concurrent_first_uses_of_a_connection_make_one_client():
     # connect() ahead of an episode's first open: both ask while the local server starts.
     import anyio
 
+    from ormix._connection import Connection
     from ormix.config import SpecConfig
-    from ormix.connection import Connection
     from ormix.ors import run_sync
 
     connection = Connection(SpecConfig(target="local:terminals", local_serve="thread"))

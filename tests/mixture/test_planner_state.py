@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ormix._errors import MixtureError
 from ormix.config import MixtureConfig
-from ormix.errors import MixtureError
-from ormix.mixture.adaptive import SIGNALS
-from ormix.mixture.planner import KEPT_STEPS, STATE_FORMAT, Evidence, Planner
+from ormix.mixture._adaptive import SIGNALS
+from ormix.mixture._planner import KEPT_STEPS, STATE_FORMAT, Evidence, Planner
 
 DETERMINISTIC = settings(derandomize=True, deadline=None, database=None)
 SCENARIOS = json.loads((Path(__file__).parent / "data" / "planner_v1.json").read_text())

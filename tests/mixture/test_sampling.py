@@ -1,4 +1,4 @@
-"""Tests for the static plans of ormix.mixture.planner (fixed weights, temperature, round robin, schedules):
+"""Tests for the static plans of ormix.mixture._planner (fixed weights, temperature, round robin, schedules):
 pure planning logic, so Hypothesis properties plus worked examples. Adaptive plans: test_adaptive.py."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ormix._errors import MixtureError
 from ormix.config import MixtureConfig
-from ormix.errors import MixtureError
-from ormix.mixture import planner as planner_module
-from ormix.mixture.planner import Planner, derive_seed, starvation_probability
+from ormix.mixture import _planner as planner_module
+from ormix.mixture._planner import Planner, derive_seed, starvation_probability
 
 NAMES = ["alpha", "beta", "gamma", "delta", "eps", "zeta"]
 

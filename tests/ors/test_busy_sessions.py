@@ -9,8 +9,8 @@ import time
 import anyio
 import pytest
 
-from ormix.local import serve_in_thread
 from ormix.ors import ORSClient
+from ormix.server import serve_in_thread
 
 INTERVAL = 0.3
 

@@ -1,4 +1,4 @@
-"""The platform API's calls ormix makes (`ormix.ors.catalog`): required secrets and task difficulty, sent as
+"""The platform API's calls ormix makes (`ormix.ors._catalog`): required secrets and task difficulty, sent as
 the openreward SDK sends them and read as it reads them, through the platform double
 (tests/support/platform_double.py, a stand-in for the platform's API host)."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from ormix.ors import Endpoint, ServerError, run_sync
-from ormix.ors.catalog import TaskDifficulty, required_secrets, task_difficulty
-from ormix.ors.errors import BadTargetError
+from ormix.ors._catalog import TaskDifficulty, required_secrets, task_difficulty
+from ormix.ors._errors import BadTargetError
 from support.platform_double import PlatformDouble
 
 ECHO = "Owner/Echo"

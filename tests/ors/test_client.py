@@ -19,8 +19,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openreward.api.sandboxes.secrets import WELL_KNOWN_SECRETS, build_secrets_header
 
-from ormix.local import serve_in_process
-from ormix.local.envs.faulty import big_text
 from ormix.ors import (
     BadTargetError,
     Endpoint,
@@ -39,9 +37,11 @@ from ormix.ors import (
     run_sync,
     text_of,
 )
-from ormix.ors.client import DEFAULT_MAX_KEPT_CHARS
-from ormix.ors.http import HTTPClient
-from ormix.ors.sse import CallStream, SSEParser
+from ormix.ors._client import DEFAULT_MAX_KEPT_CHARS
+from ormix.ors._http import HTTPClient
+from ormix.ors._sse import CallStream, SSEParser
+from ormix.server import serve_in_process
+from ormix.workbench.envs.faulty import big_text
 from support.hostile_server import encode_event
 from support.tcp_proxy import TCPProxy
 
@@ -443,7 +443,7 @@ def test_server_error_for_bad_split(echo_server):
     "target", ["local:echo", "nonsense", "", "ftp://x/y", "Eigent/SETA", "mod.ule:Class"]
 )
 def test_the_client_takes_a_url_or_an_endpoint(target):
-    # The target grammar is `ormix.targets`'; the protocol layer takes the parts (a catalog: an Endpoint).
+    # The target grammar is `ormix._targets`'; the protocol layer takes the parts (a catalog: an Endpoint).
     with pytest.raises(BadTargetError) as ei:
         ORSClient(target)
     assert isinstance(ei.value, ValueError)

@@ -17,9 +17,9 @@ import uuid
 import anyio
 import pytest
 
-from ormix.local import serve_in_process
 from ormix.ors import DeadlineExceeded, ORSClient, SessionDeadError, TransportError
-from ormix.ors.http import HTTPClient, ReadTimeout
+from ormix.ors._http import HTTPClient, ReadTimeout
+from ormix.server import serve_in_process
 from support.tcp_proxy import TCPProxy
 
 IDLE_LIMIT_S = 1.5
@@ -245,7 +245,7 @@ def test_server_closing_idle_connections_is_survived_without_rerunning(server):
 def test_stalled_stream_is_detected(server, monkeypatch):
     # The server sends `: ping` every 10 s on a call stream; silence longer than the stream read timeout
     # means a stalled connection. Shortened here so a 2 s tool looks stalled.
-    import ormix.ors.session as session_mod
+    import ormix.ors._session as session_mod
 
     monkeypatch.setattr(session_mod, "_STREAM_READ_TIMEOUT_S", 0.3)
 

@@ -51,8 +51,6 @@ from hypothesis import strategies as st
 
 import ormix
 from ormix import OpenRewardSpec
-from ormix.local import serve_in_process
-from ormix.local.envs.faulty import big_text as faulty_big_text
 from ormix.ors import (
     DeadlineExceeded,
     ORSClient,
@@ -66,8 +64,10 @@ from ormix.ors import (
     TransportError,
     encode_secrets,
 )
-from ormix.ors.sse import PARTIAL, CallStream, SSEParser, unclip
-from ormix.rollout.episode import ToolCallError, call_tool, close_episode
+from ormix.ors._sse import PARTIAL, CallStream, SSEParser, unclip
+from ormix.rollout._episode import ToolCallError, call_tool, close_episode
+from ormix.server import serve_in_process
+from ormix.workbench.envs.faulty import big_text as faulty_big_text
 from support.hostile_server import HostileServer, big_text, encode_event
 from support.tools import tool_text
 
@@ -350,7 +350,7 @@ def test_nothing_in_the_package_executes_text():
                     found.append(f"{path.relative_to(root)}:{node.lineno} {owner}.{node.attr}")
     # The one loader run: the installed openreward package's own `__init__`, deferred to first use (what
     # `import openreward` runs; `defer_sdk_namespace`).
-    sdk_init = "local/server/openreward_internals.py"
+    sdk_init = "server/_openreward_internals.py"
     assert [f for f in found if f.startswith(sdk_init) and f.endswith("loader.exec_module")], found
     found = [f for f in found if not (f.startswith(sdk_init) and f.endswith("loader.exec_module"))]
     assert not found, found

@@ -1,4 +1,4 @@
-"""`ormix.ors.http`, the one HTTP layer, against real ORS servers on loopback (through a real TCP proxy where
+"""`ormix.ors._http`, the one HTTP layer, against real ORS servers on loopback (through a real TCP proxy where
 a connection must fail on purpose): how far a failed request got (`HTTPFailure`), keep-alive reuse seen
 through aiohttp's tracing, the fresh-connection path, read timeouts, loops, and clients dropped unclosed."""
 
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ormix.local import serve_in_process
+from ormix._targets import parse_target
 from ormix.ors import Endpoint, ORSClient, run_sync
-from ormix.ors.endpoint import is_url, normalize_url
-from ormix.ors.http import (
+from ormix.ors._endpoint import is_url, normalize_url
+from ormix.ors._http import (
     ConnectFailed,
     HTTPClient,
     NoResponse,
@@ -28,7 +28,7 @@ from ormix.ors.http import (
     encode_json,
     is_tls,
 )
-from ormix.targets import parse_target
+from ormix.server import serve_in_process
 from support.tcp_proxy import TCPProxy
 
 

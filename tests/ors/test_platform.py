@@ -25,10 +25,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ormix import OpenRewardSpec
-from ormix.connection import BackendWait, BackendWatch, backend_waits
-from ormix.local import serve_in_thread
+from ormix._connection import BackendWait, BackendWatch, backend_waits
 from ormix.ors import Endpoint, ORSClient, ORSError, SessionOpenError, run_sync
-from ormix.ors.platform import BackendGate
+from ormix.ors._platform import BackendGate
+from ormix.server import serve_in_thread
 from support.platform_double import PlatformDouble
 
 ECHO = "Owner/Echo"

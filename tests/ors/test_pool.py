@@ -8,12 +8,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ormix import OpenRewardSpec
-from ormix.errors import SpecError
-from ormix.local import serve_in_thread
+from ormix._errors import SpecError
 from ormix.ors import Endpoint, ServerPool, TransportError, run_sync
-from ormix.ors.balance import Rotation, pick_server
-from ormix.telemetry.metrics import member_values
-from ormix.telemetry.records import rollout_record
+from ormix.ors._balance import Rotation, pick_server
+from ormix.server import serve_in_thread
+from ormix.telemetry._metrics import member_values
+from ormix.telemetry._records import rollout_record
 
 loads_and_up = st.integers(1, 8).flatmap(
     lambda n: st.tuples(

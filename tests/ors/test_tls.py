@@ -14,9 +14,9 @@ import uuid
 import anyio
 import pytest
 
-from ormix.local import serve_in_process
 from ormix.ors import ORSClient, TransportError
-from ormix.ors.http import CertificateError, HTTPClient, ssl_context
+from ormix.ors._http import CertificateError, HTTPClient, ssl_context
+from ormix.server import serve_in_process
 
 x509 = pytest.importorskip(
     "cryptography.x509", reason="the `cryptography` package makes the test certificate"

@@ -1,4 +1,4 @@
-"""Rollout upload on the wire (`ormix.ors.rollouts`), against the platform double's rollout routes
+"""Rollout upload on the wire (`ormix.ors._rollouts`), against the platform double's rollout routes
 (tests/support/platform_double.py, grown from the openreward SDK's `RolloutAPI` source).
 
 What is held: every submitted rollout arrives once (0 lost, 0 duplicated, no message before its start); what
@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ormix.ors.rollouts import Message, PlatformRollout, RolloutUploader, rollout_events
+from ormix.ors._rollouts import Message, PlatformRollout, RolloutUploader, rollout_events
 from support.platform_double import PlatformDouble
 
 ENV = "Owner/Echo"

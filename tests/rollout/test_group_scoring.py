@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 from openreward.environments import Message
 
 from ormix import OpenRewardSpec
-from ormix.config.models import GroupScoringConfig, MixtureConfig
-from ormix.errors import SpecError
-from ormix.local import serve_in_thread
+from ormix._errors import SpecError
+from ormix.config._models import GroupScoringConfig, MixtureConfig
 from ormix.ors import ORSClient, ScoreGroupFailed, ScoreGroupUnsupported
-from ormix.rollout.episode import close_episodes
-from ormix.rollout.group_scoring import GroupScoringRule, candidate_messages, combine_rewards, groups_of
-from ormix.telemetry.alarm import Alarm
-from ormix.telemetry.metrics import dominant_cause
-from ormix.telemetry.records import TelemetryRun, rollout_record
+from ormix.rollout._episode import close_episodes
+from ormix.rollout._group_scoring import GroupScoringRule, candidate_messages, combine_rewards, groups_of
+from ormix.server import serve_in_thread
+from ormix.telemetry._alarm import Alarm
+from ormix.telemetry._metrics import dominant_cause
+from ormix.telemetry._records import TelemetryRun, rollout_record
 
 rewards = st.one_of(st.none(), st.floats(-10, 10, allow_nan=False))
 rules = st.builds(
@@ -263,7 +263,7 @@ def test_episodes_do_not_own_their_reward(servers):
 
 
 def test_an_eval_summary_counts_each_tasks_group_once_across_chunks():
-    from ormix.evaluation.summary import summarize
+    from ormix.evaluation._summary import summarize
 
     def record(task, status, group_reward):
         return {

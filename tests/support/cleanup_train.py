@@ -38,7 +38,7 @@ USER_ERROR = "user reward exploded: the bonus table is missing"
 
 
 def server_children() -> list[int]:
-    """Pids of this process's children that are local ORS servers (`python -m ormix.local`)."""
+    """Pids of this process's children that are local ORS servers (`python -m ormix.server`)."""
     pids: list[int] = []
     for task in Path("/proc/self/task").iterdir():
         try:
@@ -51,7 +51,7 @@ def server_children() -> list[int]:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"ormix.local" in cmdline:
+        if b"ormix.server" in cmdline:
             out.append(pid)
     return out
 
@@ -65,7 +65,7 @@ def snapshot(probe: Path, name: str) -> None:
 
 
 def make_script(mode: str, probe: Path):
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     def script(ctx):
         if ctx.turn == 0:
@@ -90,7 +90,7 @@ def make_script(mode: str, probe: Path):
 def attach_callback(script):
     from transformers import TrainerCallback
 
-    from ormix.demo.scripted import ScriptedPolicy
+    from ormix.workbench._scripted import ScriptedPolicy
 
     class AttachScript(TrainerCallback):
         def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
@@ -102,7 +102,7 @@ def attach_callback(script):
 
 def prove_secrets(mix, probe: Path) -> None:
     """Open one session per member through the spec's own opener and ask the server about its secrets."""
-    from ormix.ors.bridge import run_sync
+    from ormix.ors._bridge import run_sync
 
     result = {}
     for name in mix.members:
@@ -129,8 +129,8 @@ def prove_secrets(mix, probe: Path) -> None:
 def main(mixture: str, run_dir: str, probe_dir: str, mode: str) -> int:
     from rich.console import Console
 
+    from ormix.app._train import train_command
     from ormix.mixture import load_mixture
-    from ormix.train import train_command
 
     probe = Path(probe_dir)
     mix = load_mixture(mixture)

@@ -190,7 +190,7 @@ class FlakyEcho(Environment):
 
     @classmethod
     def list_tasks(cls, split: str) -> list[dict]:
-        from ormix.local.envs.echo import Echo
+        from ormix.workbench.envs.echo import Echo
 
         return Echo.list_tasks(split)
 

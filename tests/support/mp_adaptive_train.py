@@ -49,7 +49,7 @@ SOLVED_WORDS = ("apple", "river", "stone", "cloud")  # echo's tasks 0-3
 def script(ctx):
     """`solved`: every sample submits the word (1.0). `mixed`: sample 0 the word (1.0), sample 1 a wrong
     one (0.0)."""
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     if ctx.turn > 0:
         return "done"
@@ -65,9 +65,9 @@ def main(model: str, out: str) -> None:
 
     import ormix
     from ormix.config import MixtureConfig
-    from ormix.demo.scripted import ScriptedPolicy
-    from ormix.integrations.trl.trainer import ConcurrentGRPOTrainer
     from ormix.mixture import MixtureSpec
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
+    from ormix.workbench._scripted import ScriptedPolicy
 
     mix = MixtureSpec.from_config(MixtureConfig.from_dict(MIXTURE, source="mp_adaptive_train.MIXTURE"))
     run = mix.adaptive_run

@@ -40,7 +40,7 @@ OPTIONS = dict(
 
 
 def run_eval_mode(mixture: str, out: Path, max_chunks: int | None) -> dict:
-    from ormix.evaluation.runner import run_eval
+    from ormix.app._eval import run_eval
 
     result = run_eval(mixture, out_dir=out, max_chunks=max_chunks, **OPTIONS)
     return {
@@ -53,11 +53,11 @@ def run_eval_mode(mixture: str, out: Path, max_chunks: int | None) -> dict:
 
 def train_mode(mixture: str, out: Path) -> dict:
     """What `ormix train` does for its eval before training, on a trainer playing the reference solutions."""
+    from ormix.app._eval import EvalOptions, _build_trainer, _eval_args
+    from ormix.app._oracle import attach_reference_policy, reference_calls
+    from ormix.app._train.evals import eval_plan, evaluate_run
     from ormix.config import EvaluationConfig
-    from ormix.evaluation.oracle import attach_reference_policy, reference_calls
-    from ormix.evaluation.runner import EvalOptions, _build_trainer, _eval_args
     from ormix.mixture import load_mixture
-    from ormix.train.evals import eval_plan, evaluate_run
 
     mix = load_mixture(mixture)
     tasks, _ = eval_plan(mix)

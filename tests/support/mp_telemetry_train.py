@@ -23,7 +23,7 @@ def script(ctx):
     """Member `a`: sample 0 submits the word (1.0), sample 1 a wrong one (0.0). Member `b` (tasks 8..): sample
     0
     submits the word, sample 1 never calls a tool (unscored)."""
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     if ctx.turn > 0:
         return "done"

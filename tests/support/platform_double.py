@@ -30,7 +30,7 @@ to anything the SDK does not send, or that the real platform still behaves as th
 
 Example (not a doctest: it starts a server; tests/ors/test_platform.py runs it)::
 
-    from ormix.local import serve_in_thread
+    from ormix.server import serve_in_thread
     with serve_in_thread(["local:echo"]) as srv, PlatformDouble({"Owner/Echo": (srv.url, "echo")}) as p:
         p.env()  # {"OPENREWARD_SESSION_URL": ..., "OPENREWARD_API_URL": ..., "OPENREWARD_API_KEY": ...}
 """

@@ -26,7 +26,7 @@ os.environ.setdefault("OPENREWARD_LOG_LEVEL", "WARNING")
 
 
 def make_script(mode: str, probe: Path):
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     def script(ctx):
         if ctx.turn == 0:
@@ -48,8 +48,8 @@ def main(mixture: str, run_dir: str, probe_dir: str, mode: str) -> int:
     from rich.console import Console
     from transformers import TrainerCallback
 
-    from ormix.demo.scripted import ScriptedPolicy
-    from ormix.train import train_command
+    from ormix.app._train import train_command
+    from ormix.workbench._scripted import ScriptedPolicy
 
     script = make_script(mode, Path(probe_dir))
 

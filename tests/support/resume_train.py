@@ -22,8 +22,8 @@ def main(mixture: str, run_dir: str, model: str, kill: str = "none", options: st
     from rich.console import Console
     from transformers import TrainerCallback
 
+    from ormix.app._train import train_command
     from ormix.mixture import load_mixture
-    from ormix.train import train_command
 
     opts = json.loads(options)
     max_steps = opts.pop("max_steps", None)

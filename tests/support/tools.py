@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ormix.rollout.episode import ToolCallError
+from ormix.rollout._episode import ToolCallError
 
 
 def tool_text(method: Callable[..., Any], /, **arguments: Any) -> str:

@@ -33,11 +33,11 @@ def cpu_grpo_config(output_dir: str, **overrides: Any) -> Any:
 
 def scripted_trainer(mix: Any, model: Any, args: Any, script: Any, trainer_class: Any = None) -> Any:
     """A trainer on the mixture `mix` (its dataset, environments, reward functions and callbacks) whose
-    policy plays `script` (`ormix.demo.scripted.ScriptedPolicy`); TRL's `GRPOTrainer` unless
+    policy plays `script` (`ormix.workbench._scripted.ScriptedPolicy`); TRL's `GRPOTrainer` unless
     `trainer_class` is given."""
     from trl import GRPOTrainer
 
-    from ormix.demo.scripted import ScriptedPolicy
+    from ormix.workbench._scripted import ScriptedPolicy
 
     trainer = (trainer_class or GRPOTrainer)(
         model=model,

@@ -17,9 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ormix.config import MixtureConfig, MixtureConfigError, TelemetryConfig
-from ormix.ors.errors import redact_text as redact
-from ormix.telemetry.alarm import AlarmTracker, CoverageAlarmWarning, LearningTracker, unchanged_weights_alarm
-from ormix.telemetry.metrics import (
+from ormix.ors._errors import redact_text as redact
+from ormix.telemetry._alarm import (
+    AlarmTracker,
+    CoverageAlarmWarning,
+    LearningTracker,
+    unchanged_weights_alarm,
+)
+from ormix.telemetry._metrics import (
     METRICS,
     batch_metrics,
     dominant_cause,
@@ -28,7 +33,7 @@ from ormix.telemetry.metrics import (
     metric_key,
     summarize,
 )
-from ormix.telemetry.records import read_records, rollout_record
+from ormix.telemetry._records import read_records, rollout_record
 from support.trl_args import cpu_grpo_config, scripted_trainer
 
 SECRET = "tok-SECRET-7f3a9c2e1d"
@@ -41,7 +46,7 @@ API_KEY = "sk-ormix-APIKEY-5b8d0e4f"
 def _script(ctx):
     """Echo: sample 0 submits the word (1.0), sample 1 a wrong one (0.0). Faulty: the same with its answer;
     where the session could not start, the call still goes out (and is recorded as a session_open error)."""
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     if ctx.turn > 0:
         return "done"
@@ -61,7 +66,7 @@ def test_faulty_mixture_logs_match_records_and_alarm_fires_for_faulty_only(
 ):
 
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.integrations.trl.callbacks import TelemetryCallback
+    from ormix.trl._callbacks import TelemetryCallback
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     # Faulty tasks: 0 plain, 3 submit raises (unscored), 2/5/8 fail at open, 9 fails in setup().
@@ -166,9 +171,9 @@ def test_a_run_that_learns_nothing_says_so_through_the_python_api_and_the_alarm_
     from transformers import AutoModelForCausalLM
 
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.diagnostics.report import write_report
-    from ormix.integrations.trl.callbacks import STATE_FILE, TelemetryCallback
-    from ormix.telemetry.alarm import NoLearningWarning, UnscoredRolloutsWarning
+    from ormix.app._report import write_report
+    from ormix.telemetry._alarm import NoLearningWarning, UnscoredRolloutsWarning
+    from ormix.trl._callbacks import STATE_FILE, TelemetryCallback
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     mix = MixtureSpec(
@@ -291,7 +296,7 @@ def test_the_no_learning_alarm_fires_the_same_when_a_run_is_resumed_anywhere(log
 def test_unchanged_weights_are_told_from_changed_ones_by_their_fingerprint():
     import torch
 
-    from ormix.integrations.trl.callbacks import weight_fingerprint
+    from ormix.trl._callbacks import weight_fingerprint
 
     layer = torch.nn.Linear(3, 2)
     start = weight_fingerprint(layer)
@@ -425,7 +430,7 @@ def test_dominant_cause_prefers_errors_over_unscored():
 
 
 def test_an_alarm_on_a_tool_that_raises_on_every_call_names_the_failed_calls():
-    from ormix.telemetry.records import TelemetryRun
+    from ormix.telemetry._records import TelemetryRun
 
     run = TelemetryRun(None)
     failed = [{"tool": "answer", "error": "tool_failed"}] * 2
@@ -468,18 +473,18 @@ def test_telemetry_config_validates_every_key():
 
 def test_mixture_refuses_an_unknown_telemetry_key_before_any_io():
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.errors import MixtureError
+    from ormix._errors import MixtureError
 
     with pytest.raises(MixtureError, match="min_coverag"):
         MixtureSpec({"a": OpenRewardSpec("http://127.0.0.1:9", env_name="x")}, telemetry={"min_coverag": 0.3})
 
 
 def test_records_redact_secrets_in_error_text():
-    from ormix.rollout.episode import CallRecord
+    from ormix.rollout._episode import CallRecord
 
     # A stand-in for an Episode whose server echoed a secret into an error (cannot be forced).
     class FakeEpisode:
-        from ormix.rollout.outcome import classify_outcome
+        from ormix.rollout._outcome import classify_outcome
 
         outcome = classify_outcome([], error_kind="transport", error=f"502 from proxy for key {API_KEY}")
         calls = [CallRecord("submit", 12.5, error="transport", detail=f"X-Secrets had {SECRET}")]
@@ -507,8 +512,8 @@ def test_an_evaluations_log_entry_gets_each_members_pass_at_k_from_its_own_recor
     # What a plain GRPOTrainer's evaluate() goes through (ConcurrentGRPOTrainer adds them before logging).
     from types import SimpleNamespace
 
-    from ormix.integrations.trl.callbacks import TelemetryCallback
-    from ormix.telemetry.records import TelemetryObserver, TelemetryRun
+    from ormix.telemetry._records import TelemetryObserver, TelemetryRun
+    from ormix.trl._callbacks import TelemetryCallback
 
     callback = TelemetryCallback({"a": TelemetryObserver("a"), "b": TelemetryObserver("b")})
     callback.run = TelemetryRun(None, num_generations=2, num_generations_eval=2)
@@ -534,9 +539,9 @@ def test_an_evaluations_log_entry_gets_each_members_pass_at_k_from_its_own_recor
 def test_the_missing_callbacks_error_blames_shuffling_only_when_the_trainer_shuffles(shuffle):
     from types import SimpleNamespace
 
-    from ormix.errors import UsageError
-    from ormix.rollout.rewards import ScoredBatch
-    from ormix.telemetry.records import TelemetryObserver
+    from ormix._errors import UsageError
+    from ormix.rollout._rewards import ScoredBatch
+    from ormix.telemetry._records import TelemetryObserver
 
     class Trainer:  # what TRL's bound `_log_metric` points at: the trainer, with its args
         args = SimpleNamespace(shuffle_dataset=shuffle)

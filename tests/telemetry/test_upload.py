@@ -1,4 +1,4 @@
-"""Rollout upload from the trainer (`ormix.telemetry.upload`): every recorded rollout reaches the platform
+"""Rollout upload from the trainer (`ormix.telemetry._upload`): every recorded rollout reaches the platform
 double once, with its run info, secrets redacted; the counts are logged and said at the end.
 
 The end-to-end test trains GRPO (tiny model, scripted policy) at 256 rollouts a step on a two-member mixture
@@ -17,12 +17,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ormix._errors import UsageError
 from ormix.config import MixtureConfig, MixtureConfigError
-from ormix.config.models import UploadConfig
-from ormix.errors import UsageError
-from ormix.rollout.rewards import ScoredBatch
-from ormix.telemetry.records import read_records
-from ormix.telemetry.upload import UploadRun, chat_messages
+from ormix.config._models import UploadConfig
+from ormix.rollout._rewards import ScoredBatch
+from ormix.telemetry._records import read_records
+from ormix.telemetry._upload import UploadRun, chat_messages
 from support.platform_double import PlatformDouble
 from support.trl_args import cpu_grpo_config, scripted_trainer
 
@@ -39,7 +39,7 @@ def double(monkeypatch):
 
 def _script(ctx):
     """Sample 0 submits the word; sample 1 submits the member's secret (which must never be uploaded)."""
-    from ormix.demo.scripted import tool_call
+    from ormix.workbench._scripted import tool_call
 
     if ctx.turn > 0:
         return "done"
@@ -50,7 +50,7 @@ def _script(ctx):
 @pytest.mark.slow
 def test_uploads_equal_rollouts_at_256_a_step(tiny_model, tmp_path, double, monkeypatch):
     from ormix import MixtureSpec, OpenRewardSpec
-    from ormix.integrations.trl.callbacks import TelemetryCallback
+    from ormix.trl._callbacks import TelemetryCallback
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     steps, per_step = 2, 256

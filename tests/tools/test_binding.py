@@ -22,10 +22,10 @@ from transformers.utils import get_json_schema
 
 import ormix.tools
 from ormix.tools import BindingConflictError, ServerDefault, bind_tools, merge_tool_specs, plan_tool
-from ormix.tools.binding import make_method
-from ormix.tools.docstrings import split_choices
-from ormix.tools.names import is_safe_identifier
-from ormix.tools.specs import ToolSpecError
+from ormix.tools._binding import make_method
+from ormix.tools._docstrings import split_choices
+from ormix.tools._names import is_safe_identifier
+from ormix.tools._specs import ToolSpecError
 from support.schema_strategies import root_schemas, text_values
 
 
@@ -506,7 +506,7 @@ def test_importing_the_tool_modules_stays_light() -> None:
     import subprocess
     import sys
 
-    modules = ", ".join(f"ormix.tools.{p.stem}" for p in Path(ormix.tools.__file__).parent.glob("[!_]*.py"))
+    modules = ", ".join(f"ormix.tools.{p.stem}" for p in Path(ormix.tools.__file__).parent.glob("_[!_]*.py"))
     code = f"import sys, {modules}; print(any(m in sys.modules for m in ('torch', 'transformers', 'trl')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from transformers.utils import get_json_schema
 
-from ormix.ors.http import blocking_request
+from ormix.ors._http import blocking_request
 from ormix.tools import NO_DEFAULT, ServerDefault, bind_tools
 
 SURFACES = Path(__file__).resolve().parents[1] / "data" / "tool-surfaces"

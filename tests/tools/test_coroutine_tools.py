@@ -1,4 +1,4 @@
-"""Coroutine tool methods (`ormix.rollout.coroutine_tools`): what TRL's async worker awaits is what the sync
+"""Coroutine tool methods (`ormix.rollout._coroutine_tools`): what TRL's async worker awaits is what the sync
 trainer calls: same names, schemas, results and failures, on a real local ORS server."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import asyncio
 import inspect
 
 from ormix import OpenRewardSpec
-from ormix.rollout.coroutine_tools import AsyncEpisodeFactory
-from ormix.rollout.episode import close_episode
+from ormix.rollout._coroutine_tools import AsyncEpisodeFactory
+from ormix.rollout._episode import close_episode
 
 
 def test_coroutine_tools_match_the_sync_ones_and_never_hold_the_loop():

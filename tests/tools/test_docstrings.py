@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from transformers.utils.chat_template_utils import parse_google_format_docstring
 
-from ormix.tools.docstrings import parse_docstring, render_docstring, safe_block, safe_text, split_choices
+from ormix.tools._docstrings import parse_docstring, render_docstring, safe_block, safe_text, split_choices
 
 FAST = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from transformers.utils import get_json_schema
 
-from ormix.tools.hints import type_hint
-from ormix.tools.schema import SchemaWalker
+from ormix.tools._hints import type_hint
+from ormix.tools._schema import SchemaWalker
 from support.schema_strategies import root_schemas
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ormix.tools.names import BindingConflictError, is_safe_identifier, safe_identifier, validate_prefix
+from ormix.tools._names import BindingConflictError, is_safe_identifier, safe_identifier, validate_prefix
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 
-from ormix.tools.schema import JSON_TYPES, Node, SchemaWalker
+from ormix.tools._schema import JSON_TYPES, Node, SchemaWalker
 from support.schema_strategies import root_schemas
 
 KINDS = JSON_TYPES | {"union", "any", "never", "cycle", "deep", "unknown"}

@@ -20,7 +20,7 @@ from transformers.utils import get_json_schema
 from transformers.utils.chat_template_utils import DocstringParsingException
 
 from ormix import OpenRewardSpec
-from ormix.local import serve_in_thread
+from ormix.server import serve_in_thread
 from support.envs import SetaSurface, SweSurface
 
 

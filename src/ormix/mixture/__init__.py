@@ -3,6 +3,6 @@ with the adaptive weights of `adaptive`) and ablations (`ablation`)."""
 
 from __future__ import annotations
 
-from ormix.mixture.mixture import Member, MixtureSpec, load_mixture
+from ormix.mixture._mixture import Member, MixtureSpec, load_mixture
 
 __all__ = ["Member", "MixtureSpec", "load_mixture"]

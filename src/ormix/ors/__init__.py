@@ -1,10 +1,10 @@
 """The ORS protocol client: endpoints, sessions, typed errors, and a sync bridge for plain threads.
 
-Every HTTP request goes through `ormix.ors.http` (aiohttp). Imports nothing of ormix outside
+Every HTTP request goes through `ormix.ors._http` (aiohttp). Imports nothing of ormix outside
 `ormix.ors`, and neither TRL nor datasets.
 
 Example:
-    >>> from ormix.local import serve_in_thread
+    >>> from ormix.server import serve_in_thread
     >>> from ormix.ors import ORSClient, run_sync
     >>> async def first_prompt(url):
     ...     async with ORSClient(url, env_name="echo") as c, c.session(split="train", index=0) as s:
@@ -16,10 +16,10 @@ Example:
 
 from __future__ import annotations
 
-from ormix.ors.bridge import portal, run_sync
-from ormix.ors.client import DEFAULT_MAX_KEPT_CHARS, ORSClient
-from ormix.ors.endpoint import Endpoint
-from ormix.ors.errors import (
+from ormix.ors._bridge import portal, run_sync
+from ormix.ors._client import DEFAULT_MAX_KEPT_CHARS, ORSClient
+from ormix.ors._endpoint import Endpoint
+from ormix.ors._errors import (
     BadTargetError,
     DeadlineExceeded,
     ORSError,
@@ -33,10 +33,10 @@ from ormix.ors.errors import (
     ToolRejected,
     TransportError,
 )
-from ormix.ors.models import GroupScore, Split, ToolResult, ToolSpec, text_of
-from ormix.ors.pool import PooledSession, ServerPool
-from ormix.ors.secrets import encode_secrets
-from ormix.ors.session import Session
+from ormix.ors._models import GroupScore, Split, ToolResult, ToolSpec, text_of
+from ormix.ors._pool import PooledSession, ServerPool
+from ormix.ors._secrets import encode_secrets
+from ormix.ors._session import Session
 
 __all__ = [
     "DEFAULT_MAX_KEPT_CHARS",

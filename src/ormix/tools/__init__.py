@@ -15,7 +15,7 @@ module              job
 :mod:`.text`        one-line text and bounded JSON snippets
 ==================  =========================================================================================
 
-``ormix check``'s example arguments are generated from the same walker (:mod:`ormix.diagnostics.check`).
+``ormix check``'s example arguments are generated from the same walker (:mod:`ormix.app._check`).
 
 Example:
     >>> class Env:
@@ -27,9 +27,9 @@ Example:
     "echo {'text': 'hi'}"
 """
 
-from ormix.tools.binding import NO_DEFAULT, BindingReport, ServerDefault, ToolBinding, bind_tools, plan_tool
-from ormix.tools.names import BindingConflictError
-from ormix.tools.specs import merge_tool_specs
+from ormix.tools._binding import NO_DEFAULT, BindingReport, ServerDefault, ToolBinding, bind_tools, plan_tool
+from ormix.tools._names import BindingConflictError
+from ormix.tools._specs import merge_tool_specs
 
 __all__ = [
     "NO_DEFAULT",

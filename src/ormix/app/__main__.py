@@ -1,0 +1,3 @@
+from ormix.app._cli import main
+
+main()

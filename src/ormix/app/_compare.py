@@ -1,0 +1,822 @@
+"""Paired comparison of evals over the same tasks: per member, what each metric changed, with an interval.
+
+The first eval is the baseline; each other is compared with it. A task is ``(member, split, task_index)``;
+each member's tasks are paired across the two evals, so a task that is hard for both cancels out (the
+paired interval is much narrower than two separate intervals would suggest). Evals of different task sets
+(another target, split or task selection in their manifests, or records missing for some tasks, as after
+an interrupted eval) are refused with `CompareError` unless ``allow_partial``, which pairs the common tasks
+and says how many.
+
+Each member and metric gets the difference other − baseline, its paired interval over the common tasks
+(`ormix.evaluation._stats.paired_interval`) and a verdict: ``"seta: +0.12 [0.04, 0.20]"`` when the interval
+excludes 0, ``"terminals: no detectable change [−0.05, 0.07]"`` when it covers 0 (which is not evidence of
+no change: the interval says how large a change the tasks could hide).
+
+Pure apart from `load_eval`, which reads an eval directory (``rollouts.jsonl``, ``manifest.json``).
+
+Example:
+    >>> def recs(member, wins):
+    ...     return [{"member": member, "task_index": t, "outcome": "scored", "env_reward": float(w)}
+    ...             for t, w in enumerate(wins)]
+    >>> a = EvalData(Path("a"), {}, recs("seta", [0] * 12 + [1] * 4))
+    >>> b = EvalData(Path("b"), {}, recs("seta", [1] * 12 + [1] * 4))
+    >>> result = compare([a, b])
+    >>> result["comparisons"][0]["verdicts"]["pass@1"]
+    'seta: +0.75 [0.40, 0.91]'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ormix._errors import UsageError
+from ormix._runs import RunDirectory
+from ormix.evaluation._stats import (
+    COVERS_TASKS,
+    HIERARCHICAL_METHOD,
+    PAIRED_METHOD,
+    Interval,
+    hierarchical_interval,
+    mean_interval,
+    paired_hierarchical_interval,
+    paired_interval,
+)
+from ormix.evaluation._summary import (
+    TaskKey,
+    TaskSamples,
+    format_metric,
+    metric_names,
+    normalize_ks,
+    task_metric,
+    task_samples,
+)
+
+
+class CompareError(UsageError):
+    """Evals that cannot be compared (a missing directory, different task sets); the message says what
+    differs and what to do."""
+
+
+@dataclass
+class EvalData:
+    """One eval: its directory, manifest (``{}`` when it has none), eval rollout records, and the summary it
+    wrote (``{}`` when none; where `compare` finds the k values and success threshold the eval used).
+
+    Example:
+        >>> EvalData(Path("runs/demo/eval"), {}, []).label, EvalData(Path("evals/base"), {}, []).label
+        ('demo', 'base')
+    """
+
+    path: Path
+    manifest: dict[str, Any]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+    def setting(self, key: str, default: Any = None) -> Any:
+        """A setting of the eval (``k``, ``success_threshold``...): its manifest's, else its summary's.
+
+        Example:
+            >>> e = EvalData(Path("e"), {"k": [1, 4]}, [], {"k": [1], "success_threshold": 0.5})
+            >>> e.setting("k"), e.setting("success_threshold")
+            ([1, 4], 0.5)
+        """
+        for source in (self.manifest, self.summary):
+            if source.get(key) is not None:
+                return source[key]
+        return default
+
+    @property
+    def label(self) -> str:
+        """A short name: the run directory's name for ``<run>/eval``, ``<run>/checkpoint-N`` for
+        ``<run>/eval/checkpoint-N``, else the directory's name."""
+        p = self.path
+        if p.name == "eval" and p.parent.name:
+            return p.parent.name
+        if p.parent.name == "eval" and p.parent.parent.name:
+            return f"{p.parent.parent.name}/{p.name}"
+        return p.name or str(p)
+
+
+def load_eval(path: str | Path) -> EvalData:
+    """Read an eval directory (`ormix eval`'s output: ``rollouts.jsonl``, ``manifest.json``), or a run
+    directory whose ``eval/`` holds one. The records hold the fields a comparison reads
+    (`ormix.telemetry._records.READ_FIELDS`), read by columns: an eval's texts are not loaded.
+
+    Example:
+        >>> import tempfile
+        >>> run = Path(tempfile.mkdtemp()) / "run-1"
+        >>> (run / "eval").mkdir(parents=True)
+        >>> _ = (run / "eval" / "rollouts.jsonl").write_text(
+        ...     '{"mode": "eval", "member": "a", "task_index": 0, "outcome": "scored", "env_reward": 1.0}\\n')
+        >>> data = load_eval(run)
+        >>> data.path.name, data.label, len(data.records), data.manifest
+        ('eval', 'run-1', 1, {})
+        >>> load_eval(run / "missing")
+        Traceback (most recent call last):
+        ...
+        ormix.app._compare.CompareError: ...run-1/missing does not exist: give an eval directory ...
+    """
+    p = Path(path)
+    if not p.is_dir():
+        raise CompareError(
+            f"{p} does not exist: give an eval directory (ormix eval's output) or a run directory with eval/"
+        )
+    if not (p / "rollouts.jsonl").is_file():
+        if (RunDirectory(p).eval_path / "rollouts.jsonl").is_file():
+            p = RunDirectory(p).eval_path
+        else:
+            raise CompareError(
+                f"{p} holds no eval (no rollouts.jsonl in it or in {p / 'eval'}): run `ormix eval` for it "
+                "first, or give its eval directory"
+            )
+    manifest, summary = _json_object(p / "manifest.json"), _json_object(p / "summary.json")
+    from ormix.telemetry._records import read_record_table
+
+    # Only the fields a comparison reads (`READ_FIELDS`): an eval's prompts and completions stay on disk.
+    table = read_record_table([p / "rollouts.jsonl"])
+    records = [r for r in table.to_pylist() if r.get("mode") in (None, "eval")]
+    if not records:
+        raise CompareError(f"{p / 'rollouts.jsonl'} holds no eval rollouts: run (or finish) the eval first")
+    return EvalData(p, manifest, records, summary)
+
+
+def _json_object(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise CompareError(f"{path} is not valid JSON ({e}): rerun the eval, or delete the file") from None
+    if not isinstance(value, dict):
+        raise CompareError(f"{path} is not a JSON object: rerun the eval, or delete the file")
+    return value
+
+
+def _signed(x: float, digits: int = 2) -> str:
+    text = f"{abs(x):.{digits}f}"
+    if text == f"{0:.{digits}f}":
+        return text
+    return ("+" if x > 0 else "\u2212") + text
+
+
+def _plain(x: float, digits: int = 2) -> str:
+    text = f"{abs(x):.{digits}f}"
+    return ("\u2212" + text) if x < 0 and text != f"{0:.{digits}f}" else text
+
+
+def format_difference(difference: Mapping[str, Any], digits: int = 2) -> str:
+    """A difference as ``+0.12 [0.04, 0.20]`` (minus signs as ``−``).
+
+    Example:
+        >>> format_difference({"value": -0.031, "low": -0.1, "high": 0.05, "n": 16})
+        '−0.03 [−0.10, 0.05]'
+    """
+    if difference.get("value") is None:
+        return "-"
+    text = _signed(difference["value"], digits)
+    if difference.get("low") is not None and difference.get("high") is not None:
+        text += f" [{_plain(difference['low'], digits)}, {_plain(difference['high'], digits)}]"
+    return text
+
+
+def verdict(member: str, difference: Mapping[str, Any], digits: int = 2) -> str:
+    """The plain verdict for one member's difference.
+
+    Example:
+        >>> verdict("seta", {"value": 0.12, "low": 0.04, "high": 0.2, "n": 32})
+        'seta: +0.12 [0.04, 0.20]'
+        >>> verdict("terminals", {"value": 0.01, "low": -0.05, "high": 0.07, "n": 32})
+        'terminals: no detectable change [−0.05, 0.07]'
+        >>> verdict("echo", {"value": None, "low": None, "high": None, "n": 0})
+        'echo: no paired task has a value'
+    """
+    value, low, high, n = (
+        difference.get("value"),
+        difference.get("low"),
+        difference.get("high"),
+        difference["n"],
+    )
+    if value is None:
+        return f"{member}: no paired task has a value"
+    if low is None or high is None:
+        return f"{member}: {_signed(value, digits)} (no interval from {n} task{'s' * (n != 1)})"
+    if low <= 0.0 <= high:
+        return f"{member}: no detectable change [{_plain(low, digits)}, {_plain(high, digits)}]"
+    return f"{member}: {format_difference(difference, digits)}"
+
+
+def _task_sets(data: EvalData) -> dict[str, dict[str, Any]]:
+    """Per member: its target, split and task keys (from the manifest where it says, else the records)."""
+    by_member = task_samples(data.records)
+    described = data.manifest.get("members") if isinstance(data.manifest.get("members"), dict) else {}
+    out: dict[str, dict[str, Any]] = {}
+    for member in sorted(set(by_member) | set(described or {})):
+        entry = (described or {}).get(member) or {}
+        recorded = {t.key for t in by_member.get(member, [])}
+        planned = None
+        if isinstance(entry.get("tasks"), list):
+            split = entry.get("split")
+            planned = {(member, split, int(i)) for i in entry["tasks"]}
+        out[member] = {
+            "target": entry.get("target"),
+            "split": entry.get("split"),
+            "planned": planned,
+            "recorded": recorded,
+        }
+    return out
+
+
+def _differences(base: EvalData, other: EvalData) -> tuple[list[str], dict[str, str]]:
+    """What keeps two evals' task sets apart: lines for the refusal, and members that cannot pair at all."""
+    a, b = _task_sets(base), _task_sets(other)
+    problems: list[str] = []
+    unpairable: dict[str, str] = {}
+    for member in sorted(set(a) | set(b)):
+        if member not in b or member not in a:
+            where, missing = (base, other) if member not in b else (other, base)
+            unpairable[member] = f"{member} is evaluated in {where.label} but not in {missing.label}"
+            problems.append(unpairable[member])
+            continue
+        sa, sb = a[member], b[member]
+        for name in ("target", "split"):
+            if sa[name] is not None and sb[name] is not None and sa[name] != sb[name]:
+                problems.append(
+                    f"{member}: {name} {sa[name]!r} in {base.label}, {sb[name]!r} in {other.label}"
+                )
+                if name == "target":
+                    unpairable[member] = problems[-1]
+        if member in unpairable:
+            continue
+        before = len(problems)
+        if sa["planned"] is not None and sb["planned"] is not None and sa["planned"] != sb["planned"]:
+            common = len(sa["planned"] & sb["planned"])
+            problems.append(
+                f"{member}: the manifests choose different tasks ({len(sa['planned'])} in {base.label}, "
+                f"{len(sb['planned'])} in {other.label}, {common} in common)"
+            )
+        for data, s in ((base, sa), (other, sb)):
+            if s["planned"] is not None and not s["planned"] <= s["recorded"]:
+                absent = len(s["planned"] - s["recorded"])
+                problems.append(
+                    f"{member}: {data.label} has no records for {absent} of its {len(s['planned'])} tasks "
+                    "(an interrupted eval? run the same `ormix eval` again to finish it)"
+                )
+        if len(problems) == before and sa["recorded"] != sb["recorded"]:
+            common = len(sa["recorded"] & sb["recorded"])
+            problems.append(
+                f"{member}: different tasks recorded ({len(sa['recorded'])} in {base.label}, "
+                f"{len(sb['recorded'])} in {other.label}, {common} in common)"
+            )
+    return problems, unpairable
+
+
+def _ks(evals: Sequence[EvalData], ks: Sequence[int] | None) -> tuple[int, ...]:
+    if ks is not None:
+        return normalize_ks(ks)
+    value = evals[0].setting("k")
+    if isinstance(value, list) and value:
+        return normalize_ks(value)
+    if isinstance(value, int):
+        return normalize_ks([value])
+    return (1,)
+
+
+def _chosen_metrics(metrics: Sequence[str] | None, ks: Sequence[int], names: Sequence[str]) -> list[str]:
+    """The metrics a comparison gives verdicts on: those asked for (each one of ``names``), else pass@k for
+    every k.
+
+    Example:
+        >>> _chosen_metrics(None, (1, 4), ["pass@1", "pass@4", "mean_reward"])
+        ['pass@1', 'pass@4']
+    """
+    chosen = list(metrics) if metrics else [f"pass@{k}" for k in ks]
+    unknown = [m for m in chosen if m not in names]
+    if unknown:
+        raise CompareError(
+            f"unknown metric {', '.join(map(repr, unknown))}: choose from {', '.join(names)} (pass@K for "
+            "another K needs --k / ks with it)"
+        )
+    return chosen
+
+
+def compare(
+    evals: Sequence[EvalData],
+    *,
+    ks: Sequence[int] | None = None,
+    success_threshold: float | None = None,
+    confidence: float = 0.95,
+    seed: int = 0,
+    allow_partial: bool = False,
+    metrics: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Compare each eval after the first (the baseline) with it, member by member, over common tasks.
+
+    ``ks`` defaults to the baseline's ``k`` (`EvalData.setting`; else 1), ``success_threshold`` to the
+    threshold the evals share (refused when they differ; else 1.0); ``metrics`` (default: pass@k for
+    each k) are the ones given verdicts; every metric is in the result. ``seed`` is accepted for a
+    resampling method; the paired intervals are closed-form. Raises `CompareError` for fewer than two
+    evals, an unknown metric, or different task sets without ``allow_partial``.
+
+    Example:
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> a = EvalData(Path("a"), {}, [rec(t, 1.0) for t in range(8)])
+        >>> b = EvalData(Path("b"), {}, [rec(t, 1.0) for t in range(6)])
+        >>> compare([a, b])
+        Traceback (most recent call last):
+        ...
+        ormix.app._compare.CompareError: b and a do not evaluate the same tasks:
+          - a: different tasks recorded (8 in a, 6 in b, 6 in common)
+        pass --allow-partial to compare the tasks they have in common
+        >>> r = compare([a, b], allow_partial=True)
+        >>> r["comparisons"][0]["members"]["a"]["tasks"], r["notes"]
+        (6, ['b vs a: a: 6 common tasks (8 in a, 6 in b)'])
+    """
+    if len(evals) < 2:
+        raise CompareError(f"compare needs two evals or more (a baseline first), got {len(evals)}")
+    if success_threshold is None:
+        thresholds = {float(e.setting("success_threshold", 1.0)) for e in evals}
+        if len(thresholds) > 1:
+            raise CompareError(
+                f"the evals count success at different reward thresholds ({sorted(thresholds)}): "
+                "rerun them with the same --success-threshold"
+            )
+        success_threshold = thresholds.pop()
+    ks = _ks(evals, ks)
+    names = metric_names(ks)
+    chosen = _chosen_metrics(metrics, ks, names)
+    labels = _unique_labels(evals)
+    base, base_label = evals[0], labels[0]
+    base_tasks = task_samples(base.records)
+    notes: list[str] = []
+    comparisons = []
+    for other, label in zip(evals[1:], labels[1:], strict=True):
+        problems, unpairable = _differences(base, other)
+        if problems and not allow_partial:
+            raise CompareError(
+                f"{label} and {base_label} do not evaluate the same tasks:\n"
+                + "\n".join(f"  - {p}" for p in problems)
+                + "\npass --allow-partial to compare the tasks they have in common"
+            )
+        other_tasks = task_samples(other.records)
+        members: dict[str, Any] = {}
+        for member in sorted(set(base_tasks) | set(other_tasks)):
+            if member in unpairable:
+                notes.append(f"{label} vs {base_label}: {unpairable[member]}: not compared")
+                continue
+            a = {t.key: t for t in base_tasks.get(member, [])}
+            b = {t.key: t for t in other_tasks.get(member, [])}
+            common = sorted(set(a) & set(b), key=lambda key: (key[1] is not None, key[1] or "", key[2]))
+            if len(common) != len(a) or len(common) != len(b):
+                notes.append(
+                    f"{label} vs {base_label}: {member}: {len(common)} common tasks "
+                    f"({len(a)} in {base_label}, {len(b)} in {label})"
+                )
+            members[member] = {
+                "tasks": len(common),
+                "tasks_baseline": len(a),
+                "tasks_other": len(b),
+                "metrics": {
+                    name: _metric(member, name, common, a, b, success_threshold, confidence) for name in names
+                },
+            }
+        verdicts = {
+            name: "; ".join(entry["metrics"][name]["verdict"] for entry in members.values())
+            for name in chosen
+        }
+        comparisons.append(
+            {
+                "label": label,
+                "path": str(other.path),
+                "baseline": base_label,
+                "members": members,
+                "verdicts": verdicts,
+            }
+        )
+    return {
+        "baseline": {"label": base_label, "path": str(base.path)},
+        "evals": [{"label": lab, "path": str(e.path)} for lab, e in zip(labels, evals, strict=True)],
+        "k": list(ks),
+        "confidence": confidence,
+        "success_threshold": success_threshold,
+        "interval": PAIRED_METHOD,
+        "metrics": chosen,
+        "notes": notes,
+        "comparisons": comparisons,
+    }
+
+
+def _metric(
+    member: str,
+    name: str,
+    common: list[TaskKey],
+    a: Mapping[TaskKey, TaskSamples],
+    b: Mapping[TaskKey, TaskSamples],
+    success_threshold: float,
+    confidence: float,
+) -> dict[str, Any]:
+    pairs = [
+        (va, vb)
+        for key in common
+        if (va := task_metric(a[key], name, success_threshold)) is not None
+        and (vb := task_metric(b[key], name, success_threshold)) is not None
+    ]
+    xa, xb = [p[0] for p in pairs], [p[1] for p in pairs]
+    difference = paired_interval(xa, xb, confidence) if pairs else Interval.empty()
+    diff = difference.as_dict()
+    return {
+        "baseline": mean_interval(xa, confidence).as_dict(),
+        "other": mean_interval(xb, confidence).as_dict(),
+        "difference": diff,
+        "verdict": verdict(member, diff),
+    }
+
+
+def _unique_labels(evals: Sequence[EvalData]) -> list[str]:
+    labels: list[str] = []
+    for e in evals:
+        label = e.label
+        if label in labels:
+            label = str(e.path)
+        while label in labels:
+            label += "'"
+        labels.append(label)
+    return labels
+
+
+# --- Groups of runs (several training seeds a side): intervals over seeds and tasks ---------------------
+
+#: Metrics whose interquartile mean is reported beside the mean (rates of samples, e.g. coverage, are not).
+_IQM_PREFIXES = ("pass@", "pass^", "mean_reward")
+
+
+def _threshold(evals: Sequence[EvalData], success_threshold: float | None) -> float:
+    if success_threshold is not None:
+        return success_threshold
+    thresholds = {float(e.setting("success_threshold", 1.0)) for e in evals}
+    if len(thresholds) > 1:
+        raise CompareError(
+            f"the evals count success at different reward thresholds ({sorted(thresholds)}): "
+            "rerun them with the same --success-threshold"
+        )
+    return thresholds.pop()
+
+
+def _check_same(evals: Sequence[EvalData], labels: Sequence[str]) -> None:
+    """Refuse runs that do not evaluate the same tasks with the same k and samples, saying what differs."""
+    ref, ref_label = evals[0], labels[0]
+    problems: list[str] = []
+    for e, label in zip(evals[1:], labels[1:], strict=True):
+        found, _ = _differences(ref, e)
+        problems += found
+        for key in ("k", "samples"):
+            a, b = ref.setting(key), e.setting(key)
+            if a is not None and b is not None and a != b:
+                problems.append(f"{key} {a!r} in {ref_label}, {b!r} in {label}")
+    if problems:
+        raise CompareError(
+            "the runs do not evaluate the same tasks with the same settings:\n"
+            + "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
+            + "\nevaluate every run with the same `ormix eval` options (tasks, split, k, samples), or "
+            "finish an interrupted eval by running it again"
+        )
+
+
+def _run_values(
+    evals: Sequence[EvalData], member: str, name: str, success_threshold: float
+) -> tuple[list[TaskKey], list[list[float]]]:
+    """A member's metric as a runs × tasks matrix over the tasks with a value in every run."""
+    per_run = [{t.key: t for t in task_samples(e.records).get(member, [])} for e in evals]
+    keys = sorted(
+        set.intersection(*(set(r) for r in per_run)), key=lambda k: (k[1] is not None, k[1] or "", k[2])
+    )
+    rows: list[list[float | None]] = [
+        [task_metric(r[k], name, success_threshold) for k in keys] for r in per_run
+    ]
+    kept = [i for i in range(len(keys)) if all(row[i] is not None for row in rows)]
+    return [keys[i] for i in kept], [[float(row[i]) for i in kept] for row in rows]  # type: ignore[arg-type]
+
+
+def _iqm_applies(name: str, values: Sequence[Sequence[float]]) -> bool:
+    # The IQM of values that are all 0 or 1 (one sample a task) is 0, 1 or a jump between them: no figure.
+    flat = [v for row in values for v in row]
+    return name.startswith(_IQM_PREFIXES) and len(flat) >= 4 and any(v not in (0.0, 1.0) for v in flat)
+
+
+def _group_label(labels: Sequence[str]) -> str:
+    """A group's name: the runs' common name without its seed suffix (``full-s0``, ``full-s1`` → ``full
+    (2 runs)``), else the runs' names joined.
+
+    Example:
+        >>> _group_label(["full-s0", "full-s1", "full-s2"]), _group_label(["a", "b"]), _group_label(["x"])
+        ('full (3 runs)', 'a+b', 'x')
+    """
+    if len(labels) == 1:
+        return labels[0]
+    prefix = os.path.commonprefix(list(labels))
+    prefix = re.sub(r"[-_.](s|seed)$", "", prefix.rstrip("-_.")).rstrip("-_.")
+    if prefix:
+        return f"{prefix} ({len(labels)} runs)"
+    return "+".join(labels) if len(labels) <= 3 else f"{labels[0]}+{len(labels) - 1} more"
+
+
+def group_metrics(
+    evals: Sequence[EvalData],
+    *,
+    ks: Sequence[int] | None = None,
+    seed: int = 0,
+    confidence: float = 0.95,
+    success_threshold: float | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per member and metric, the value pooled over several runs' evals of the same tasks (one training
+    seed each), with an interval over seeds and tasks (`ormix.evaluation._stats.hierarchical_interval`):
+    member → metric → ``{"value", "low", "high", "n", "seeds", "covers", "iqm"}``. ``n`` = tasks with a
+    value in every run; ``covers`` = ``"seeds and tasks"`` from two runs on, ``"tasks"`` for one (then the
+    numbers are the eval's own summary's); ``iqm`` = the interquartile mean with its interval (same keys)
+    for pass@k, pass^k and mean_reward when the values are not all 0/1, else None. Runs of different task
+    sets, k or samples are refused with `CompareError`. Deterministic for a given ``seed`` (the IQM's
+    bootstrap).
+
+    Example:
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> runs = [EvalData(Path(f"s{i}"), {}, [rec(t, float((t + i) % 3 > 0)) for t in range(12)])
+        ...         for i in range(3)]
+        >>> m = group_metrics(runs)["a"]["pass@1"]
+        >>> round(m["value"], 3), m["n"], m["seeds"], m["covers"], m["iqm"]
+        (0.667, 12, 3, 'seeds and tasks', None)
+    """
+    if not evals:
+        raise CompareError("group_metrics needs one eval or more (one per run)")
+    labels = _unique_labels(evals)
+    _check_same(evals, labels)
+    threshold = _threshold(evals, success_threshold)
+    names = metric_names(_ks(evals, ks))
+    members = sorted({m for e in evals for m in task_samples(e.records)})
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for member in members:
+        out[member] = {}
+        for name in names:
+            _, values = _run_values(evals, member, name, threshold)
+            entry = _group_interval(values, "mean", seed, confidence)
+            entry["iqm"] = (
+                _group_interval(values, "iqm", seed, confidence) if _iqm_applies(name, values) else None
+            )
+            out[member][name] = entry
+    return out
+
+
+def _group_interval(
+    values: list[list[float]], statistic: str, seed: int, confidence: float
+) -> dict[str, Any]:
+    if not values or not values[0]:
+        return {
+            "value": None,
+            "low": None,
+            "high": None,
+            "n": 0,
+            "seeds": len(values),
+            "covers": COVERS_TASKS,
+        }
+    iv = hierarchical_interval(values, statistic=statistic, confidence=confidence, seed=seed)
+    return iv.as_dict()
+
+
+def compare_groups(
+    groups: Sequence[Sequence[EvalData]],
+    *,
+    ks: Sequence[int] | None = None,
+    seed: int = 0,
+    confidence: float = 0.95,
+    success_threshold: float | None = None,
+    metrics: Sequence[str] | None = None,
+    labels: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Compare two groups of runs (``groups[0]`` the baseline; each run one training seed, all evaluated on
+    the same tasks), member by member, with intervals that include seed-to-seed variance.
+
+    The result has `compare`'s shape (``comparison_markdown`` and ``ormix compare`` read it): one comparison,
+    groups[1] vs groups[0]; each metric's ``baseline`` and ``other`` are `group_metrics` entries, its
+    ``difference`` (the mean over the other group's runs and tasks − the baseline's, tasks paired, seeds
+    drawn independently per group: `ormix.evaluation._stats.paired_hierarchical_interval`) also carries
+    ``"seeds": [n_base, n_other]`` and ``"covers"`` (``"seeds and tasks"``, or ``"tasks"`` when both
+    groups hold one run: then the figures equal `compare`'s), and ``difference_iqm`` the IQM's difference
+    where it applies (else None). A verdict claims a change only when the interval excludes 0. ``labels``
+    name the groups (default: the runs' labels joined by ``+``). Raises `CompareError` for other than two
+    groups, an empty group, an unknown metric, or runs of different task sets, k or samples.
+
+    Example:
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> def run(name, wins):
+        ...     return EvalData(Path(name), {}, [rec(t, float(w)) for t, w in enumerate(wins)])
+        >>> base = [run("a0", [0] * 12 + [1] * 4), run("a1", [0] * 11 + [1] * 5)]
+        >>> better = [run("b0", [1] * 16), run("b1", [0] + [1] * 15), run("b2", [1] * 16)]
+        >>> r = compare_groups([base, better], labels=["A", "B"])
+        >>> d = r["comparisons"][0]["members"]["a"]["metrics"]["pass@1"]["difference"]
+        >>> d["seeds"], d["covers"], r["comparisons"][0]["verdicts"]["pass@1"]
+        ([2, 3], 'seeds and tasks', 'a: +0.70 [0.46, 0.93]')
+    """
+    if len(groups) != 2:
+        raise CompareError(
+            f"compare_groups compares two groups of runs (the baseline first), got {len(groups)}"
+        )
+    for i, group in enumerate(groups):
+        if not group:
+            raise CompareError(f"group {i + 1} holds no eval: give one eval (run) or more a group")
+    flat = [e for g in groups for e in g]
+    run_labels = _unique_labels(flat)
+    _check_same(flat, run_labels)
+    threshold = _threshold(flat, success_threshold)
+    ks = _ks(flat, ks)
+    names = metric_names(ks)
+    chosen = _chosen_metrics(metrics, ks, names)
+    n_base = len(groups[0])
+    base_runs, other_runs = run_labels[:n_base], run_labels[n_base:]
+    if labels is not None and len(labels) != 2:
+        raise CompareError(f"labels name the two groups, got {len(labels)}")
+    base_label, other_label = (
+        labels if labels is not None else (_group_label(base_runs), _group_label(other_runs))
+    )
+    if base_label == other_label:
+        other_label += "'"
+    seeds = [len(groups[0]), len(groups[1])]
+    covers = COVERS_TASKS if max(seeds) < 2 else "seeds and tasks"
+    members: dict[str, Any] = {}
+    notes: list[str] = []
+    for member in sorted({m for e in flat for m in task_samples(e.records)}):
+        metrics_out: dict[str, Any] = {}
+        tasks = 0
+        for name in names:
+            keys, values = _run_values(flat, member, name, threshold)
+            a, b = values[:n_base], values[n_base:]
+            tasks = max(tasks, len(keys))
+            entry: dict[str, Any] = {
+                "baseline": _group_interval(a, "mean", seed, confidence),
+                "other": _group_interval(b, "mean", seed, confidence),
+            }
+            entry["difference"] = _group_difference(a, b, "mean", seed, confidence)
+            entry["difference_iqm"] = (
+                _group_difference(a, b, "iqm", seed, confidence) if _iqm_applies(name, values) else None
+            )
+            entry["verdict"] = verdict(member, entry["difference"])
+            metrics_out[name] = entry
+        members[member] = {
+            "tasks": tasks,
+            "tasks_baseline": tasks,
+            "tasks_other": tasks,
+            "metrics": metrics_out,
+        }
+    verdicts = {name: "; ".join(e["metrics"][name]["verdict"] for e in members.values()) for name in chosen}
+    return {
+        "baseline": {
+            "label": base_label,
+            "path": str(groups[0][0].path),
+            "runs": [str(e.path) for e in groups[0]],
+        },
+        "evals": [
+            {"label": base_label, "path": str(groups[0][0].path), "runs": [str(e.path) for e in groups[0]]},
+            {"label": other_label, "path": str(groups[1][0].path), "runs": [str(e.path) for e in groups[1]]},
+        ],
+        "k": list(ks),
+        "confidence": confidence,
+        "success_threshold": threshold,
+        "interval": PAIRED_METHOD if covers == COVERS_TASKS else HIERARCHICAL_METHOD,
+        "metrics": chosen,
+        "notes": notes,
+        "seeds": seeds,
+        "covers": covers,
+        "comparisons": [
+            {
+                "label": other_label,
+                "path": str(groups[1][0].path),
+                "baseline": base_label,
+                "runs": other_runs,
+                "baseline_runs": base_runs,
+                "seeds": seeds,
+                "covers": covers,
+                "members": members,
+                "verdicts": verdicts,
+            }
+        ],
+    }
+
+
+def _group_difference(
+    a: list[list[float]], b: list[list[float]], statistic: str, seed: int, confidence: float
+) -> dict[str, Any]:
+    seeds = [len(a), len(b)]
+    if not a or not a[0]:
+        covers = COVERS_TASKS if max(seeds) < 2 else "seeds and tasks"
+        return {"value": None, "low": None, "high": None, "n": 0, "seeds": seeds, "covers": covers}
+    iv = paired_hierarchical_interval(a, b, statistic=statistic, confidence=confidence, seed=seed)
+    return iv.as_dict()
+
+
+def comparison_markdown(result: Mapping[str, Any]) -> str:
+    """The comparison as markdown: per compared eval, a table (member × metric: baseline, other,
+    difference) and the verdict lines.
+
+    Example:
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> r = compare([EvalData(Path("x"), {}, [rec(t, 1.0) for t in range(4)])] * 2)
+        >>> print(comparison_markdown(r).splitlines()[-1])
+        - pass@1: a: no detectable change [−0.72, 0.72]
+    """
+    lines = [f"# Comparison with {result['baseline']['label']}", ""]
+    lines.append(
+        f"Differences are other − {result['baseline']['label']}, over the tasks both evaluated, with "
+        f"{result['confidence']:.0%} intervals ({result['interval']}). A covered 0 says the tasks cannot "
+        "tell a change of that size from none, not that there is none."
+    )
+    if result.get("seeds"):
+        lines += ["", _groups_sentence(result)]
+    for note in result["notes"]:
+        lines.append(f"- {note}")
+    for comp in result["comparisons"]:
+        lines += ["", f"## {comp['label']} vs {comp['baseline']}", ""]
+        lines.append(f"| member | tasks | metric | {comp['baseline']} | {comp['label']} | difference |")
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for member, entry in comp["members"].items():
+            for name in result["metrics"]:
+                m = entry["metrics"][name]
+                cells = [
+                    format_metric(m["baseline"]),
+                    format_metric(m["other"]),
+                    format_difference(m["difference"]),
+                ]
+                lines.append(f"| {member} | {entry['tasks']} | {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+        lines += [f"- {name}: {text}" for name, text in comp["verdicts"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def _runs(n: int) -> str:
+    return f"{n} run{'s' * (n != 1)}"
+
+
+def _groups_sentence(result: Mapping[str, Any]) -> str:
+    """What a groups comparison's intervals cover, and how many runs (seeds) each side holds."""
+    n_base, n_other = result["seeds"]
+    base, other = result["evals"][0], result["evals"][1]
+    sides = f"{base['label']}: {_runs(n_base)}; {other['label']}: {_runs(n_other)}"
+    if result.get("covers") == COVERS_TASKS:
+        return (
+            f"Groups of runs ({sides}). With one run a side the intervals are over tasks only: they say "
+            "nothing about another training seed, which may land outside them."
+        )
+    borrowed = " (a one-run side borrows the other side's seed variance)" if min(n_base, n_other) < 2 else ""
+    return (
+        f"Groups of runs ({sides}): values are means over each side's runs and tasks; intervals cover "
+        f"seeds and tasks: seed-to-seed variance (seeds drawn independently per side{borrowed}) and task "
+        f"variance (tasks paired). Runs (seeds) per side: {n_base} vs {n_other}."
+    )
+
+
+def groups_line(result: Mapping[str, Any]) -> str:
+    """One line for the console: how many runs (seeds) each side of a groups comparison holds and which
+    variance its intervals cover.
+
+    Example:
+        >>> groups_line({"seeds": [3, 2], "covers": "seeds and tasks"})
+        '3 runs vs 2 runs: intervals cover seeds and tasks (seed-to-seed and task variance)'
+        >>> groups_line({"seeds": [1, 1], "covers": "tasks"})
+        '1 run vs 1 run: intervals cover tasks only (another training seed may land outside them)'
+    """
+    n_base, n_other = result["seeds"]
+    text = f"{_runs(n_base)} vs {_runs(n_other)}: intervals cover "
+    if result.get("covers") == COVERS_TASKS:
+        return text + "tasks only (another training seed may land outside them)"
+    return text + "seeds and tasks (seed-to-seed and task variance)"
+
+
+def write_comparison(result: Mapping[str, Any], out: str | Path) -> list[Path]:
+    """Write a `compare` result as ``comparison.json``, ``comparison.md`` and (with matplotlib)
+    ``comparison.png`` in ``out``; returns the paths written.
+
+    Example:
+        >>> import tempfile
+        >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
+        >>> result = compare([EvalData(Path("x"), {}, [rec(t, 1.0) for t in range(4)])] * 2)
+        >>> [p.name for p in write_comparison(result, tempfile.mkdtemp())][:2]
+        ['comparison.json', 'comparison.md']
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "comparison.json").write_text(json.dumps(result, indent=2, allow_nan=False), encoding="utf-8")
+    (out / "comparison.md").write_text(comparison_markdown(result), encoding="utf-8")
+    written = [out / "comparison.json", out / "comparison.md"]
+    try:
+        import matplotlib.pyplot as plt
+
+        from ormix.app._plots import comparison_figure
+    except ImportError:
+        return written
+    fig = comparison_figure(result)
+    fig.savefig(out / "comparison.png", dpi=110)
+    plt.close(fig)
+    written.append(out / "comparison.png")
+    return written

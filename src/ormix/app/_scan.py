@@ -1,0 +1,386 @@
+"""A run's records read by columns for `ormix report`: the same figures as the record-at-a-time functions of
+`ormix.app._report`, in time linear in the records and memory of about 200 bytes a rollout.
+
+The record files are read with pyarrow (`ormix.telemetry._records.read_record_table`: only the fields a
+report reads, whatever the records' texts), ordered as `read_records` orders them ((mode, step, rank, seq),
+stable), and walked one training step at a time: each step's batch is rebuilt as dicts, its values are the
+same `ormix.telemetry._metrics.member_values`, and what the whole run needs is pooled as it goes (running sums
+in pooling order, the latencies a percentile needs), so no record is kept. The evaluations are summarised
+one evaluation at a time (`ormix.evaluation._summary.summarize`).
+
+Example:
+    >>> import tempfile
+    >>> from ormix.telemetry._records import TelemetryRun
+    >>> rec = {"mode": "train", "outcome": "scored", "env_reward": 1.0, "reward": 1.0, "calls": []}
+    >>> with tempfile.TemporaryDirectory() as run_dir:
+    ...     TelemetryRun(run_dir).write([{**rec, "member": "a", "step": s} for s in (1, 2, 3)])
+    ...     scan = scan_run(run_dir)
+    >>> scan["members"], sorted(scan["series"]), scan["summary"]["a"]["coverage"]
+    (['a'], [1, 2, 3], 1.0)
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from array import array
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ormix._runs import RunDirectory
+from ormix.app._report import TREND_METRICS, eval_ks, percentile
+from ormix.evaluation._summary import summarize as summarize_eval
+from ormix.telemetry._metrics import member_values, metric_key, summarize
+from ormix.telemetry._records import read_record_table, record_files
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+
+#: Rows turned back into dicts at a time (a few MB of Python objects).
+CHUNK_ROWS = 16_384
+
+#: The pooled metrics `member_summary` reports, as their means.
+_POOLED = (
+    "share",
+    "reward",
+    "coverage",
+    "unscored_rate",
+    "error_rate",
+    "finished_rate",
+    "tool_calls",
+    "tool_errors",
+    "wrong_env_calls",
+    "informative_groups",
+)
+
+
+@dataclass
+class _Pool:
+    """One member's values pooled over the batches, as `member_summary` pools them, without the records.
+
+    A mean is kept as a running sum in pooling order (`sum` of the pooled list adds the same floats in the
+    same order, so the means are equal to the last bit); latencies are kept as doubles for percentiles.
+    ``full`` is False for the trend's thirds, which need only the means.
+    """
+
+    full: bool = True
+    rollouts: int = 0
+    sums: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    training: float = 0.0
+    trained: int = 0
+    open_ms: array = field(default_factory=lambda: array("d"))
+    tool_ms: array = field(default_factory=lambda: array("d"))
+    errors: Counter[str] = field(default_factory=Counter)
+    call_errors: Counter[str] = field(default_factory=Counter)
+    tools: dict[str, list[Any]] = field(default_factory=dict)  # name -> [calls, errors, latencies]
+
+    def add(self, member: str, values: Mapping[str, list[float]], mine: Sequence[Mapping[str, Any]]) -> None:
+        for metric in _POOLED:
+            these = values.get(metric)
+            if these:
+                self.sums[metric] = sum(these, self.sums.get(metric, 0.0))
+                self.counts[metric] = self.counts.get(metric, 0) + len(these)
+        self.rollouts += len(mine)
+        rewards = [r["reward"] for r in mine if r.get("reward") is not None]
+        self.training = sum(rewards, self.training)
+        self.trained += len(rewards)
+        if not self.full or not mine:
+            return
+        self.open_ms.extend(values.get("session_open_ms", ()))
+        self.tool_ms.extend(values.get("tool_ms", ()))
+        self.errors.update(r.get("error_kind") or "error" for r in mine if r["outcome"] == "error")
+        by_tool: dict[str, list[Mapping[str, Any]]] = {}
+        for r in mine:
+            for c in r.get("calls") or ():
+                by_tool.setdefault(c["tool"], []).append(c)
+                if c.get("error") is not None:
+                    self.call_errors[c["error"]] += 1
+        for name, calls in by_tool.items():
+            entry = self.tools.setdefault(name, [0, 0, array("d")])
+            entry[0] += len(calls)
+            entry[1] += sum(c.get("error") is not None for c in calls)
+            # The latencies of calls that reached the server, by the metrics' own rule.
+            only = [{"member": member, "outcome": "unscored", "calls": calls}]
+            entry[2].extend(member_values(only, member, 1).get("tool_ms", ()))
+
+    def mean(self, metric: str) -> float | None:
+        n = self.counts.get(metric, 0)
+        return self.sums[metric] / n if n else None
+
+    def summary(self) -> dict[str, Any]:
+        """`member_summary`'s entry for this member."""
+        open_p = _percentiles(self.open_ms)
+        tool_p = _percentiles(self.tool_ms)
+        per_tool = {}
+        for name in sorted(self.tools):
+            calls, errors, latency = self.tools[name]
+            p50, p95 = _percentiles(latency)
+            per_tool[name] = {"calls": calls, "errors": errors, "p50_ms": p50, "p95_ms": p95}
+        return {
+            "rollouts": self.rollouts,
+            "share": self.mean("share"),
+            "reward": self.mean("reward"),
+            "training_reward": self.training / self.trained if self.trained else None,
+            "coverage": self.mean("coverage"),
+            "unscored_rate": self.mean("unscored_rate"),
+            "error_rate": self.mean("error_rate"),
+            "errors": dict(self.errors),
+            "finished_rate": self.mean("finished_rate"),
+            "tool_calls": self.mean("tool_calls"),
+            "tool_errors": self.mean("tool_errors"),
+            "wrong_env_calls": self.mean("wrong_env_calls"),
+            "call_errors": dict(self.call_errors),
+            "informative_groups": self.mean("informative_groups"),
+            "open_ms_p50": open_p[0],
+            "open_ms_p95": open_p[1],
+            "tool_ms_p50": tool_p[0],
+            "tool_ms_p95": tool_p[1],
+            "tools": per_tool,
+        }
+
+
+def _percentiles(values: array) -> tuple[float | None, float | None]:
+    """`percentile` 50 and 95 of many doubles: sorted once by numpy, the same interpolation."""
+    if len(values) < 64:
+        return percentile(values, 50), percentile(values, 95)
+    import numpy as np
+
+    data = np.sort(np.frombuffer(values, dtype=np.float64))
+    out = []
+    for q in (50.0, 95.0):
+        pos = (len(data) - 1) * q / 100.0
+        lo = math.floor(pos)
+        hi = min(lo + 1, len(data) - 1)
+        low, high = float(data[lo]), float(data[hi])
+        out.append(low + (high - low) * (pos - lo))
+    return out[0], out[1]
+
+
+class _Keys:
+    """``ormix/<member>/<metric>`` strings made once (a long run's series holds millions of them)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[tuple[str, str], str] = {}
+
+    def __call__(self, member: str, metric: str) -> str:
+        key = self._keys.get((member, metric))
+        if key is None:
+            key = self._keys[(member, metric)] = metric_key(member, metric)
+        return key
+
+
+def _rows(table: pa.Table, positions: np.ndarray) -> Iterator[dict[str, Any]]:
+    """The rows at ``positions`` as dicts, converted a chunk at a time."""
+    import pyarrow as pa
+
+    names = table.column_names
+    for start in range(0, len(positions), CHUNK_ROWS):
+        chunk = table.take(pa.array(positions[start : start + CHUNK_ROWS]))
+        columns = [chunk.column(name).to_pylist() for name in names]
+        yield from (dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True))
+
+
+def _filled(table: pa.Table, name: str) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    return pc.fill_null(table.column(name), 0).to_numpy()
+
+
+def _mask(table: pa.Table, name: str, value: str, null: bool) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    return pc.fill_null(pc.equal(table.column(name), value), null).to_numpy(zero_copy_only=False)
+
+
+def _member_order(codes: np.ndarray, names: list[str], positions: np.ndarray) -> list[str]:
+    """`_members` of the rows at ``positions``: members by first appearance."""
+    import numpy as np
+
+    found, first = np.unique(codes[positions], return_index=True)
+    return list(dict.fromkeys(names[int(c)] for c in found[np.argsort(first, kind="stable")]))
+
+
+def scan_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """A report's figures from a run's record files: ``members``, ``summary`` (`member_summary` of the
+    training records), ``series`` (`step_series`), ``evaluated`` (`eval_series`), ``trend`` (`trend`) and
+    the counts ``records``, ``train``, ``evals``, ``unfinished`` (rollouts of a step that never completed,
+    left out). Raises `FileNotFoundError` when there is no record.
+    """
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    run_dir = Path(run_dir)
+    table = read_record_table(record_files(run_dir))
+    total = table.num_rows
+    completed = RunDirectory(run_dir).completed_step()
+    if completed is not None and total:
+        step = table.column("step")
+        table = table.filter(pc.or_kleene(pc.is_null(step), pc.less_equal(step, completed)))
+    # One chunk per column: `take` on a table of many chunks (a block each) concatenates them every time,
+    # which made reading a step at a time quadratic.
+    table = table.combine_chunks()
+    pool = pa.default_memory_pool()
+    pool.release_unused()  # the blocks' copy goes back to the system, not to a peak the plots add to
+    if not table.num_rows:
+        raise FileNotFoundError(f"no rollout records under {run_dir / 'rollouts'} (rank-*.jsonl)")
+    # `read_records`' order: training first, then by (step, rank, seq), ties kept in file order.
+    is_train_mode = _mask(table, "mode", "train", False)
+    steps = _filled(table, "step")
+    order = np.lexsort((_filled(table, "seq"), _filled(table, "rank"), steps, ~is_train_mode))
+    train_mask = _mask(table, "mode", "train", True)  # a record without a mode is a training one
+    eval_mask = _mask(table, "mode", "eval", False)
+    no_step = table.column("step").is_null().to_numpy(zero_copy_only=False)
+    encoded = table.column("member").combine_chunks().dictionary_encode()
+    names = [str(m) for m in encoded.dictionary.to_pylist()] + ["None"]
+    codes = pc.fill_null(encoded.indices, len(names) - 1).to_numpy()
+
+    train = order[train_mask[order]]
+    members = _member_order(codes, names, order)
+    train_members = _member_order(codes, names, train) if len(train) else []
+    # Batches (one per step) in the order they first appear, each batch's rows in the order above.
+    keys = steps[train] * 2 + no_step[train]
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    batch_of = first[inverse.reshape(-1)]
+    regroup = np.argsort(batch_of, kind="stable")
+    in_order = train
+    contiguous = bool(np.array_equal(regroup, np.arange(len(regroup))))
+    train, batch_of = train[regroup], batch_of[regroup]
+
+    timed = in_order[~no_step[in_order]]  # record order: the trend lists members as they first come
+    step_list = sorted({int(s) for s in np.unique(steps[timed])}) if len(timed) else []
+    third = len(step_list) // 3
+    thirds: list[set[int]] = [set(step_list[:third]), set(step_list[-third:])] if len(step_list) >= 3 else []
+
+    pools = {m: _Pool() for m in train_members}
+    parts = [{m: _Pool(full=False) for m in train_members} for _ in thirds]
+    present: list[set[str]] = [set() for _ in thirds]
+    series: dict[int, dict[str, float]] = {}
+    key = _Keys()
+
+    def take(batch: list[dict[str, Any]]) -> None:
+        by_member: dict[Any, list[dict[str, Any]]] = {}
+        for r in batch:
+            by_member.setdefault(r.get("member"), []).append(r)
+        step = batch[0].get("step")
+        values = {m: member_values(by_member.get(m, ()), m, len(batch)) for m in train_members}
+        for m in train_members:
+            pools[m].add(m, values[m], by_member.get(m, ()))
+        for part, seen, steps_in in zip(parts, present, thirds, strict=True):
+            if step is not None and step in steps_in:
+                seen.update(str(k) for k in by_member)
+                for m in train_members:
+                    part[m].add(m, values[m], by_member.get(m, ()))
+        if step is None:
+            return
+        out: dict[str, float] = {}
+        for m in train_members:
+            for metric, value in summarize(values[m]).items():
+                out[key(m, metric)] = value
+        for m in train_members:
+            latency = values[m].get("tool_ms", [])
+            for q in (50, 95):
+                p = percentile(latency, q)
+                if p is not None:
+                    out[key(m, f"tool_ms_p{q}")] = p
+        series[int(step)] = out
+
+    batch: list[dict[str, Any]] = []
+    current = None
+    for row, b in zip(_rows(table, train), batch_of.tolist(), strict=True):
+        if b != current and batch:
+            take(batch)
+            batch = []
+        current = b
+        batch.append(row)
+    if batch:
+        take(batch)
+
+    if not contiguous:
+        # Some step's rows are apart in record order (a step without a number beside step 0, records without
+        # a mode): what `member_summary` adds up record by record is added in record order instead.
+        _in_record_order(_rows(table, in_order), pools, parts, thirds)
+
+    trend: dict[str, Any] = {}
+    if thirds:
+        timed_members = _member_order(codes, names, timed)
+        trend = {
+            "first_steps": [step_list[0], step_list[third - 1]],
+            "last_steps": [step_list[-third], step_list[-1]],
+            "members": {
+                m: {
+                    k: [
+                        _trend_value(part[m], k) if m in seen else None
+                        for part, seen in zip(parts, present, strict=True)
+                    ]
+                    for k in TREND_METRICS
+                }
+                for m in timed_members
+            },
+        }
+
+    evaluated: dict[int, dict[str, Any]] = {}
+    evals = order[eval_mask[order]]
+    if len(evals):
+        eval_steps = steps[evals]
+        bounds = [0, *(np.flatnonzero(np.diff(eval_steps)) + 1).tolist(), len(evals)]
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            these = list(_rows(table, evals[lo:hi]))
+            evaluated[int(eval_steps[lo])] = summarize_eval(these, eval_ks(these))
+    kept, train_count, eval_count = int(table.num_rows), int(train_mask.sum()), int(eval_mask.sum())
+    del table, encoded
+    pool.release_unused()  # what the plots and summary.json add comes on top of the figures alone
+    return {
+        "members": members,
+        "summary": {m: pools[m].summary() for m in train_members},
+        "series": dict(sorted(series.items())),
+        "evaluated": evaluated,
+        "trend": trend,
+        "records": kept,
+        "train": train_count,
+        "evals": eval_count,
+        "unfinished": total - kept,
+    }
+
+
+def _in_record_order(
+    rows: Iterator[dict[str, Any]],
+    pools: Mapping[str, _Pool],
+    parts: Sequence[Mapping[str, _Pool]],
+    thirds: Sequence[set[int]],
+) -> None:
+    """The training rewards' sums and the error counts of the pools (and thirds), again in record order."""
+    for pool in [*pools.values(), *(q for part in parts for q in part.values())]:
+        pool.training, pool.trained = 0.0, 0
+        pool.errors, pool.call_errors = Counter(), Counter()
+    for r in rows:
+        member = r.get("member")
+        if not isinstance(member, str) or member not in pools:
+            continue  # a record without a member counts for no member (as `member_summary` has it)
+        step = r.get("step")
+        these = [pools[member]] + [
+            part[member]
+            for part, steps in zip(parts, thirds, strict=True)
+            if step is not None and step in steps
+        ]
+        for pool in these:
+            if r.get("reward") is not None:
+                pool.training += r["reward"]
+                pool.trained += 1
+        pool = pools[member]
+        if r["outcome"] == "error":
+            pool.errors[r.get("error_kind") or "error"] += 1
+        for c in r.get("calls") or ():
+            if c.get("error") is not None:
+                pool.call_errors[c["error"]] += 1
+
+
+def _trend_value(pool: _Pool, metric: str) -> float | None:
+    if metric == "training_reward":
+        return pool.training / pool.trained if pool.trained else None
+    return pool.mean(metric)

@@ -1,5 +1,0 @@
-"""The `ormix` command line."""
-
-from ormix.cli.app import app, main
-
-__all__ = ["app", "main"]

@@ -1,3 +1,0 @@
-from ormix.cli.app import main
-
-main()

@@ -1,1 +1,0 @@
-"""A mixture before and after a run: `check` (live environments), `inspect` (plan), `report` (records)."""

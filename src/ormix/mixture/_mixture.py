@@ -1,0 +1,809 @@
+"""`MixtureSpec`: several ORS environments in one GRPO run, built from one `MixtureConfig`.
+
+A mixture is described once, by its config (`ormix.config.MixtureConfig`, what a mixture file holds): the
+Python constructor builds that same config from its arguments, and everything else — member specs, the
+plan, datasets, routing, reward functions, ablations, the manifest — is built from it. Every rule (member
+names, weights, schedules, strategies) is checked there, once, with every problem reported together.
+
+Members (each an `OpenRewardSpec` plus per-member options) are interleaved into one dataset keyed by an
+`environment` column, following the mixture's `ormix.mixture._planner.Planner` (weights, temperature, round
+robin, step schedules, adaptive weights; exact per-step quotas). Tool calls are routed to the member's
+session, either per
+environment (TRL's dict `environment_factory`) or through one `RoutingEnvironment` with namespaced methods.
+Rewards come back as one function per member, so TRL logs `rewards/<member>/mean`.
+
+Example:
+    >>> mix = MixtureSpec({"terminals": OpenRewardSpec("local:terminals", num_tasks=16),
+    ...                    "seta": OpenRewardSpec("local:seta", num_tasks=16)},
+    ...                   weights={"terminals": 0.7, "seta": 0.3}, prompts_per_step=4, num_samples=64)
+    >>> mix.config.weights, mix.train_members
+    ({'terminals': 0.7, 'seta': 0.3}, ['terminals', 'seta'])
+    >>> mix.without("seta").name
+    'mixture-without-seta'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Literal
+
+import anyio
+
+from ormix._connection import Connection, connection_key
+from ormix._dataset import rows_to_dataset
+from ormix._errors import MixtureError
+from ormix._hashing import content_hash
+from ormix._runs import installed_versions
+from ormix._spec import OpenRewardSpec
+from ormix.config import (
+    AdaptiveConfig,
+    MemberConfig,
+    MixtureConfig,
+    PhaseConfig,
+    SpecConfig,
+    TaskFilterConfig,
+    TelemetryConfig,
+)
+from ormix.config._checks import eval_overlap_note, held_out
+from ormix.mixture._adaptive_run import AdaptiveRun
+from ormix.mixture._planner import Planner, PlanRow
+from ormix.mixture._prior import platform_evidence
+from ormix.ors._bridge import run_sync
+from ormix.ors._errors import ORSError
+from ormix.rollout._batch import SPLIT_COLUMN
+from ormix.rollout._rewards import RewardFunction
+from ormix.rollout._routing import RoutingEnvironment, make_routing_class
+
+Role = Literal["train", "eval", "both"]
+
+
+@dataclass
+class Member:
+    """One environment of a mixture built in Python: its spec plus per-member options.
+
+    The same options as a mixture file's member (`ormix.config.MemberConfig`): the mixture turns it into one.
+
+    Example:
+        >>> Member(OpenRewardSpec("local:seta", num_tasks=8), weight=0.3, scale=2.0).config().scale
+        2.0
+    """
+
+    spec: OpenRewardSpec
+    weight: float | None = None
+    role: Role = "train"
+    scale: float = 1.0
+    unscored_reward: float | None = None
+    eval_split: str | None = None
+    eval_indices: Sequence[int] | None = None
+    eval_num_tasks: int | None = None
+    #: This member's task filter with ``strategy="adaptive"`` (`ormix.config.TaskFilterConfig` fields;
+    #: ``False``: none); by default the mixture's ``adaptive["filter"]``, on unless that is ``None``.
+    filter: Mapping[str, Any] | TaskFilterConfig | Literal[False] | None = None
+    #: The member's reference solver, ``"module:function"`` (`ormix.workbench._references`).
+    reference: str | None = None
+
+    def config(self) -> MemberConfig:
+        """This member as a `MemberConfig` (the spec's options plus the member's)."""
+        options: dict[str, Any] = {k: getattr(self.spec.config, k) for k in SpecConfig.model_fields}
+        if self.unscored_reward is not None:
+            options["unscored_reward"] = self.unscored_reward
+        evaluation = None
+        if self.eval_split is not None or self.eval_indices is not None or self.eval_num_tasks is not None:
+            evaluation = {
+                "split": self.eval_split,
+                "indices": list(self.eval_indices) if self.eval_indices is not None else None,
+                "num_tasks": self.eval_num_tasks,
+            }
+        return MemberConfig.model_validate(
+            {
+                **options,
+                "weight": self.weight,
+                "role": self.role,
+                "scale": self.scale,
+                "eval": evaluation,
+                "filter": self.filter,
+                "reference": self.reference,
+            }
+        )
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    """One member's eval tasks, as its server answered: which, why those, and how many it trains on.
+
+    Attributes:
+        member: the member's name.
+        split: the split the tasks are drawn from.
+        task_indices: the tasks, in dataset order.
+        source: how they were chosen, in words (``held out: ...``, ``split 'test'``, ...).
+        overlap: how many of them the member also trains on (same split, same index).
+        notes: what a user should know (an overlap with training, fewer tasks than asked for).
+
+    Example:
+        >>> EvalSet("echo", "test", (0, 1), "split 'test' (all its tasks)", 0).as_dict()["tasks"]
+        2
+    """
+
+    member: str
+    split: str
+    task_indices: tuple[int, ...]
+    source: str
+    overlap: int
+    notes: tuple[str, ...] = field(default=())
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready (the run manifest's ``eval`` entry of the member)."""
+        return {
+            "split": self.split,
+            "tasks": len(self.task_indices),
+            "task_indices": list(self.task_indices),
+            "source": self.source,
+            "overlap": self.overlap,
+            "notes": list(self.notes),
+        }
+
+
+async def _split_facts(spec: OpenRewardSpec, split: str) -> tuple[list[str] | None, int | None]:
+    """The environment's split names (``None``: it does not list them) and the size of ``split`` (``None``:
+    the split is not among the names)."""
+    client = await spec.connection.client()
+    try:
+        names: list[str] | None = [s.name for s in await client.splits()]
+    except ORSError:
+        names = None
+    if names is not None and split not in names:
+        return names, None
+    return names, await client.num_tasks(split)
+
+
+class RoutingFactory:
+    """The namespaced `environment_factory`: a picklable callable making one `RoutingEnvironment` per rollout.
+
+    Example:
+        >>> factory = RoutingFactory({"echo": OpenRewardSpec("local:echo")})
+        >>> factory.__name__
+        'routing_environment'
+    """
+
+    __name__ = "routing_environment"
+
+    def __init__(self, specs: Mapping[str, OpenRewardSpec]) -> None:
+        self.specs = dict(specs)
+
+    @cached_property
+    def routing_class(self) -> type[RoutingEnvironment]:
+        """The `RoutingEnvironment` subclass with every member's namespaced tools."""
+        return make_routing_class({n: s.episode_class for n, s in self.specs.items()})
+
+    def __call__(self) -> RoutingEnvironment:
+        return self.routing_class()
+
+    def episode_config_for(self, row: Mapping[str, Any]) -> Any:
+        """The `EpisodeConfig` of the member a row belongs to (its `environment` column), or ``None``."""
+        spec = self.specs.get(row.get("environment"))  # type: ignore[arg-type]
+        return None if spec is None else spec.episode_config
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"specs": self.specs}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.specs = state["specs"]
+
+
+def _member(name: str, value: Any) -> Member:
+    if isinstance(value, Member):
+        return value
+    if isinstance(value, OpenRewardSpec):
+        return Member(value)
+    raise MixtureError(f"member {name!r} must be an OpenRewardSpec or a Member, not {type(value).__name__}")
+
+
+class MixtureSpec:
+    """Several ORS environments as TRL's inputs: `train_dataset`, `eval_dataset`, `environment_factory`,
+    `reward_funcs`, `callbacks`.
+
+    Args:
+        members: member name → `OpenRewardSpec` or `Member`. Names are short identifiers (`[a-z][a-z0-9_]*`,
+            no `__`). Members may share a target (then they share one connection and tool surface).
+        weights: member → weight (alternative to `Member.weight`); default uniform.
+        strategy: `weights`, `temperature` (p ∝ n_i^(1/T) over task counts), `round_robin` or `adaptive`
+            (weights move toward the members whose groups are informative; needs `prompts_per_step` and
+            `callbacks=mix.callbacks`).
+        temperature: T for the `temperature` strategy.
+        schedule: curriculum phases (dicts with `until_step`, `weights`, `interpolate`, or
+            `ormix.config.PhaseConfig`); needs `prompts_per_step`. Steps count from 1; a phase holds until
+            its `until_step` (exclusive).
+        num_samples: rows in the training dataset (default: `num_steps * prompts_per_step`, else all tasks).
+        prompts_per_step: unique prompts per optimizer step; every step then gets its exact quota.
+        num_steps: planned training steps (sizes the dataset with `prompts_per_step`).
+        routing: `auto` (per_env where the installed TRL accepts a dict factory), `per_env` or `namespaced`.
+        seed: plan seed; same config and seed → same rows on every rank and run.
+        name: a label for manifests and run directories.
+        telemetry: the coverage alarm's settings (`ormix.config.TelemetryConfig` fields).
+        adaptive: how adaptive weights move, with ``strategy="adaptive"`` (`ormix.config.AdaptiveConfig`
+            fields).
+
+    The arguments become a `MixtureConfig` (`mix.config`), validated like a mixture file: a bad one raises
+    `ormix.config.MixtureConfigError` (a `MixtureError`) listing every problem.
+    """
+
+    def __init__(
+        self,
+        members: Mapping[str, OpenRewardSpec | Member],
+        *,
+        weights: Mapping[str, float] | None = None,
+        strategy: str = "weights",
+        temperature: float = 1.0,
+        schedule: Sequence[PhaseConfig | Mapping[str, Any]] | None = None,
+        num_samples: int | None = None,
+        prompts_per_step: int | None = None,
+        num_steps: int | None = None,
+        routing: str = "auto",
+        seed: int = 0,
+        name: str | None = None,
+        telemetry: Mapping[str, Any] | TelemetryConfig | None = None,
+        adaptive: Mapping[str, Any] | AdaptiveConfig | None = None,
+    ) -> None:
+        given = {str(n): _member(str(n), v) for n, v in members.items()}
+        phases = None
+        if schedule is not None:
+            phases = [p.model_dump() if isinstance(p, PhaseConfig) else dict(p) for p in schedule]
+        data = {
+            "name": name or "mixture",
+            "members": {n: m.config() for n, m in given.items()},
+            "weights": dict(weights) if weights is not None else None,
+            "strategy": strategy,
+            "temperature": temperature,
+            "schedule": phases,
+            "num_samples": num_samples,
+            "num_steps": num_steps,
+            "prompts_per_step": prompts_per_step,
+            "routing": routing,
+            "seed": seed,
+            "telemetry": telemetry if telemetry is not None else {},
+            "adaptive": adaptive,
+        }
+        config = MixtureConfig.from_dict(
+            {k: v for k, v in data.items() if v is not None}, source=f"MixtureSpec({data['name']!r})"
+        )
+        self._setup(config, {n: m.spec for n, m in given.items()})
+
+    @classmethod
+    def from_config(
+        cls, config: MixtureConfig, *, specs: Mapping[str, OpenRewardSpec] | None = None
+    ) -> MixtureSpec:
+        """The mixture a validated `MixtureConfig` describes (what a mixture file holds).
+
+        ``specs``: existing specs to share connections (and what their servers answered) with, by member name.
+
+        Example:
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}})
+            >>> MixtureSpec.from_config(cfg).train_members
+            ['a', 'b']
+        """
+        mixture = cls.__new__(cls)
+        mixture._setup(config, specs or {})
+        return mixture
+
+    def _setup(self, config: MixtureConfig, specs: Mapping[str, OpenRewardSpec]) -> None:
+        self.config = config
+        self._eval_sets: dict[str, EvalSet] = {}
+        self._eval_specs: dict[str, OpenRewardSpec] = {}
+        self._split_facts: dict[tuple[str, str], tuple[list[str] | None, int | None]] = {}
+        if config.base_dir is not None:  # a config built in Python: a loaded file has added it already
+            from ormix.server._registry import add_search_dir
+
+            add_search_dir(config.base_dir)
+        # Members naming the same server share one connection: one client, one task list per selection,
+        # one tool surface.
+        connections: dict[tuple[Any, ...], Connection] = {}
+        for spec in specs.values():
+            connections.setdefault(spec.connection.key, spec.connection)
+        self._specs: dict[str, OpenRewardSpec] = {}
+        for member_name, member in config.members.items():
+            key = connection_key(member)
+            spec = OpenRewardSpec.from_config(member, name=member_name, connection=connections.get(key))
+            connections.setdefault(key, spec.connection)
+            spec.connection.note_secrets(member_name, member)  # each member's, checked against the platform's
+            self._specs[member_name] = spec
+
+    # ── the config, read ──────────────────────────────────────────────
+
+    @property
+    def name(self) -> str:
+        """The mixture's name (run directories, manifests)."""
+        return self.config.name
+
+    @property
+    def members(self) -> dict[str, MemberConfig]:
+        """Member name → its `MemberConfig` (the member's spec: `spec(name)`)."""
+        return dict(self.config.members)
+
+    @property
+    def train_members(self) -> list[str]:
+        """Members that appear in the training dataset, in declaration order."""
+        return self.config.train_members
+
+    @property
+    def seed(self) -> int:
+        """The plan seed."""
+        return self.config.seed
+
+    @property
+    def strategy(self) -> str:
+        """The sampling strategy (`weights`, `temperature`, `round_robin`)."""
+        return self.config.strategy
+
+    @property
+    def prompts_per_step(self) -> int | None:
+        """Unique prompts per optimizer step, when the plan is laid out by steps."""
+        return self.config.prompts_per_step
+
+    @property
+    def telemetry_config(self) -> TelemetryConfig:
+        """The coverage alarm's settings."""
+        return self.config.telemetry
+
+    def spec(self, member: str) -> OpenRewardSpec:
+        """The (member-named) spec of one member."""
+        try:
+            return self._specs[member]
+        except KeyError:
+            raise MixtureError(f"unknown member {member!r}; members are {sorted(self._specs)}") from None
+
+    def connect(self) -> None:
+        """Reach every member's server at once, starting the local ones (each local server's child process
+        spends seconds importing its environment, so three start in about the time of one). Raises the
+        first member's error, as its own first use would.
+
+        Example:
+            >>> mix = MixtureSpec({m: OpenRewardSpec("local:echo", num_tasks=1, local_serve="thread")
+            ...                    for m in ("a", "b")})
+            >>> mix.connect()
+        """
+        connections = list({id(s.connection): s.connection for s in self._specs.values()}.values())
+        failed: dict[int, Exception] = {}
+
+        async def reach(i: int, connection: Connection) -> None:
+            try:
+                await connection.client()
+            except Exception as e:  # noqa: BLE001 - raised below, the first member's first
+                failed[i] = e
+
+        async def check(i: int, connection: Connection) -> None:
+            try:
+                await connection.check_secrets()
+            except Exception as e:  # noqa: BLE001 - raised below, the first member's first
+                failed[i] = e
+
+        async def reach_all() -> None:
+            # Required secrets first (the platform's API only): a missing one stops here, before any server.
+            async with anyio.create_task_group() as tg:
+                for i, connection in enumerate(connections):
+                    tg.start_soon(check, i, connection)
+            if failed:
+                return
+            async with anyio.create_task_group() as tg:
+                for i, connection in enumerate(connections):
+                    tg.start_soon(reach, i, connection)
+
+        run_sync(reach_all)
+        if failed:
+            raise failed[min(failed)]
+
+    # ── plan and datasets ─────────────────────────────────────────────
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the weights follow training (``strategy: adaptive``): then rows are decided on fetch."""
+        return self.config.strategy == "adaptive"
+
+    @property
+    def num_rows(self) -> int:
+        """Rows of the training dataset."""
+        return self.planner.num_rows
+
+    @cached_property
+    def planner(self) -> Planner:
+        """The mixture's `Planner` over its train members' task indices (the one training uses)."""
+        specs = {n: self.spec(n) for n in self.train_members}
+        with_prior = [n for n in specs if (rule := self.config.task_filter(n)) and rule.prior]
+        try:
+            return Planner(
+                self.config,
+                {n: s.task_indices for n, s in specs.items()},
+                metadata={n: dict(specs[n].task_specs) for n in with_prior},
+                difficulty=platform_evidence(self.config, specs),
+            )
+        except MixtureError as e:
+            raise MixtureError(f"mixture {self.name!r}: {e}") from None
+
+    @cached_property
+    def adaptive_run(self) -> AdaptiveRun:
+        """The planner in a trainer's data flow (`AdaptiveRun`: rows decided on fetch); adaptive only."""
+        if not self.adaptive:
+            raise MixtureError(f"mixture {self.name!r} is not adaptive (strategy: {self.config.strategy})")
+        rows = {n: {r["task_index"]: r for r in self.spec(n).dataset_rows()} for n in self.train_members}
+        return AdaptiveRun(self.planner, rows)
+
+    @cached_property
+    def plan(self) -> list[PlanRow]:
+        """The rows (member, task_index, step) known before training: all of a static plan; an adaptive plan's
+        first steps (the rest are decided during training and written to the rollout records)."""
+        return self.planner.plan()
+
+    @property
+    def order_matters(self) -> bool:
+        """Whether the dataset order carries meaning (quotas, schedule, round robin): shuffling breaks it."""
+        cfg = self.config
+        return bool(cfg.prompts_per_step or cfg.schedule or cfg.strategy in ("round_robin", "adaptive"))
+
+    @cached_property
+    def train_dataset(self) -> Any:
+        """Interleaved rows: `prompt`, `environment`, `task_index`, then task metadata.
+
+        Metadata keys whose types clash across members (say `difficulty` an int in one and a string in
+        another) are stored as JSON text in that column, so the Arrow schema always builds. An adaptive
+        mixture's rows are placeholders, filled in when the trainer fetches them.
+        """
+        if self.adaptive:
+            return self.adaptive_run.dataset(self.num_rows)
+        by_member = {
+            n: {row["task_index"]: row for row in self.spec(n).dataset_rows()} for n in self.train_members
+        }
+        rows = []
+        for planned in self.plan:
+            base = by_member[planned.member][planned.task_index]
+            rows.append(
+                {
+                    "prompt": base["prompt"],
+                    "environment": planned.member,
+                    "task_index": planned.task_index,
+                    **{k: v for k, v in base.items() if k not in ("prompt", "task_index", "environment")},
+                }
+            )
+        return rows_to_dataset(rows)
+
+    def eval_spec(self, member: str) -> OpenRewardSpec:
+        """The spec selecting a member's eval tasks (`eval_set`: another split, held-out or given indices; its
+        own tasks otherwise, and for a member without an eval set)."""
+        config = self.config.members.get(member)
+        if config is not None and not config.evaluates:
+            return self.spec(member)
+        self.eval_set(member)
+        return self._eval_specs[member]
+
+    def eval_set(self, member: str) -> EvalSet:
+        """A member's eval tasks, checked against its server (asked once per member).
+
+        - no ``eval:`` section (``role: eval`` or ``both``): the member's own tasks;
+        - ``eval: {split: S}`` on another split: that split's tasks (``num_tasks`` / ``indices`` of it, else
+          all);
+        - ``eval: {indices: [...]}``: exactly those (each must exist in the split);
+        - ``eval: {num_tasks: N}`` on the member's own split: N tasks held out, the first N of the split
+          outside its task selection (the tasks it trains on; the same for ``role: eval``, so dropping a
+          member to eval-only keeps its eval tasks); when fewer remain, the split's first N, said in
+          `EvalSet.notes`;
+        - ``eval: {}`` on its own split: its training tasks.
+
+        Raises `MixtureError` naming the member when its eval split does not exist on the environment or an
+        eval index is out of range.
+
+        Example:
+            >>> mix = MixtureSpec({"echo": Member(OpenRewardSpec("local:echo", num_tasks=4,
+            ...                    local_serve="thread"), eval_num_tasks=2)})
+            >>> found = mix.eval_set("echo")
+            >>> found.task_indices, found.overlap, found.source
+            ((4, 5), 0, "held out: the first 2 tasks of split 'train' that echo does not train on")
+        """
+        if member in self._eval_sets:
+            return self._eval_sets[member]
+        config = self.config.members.get(member)
+        if config is None or not config.evaluates:
+            raise MixtureError(
+                f"member {member!r} has no eval set; members with one: {self.config.eval_members}"
+            )
+        spec, evaluation = self.spec(member), config.eval
+        split = (evaluation.split if evaluation is not None else None) or spec.split
+        names, total = self.split_facts(member, split)
+        if total is None:
+            raise MixtureError(
+                f"member {member!r}: eval split {split!r} does not exist on {spec.target} (its splits: "
+                f"{', '.join(names or [])}): set the member's eval.split to one of them"
+            )
+        # The member's own selection on that split: held-out tasks stay outside it whatever the role, so a
+        # member turned eval-only (an ablation arm that drops it) keeps the eval tasks of the full mixture.
+        selection = spec.task_indices if split == spec.split else []
+        trained = selection if config.trains else []
+        notes: list[str] = []
+        if evaluation is None:
+            derived = spec
+            source = "its training tasks (role: both)" if config.trains else "its own tasks (role: eval)"
+        elif evaluation.indices is not None:
+            wrong = sorted(i for i in evaluation.indices if i >= total)
+            if wrong:
+                raise MixtureError(
+                    f"member {member!r}: eval index(es) {wrong} do not exist: split {split!r} has {total} "
+                    f"tasks (0-{total - 1}); fix the member's eval.indices"
+                )
+            derived = spec.derive(split=split, indices=list(evaluation.indices), num_tasks=None)
+            source = f"eval.indices of split {split!r}"
+        elif evaluation.num_tasks is not None and selection:
+            wanted = evaluation.num_tasks
+            if spec.where:
+                candidates = spec.derive(split=split, indices=None, num_tasks=None).task_indices
+            else:
+                candidates = list(range(total))
+            kept = held_out(selection, candidates, wanted)
+            if kept is not None:
+                derived = spec.derive(split=split, indices=kept, num_tasks=None)
+                outside = "does not train on" if trained else "does not select (role: eval)"
+                source = f"held out: the first {wanted} tasks of split {split!r} that {member} {outside}"
+            else:
+                derived = spec.derive(split=split, indices=None, num_tasks=wanted)
+                source = f"the first {wanted} tasks of split {split!r}" + (
+                    " (overlapping training)" if trained else ""
+                )
+        elif evaluation.num_tasks is not None or split != spec.split:
+            derived = spec.derive(split=split, indices=evaluation.indices, num_tasks=evaluation.num_tasks)
+            source = (
+                f"the first {evaluation.num_tasks} tasks of split {split!r}"
+                if evaluation.num_tasks is not None
+                else f"split {split!r} (all its tasks)"
+            )
+            if evaluation.num_tasks is not None and evaluation.num_tasks > total:
+                notes.append(
+                    f"{member}: eval asks for {evaluation.num_tasks} tasks; split {split!r} has {total}"
+                )
+        else:
+            derived = spec.derive(split=split)
+            source = "its training tasks (eval: {} on its own split)"
+        indices = tuple(derived.task_indices)
+        overlap = len(set(indices) & set(trained))
+        if evaluation is not None and evaluation.num_tasks is not None and trained and overlap:
+            notes.append(eval_overlap_note(member, split, total, len(trained), evaluation.num_tasks, overlap))
+        elif overlap and evaluation is not None:
+            notes.append(f"{member}: {overlap} of its {len(indices)} eval tasks are training tasks")
+        found = EvalSet(member, split, indices, source, overlap, tuple(notes))
+        self._eval_sets[member], self._eval_specs[member] = found, derived
+        return found
+
+    def eval_sets(self) -> dict[str, EvalSet]:
+        """`eval_set` of every member with an eval set, in file order (asks their servers)."""
+        return {m: self.eval_set(m) for m in self.config.eval_members}
+
+    def split_facts(self, member: str, split: str) -> tuple[list[str] | None, int | None]:
+        """What a member's environment says of ``split``: its split names (``None``: it does not list them)
+        and the size of ``split`` (``None``: not among the names). Asked once per member and split.
+
+        Example:
+            >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", local_serve="thread")})
+            >>> mix.split_facts("echo", "validation")
+            (['train', 'test'], None)
+        """
+        key = (member, split)
+        if key not in self._split_facts:
+            self._split_facts[key] = run_sync(_split_facts, self.spec(member), split)
+        return self._split_facts[key]
+
+    def eval_rows(self, member: str, selection: OpenRewardSpec | None = None) -> list[dict[str, Any]]:
+        """The rows a trainer evaluates a member on: those of ``selection`` (default: its `eval_spec`), each
+        with its ``environment`` and, on a split that is not the member's own, the split its session opens
+        on (``ors_split``).
+
+        Example:
+            >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", local_serve="thread")})
+            >>> test = mix.spec("echo").derive(split="test", indices=[0], num_tasks=None)
+            >>> row = mix.eval_rows("echo", test)[0]
+            >>> row["environment"], row["task_index"], row["ors_split"]
+            ('echo', 0, 'test')
+        """
+        spec = self.eval_spec(member) if selection is None else selection
+        extra = {SPLIT_COLUMN: spec.split} if spec.split != self.spec(member).split else {}
+        return [{"environment": member, **row, **extra} for row in spec.dataset_rows()]
+
+    @cached_property
+    def eval_dataset(self) -> dict[str, Any]:
+        """One dataset per evaluating member (its eval split or held-out indices), keyed by member name."""
+        return {m: rows_to_dataset(self.eval_rows(m)) for m in self.config.eval_members}
+
+    # ── TRL surfaces ──────────────────────────────────────────────────
+
+    @property
+    def single(self) -> bool:
+        """A mixture of one member behaves exactly like that member's spec."""
+        return len(self._specs) == 1
+
+    @cached_property
+    def routing(self) -> str:
+        """The routing actually used: `single`, `per_env` or `namespaced`."""
+        if self.single:
+            return "single"
+        if self.config.routing == "auto":
+            from ormix.trl._compat import accepts_dict_factory
+
+            return "per_env" if accepts_dict_factory() else "namespaced"
+        return self.config.routing
+
+    @cached_property
+    def routing_class(self) -> type[RoutingEnvironment]:
+        """The `RoutingEnvironment` subclass (namespaced routing)."""
+        return self._routing_factory.routing_class
+
+    @cached_property
+    def _routing_factory(self) -> RoutingFactory:
+        return RoutingFactory(self._specs)
+
+    @cached_property
+    def environment_factory(self) -> Callable[[], Any] | dict[str, Callable[[], Any]]:
+        """per_env: `{member: factory}`; namespaced: a `RoutingEnvironment` factory; single: its spec's."""
+        if self.routing == "single":
+            return self.spec(next(iter(self._specs))).environment_factory
+        if self.routing == "per_env":
+            return {n: self.spec(n).environment_factory for n in self._specs}
+        return self._routing_factory
+
+    @cached_property
+    def reward_funcs(self) -> list[RewardFunction]:
+        """One outcome-only reward function per member, `__name__` = member name (TRL logs
+        `rewards/<member>/mean`); other members' rollouts get `None`."""
+        funcs = [
+            self.spec(n).reward_function(name=n, scale=m.scale, unscored_reward=m.unscored_reward)
+            for n, m in self.config.members.items()
+        ]
+        if self.order_matters or self.adaptive:
+            # Without its callbacks a trainer would shuffle this plan away: the first scored batch says so.
+            for n in self._specs:
+                self.spec(n).telemetry.callbacks_required = True
+        if self.adaptive:
+            for func in funcs:
+                if func.member in self.train_members:
+                    # Before the session closer: the observer reads the episodes' tasks.
+                    func.observers.insert(1, self.adaptive_run.observer(func.member))
+        return funcs
+
+    @cached_property
+    def callbacks(self) -> list[Any]:
+        """The trainer-configuration check, per-environment telemetry (rollout records, coverage alarm as set
+        by `telemetry=`) and session cleanup at train end (needs transformers)."""
+        from ormix.trl._callbacks import (
+            MixtureConfigCheck,
+            SessionCleanupCallback,
+            TelemetryCallback,
+        )
+
+        callbacks: list[Any] = [
+            MixtureConfigCheck(self),
+            TelemetryCallback(
+                {n: s.telemetry for n, s in self._specs.items()},
+                self.telemetry_config,
+                secrets=self.secret_values(),
+                # Uploads name their environment: a catalog member's is its target.
+                environments={
+                    n: m.target for n, m in self.config.members.items() if m.parsed_target.kind == "catalog"
+                },
+            ),
+            SessionCleanupCallback(self._specs.values()),
+        ]
+        if self.adaptive:
+            from ormix.trl._callbacks import AdaptiveCallback
+
+            callbacks.insert(1, AdaptiveCallback(self.adaptive_run))
+        return callbacks
+
+    def secret_values(self) -> list[str]:
+        """Every secret value the members send (secrets and API keys), for redaction. Never log them.
+
+        Example:
+            >>> MixtureSpec({"echo": OpenRewardSpec("local:echo", secrets={"k": "v"})}).secret_values()
+            ['v']
+        """
+        return sorted({v for spec in self._specs.values() for v in spec.secret_values()})
+
+    def close_sessions(self) -> int:
+        """Close every session still open by this mixture's episodes."""
+        return sum(spec.close_sessions() for spec in self._specs.values())
+
+    def close(self) -> None:
+        """Close every session and every member's connection (a later use reconnects)."""
+        self.close_sessions()
+        for spec in self._specs.values():
+            spec.connection.close()
+
+    # ── ablations and manifest ────────────────────────────────────────
+
+    def _derived(self, config: MixtureConfig) -> MixtureSpec:
+        # The kept members reuse this mixture's connections (tasks and tool surfaces already fetched).
+        return MixtureSpec.from_config(
+            config, specs={n: s for n, s in self._specs.items() if n in config.members}
+        )
+
+    def without(self, *names: str, as_eval: bool = True) -> MixtureSpec:
+        """A new mixture that does not train on these members (leave-one-out ablation): they stay as
+        eval-only members unless ``as_eval=False``; see `MixtureConfig.without`."""
+        return self._derived(self.config.without(*names, as_eval=as_eval))
+
+    def only(self, *names: str, as_eval: bool = True) -> MixtureSpec:
+        """A new mixture that trains on only these members (only-one ablation), the others eval-only unless
+        ``as_eval=False``; see `MixtureConfig.only`."""
+        return self._derived(self.config.only(*names, as_eval=as_eval))
+
+    def reweight(self, **weights: float) -> MixtureSpec:
+        """A new mixture with these static weights (others keep theirs); see `MixtureConfig.reweight`."""
+        return self._derived(self.config.reweight(**weights))
+
+    def manifest(self) -> dict[str, Any]:
+        """What exactly this run trains on: the config, per-member task indices and tools, the plan, versions.
+
+        ``hash`` is the config's (`MixtureConfig.config_hash`: what was asked for, the same hash `ormix
+        ablate` writes into derived files); ``resolved_hash`` also covers what the servers answered (task
+        indices, tools) and the plan. Neither covers the versions, so the same composition hashes the same
+        on every machine. ``eval`` holds each evaluating member's `EvalSet` (split, task indices, how they
+        were chosen, overlap with training); its servers are asked for it.
+        """
+        self.connect()
+        members = {}
+        for member_name, member in self.config.members.items():
+            spec = self.spec(member_name)
+            members[member_name] = {
+                **spec.manifest_entry(),
+                "weight": member.weight,
+                "role": member.role,
+                "scale": member.scale,
+                "unscored_reward": member.unscored_reward,
+                "task_indices": spec.task_indices if member.trains else [],
+            }
+        resolved = {
+            "members": members,
+            "routing": self.routing,
+            "plan": [[r.member, r.task_index] for r in self.plan],
+        }
+        config_hash = self.config.config_hash()
+        resolved_hash = content_hash({"config": config_hash, **resolved})
+        return {
+            "name": self.name,
+            "seed": self.seed,
+            "config": self.config.manifest_dict(),
+            **resolved,
+            "eval": {m: found.as_dict() for m, found in self.eval_sets().items()},
+            "versions": installed_versions(("ormix", "openreward", "trl", "transformers", "datasets")),
+            "hash": config_hash,
+            "resolved_hash": resolved_hash,
+        }
+
+    def __repr__(self) -> str:
+        return f"MixtureSpec({self.name!r}, members={list(self._specs)}, strategy={self.strategy!r})"
+
+
+def trainer_settings_check() -> Any:
+    """The check of a file's ``train:`` section against the installed trainer's settings (``None``
+    without TRL)."""
+    try:
+        from ormix.trl._args import setting_problems
+    except ImportError:
+        return None
+    return lambda settings: setting_problems(settings)[1]
+
+
+def load_mixture(path: str, *, defer_missing_secrets: bool = False, **overrides: Any) -> MixtureSpec:
+    """Build a `MixtureSpec` from a mixture file (`mixtures/*.yaml`), validated before any server is
+    contacted.
+
+    ``overrides`` replace top-level config keys (e.g. ``num_samples=``, ``seed=``), validated again.
+    ``defer_missing_secrets``: see `ormix.config.load_mixture_config`.
+
+    Example:
+        >>> mix = load_mixture("mixtures/local-demo.yaml")
+        >>> mix.name, mix.train_members
+        ('local-demo', ['echo', 'terminals', 'seta'])
+    """
+    from ormix.config import load_mixture_config
+
+    config = load_mixture_config(
+        path, defer_missing_secrets=defer_missing_secrets, train_check=trainer_settings_check()
+    )
+    if overrides:
+        config = config.updated(**overrides)
+    return MixtureSpec.from_config(config)

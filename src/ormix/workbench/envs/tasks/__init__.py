@@ -1,0 +1,206 @@
+"""Task definitions of the local shell environments, and the checks their graders run against a sandbox.
+
+A task is plain data (`Task`): instructions, files seeded into the workspace, and weighted `Check`s. The
+checks read workspace files on the host side (confined to the workspace) or run commands inside the sandbox;
+nothing the model wrote is ever imported or executed outside it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ormix.workbench.envs.sandbox import Sandbox
+
+#: Seconds a grader command may run before it counts as failed.
+CHECK_TIMEOUT_S = 15.0
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One check's outcome, with a short reason when it failed."""
+
+    name: str
+    weight: float
+    passed: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A weighted assertion about the workspace. Subclasses implement `_run`.
+
+    `name` is what the grader reports; `weight` counts toward a weighted score (SETA-style environments).
+    """
+
+    name: str
+    weight: float = 1.0
+
+    async def evaluate(self, sandbox: Sandbox) -> CheckResult:
+        try:
+            ok, detail = await self._run(sandbox)
+        except (OSError, ValueError, RuntimeError) as e:  # missing file, path refused, bad JSON, ...
+            ok, detail = False, f"{type(e).__name__}: {e}"
+        return CheckResult(self.name, self.weight, ok, "" if ok else detail)
+
+    async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _norm(text: str) -> str:
+    # Trailing spaces and the final newline are not part of what a task asks for.
+    return "\n".join(line.rstrip() for line in text.rstrip("\n").split("\n"))
+
+
+@dataclass(frozen=True)
+class FileEquals(Check):
+    """The file's text equals `expected` (trailing whitespace of lines and final newlines ignored)."""
+
+    path: str = ""
+    expected: str = ""
+
+    async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
+        got = sandbox.read_file(self.path)
+        return _norm(got) == _norm(self.expected), f"{self.path} does not have the expected content"
+
+
+@dataclass(frozen=True)
+class FileMatches(Check):
+    """Every regex in `patterns` matches somewhere in the file (multiline mode); none of `absent` does."""
+
+    path: str = ""
+    patterns: tuple[str, ...] = ()
+    absent: tuple[str, ...] = ()
+
+    async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
+        text = sandbox.read_file(self.path)
+        for p in self.patterns:
+            if not re.search(p, text, re.MULTILINE):
+                return False, f"{self.path}: nothing matches {p!r}"
+        for p in self.absent:
+            if re.search(p, text, re.MULTILINE):
+                return False, f"{self.path}: should not match {p!r}"
+        return True, ""
+
+
+@dataclass(frozen=True)
+class JsonEquals(Check):
+    """The file parses as JSON equal to `expected`."""
+
+    path: str = ""
+    expected: Any = None
+
+    async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
+        return json.loads(
+            sandbox.read_file(self.path)
+        ) == self.expected, f"{self.path}: unexpected JSON value"
+
+
+@dataclass(frozen=True)
+class Exists(Check):
+    """Every path exists (`present=True`) or none does (`present=False`)."""
+
+    paths: tuple[str, ...] = ()
+    present: bool = True
+
+    async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
+        for p in self.paths:
+            if sandbox.exists(p) != self.present:
+                return False, f"{p} {'is missing' if self.present else 'should not exist'}"
+        return True, ""
+
+
+@dataclass(frozen=True)
+class Executable(Check):
+    """The file exists and has its owner-execute bit set."""
+
+    path: str = ""
+
+    async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
+        return bool(sandbox.host_path(self.path).stat().st_mode & 0o100), f"{self.path} is not executable"
+
+
+@dataclass(frozen=True)
+class Command(Check):
+    """Run `cmd` with bash in the sandbox: it must exit 0 and, when `output` is set, print exactly that."""
+
+    cmd: str = ""
+    output: str | None = None
+    #: How failures name the command (default: the command itself).
+    label: str | None = None
+
+    async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
+        what = self.label or f"`{self.cmd}`"
+        res = await sandbox.run(self.cmd, timeout=CHECK_TIMEOUT_S, max_bytes=200_000)
+        if res.timed_out:
+            return False, f"{what} timed out after {CHECK_TIMEOUT_S:g}s"
+        if res.return_code != 0:
+            return False, f"{what} exited {res.return_code}"
+        if self.output is not None and _norm(res.output) != _norm(self.output):
+            return False, f"{what} printed something else"
+        return True, ""
+
+
+def python_check(name: str, code: str, weight: float = 1.0) -> Command:
+    """A check that runs `code` with the sandbox's python3 in the workspace; it passes when it exits 0.
+
+    `-I` keeps PYTHON* variables and user site-packages out; the workspace is put first on `sys.path`
+    explicitly so the code under test imports.
+    """
+    prelude = "import os, sys\nsys.path.insert(0, os.getcwd())\n"
+    return Command(
+        name,
+        weight,
+        cmd=f"python3 -I - <<'ORMIX_CHECK_EOF'\n{prelude}{code}\nORMIX_CHECK_EOF",
+        label="the Python check",
+    )
+
+
+@dataclass(frozen=True)
+class Task:
+    """One task: what the prompt says, what the workspace starts with, and how it is graded.
+
+    `files` maps workspace paths to text, or to `(text, mode)` for a file with permission bits.
+    """
+
+    task_id: str
+    difficulty: str
+    category: str
+    instructions: str
+    files: dict[str, str | tuple[str, int]] = field(default_factory=dict)
+    checks: Sequence[Check] = ()
+    tags: tuple[str, ...] = ()
+    split: str = "train"
+
+    def seed(self, sandbox: Sandbox) -> None:
+        """Write the task's files into the workspace."""
+        for path, spec in self.files.items():
+            text, mode = spec if isinstance(spec, tuple) else (spec, None)
+            sandbox.write_file(path, text, mode)
+
+    async def grade(self, sandbox: Sandbox) -> list[CheckResult]:
+        """Run every check, in order."""
+        return [await c.evaluate(sandbox) for c in self.checks]
+
+
+def weighted_score(results: Sequence[CheckResult]) -> float:
+    """The weighted fraction of passing checks (0.0 when there are none)."""
+    total = sum(r.weight for r in results)
+    return sum(r.weight for r in results if r.passed) / total if total else 0.0
+
+
+def summarize(results: Sequence[CheckResult]) -> str:
+    """A short report for the model: how many checks passed and which failed."""
+    passed = sum(r.passed for r in results)
+    lines = [f"{passed}/{len(results)} checks passed."]
+    lines += [f"FAILED {r.name}: {r.detail}" for r in results if not r.passed]
+    return "\n".join(lines)
+
+
+def by_split(tasks: Sequence[Task], split: str) -> list[Task]:
+    """The tasks of one split, in definition order."""
+    return [t for t in tasks if t.split == split]
