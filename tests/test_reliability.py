@@ -18,7 +18,7 @@ import pytest
 
 from ormix import OpenRewardSpec
 from ormix.rollout._episode import close_episode
-from ormix.server import serve_in_process, serve_in_thread
+from ormix.server import ServeOptions, serve_in_process, serve_in_thread
 from support.tools import tool_text
 
 
@@ -96,7 +96,7 @@ def test_deadline_is_reported_to_the_model_and_does_not_block_the_next_rollout(f
 
 @pytest.mark.parametrize("pings", [True, False])
 def test_long_idle_episode_survives_the_idle_limit_only_with_pings(pings):
-    with serve_in_thread(["local:faulty"], idle_limit_s=1.0) as server:
+    with serve_in_thread(["local:faulty"], ServeOptions(idle_limit_s=1.0)) as server:
         spec = spec_on(server, ping_interval_s=0.2 if pings else None)
         ep = spec.environment_factory()
         ep.reset(task_spec={"answer": "42"})
@@ -118,7 +118,7 @@ def _free_port() -> int:
 
 def test_server_killed_and_restarted_mid_run():
     port = _free_port()
-    server = serve_in_process(["local:faulty"], port=port)
+    server = serve_in_process(["local:faulty"], ServeOptions(port=port))
     try:
         spec = OpenRewardSpec(server.url, env_name="faulty", discover_task_tools=False, call_timeout_s=5)
         ep = spec.environment_factory()
@@ -132,7 +132,7 @@ def test_server_killed_and_restarted_mid_run():
         assert ep.outcome.error_kind in ("transport", "session_died")
         assert spec.reward_funcs(environments=[ep]) == [None]
 
-        server = serve_in_process(["local:faulty"], port=port)  # back on the same address
+        server = serve_in_process(["local:faulty"], ServeOptions(port=port))  # back on the same address
         fresh = spec.environment_factory()
         fresh.reset(task_spec={"answer": "42"})
         fresh.submit(answer="42")

@@ -18,7 +18,6 @@ from ormix.config import (
     MemberConfig,
     MixtureConfig,
     MixtureConfigError,
-    MixtureFileError,
     Secret,
     load_mixture_config,
 )
@@ -37,7 +36,7 @@ def load(text: str, environ: dict[str, str] | None = None, source: str = "mix.ya
 
 
 def problems_of(text: str, environ: dict[str, str] | None = None) -> str:
-    with pytest.raises(MixtureFileError) as info:
+    with pytest.raises(MixtureConfigError) as info:
         load(text, environ)
     return str(info.value)
 
@@ -116,7 +115,7 @@ def test_curriculum_schedule_and_secret_reference(monkeypatch: pytest.MonkeyPatc
 
 
 def test_curriculum_without_api_key_names_the_variable() -> None:
-    with pytest.raises(MixtureFileError) as info:
+    with pytest.raises(MixtureConfigError) as info:
         load_mixture_config(MIXTURES / "seta-endless-curriculum.yaml", environ={})
     msg = str(info.value)
     line = line_with(msg, "members.seta.secrets.api_key")
@@ -494,7 +493,7 @@ def test_many_problems_all_reported_one_per_line_each_naming_the_file() -> None:
       - {weights: {seta: 1, term: 1}}
       - {until_step: 5, weights: {seta: 1, term: 1}}
     """
-    with pytest.raises(MixtureFileError) as info:
+    with pytest.raises(MixtureConfigError) as info:
         load(text, source="mixtures/broken.yaml")
     err = info.value
     lines = str(err).splitlines()
@@ -527,7 +526,7 @@ def test_not_a_mapping(text: str, expected: str) -> None:
 
 
 def test_missing_file() -> None:
-    with pytest.raises(MixtureFileError, match="file not found"):
+    with pytest.raises(MixtureConfigError, match="file not found"):
         load_mixture_config("mixtures/does-not-exist.yaml")
 
 
@@ -635,7 +634,7 @@ def test_secret_values_never_printable() -> None:
 def test_secret_values_never_in_errors() -> None:
     broken = SECRET_FILE.replace("target: Eigent/SETA", "target: Eigent/SETA\n    num_task: 3\n    role: x")
     broken += "weights: {seta: -1}\n"
-    with pytest.raises(MixtureFileError) as info:
+    with pytest.raises(MixtureConfigError) as info:
         load(broken)
     assert "sk-literal-LEAK-1234" not in str(info.value) and PLANTED not in str(info.value)
     assert len(info.value.problems) >= 3
@@ -911,7 +910,7 @@ def test_a_files_max_steps_below_one_is_named_with_its_key(tmp_path: Path) -> No
 
     path = tmp_path / "zero.yaml"
     path.write_text(TWO + "train: {max_steps: 0}\n")
-    with pytest.raises(MixtureFileError) as info:
+    with pytest.raises(MixtureConfigError) as info:
         load_mixture_config(path, train_check=trainer_settings_check())
     assert "train.max_steps" in str(info.value) and "a run trains at least 1 step, not 0" in str(info.value)
 

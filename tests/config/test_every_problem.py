@@ -33,10 +33,10 @@ def assert_every_problem(text: str) -> None:
 
 
 def test_load_mixture_reports_the_target_and_the_train_typos_in_one_error() -> None:
-    from ormix.config import MixtureFileError
+    from ormix.config import MixtureConfigError
     from ormix.mixture import load_mixture
 
-    with pytest.raises(MixtureFileError) as info:
+    with pytest.raises(MixtureConfigError) as info:
         load_mixture(str(TYPOS))
     assert [p.key_path for p in info.value.problems] == [
         "members.term.target",
@@ -47,12 +47,12 @@ def test_load_mixture_reports_the_target_and_the_train_typos_in_one_error() -> N
 
 
 def test_a_cheap_problem_and_a_local_typo_and_train_typos_come_together(tmp_path: Path) -> None:
-    from ormix.config import MixtureFileError
+    from ormix.config import MixtureConfigError
     from ormix.mixture import load_mixture
 
     path = tmp_path / "typos.yaml"
     path.write_text(TYPOS.read_text().replace("    num_tasks: 2\n  echo", "    num_taks: 2\n  echo"))
-    with pytest.raises(MixtureFileError) as info:
+    with pytest.raises(MixtureConfigError) as info:
         load_mixture(str(path))
     assert [p.key_path for p in info.value.problems] == [
         "members.term.target",

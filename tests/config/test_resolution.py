@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ormix.config import MixtureFileError, load_mixture_config
+from ormix.config import MixtureConfigError, load_mixture_config
 
 ENV_MODULE = '''
 from openreward.environments import Environment, TextBlock, ToolOutput, tool
@@ -70,7 +70,7 @@ def test_every_bad_target_is_named_with_its_line(project):
             """
         )
     )
-    with pytest.raises(MixtureFileError) as info:
+    with pytest.raises(MixtureConfigError) as info:
         load_mixture_config(file)
     text = str(info.value)
     assert "5 problems" in text

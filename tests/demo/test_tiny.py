@@ -11,8 +11,9 @@ import time
 
 import pytest
 
+from ormix._errors import UsageError
 from ormix.workbench import _tiny as tiny
-from ormix.workbench._tiny import TINY_MODEL, TinyModelError, build_tiny_model, resolve_model, tiny_model_hash
+from ormix.workbench._tiny import TINY_MODEL, build_tiny_model, resolve_model, tiny_model_hash
 
 ADDED = ["<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>"]
 
@@ -110,7 +111,7 @@ def test_rebuilds_a_stale_build_and_refuses_foreign_directories(built, tmp_path)
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(TinyModelError, match="not a tiny-model build"):
+    with pytest.raises(UsageError, match="not a tiny-model build"):
         build_tiny_model(foreign)
     assert (foreign / "notes.txt").read_text() == "mine"
 

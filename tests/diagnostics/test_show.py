@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from rich.console import Console
 from typer.testing import CliRunner
 
+from ormix._errors import UsageError
 from ormix.app import app
 from ormix.app._show import (
-    ShowError,
     ShownRollout,
     format_call,
     known_secrets,
@@ -237,7 +237,7 @@ def test_records_that_carry_their_own_text_are_shown_with_it_redacted(tmp_path, 
 
 
 def test_a_directory_that_is_not_there_is_refused(tmp_path):
-    with pytest.raises(ShowError, match="is not a directory"):
+    with pytest.raises(UsageError, match="is not a directory"):
         load_rollouts(tmp_path / "missing")
 
 
@@ -369,7 +369,7 @@ records = st.lists(
 def test_selection_keeps_exactly_the_matching_rollouts_of_the_latest_matching_step(rows, member, outcome):
     rollouts = [ShownRollout(r) for r in rows]
     if member is not None and member not in {r["member"] for r in rows}:
-        with pytest.raises(ShowError, match="no member"):
+        with pytest.raises(UsageError, match="no member"):
             select_rollouts(rollouts, member=member)
         return
     chosen, step = select_rollouts(rollouts, member=member, outcome=outcome)
@@ -388,7 +388,7 @@ def test_selection_keeps_exactly_the_matching_rollouts_of_the_latest_matching_st
 @given(st.sets(st.integers(0, 40), min_size=1))
 def test_a_step_not_in_the_run_is_refused_naming_the_steps_there_as_ranges(steps):
     rollouts = [ShownRollout({"step": s, "member": "a"}) for s in steps]
-    with pytest.raises(ShowError) as failure:
+    with pytest.raises(UsageError) as failure:
         select_rollouts(rollouts, step=41)
     listed = re.search(r"its steps: ([\d, -]+)\)", str(failure.value)).group(1)
     back = set()

@@ -74,9 +74,9 @@ def test_each_mistake_is_one_named_error_line(case: str, command: str, tmp_path:
 
 @pytest.mark.parametrize("case", sorted(AT_LOAD))
 def test_mistakes_found_at_load_name_their_cause_with_the_file_line(case: str) -> None:
-    from ormix.config import MixtureFileError, load_mixture_config
+    from ormix.config import MixtureConfigError, load_mixture_config
 
-    with pytest.raises(MixtureFileError) as info:
+    with pytest.raises(MixtureConfigError) as info:
         load_mixture_config(ENVS / f"{case}.yaml")
     assert f"{case}.yaml:3: members.mine.target:" in str(info.value) and CASES[case] in str(info.value)
     assert isinstance(info.value, ValueError)  # a UsageError: exit 2

@@ -11,7 +11,6 @@ from typer.testing import CliRunner
 from ormix._errors import UsageError
 from ormix.app import app
 from ormix.app._compare import (
-    CompareError,
     compare,
     compare_groups,
     comparison_markdown,
@@ -117,7 +116,7 @@ def test_different_task_sets_are_refused_unless_partial_is_allowed(tmp_path, eva
     fewer = {t: v for t, v in SETA_BETTER.items() if t < 12}
     other = write_eval(tmp_path / "fewer", records("seta", fewer) + records("terminals", TERM_B))
     with pytest.raises(
-        CompareError, match=r"seta: the manifests choose different tasks \(16 in base, 12 in fewer, 12"
+        UsageError, match=r"seta: the manifests choose different tasks \(16 in base, 12 in fewer, 12"
     ) as e:
         compare([load_eval(base), load_eval(other)])
     assert isinstance(e.value, UsageError) and "--allow-partial" in str(e.value)
@@ -135,7 +134,7 @@ def test_an_interrupted_eval_and_another_target_or_split_are_refused(tmp_path, e
         "terminals": {"target": "local:terminals2", "split": "test", "tasks": list(range(16))},
     }
     cut = write_eval(tmp_path / "cut", recs, manifest)
-    with pytest.raises(CompareError) as e:
+    with pytest.raises(UsageError) as e:
         compare([load_eval(base), load_eval(cut)])
     message = str(e.value)
     assert "seta: cut has no records for 6 of its 16 tasks (an interrupted eval?" in message
@@ -146,14 +145,14 @@ def test_an_interrupted_eval_and_another_target_or_split_are_refused(tmp_path, e
     train_split = write_eval(
         tmp_path / "train-split", records("seta", SETA_BASE, split="train") + records("terminals", TERM_A)
     )
-    with pytest.raises(CompareError, match="seta: split 'test' in base, 'train' in train-split"):
+    with pytest.raises(UsageError, match="seta: split 'test' in base, 'train' in train-split"):
         compare([load_eval(base), load_eval(train_split)])
 
 
 def test_a_member_missing_from_one_eval_is_refused(tmp_path, evals):
     base, _ = evals
     only_seta = write_eval(tmp_path / "only-seta", records("seta", SETA_BASE))
-    with pytest.raises(CompareError, match="terminals is evaluated in base but not in only-seta"):
+    with pytest.raises(UsageError, match="terminals is evaluated in base but not in only-seta"):
         compare([load_eval(base), load_eval(only_seta)])
     result = compare([load_eval(base), load_eval(only_seta)], allow_partial=True)
     assert list(result["comparisons"][0]["members"]) == ["seta"]
@@ -164,9 +163,9 @@ def test_three_evals_compare_each_with_the_first_and_bad_arguments_are_usage_err
     data = [load_eval(base), load_eval(better), load_eval(base)]
     result = compare(data, ks=[1])
     assert [c["label"] for c in result["comparisons"]] == ["trained", str(base)]  # a repeated name: its path
-    with pytest.raises(CompareError, match="unknown metric 'pass@8'"):
+    with pytest.raises(UsageError, match="unknown metric 'pass@8'"):
         compare(data, metrics=["pass@8"])
-    with pytest.raises(CompareError, match="two evals or more"):
+    with pytest.raises(UsageError, match="two evals or more"):
         compare(data[:1])
 
 
@@ -175,13 +174,13 @@ def test_load_eval_reads_eval_and_run_directories_and_says_what_is_missing(tmp_p
     assert load_eval(better.parent).path == better  # the run directory
     data = load_eval(base)
     assert len(data.records) == 64 and data.setting("k") == [1, 2] and data.summary["k"] == [1, 2]
-    with pytest.raises(CompareError, match="does not exist"):
+    with pytest.raises(UsageError, match="does not exist"):
         load_eval(tmp_path / "nope")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(CompareError, match="holds no eval .* run `ormix eval`"):
+    with pytest.raises(UsageError, match="holds no eval .* run `ormix eval`"):
         load_eval(tmp_path / "empty")
     (base / "manifest.json").write_text("{")
-    with pytest.raises(CompareError, match="not valid JSON"):
+    with pytest.raises(UsageError, match="not valid JSON"):
         load_eval(base)
 
 
@@ -332,21 +331,21 @@ def test_groups_of_different_tasks_k_or_samples_are_refused_saying_what_differs(
         )
     )
     with pytest.raises(
-        CompareError, match=r"seta: the manifests choose different tasks \(16 in a-s0, 12 in fewer"
+        UsageError, match=r"seta: the manifests choose different tasks \(16 in a-s0, 12 in fewer"
     ):
         compare_groups([runs, [fewer]])
-    with pytest.raises(CompareError, match=r"seta: the manifests choose different tasks"):
+    with pytest.raises(UsageError, match=r"seta: the manifests choose different tasks"):
         group_metrics([*runs, fewer])
     other_k = seed_runs(tmp_path, "k", [shifted(4)], k=(1,))
-    with pytest.raises(CompareError, match=r"k \[1, 2\] in a-s0, \[1\] in k-s0"):
+    with pytest.raises(UsageError, match=r"k \[1, 2\] in a-s0, \[1\] in k-s0"):
         compare_groups([runs, other_k])
     sampled = load_eval(runs[1].path)
     sampled.manifest["samples"], runs[0].manifest["samples"] = 4, 2
-    with pytest.raises(CompareError, match="samples 2 in a-s0, 4 in a-s1"):
+    with pytest.raises(UsageError, match="samples 2 in a-s0, 4 in a-s1"):
         group_metrics([runs[0], sampled])
-    with pytest.raises(CompareError, match="two groups"):
+    with pytest.raises(UsageError, match="two groups"):
         compare_groups([runs])
-    with pytest.raises(CompareError, match="group 2 holds no eval"):
+    with pytest.raises(UsageError, match="group 2 holds no eval"):
         compare_groups([runs, []])
 
 

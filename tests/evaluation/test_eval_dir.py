@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ormix.app._eval_dir import EvalDirectory
 from ormix.app._eval_manifest import IDENTITY_KEYS, identity_changes
-from ormix.evaluation._errors import EvalManifestError
+from ormix.evaluation._errors import EvalError
 from ormix.evaluation._tasks import interleaved_chunks, task_key
 
 keys = st.lists(
@@ -72,10 +72,10 @@ def test_another_eval_is_refused_and_overwrite_removes_only_the_evals_files(tmp_
     out.append([{"member": "a", "task_index": 0}], seq=0)
     (tmp_path / "notes.txt").write_text("mine")
     out.prepare({"model": "a", "samples": 4, "k": [1, 4]}, overwrite=False)  # the same eval: kept
-    with pytest.raises(EvalManifestError, match=r'model: "a" → "b".*--overwrite'):
+    with pytest.raises(EvalError, match=r'model: "a" → "b".*--overwrite'):
         out.prepare({"model": "b", "samples": 4}, overwrite=False)
     out.prepare({"model": "b", "samples": 4}, overwrite=True)
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
     out.manifest_path.write_text("{not json")
-    with pytest.raises(EvalManifestError, match="not valid JSON"):
+    with pytest.raises(EvalError, match="not valid JSON"):
         out.prepare({}, overwrite=False)

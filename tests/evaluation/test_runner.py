@@ -21,7 +21,7 @@ from ormix.app import app
 from ormix.app._eval import run_eval
 from ormix.app._eval_model import resolve_eval_model
 from ormix.config import load_mixture_config
-from ormix.evaluation._errors import EvalManifestError, ModelNotFoundError
+from ormix.evaluation._errors import EvalError
 from ormix.evaluation._tasks import eval_tasks
 
 pytestmark = pytest.mark.slow
@@ -154,7 +154,7 @@ def test_a_model_is_found_in_a_run_directory_and_its_checkpoints(tmp_path):
         (run / part / "config.json").write_text("{}")
     (run / "manifest.json").write_text("{}")
     (run / "train_args.json").write_text("{}")
-    with pytest.raises(ModelNotFoundError, match=r"no final model .*checkpoint-2, checkpoint-10"):
+    with pytest.raises(EvalError, match=r"no final model .*checkpoint-2, checkpoint-10"):
         resolve_eval_model(str(run))
     assert resolve_eval_model(str(run / "checkpoint-10")) == (
         str(run / "checkpoint-10"),
@@ -164,7 +164,7 @@ def test_a_model_is_found_in_a_run_directory_and_its_checkpoints(tmp_path):
     (run / "model").mkdir()
     (run / "model" / "config.json").write_text("{}")
     assert resolve_eval_model(str(run)) == (str(run / "model"), str(run), run / "eval")
-    with pytest.raises(ModelNotFoundError, match="holds no model"):
+    with pytest.raises(EvalError, match="holds no model"):
         resolve_eval_model(str(tmp_path))
 
 
@@ -315,5 +315,5 @@ def test_eval_tasks_say_where_each_members_tasks_come_from(tmp_path):
 
 def test_a_directory_with_records_but_no_manifest_is_refused(tmp_path):
     (tmp_path / "rollouts.jsonl").write_text("{}\n")
-    with pytest.raises(EvalManifestError, match="no manifest.json"):
+    with pytest.raises(EvalError, match="no manifest.json"):
         run_eval(DEMO, members=("echo",), out_dir=tmp_path)

@@ -18,12 +18,13 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
+from ormix._errors import UsageError
 from ormix._runs import weights_sha256
 from ormix.app._cli import app
 from ormix.app._eval_model import resolve_eval_model
-from ormix.app._study import StudyError, StudyOptions, command_line, run_study
+from ormix.app._study import StudyOptions, command_line, run_study
 from ormix.config import load_mixture_config
-from ormix.evaluation._errors import ModelNotFoundError
+from ormix.evaluation._errors import EvalError
 from ormix.evaluation._summary import summarize
 
 runner = CliRunner()
@@ -111,7 +112,7 @@ def test_runs_that_started_from_different_models_are_refused_unless_allowed(tmp_
         study / "arms" / "without-terminals", {"echo": [1] * n, "terminals": [0] * n}, full, "b" * 64
     )
     console, _ = _console()
-    with pytest.raises(StudyError, match="started from different models") as raised:
+    with pytest.raises(UsageError, match="started from different models") as raised:
         run_study(source, StudyOptions(out_dir=study), console=console)
     message = str(raised.value)
     assert "aaaaaaaaaaaa: full, without-echo" in message and "bbbbbbbbbbbb: without-terminals" in message
@@ -160,7 +161,7 @@ def test_seeds_pool_into_cells_and_effects_whose_intervals_cover_seeds_and_tasks
     md = (study / "study.md").read_text()
     assert "trained with seeds 0, 1" in md and "over seeds and tasks" in md
     # A study directory remembers its seeds: other seeds would not compare.
-    with pytest.raises(StudyError, match=r"seeds: \[0, 1\] → \[0, 1, 2\]"):
+    with pytest.raises(UsageError, match=r"seeds: \[0, 1\] → \[0, 1, 2\]"):
         run_study(source, StudyOptions(out_dir=study, seeds=(0, 1, 2)), console=console)
 
 
@@ -219,13 +220,13 @@ def test_eval_model_run_dir_at_start_is_the_recorded_start(tmp_path: Path) -> No
     assert (path, label, out) == (str(start), f"{run}@start", run / "eval-start")
     # Weights replaced since the run started: not the start any more.
     (start / "model.safetensors").write_bytes(b"other weights")
-    with pytest.raises(ModelNotFoundError, match="no longer holds the weights the run started from"):
+    with pytest.raises(EvalError, match="no longer holds the weights the run started from"):
         resolve_eval_model(f"{run}@start")
     # A run whose manifest records no start, and a directory that is no run.
     (run / "manifest.json").write_text("{}")
-    with pytest.raises(ModelNotFoundError, match="records no start"):
+    with pytest.raises(EvalError, match="records no start"):
         resolve_eval_model(f"{run}@start")
-    with pytest.raises(ModelNotFoundError, match="is no run directory"):
+    with pytest.raises(EvalError, match="is no run directory"):
         resolve_eval_model(f"{start}@start")
 
 

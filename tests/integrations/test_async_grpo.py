@@ -66,6 +66,7 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
     from trl.experimental.async_grpo import AsyncGRPOConfig
 
     from ormix.app._report import write_report
+    from ormix.app._train.progress import console_lines
     from ormix.trl._async_grpo import AsyncMixtureTrainer
     from ormix.trl._lifecycle import ProgressLine
     from ormix.workbench._vllm_standin import StandInWeightTransfer, VLLMStandIn
@@ -97,7 +98,7 @@ def test_async_trainer_logs_what_its_records_say_adapts_and_reports(tiny_model, 
             max_tool_calling_iterations=1,
         )
         console = Console(file=io.StringIO(), width=400, color_system=None)
-        progress = ProgressLine(["flaky", "mixed"], console, run_dir)
+        progress = ProgressLine(["flaky", "mixed"], console_lines(console), run_dir)
         trainer = AsyncMixtureTrainer(
             tiny_model,
             mix,

@@ -49,3 +49,33 @@ def test_the_handler_is_removed_when_the_run_ends():
     with handle_termination("checkpoint", grace_s=1.0):
         assert signal.getsignal(signal.SIGTERM) is not before
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_step_line_goes_to_what_the_caller_shows_it_with_the_library_printing_nothing(tmp_path, capsys):
+    import io
+    import warnings
+
+    from rich.console import Console
+
+    from ormix.app._train.progress import alarms_on_console, console_lines
+    from ormix.telemetry._alarm import CoverageAlarmWarning
+    from ormix.trl._lifecycle import ProgressLine
+
+    state = SimpleNamespace(global_step=1, max_steps=2, is_world_process_zero=True)
+    shown: list[str] = []
+    line = ProgressLine(["a"], shown.append, tmp_path)
+    line.on_log(None, state, "control", logs={"loss": 0.5, "rewards/a/mean": 1.0})
+    ProgressLine(["a"], None, tmp_path).on_log(None, state, "control", logs={"loss": 0.25})  # the file only
+    assert len(shown) == 1 and shown[0].startswith("[bold]step 1/2[/bold] │ loss 0.5000 │ [cyan]a[/cyan] r")
+    assert len((tmp_path / "log_history.jsonl").read_text().splitlines()) == 2
+    assert capsys.readouterr() == ("", "")
+    # The app prints: the same line on its console, and the alarms between the lines.
+    out = io.StringIO()
+    console = Console(file=out, width=400, color_system=None)
+    with alarms_on_console(console):
+        console_lines(console)(shown[0])
+        warnings.warn("ormix: environment 'a' is failing", CoverageAlarmWarning, stacklevel=1)
+    assert out.getvalue().splitlines() == [
+        shown[0].replace("[bold]", "").replace("[/bold]", "").replace("[cyan]", "").replace("[/cyan]", ""),
+        "  ormix: environment 'a' is failing",
+    ]

@@ -11,7 +11,8 @@ import pathlib
 
 import pytest
 
-from ormix.workbench._scripted import ScriptContext, ScriptedPolicy, ScriptError, tool_call
+from ormix._errors import UsageError
+from ormix.workbench._scripted import ScriptContext, ScriptedPolicy, tool_call
 from support.trl_args import cpu_grpo_config
 
 pytestmark = pytest.mark.slow
@@ -308,10 +309,10 @@ def test_dict_environment_factory_routes_rows_and_tools(tiny_path, tmp_path):
 
 def test_attach_errors_are_actionable(tiny_path):
     policy = ScriptedPolicy(lambda ctx: "x")
-    with pytest.raises(ScriptError, match="no model"):
+    with pytest.raises(UsageError, match="no model"):
         policy.attach(object())
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(tiny_path)
-    with pytest.raises(ScriptError, match="tokenizer"):
+    with pytest.raises(UsageError, match="tokenizer"):
         policy.attach(model)

@@ -22,8 +22,8 @@ from ormix.server import serve_in_thread
 from ormix.workbench.envs.sandbox import (
     WORKDIR,
     Sandbox,
+    SandboxError,
     SandboxPathError,
-    SandboxUnavailableError,
     bwrap_status,
 )
 
@@ -181,7 +181,7 @@ def test_refusal_without_bwrap(monkeypatch):
         async with Sandbox(bwrap="/nonexistent/bwrap") as sb:
             assert not sb.available and not sb.sandboxed
             sb.write_file("seed.txt", "host-side writes still work\n")  # seeding does not run model commands
-            with pytest.raises(SandboxUnavailableError) as err:
+            with pytest.raises(SandboxError) as err:
                 await sb.run("echo hi")
             return str(err.value)
 
@@ -288,3 +288,22 @@ def test_relpath_never_leaves_the_workspace(parts):
         return
     assert not rel.startswith("/") and ".." not in rel.split("/")
     assert os.path.normpath(os.path.join(WORKDIR, rel)).startswith(WORKDIR)
+
+
+def test_terminals_tells_a_closed_sandbox_from_a_missing_bubblewrap(tmp_path):
+    # Only bubblewrap's absence is answered to the model as tool output; a sandbox used after it closed is a
+    # bug in the environment, and raises.
+    import anyio
+
+    from ormix.workbench.envs.sandbox import SandboxError
+    from ormix.workbench.envs.terminals import BashParams, Terminals
+
+    async def main() -> None:
+        env = Terminals(task_spec=Terminals.list_tasks("train")[0])
+        await env.setup()
+        assert env.sandbox.refusal is None
+        await env.sandbox.close()
+        with pytest.raises(SandboxError, match="closed"):
+            await env.bash(BashParams(command="echo hi"))
+
+    anyio.run(main)

@@ -20,7 +20,7 @@ from ormix.app._cli import app
 from ormix.ors import ORSClient, ServerError, run_sync
 from ormix.ors._http import HTTPClient, blocking_request
 from ormix.rollout._episode import close_episode
-from ormix.server import serve_in_thread
+from ormix.server import ServeOptions, serve_in_thread
 from ormix.server._auth import exposure_problem, is_loopback
 
 KEY = "test-serve-key-5f1c"
@@ -41,13 +41,13 @@ def test_the_cli_refuses_to_serve_off_loopback_without_a_key(monkeypatch):
     assert result.exit_code == 2
     assert "ORMIX_SERVE_API_KEY" in result.output and "--insecure" in result.output
     with pytest.raises(ServerStartError, match="reachable from other machines"):
-        serve_in_thread(["local:echo"], host="0.0.0.0")
+        serve_in_thread(["local:echo"], ServeOptions(host="0.0.0.0"))
 
 
 @pytest.fixture(scope="module")
 def keyed():
     # Off loopback, with a key: the case the done-when names (requests go to it over 127.0.0.1).
-    with serve_in_thread(["local:faulty"], host="0.0.0.0", api_key=KEY) as server:
+    with serve_in_thread(["local:faulty"], ServeOptions(host="0.0.0.0", api_key=KEY)) as server:
         yield server, server.url.replace("0.0.0.0", "127.0.0.1")
 
 

@@ -416,6 +416,63 @@ def test_an_eval_set_the_environment_does_not_have_is_named_with_its_member(memb
         _ = mix.eval_dataset
 
 
+def test_one_selection_chooses_every_members_eval_tasks_for_eval_check_and_train():
+    from ormix.evaluation import eval_tasks
+    from ormix.evaluation._tasks import default_eval_set
+
+    # local:echo has a test split, the SWE surface none: a member without eval: falls back accordingly.
+    with serve_in_thread([SweSurface]) as server:
+        mix = MixtureSpec(
+            {
+                "echo": OpenRewardSpec("local:echo", num_tasks=2, **T),
+                "swe": OpenRewardSpec(server.url, env_name="swesurface", num_tasks=2),
+                "held": Member(OpenRewardSpec("local:echo", num_tasks=4, **T), eval_num_tasks=2),
+            },
+            prompts_per_step=3,
+            num_samples=3,
+        )
+        found = {m: mix.eval_selection(m) for m in mix.members}
+        tasks = eval_tasks(mix)
+        defaults = {m: default_eval_set(mix, m) for m in mix.members}  # what `ormix check`/`inspect` show
+        on_test = mix.eval_selection("held", split="test")  # `ormix eval --split test`
+        held_on_test = eval_tasks(mix, members=["held"], split="test")["held"]
+        mix.close()
+    assert {m: f.kind for m, f in found.items()} == {
+        "echo": "test split",
+        "swe": "train tasks",
+        "held": "eval set",
+    }
+    assert found["held"] == mix.eval_set("held")  # the member's eval: set is the selection's
+    assert found["swe"].overlap == 2 and "evaluated on the tasks it trains on" in found["swe"].notes[0]
+    assert defaults == found
+    for member, chosen in found.items():
+        assert (tasks[member].split, tasks[member].indices, tasks[member].source) == (
+            chosen.split,
+            chosen.task_indices,
+            chosen.kind,
+        )
+    # The eval: set's num_tasks still applies on the split --split names.
+    assert (on_test.kind, on_test.task_indices, held_on_test.indices) == (
+        "split test (--split)",
+        (0, 1),
+        (0, 1),
+    )
+
+
+def test_a_member_is_its_member_config_and_names_options_it_does_not_have():
+    from ormix.config import MixtureConfigError
+
+    member = Member(OpenRewardSpec("local:echo", num_tasks=4, **T), weight=2.0, eval_split="test")
+    assert member.config.weight == 2.0 and member.config.eval.split == "test"
+    assert member.config.num_tasks == 4  # the spec's options are the member's
+    with pytest.raises(MixtureConfigError, match=r"wieght: not a member option; use one of: eval, filter"):
+        Member(OpenRewardSpec("local:echo"), wieght=2.0)
+    with pytest.raises(MixtureConfigError, match=r"scale: must be greater than 0"):
+        Member(OpenRewardSpec("local:echo"), scale=0)
+    with pytest.raises(MixtureConfigError, match=r"eval: give eval= or eval_split"):
+        Member(OpenRewardSpec("local:echo"), eval={"split": "test"}, eval_num_tasks=2)
+
+
 def test_a_member_made_eval_only_keeps_its_held_out_eval_tasks():
     # An ablation arm that drops a member keeps it as role: eval: its eval set must be the full mixture's.
     def mixture(role):

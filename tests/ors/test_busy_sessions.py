@@ -26,20 +26,26 @@ def _spec(tool_s: float) -> dict:
 
 
 def test_a_session_busy_with_calls_sends_no_pings_and_an_idle_one_does(latency_url):
-    async def main() -> tuple[int, int, int]:
+    async def main() -> tuple[int, int, int, int]:
         async with ORSClient(latency_url, env_name="latency", ping_interval_s=INTERVAL) as client:
             busy = await client.open_session(task_spec=_spec(0.05))
             idle = await client.open_session(task_spec=_spec(0.05))
+            # Counted from the first call: opening `idle` on a loaded machine may take longer than INTERVAL,
+            # and `busy` was rightly idle until then.
+            before = busy.timings.pings
             started = time.monotonic()
-            calls = 0
+            calls = slow = 0
             while time.monotonic() - started < 5 * INTERVAL:  # a call every ~0.05 s, well within INTERVAL
+                began = time.monotonic()
                 assert (await busy.call("work", {"text": "w0"})).reward == 1.0
                 calls += 1
-            return busy.timings.pings, idle.timings.pings, calls
+                # A call that itself outlasts INTERVAL (a loaded machine) is kept alive by a ping, by design.
+                slow += int((time.monotonic() - began) // INTERVAL)
+            return busy.timings.pings - before, idle.timings.pings, calls, slow
 
-    busy_pings, idle_pings, calls = anyio.run(main)
+    busy_pings, idle_pings, calls, slow = anyio.run(main)
     assert calls >= 10
-    assert busy_pings == 0
+    assert busy_pings <= slow
     assert idle_pings >= 3
 
 

@@ -18,8 +18,8 @@ import anyio
 import pytest
 
 from ormix.ors import DeadlineExceeded, ORSClient, SessionDeadError, TransportError
-from ormix.ors._http import HTTPClient, ReadTimeout
-from ormix.server import serve_in_process
+from ormix.ors._http import HTTPClient, HTTPFailure
+from ormix.server import ServeOptions, serve_in_process
 from support.tcp_proxy import TCPProxy
 
 IDLE_LIMIT_S = 1.5
@@ -27,7 +27,7 @@ IDLE_LIMIT_S = 1.5
 
 @pytest.fixture(scope="module")
 def server():
-    with serve_in_process(["local:faulty"], idle_limit_s=IDLE_LIMIT_S) as srv:
+    with serve_in_process(["local:faulty"], ServeOptions(idle_limit_s=IDLE_LIMIT_S)) as srv:
         yield srv
 
 
@@ -256,7 +256,8 @@ def test_stalled_stream_is_detected(server, monkeypatch):
                 with pytest.raises(TransportError, match="ReadTimeout") as ei:
                     await s.call("slow", {"seconds": 2.0})
                 assert 0.25 < time.perf_counter() - t < 1.5
-                assert isinstance(ei.value.__cause__, ReadTimeout)
+                cause = ei.value.__cause__
+                assert isinstance(cause, HTTPFailure) and cause.kind == "read-timeout"
                 assert (await s.call("echo", {"text": "ok"})).text == "ok"  # a fresh connection
 
     run(main)
@@ -290,8 +291,8 @@ def short_keep_alive_servers():
     """`local:faulty` under uvicorn with `timeout_keep_alive` of 1 s and of 2 s (gunicorn's default)."""
     one, two = KEEP_ALIVE_LIMITS_S
     with (
-        serve_in_process(["local:faulty"], keep_alive_s=one) as a,
-        serve_in_process(["local:faulty"], keep_alive_s=two) as b,
+        serve_in_process(["local:faulty"], ServeOptions(keep_alive_s=one)) as a,
+        serve_in_process(["local:faulty"], ServeOptions(keep_alive_s=two)) as b,
     ):
         yield {one: a, two: b}
 

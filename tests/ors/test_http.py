@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import pickle
 import socket
 import time
 import uuid
@@ -19,13 +20,11 @@ from ormix._targets import parse_target
 from ormix.ors import Endpoint, ORSClient, run_sync
 from ormix.ors._endpoint import is_url, normalize_url
 from ormix.ors._http import (
-    ConnectFailed,
     HTTPClient,
-    NoResponse,
-    ReadTimeout,
-    ResponseCut,
+    HTTPFailure,
     blocking_request,
     encode_json,
+    error_name,
     is_tls,
 )
 from ormix.server import serve_in_process
@@ -75,18 +74,20 @@ def test_failures_say_how_far_the_request_got(faulty):
                 sid = await _open(http, proxy.url)  # the connection is now warm
                 ping = {"headers": {"X-Session-ID": sid}}
                 proxy.cut_next(b"POST /ping", mode="before_request")
-                with pytest.raises(NoResponse) as ei:
+                with pytest.raises(HTTPFailure) as ei:
                     await http.request("POST", f"{proxy.url}/ping", **ping)
+                assert ei.value.kind == "no-response" and ei.value.label == "NoResponse"
                 assert ei.value.reused and ei.value.idle_race and not ei.value.unsent
 
                 proxy.cut_next(b"POST /ping", mode="before_request")
-                with pytest.raises(NoResponse) as ei:
+                with pytest.raises(HTTPFailure) as ei:
                     await http.request("POST", f"{proxy.url}/ping", fresh=True, **ping)
+                assert ei.value.kind == "no-response"
                 assert not ei.value.reused and not ei.value.idle_race
 
                 proxy.cut_next(b"POST /faulty/call", mode="after_task_id")
                 seen: list[str] = []
-                with pytest.raises(ResponseCut) as ei:
+                with pytest.raises(HTTPFailure) as ei:
                     await http.stream(
                         "POST",
                         f"{proxy.url}/faulty/call",
@@ -94,7 +95,7 @@ def test_failures_say_how_far_the_request_got(faulty):
                         json={"name": "slow", "input": {"seconds": 0.3}},
                         **ping,
                     )
-                assert ei.value.answered and not ei.value.idle_race
+                assert ei.value.kind == "cut" and ei.value.answered and not ei.value.idle_race
                 assert "event: task_id" in "".join(seen)  # what arrived was handed out before the cut
                 assert [c["mode"] for c in proxy.cut_log] == [
                     "before_request",
@@ -106,6 +107,27 @@ def test_failures_say_how_far_the_request_got(faulty):
     run(main)
 
 
+@pytest.mark.parametrize(
+    ("kind", "unsent", "retryable", "label"),
+    [
+        ("connect", True, True, "ConnectFailed"),
+        ("certificate", True, False, "CertificateError"),
+        ("no-response", False, True, "NoResponse"),
+        ("cut", False, True, "ResponseCut"),
+        ("read-timeout", False, True, "ReadTimeout"),
+        ("bad-response", False, True, "BadResponse"),
+    ],
+)
+def test_each_kind_says_whether_to_send_again_and_survives_pickling(kind, unsent, retryable, label):
+    e = HTTPFailure("gone", kind=kind, reused=True, answered=kind in ("cut", "bad-response"))
+    assert (e.unsent, e.retryable, e.label, error_name(e)) == (unsent, retryable, label, label)
+    assert e.idle_race == (kind == "no-response")  # only a reused connection closed before any answer
+    assert not isinstance(e, TimeoutError)
+    assert repr(e) == f"{label}('gone')"  # what messages quoting `{e!r}` printed before
+    back = pickle.loads(pickle.dumps(e))
+    assert (str(back), back.kind, back.reused, back.answered) == ("gone", kind, True, e.answered)
+
+
 def test_connect_failures_are_unsent():
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -114,8 +136,9 @@ def test_connect_failures_are_unsent():
 
     async def main():
         async with HTTPClient(connect_timeout_s=2) as http:
-            with pytest.raises(ConnectFailed) as ei:
+            with pytest.raises(HTTPFailure) as ei:
                 await http.request("GET", f"http://127.0.0.1:{port}/health")
+            assert ei.value.kind == "connect" and ei.value.label == "ConnectFailed"
             assert ei.value.unsent and ei.value.retryable and not ei.value.answered
 
     run(main)
@@ -125,7 +148,7 @@ def test_read_timeout_bounds_silence_and_is_no_deadline(faulty):
     async def main():
         async with HTTPClient() as http:
             sid = await _open(http, faulty.url)
-            with pytest.raises(ReadTimeout) as ei:
+            with pytest.raises(HTTPFailure) as ei:
                 await http.stream(
                     "POST",
                     f"{faulty.url}/faulty/call",
@@ -134,6 +157,7 @@ def test_read_timeout_bounds_silence_and_is_no_deadline(faulty):
                     headers={"X-Session-ID": sid},
                     read_timeout_s=0.3,
                 )
+            assert ei.value.kind == "read-timeout" and ei.value.label == "ReadTimeout"
             assert ei.value.answered  # the head and the task_id came; then silence
             assert not isinstance(ei.value, TimeoutError)  # never mistaken for the caller's deadline
 

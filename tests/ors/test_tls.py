@@ -15,8 +15,8 @@ import anyio
 import pytest
 
 from ormix.ors import ORSClient, TransportError
-from ormix.ors._http import CertificateError, HTTPClient, ssl_context
-from ormix.server import serve_in_process
+from ormix.ors._http import HTTPClient, HTTPFailure, ssl_context
+from ormix.server import ServeOptions, serve_in_process
 
 x509 = pytest.importorskip(
     "cryptography.x509", reason="the `cryptography` package makes the test certificate"
@@ -80,7 +80,9 @@ def tls_server(tmp_path_factory):
     cert, key = _self_signed(tmp_path_factory.mktemp("tls"))
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SSL_CERT_FILE", cert)  # the readiness probe verifies the server too
-        with serve_in_process(["local:echo", "local:faulty"], ssl_certfile=cert, ssl_keyfile=key) as srv:
+        with serve_in_process(
+            ["local:echo", "local:faulty"], ServeOptions(ssl_certfile=cert, ssl_keyfile=key)
+        ) as srv:
             assert srv.url.startswith("https://")
             yield srv, cert
 
@@ -133,7 +135,8 @@ def test_a_certificate_outside_the_ca_store_fails_fast_and_is_not_retried(tls_se
                 await c.health()
             assert time.perf_counter() - t < 2.0
             assert "after 1 attempt:" in str(ei.value)  # not retried: it cannot get better
-            assert isinstance(ei.value.__cause__, CertificateError)
+            cause = ei.value.__cause__
+            assert isinstance(cause, HTTPFailure) and cause.kind == "certificate" and not cause.retryable
             assert "SSL_CERT_FILE" in str(ei.value)
 
     anyio.run(main)

@@ -298,6 +298,137 @@ class MemberCheck:
         return None
 
 
+class _MemberProbe:
+    """One member's check in progress: its stage (the environment method a failure is blamed on: its
+    constructor runs on /create, get_prompt on /prompt), the sessions it opened (closed at the end) and what
+    it found (`result`)."""
+
+    def __init__(self, member: str, spec: Any, timeout_s: float) -> None:
+        self.spec = spec
+        self.secret_values = spec.secret_values()
+        self.result = MemberCheck(member, spec.target)
+        self.timeout_s = timeout_s
+        # Opening waits out a platform backend that is still starting, up to the member's own open deadline.
+        self.open_s = max(timeout_s, spec.config.resolved_open_timeout_s or 0.0)
+        self.index = spec.indices[0] if spec.indices else 0
+        self.stage = "connect"
+        self.rewarded = False  # whether a call of the current episode gave a reward
+        self.sessions: list[Any] = []
+        self.client: Any = None
+
+    async def run(self) -> None:
+        """Connect (starting a local server), list the tasks, open a session and call each tool once."""
+        from ormix.ors import _errors as errors
+
+        spec, result = self.spec, self.result
+        t0 = time.perf_counter()
+        self.client = await spec.connection.client()  # starts the server of a local:/module: target
+        result.start_ms = (time.perf_counter() - t0) * 1000
+        t0 = time.perf_counter()
+        result.num_tasks = await self.client.num_tasks(spec.split)
+        result.connect_ms = (time.perf_counter() - t0) * 1000
+        self.stage = "list_tasks"
+        result.selected = len(await spec.select_tasks())
+        await _check_task_specs(self.client, spec, self.index, result)
+        if result.num_tasks <= 0:
+            self.stage = "tasks"
+            raise errors.ORSError(f"split {spec.split!r} has no tasks; choose another split")
+        if spec.indices and not 0 <= self.index < result.num_tasks:
+            self.stage = "tasks"
+            raise errors.ORSError(
+                f"task index {self.index} is out of range (split {spec.split!r} has {result.num_tasks} tasks)"
+            )
+        self.stage = "tools"
+        tool_specs = list(await self.client.tools())
+        self.stage = "open session"
+        session = await self.open_session()
+        result.open_ms = session.timings.open_ms
+        self.stage = "session tools"
+        names = {t.name for t in tool_specs}
+        tool_specs += [t for t in await session.tools(timeout_s=self.timeout_s) if t.name not in names]
+        result.tools = [t.name for t in tool_specs]
+        self.stage = "tool calls"
+        previous: ToolCheck | None = None
+        for tool in order_tools(tool_specs):
+            check, session = await self.call_tool(tool, session, previous)
+            result.calls.append(check)
+            previous = check
+
+    async def open_session(self) -> Any:
+        """A fresh episode of the checked task (its prompt read), blaming the constructor or get_prompt."""
+        before = self.stage
+        self.stage = "constructor"
+        session = await self.client.open_session(
+            split=self.spec.split,
+            index=self.index,
+            secrets=self.spec.effective_secrets(),
+            timeout_s=self.open_s,
+        )
+        self.sessions.append(session)
+        self.stage = "get_prompt"
+        await session.prompt_text(timeout_s=self.open_s)
+        self.stage = before
+        self.rewarded = False  # a fresh episode
+        self.result.starting_ms = (self.result.starting_ms or 0.0) + session.timings.starting_ms
+        return session
+
+    async def call_tool(self, tool: Any, session: Any, previous: ToolCheck | None) -> tuple[ToolCheck, Any]:
+        """Call ``tool`` once with example arguments; returns what it did and the session the next tool
+        uses (None: it needs a fresh episode)."""
+        from ormix.ors import _errors as errors
+        from ormix.ors._errors import redact_text as redact
+
+        args = example_arguments(tool.input_schema)
+        check = ToolCheck(tool.name, sorted(args))
+        for attempt in (0, 1):
+            if session is None or session.closed or session.dead:
+                session = await self.open_session()
+            t1 = time.perf_counter()
+            try:
+                out = await session.call(tool.name, args, timeout_s=self.timeout_s)
+            except errors.SessionDeadError as e:
+                if attempt == 0:
+                    # The previous call may have ended the session; retry once on a fresh one.
+                    session = None
+                    if previous is not None:
+                        previous.note = "the session was gone after this call"
+                    continue
+                check.error, check.infra = f"session_died: {e}", True
+            except errors.ToolRejected as e:
+                check.error = f"rejected:{e.reason}: {e}"
+            except errors.ToolFailed as e:
+                check.error = f"tool_failed: {e}"
+            except (errors.DeadlineExceeded, TimeoutError) as e:
+                check.error, check.infra = f"deadline: {e or 'no answer'}", True
+            except errors.ORSError as e:
+                check.error, check.infra = f"{type(e).__name__}: {e}", True
+            else:
+                check.reward = None if out.reward is None else float(out.reward)
+                check.finished = bool(out.finished)
+                self.rewarded = self.rewarded or check.reward is not None
+                # An episode is scored when any of its calls gave a reward; ending one that none did leaves
+                # every such rollout unscored.
+                check.unscored_finish = check.finished and not self.rewarded
+                if check.finished:
+                    session = None  # the next tool gets a fresh episode
+            check.latency_ms = (time.perf_counter() - t1) * 1000
+            break
+        if check.error:
+            check.error = redact(check.error, self.secret_values)
+        return check, session
+
+    async def close(self) -> None:
+        """Close every session opened, even while the check is being cancelled (best effort)."""
+        import anyio
+
+        with anyio.CancelScope(shield=True):
+            for session in self.sessions:
+                try:
+                    await session.close()
+                except Exception:  # noqa: BLE001 - best effort
+                    pass
+
+
 async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCheck:
     import anyio
 
@@ -305,132 +436,30 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
     from ormix.ors import _errors as errors
     from ormix.ors._errors import redact_text as redact
 
-    result = MemberCheck(member, spec.target)
-    secret_values = spec.secret_values()
-    stage = "connect"
-    rewarded = False  # whether a call of the current episode gave a reward
-    sessions: list[Any] = []
-    index = spec.indices[0] if spec.indices else 0
-
-    # Opening waits out a platform backend that is still starting, up to the member's own open deadline.
-    open_s = max(timeout_s, spec.config.resolved_open_timeout_s or 0.0)
-
-    async def open_session():
-        # The stage names the environment's method a failure comes from (its constructor runs on /create,
-        # get_prompt on /prompt), so the message blames that method and not another.
-        nonlocal stage, rewarded
-        before = stage
-        stage = "constructor"
-        session = await client.open_session(
-            split=spec.split, index=index, secrets=spec.effective_secrets(), timeout_s=open_s
-        )
-        sessions.append(session)
-        stage = "get_prompt"
-        await session.prompt_text(timeout_s=open_s)
-        stage = before
-        rewarded = False  # a fresh episode
-        result.starting_ms = (result.starting_ms or 0.0) + session.timings.starting_ms
-        return session
-
+    probe = _MemberProbe(member, spec, timeout_s)
+    result, secret_values = probe.result, probe.secret_values
+    deadline_s = timeout_s * 4 + probe.open_s
     try:
-        with anyio.fail_after(timeout_s * 4 + open_s):
-            t0 = time.perf_counter()
-            client = await spec.connection.client()  # starts the server of a local:/module: target
-            result.start_ms = (time.perf_counter() - t0) * 1000
-            t0 = time.perf_counter()
-            result.num_tasks = await client.num_tasks(spec.split)
-            result.connect_ms = (time.perf_counter() - t0) * 1000
-            stage = "list_tasks"
-            result.selected = len(await spec.select_tasks())
-            await _check_task_specs(client, spec, index, result)
-            if result.num_tasks <= 0:
-                stage = "tasks"
-                raise errors.ORSError(f"split {spec.split!r} has no tasks; choose another split")
-            if spec.indices and not 0 <= index < result.num_tasks:
-                stage = "tasks"
-                raise errors.ORSError(
-                    f"task index {index} is out of range (split {spec.split!r} has {result.num_tasks} tasks)"
-                )
-            stage = "tools"
-            tool_specs = list(await client.tools())
-            stage = "open session"
-            session = await open_session()
-            result.open_ms = session.timings.open_ms
-            stage = "session tools"
-            names = {t.name for t in tool_specs}
-            tool_specs += [t for t in await session.tools(timeout_s=timeout_s) if t.name not in names]
-            result.tools = [t.name for t in tool_specs]
-            stage = "tool calls"
-            previous: ToolCheck | None = None
-            for tool in order_tools(tool_specs):
-                args = example_arguments(tool.input_schema)
-                check = ToolCheck(tool.name, sorted(args))
-                for attempt in (0, 1):
-                    if session is None or session.closed or session.dead:
-                        session = await open_session()
-                    t1 = time.perf_counter()
-                    try:
-                        out = await session.call(tool.name, args, timeout_s=timeout_s)
-                    except errors.SessionDeadError as e:
-                        if attempt == 0:
-                            # The previous call may have ended the session; retry once on a fresh one.
-                            session = None
-                            if previous is not None:
-                                previous.note = "the session was gone after this call"
-                            continue
-                        check.error, check.infra = f"session_died: {e}", True
-                    except errors.ToolRejected as e:
-                        check.error = f"rejected:{e.reason}: {e}"
-                    except errors.ToolFailed as e:
-                        check.error = f"tool_failed: {e}"
-                    except (errors.DeadlineExceeded, TimeoutError) as e:
-                        check.error, check.infra = f"deadline: {e or 'no answer'}", True
-                    except errors.ORSError as e:
-                        check.error, check.infra = f"{type(e).__name__}: {e}", True
-                    else:
-                        check.reward = None if out.reward is None else float(out.reward)
-                        check.finished = bool(out.finished)
-                        rewarded = rewarded or check.reward is not None
-                        # An episode is scored when any of its calls gave a reward; ending one that none did
-                        # leaves every such rollout unscored.
-                        check.unscored_finish = check.finished and not rewarded
-                        if check.finished:
-                            session = None  # the next tool gets a fresh episode
-                    check.latency_ms = (time.perf_counter() - t1) * 1000
-                    break
-                if check.error:
-                    check.error = redact(check.error, secret_values)
-                result.calls.append(check)
-                previous = check
+        with anyio.fail_after(deadline_s):
+            await probe.run()
     except TimeoutError:
-        result.failed_stage, result.error = stage, f"no answer within {timeout_s * 4 + open_s:g} s"
+        result.failed_stage, result.error = probe.stage, f"no answer within {deadline_s:g} s"
     except errors.ORSError as e:
-        named_stage, message, result.bad_input = _blame(e, stage, spec, member, index)
+        named_stage, message, result.bad_input = _blame(e, probe.stage, spec, member, probe.index)
         result.failed_stage, result.error = named_stage, redact(message, secret_values)
-    except _TaskSpecError as e:  # the user's own list_tasks is input (exit 2), as when it raises
-        result.failed_stage, result.error = "list_tasks", redact(str(e), secret_values)
-        result.bad_input = parse_target(spec.target).kind == "module"
     except UsageError as e:  # a member's own config or code (e.g. its reference hook, a list_tasks raising)
-        result.failed_stage, result.error, result.bad_input = stage, redact(str(e), secret_values), True
+        result.failed_stage, result.error, result.bad_input = probe.stage, redact(str(e), secret_values), True
     except Exception as e:  # noqa: BLE001 - a check reports any failure of one member and goes on
-        result.failed_stage, result.error = stage, redact(f"{type(e).__name__}: {e}", secret_values)
+        result.failed_stage, result.error = probe.stage, redact(f"{type(e).__name__}: {e}", secret_values)
     finally:
-        with anyio.CancelScope(shield=True):
-            for session in sessions:
-                try:
-                    await session.close()
-                except Exception:  # noqa: BLE001 - best effort
-                    pass
+        await probe.close()
     return result
-
-
-class _TaskSpecError(Exception):
-    """A task listing whose items are not dicts (raised inside `_check_member`, reported as its failure)."""
 
 
 async def _check_task_specs(client: Any, spec: Any, index: int, result: MemberCheck) -> None:
     """Refuse a split whose task specs are not dicts (e.g. a ``list_tasks`` returning strings): ormix would
     read each as an empty task and every session would then fail in the constructor, blamed on it."""
+    from ormix._errors import EnvironmentCodeError
     from ormix.ors._errors import ORSError
 
     try:
@@ -440,11 +469,16 @@ async def _check_task_specs(client: Any, spec: Any, index: int, result: MemberCh
     if raw and not isinstance(raw[0], dict):
         result.selected = None  # not tasks ormix can use, whatever their count
         shown = repr(raw[0])
-        raise _TaskSpecError(
+        message = (
             f"{_method(spec.target, 'list_tasks')} returned {type(raw[0]).__name__} items ({shown[:40]}"
             f"{'...' if len(shown) > 40 else ''}), not one dict per task: return each task as a dict "
             f"(its task_spec, e.g. {{'word': 'river'}}); the constructor gets that dict"
         )
+        # The user's own list_tasks (a module: target) is input (exit 2), as when it raises; another
+        # server's answer is a failure while running.
+        if parse_target(spec.target).kind == "module":
+            raise EnvironmentCodeError(message)
+        raise ORSError(message)
 
 
 def _method(target: str, name: str) -> str:
@@ -508,7 +542,7 @@ def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]
         [('echo', True, 2, ['echo', 'submit'])]
     """
     from ormix._errors import MixtureError
-    from ormix.evaluation._errors import NoEvalTasksError
+    from ormix.evaluation._errors import EvalError
     from ormix.evaluation._tasks import default_eval_set
     from ormix.ors._bridge import run_sync
     from ormix.ors._errors import ORSError
@@ -536,7 +570,7 @@ def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]
             # else the training tasks): what is checked is what runs.
             try:
                 result.eval_set = default_eval_set(mixture, member)
-            except NoEvalTasksError as e:
+            except EvalError as e:  # no task to evaluate on: a note, not a failure
                 result.eval_note = f"{member}: not evaluated by ormix eval / ormix train: {e}"
             except MixtureError as e:
                 result.eval_problem, result.eval_bad_input = str(e), True

@@ -10,17 +10,32 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, get_args
 
 import typer
 import typer.core
 from rich.console import Console
 
+from ormix._choices import Budget, EvalPolicy, ShowMode, TerminationPolicy
 from ormix.app._command import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED
+
+if TYPE_CHECKING:
+    from ormix.server._serving import LocalServer, ServeOptions
+
+
+class _BadValue(typer.BadParameter):
+    """A flag's value refused while parsing, said as every ormix failure is: one ``error:`` line (after the
+    usage lines), exit 2."""
+
+    def show(self, file: object = None) -> None:
+        if self.ctx is not None:
+            typer.echo(f"{self.ctx.get_usage()}\nTry '{self.ctx.command_path} --help' for help.\n", err=True)
+        typer.echo(f"error: {self.format_message()}", err=True)
 
 
 class _Command(typer.core.TyperCommand):
-    """Plain help and messages: ``FILE`` (not ``{FILE}`` and its type), "expected an int"."""
+    """Plain help and messages: ``FILE`` (not ``{FILE}`` and its type), "expected an int", "'x' is not one of
+    'a', 'b'"."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -35,13 +50,17 @@ class _Command(typer.core.TyperCommand):
         try:
             return super().parse_args(ctx, args)
         except typer.BadParameter as e:
+            if type(e).__name__ == "MissingParameter":  # click's own message says what is missing
+                raise
             for needle, plain in (
                 ("valid integer", "expected an int"),
                 ("valid number", "expected a number"),
             ):
                 if needle in str(e.message):
                     e.message = plain
-            raise
+            # A choice (a `Literal`): "'x' is not one of 'a', 'b'", without typer's "Value error, ".
+            e.message = str(e.message).removeprefix("Value error, ")
+            raise _BadValue(e.message, ctx=e.ctx, param=e.param, param_hint=e.param_hint) from None
 
     def invoke(self, ctx: typer.Context) -> object:  # type: ignore[override]
         # click turns Ctrl-C into "Aborted!" and exit 1; every ormix command exits 130, as shells expect.
@@ -50,6 +69,11 @@ class _Command(typer.core.TyperCommand):
         except KeyboardInterrupt:
             err.print("[yellow]interrupted[/yellow]")
             raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+def _one_of(choice: object) -> str:
+    """A choice's metavar, ``a|b``, from its `Literal` (typer's own is ``<a|b>``)."""
+    return "|".join(get_args(choice))
 
 
 app = typer.Typer(
@@ -106,57 +130,50 @@ def serve(
     ssl_keyfile: Annotated[Path | None, typer.Option(metavar="FILE", help="the certificate's key")] = None,
 ) -> None:
     """Serve local environments over ORS: `ormix serve local:terminals local:seta --port 8080`."""
-    from ormix.server._auth import exposure_problem, is_loopback
-    from ormix.server._registry import UnknownEnvironmentError, load_environment_class
-    from ormix.server._serving import run_forever
+    from ormix._errors import TargetError
+    from ormix.server._auth import is_loopback
+    from ormix.server._registry import load_environment_class
+    from ormix.server._serving import ServeOptions, ready_line, run_forever
 
     try:
         for env in envs:
             load_environment_class(env)
-    except UnknownEnvironmentError as e:
+    except TargetError as e:
         err.print(f"[red]error:[/red] {e}")
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    problem = exposure_problem(host, api_key, insecure=insecure)
-    if problem is None and (ssl_certfile is None) != (ssl_keyfile is None):
-        problem = "TLS needs both --ssl-certfile and --ssl-keyfile"
-    if problem is not None:
+    options = ServeOptions(
+        host=host,
+        port=port,
+        idle_limit_s=idle_limit,
+        api_key=api_key,
+        insecure=insecure,
+        ssl_certfile=str(ssl_certfile) if ssl_certfile else None,
+        ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
+    )
+    if (problem := options.problem()) is not None:
         err.print(f"[red]error:[/red] {problem}")
         raise typer.Exit(EXIT_BAD_INPUT)
-    scheme = "https" if ssl_certfile else "http"
-    if not is_loopback(host) and api_key and scheme == "http":
+    if not is_loopback(host) and api_key and not options.ssl_certfile:
         err.print("note: without TLS (--ssl-certfile/--ssl-keyfile) the key crosses the network in clear")
-    cert, key = (str(ssl_certfile) if ssl_certfile else None), (str(ssl_keyfile) if ssl_keyfile else None)
     if workers > 1:
-        _serve_workers(envs, workers, port, host, idle_limit, api_key, insecure, (cert, key))
+        _serve_workers(envs, workers, options)
         return
-    err.print(f"serving {', '.join(envs)} on {scheme}://{host}:{port} (Ctrl-C to stop)")
+
+    def announce(server: LocalServer) -> None:
+        print(ready_line(server), flush=True)  # the port chosen, for scripts (`serve_in_process` reads it)
+        err.print(f"serving {', '.join(envs)} on {server.url} (Ctrl-C to stop)")
+
     try:
-        run_forever(
-            envs,
-            host=host,
-            port=port,
-            idle_limit_s=idle_limit,
-            api_key=api_key,
-            insecure=insecure,
-            ssl_certfile=cert,
-            ssl_keyfile=key,
-        )
+        run_forever(envs, options, on_ready=announce)
     except KeyboardInterrupt:
         pass
 
 
-def _serve_workers(
-    envs: list[str],
-    workers: int,
-    port: int,
-    host: str,
-    idle_limit: float | None,
-    api_key: str | None,
-    insecure: bool,
-    tls: tuple[str | None, str | None],
-) -> None:
-    """`ormix serve --workers N`: N server processes, one port each, until Ctrl-C or SIGTERM; prints the
-    `targets:` list a member names them by (its sessions then spread over them, `ormix.ors.ServerPool`)."""
+def _serve_workers(envs: list[str], workers: int, options: ServeOptions) -> None:
+    """`ormix serve --workers N`: N server processes, one port each (PORT..PORT+N-1, or any free ones with
+    0), until Ctrl-C or SIGTERM; prints the `targets:` list a member names them by (its sessions then spread
+    over them, `ormix.ors.ServerPool`)."""
+    import dataclasses
     import signal
     import threading
 
@@ -168,22 +185,12 @@ def _serve_workers(
     servers = []
     try:
         for i in range(workers):
-            servers.append(
-                serve_in_process(
-                    envs,
-                    host=host,
-                    port=port + i if port else 0,
-                    idle_limit_s=idle_limit,
-                    api_key=api_key,
-                    insecure=insecure,
-                    ssl_certfile=tls[0],
-                    ssl_keyfile=tls[1],
-                )
-            )
+            port = options.port + i if options.port else 0
+            servers.append(serve_in_process(envs, dataclasses.replace(options, port=port)))
         urls = [s.url for s in servers]
         err.print(f"serving {', '.join(envs)} on {workers} processes (Ctrl-C to stop); a member's targets:")
-        if host in ("0.0.0.0", "::"):
-            err.print(f"(replace {host} with this machine's address)")
+        if options.host in ("0.0.0.0", "::"):
+            err.print(f"(replace {options.host} with this machine's address)")
         print("targets: [" + ", ".join(urls) + "]", flush=True)
         while not stop.wait(0.5):
             pass
@@ -213,10 +220,8 @@ def inspect(
     ] = False,
 ) -> None:
     """Members, task counts, tool surfaces and name maps, per-step composition and starvation risk."""
-    from rich.table import Table
-
     from ormix._errors import OrmixError, exit_status
-    from ormix.app._inspect import inspect_mixture
+    from ormix.app._inspect import inspect_mixture, print_inspection
 
     mix = _load(path, defer_missing_secrets=True)  # a look needs no keys: what needs one says so
     try:
@@ -226,68 +231,7 @@ def inspect(
         raise typer.Exit(exit_status(failure)) from None
     finally:
         mix.close()
-    rows = "?" if info.rows is None else str(info.rows)
-    console.print(
-        f"[bold]{info.name}[/bold]: {len(info.members)} member(s), routing {info.routing}, "
-        f"strategy {info.strategy}, seed {info.seed}, {rows} rows, prompts_per_step {info.prompts_per_step}"
-    )
-    table = Table("member", "target", "role", "tasks", "p(step 1)", "tools (as the model sees them)")
-    for m in info.members:
-        table.add_row(
-            m.name,
-            m.target,
-            m.role,
-            "?" if m.tasks is None else str(m.tasks),
-            f"{info.probabilities.get(m.name, 0):.3f}" if info.probabilities else "?",
-            ", ".join(m.tools) if m.tools else "?",
-        )
-    console.print(table)
-    if tools:
-        for m in info.members:
-            if m.signatures:
-                console.print(f"[bold]{m.name}[/bold] tools:")
-                for line in m.signatures:
-                    console.print(f"  {line}", highlight=False, markup=False)
-    elif any(m.signatures for m in info.members):
-        console.print("  (ormix inspect --tools: each tool's parameters and description)")
-    for m in info.members:
-        if m.unknown:
-            console.print(f"  {m.name}: not shown: {m.unknown}")
-        for wire, py in m.renamed.items():
-            console.print(f"  {m.name}: tool {wire!r} is exposed as {py}")
-        for note in m.notes:
-            console.print(f"  {m.name}: {note}")
-    for note in info.notes:
-        console.print(f"  {note}")
-    evaluating = [m for m in info.members if m.eval_set is not None or m.eval_unknown is not None]
-    if evaluating:
-        evals = Table("member", "split", "tasks", "chosen as", "also trained on", title="eval sets")
-        for m in evaluating:
-            e = m.eval_set
-            if e is None:
-                evals.add_row(m.name, "?", "?", m.eval_unknown, "?")
-                continue
-            indices = ", ".join(map(str, e.task_indices[:8])) + (", ..." if len(e.task_indices) > 8 else "")
-            evals.add_row(m.name, e.split, f"{len(e.task_indices)} ({indices})", e.source, str(e.overlap))
-        console.print(evals)
-        for m in evaluating:
-            for note in m.eval_set.notes if m.eval_set is not None else ():
-                console.print(f"  {note}", highlight=False)
-            if m.eval_error:
-                console.print(f"  [red]eval set:[/red] {m.eval_error}", highlight=False)
-    train_names = [m.name for m in info.members if m.role != "eval"]
-    if info.composition:
-        comp = Table("step", *train_names, title="composition")
-        for label, counts in info.composition:
-            comp.add_row(label, *[str(counts.get(n, 0)) for n in train_names])
-        console.print(comp)
-    if info.starvation and info.strategy != "adaptive":  # adaptive quotas move: its floor is explained above
-        starv = Table(
-            "member", "P(no prompt in a step), random draws", "with ormix quotas", title="starvation"
-        )
-        for name, p in info.starvation["iid"].items():
-            starv.add_row(name, f"{p:.3f}", f"{info.starvation['quotas'][name]:.3f}")
-        console.print(starv)
+    print_inspection(info, console, tools=tools)
 
 
 @app.command(cls=_Command)
@@ -310,10 +254,10 @@ def ablate(
         typer.Option("--only", metavar="MEMBER", help="one arm with only this member (repeatable)"),
     ] = None,
     budget: Annotated[
-        str,
+        Budget,
         typer.Option(
             "--budget",
-            metavar="same-total|same-per-member",
+            metavar=_one_of(Budget),
             help="same-total keeps prompts_per_step (the members left share the dropped one's prompts); "
             "same-per-member scales it by their share (each keeps its prompts per step)",
         ),
@@ -379,31 +323,17 @@ def ablate(
 
     Exit status with --run: 0 every arm asked for done, 1 failed, 2 bad input, 130 Ctrl-C, 143 SIGTERM.
     """
-    from ormix.mixture._ablation import BUDGETS
-
-    if budget not in BUDGETS:
-        err.print(f"[red]error:[/red] --budget is one of {', '.join(BUDGETS)}, not {budget!r}")
-        raise typer.Exit(EXIT_BAD_INPUT)
     if run:
         from ormix.app._study import StudyOptions, study_command
 
         ks = _int_list(k, "-k")
-        try:
-            seed_list = tuple(int(part) for part in (seeds or "").split(",") if part.strip())
-        except ValueError:
-            seed_list = ()
-        if seeds is not None and (not seed_list or len(set(seed_list)) != len(seed_list)):
-            err.print(
-                "[red]error:[/red] --seeds takes distinct integers separated by commas (e.g. 0,1,2), "
-                f"not {seeds!r}"
-            )
-            raise typer.Exit(EXIT_BAD_INPUT)
+        seed_list = _seed_list(seeds)
         options = StudyOptions(
             out_dir=out,
             leave_one_out=leave_one_out or not only,
             only=tuple(only or ()),
             arms=tuple(arm or ()),
-            budget=budget,  # type: ignore[arg-type]  # checked just above
+            budget=budget,
             max_steps=max_steps,
             k=ks,
             model=model,
@@ -436,26 +366,19 @@ def ablate(
     if out is None:
         err.print("[red]error:[/red] --out DIR is required (where the derived files go), or add --run")
         raise typer.Exit(EXIT_BAD_INPUT)
-    from ormix.config import MixtureConfigError, load_mixture_config
-    from ormix.mixture._ablation import write_ablations
+    from ormix.app._study import derive_command
 
-    try:
-        from ormix.mixture._mixture import trainer_settings_check
-
-        config = load_mixture_config(path, train_check=trainer_settings_check())
-        written = write_ablations(
-            config,
+    raise typer.Exit(
+        derive_command(
+            path,
             out,
-            source=str(path),
             leave_one_out=leave_one_out,
             only=only or [],
-            budget=budget,  # type: ignore[arg-type]  # checked above
+            budget=budget,
+            console=console,
+            errors=err,
         )
-    except (MixtureConfigError, ValueError) as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
-    for file, digest in written:
-        console.print(f"{file}  {digest[:16]}")
+    )
 
 
 @app.command(cls=_Command)
@@ -527,10 +450,10 @@ def train(
         ),
     ] = False,
     on_sigterm: Annotated[
-        str,
+        TerminationPolicy,
         typer.Option(
             "--on-sigterm",
-            metavar="checkpoint|abandon",
+            metavar=_one_of(TerminationPolicy),
             help="on SIGTERM: save a checkpoint when the current step ends, or stop at once",
         ),
     ] = "checkpoint",
@@ -589,9 +512,6 @@ def train(
     """
     from ormix.app._train import RunOptions, train_command
 
-    if on_sigterm not in ("checkpoint", "abandon"):
-        err.print(f"[red]error:[/red] --on-sigterm is 'checkpoint' or 'abandon', not {on_sigterm!r}")
-        raise typer.Exit(EXIT_BAD_INPUT)
     if vllm_url is not None and not async_:
         err.print("[red]error:[/red] --vllm-url is for --async training; add --async")
         raise typer.Exit(EXIT_BAD_INPUT)
@@ -604,7 +524,7 @@ def train(
         resume=resume,
         overwrite=overwrite,
         allow_changed_mixture=allow_changed_mixture,
-        on_sigterm=on_sigterm,  # type: ignore[arg-type]  # checked just above
+        on_sigterm=on_sigterm,
         sigterm_grace_s=sigterm_grace,
         save_on_interrupt=save_on_interrupt,
         concurrent=not sequential_envs,
@@ -614,6 +534,21 @@ def train(
     )
     status = train_command(path, options, overrides=set_ or [], console=console, debug=_state["debug"])
     raise typer.Exit(status)
+
+
+def _seed_list(text: str | None) -> tuple[int, ...]:
+    """``--seeds``: distinct whole numbers, comma-separated; ``()`` when not given."""
+    try:
+        values = tuple(int(part) for part in (text or "").split(",") if part.strip())
+    except ValueError:
+        values = ()
+    if text is not None and (not values or len(set(values)) != len(values)):
+        err.print(
+            "[red]error:[/red] --seeds takes distinct integers separated by commas (e.g. 0,1,2), "
+            f"not {text!r}"
+        )
+        raise typer.Exit(EXIT_BAD_INPUT)
+    return values
 
 
 def _int_list(text: str, flag: str) -> tuple[int, ...]:
@@ -661,9 +596,9 @@ def eval_(
         str | None, typer.Option(metavar="S", help="evaluate every member on this split instead")
     ] = None,
     policy: Annotated[
-        str,
+        EvalPolicy,
         typer.Option(
-            metavar="model|reference",
+            metavar=_one_of(EvalPolicy),
             help="model: the model generates; reference: play each task's reference solution (an oracle "
             "check of the environments)",
         ),
@@ -705,16 +640,13 @@ def eval_(
     """
     from ormix.app._eval import EvalOptions, eval_command
 
-    if policy not in ("model", "reference"):
-        err.print(f"[red]error:[/red] --policy is 'model' or 'reference', not {policy!r}")
-        raise typer.Exit(EXIT_BAD_INPUT)
     options = EvalOptions(
         model=model,
         k=_int_list(k, "-k") if k is not None else None,
         samples=samples,
         members=tuple(m.strip() for m in members.split(",") if m.strip()) if members else (),
         split=split,
-        policy=policy,  # type: ignore[arg-type]  # checked just above
+        policy=policy,
         out_dir=out,
         seed=seed,
         overwrite=overwrite,
@@ -774,9 +706,10 @@ def show(
         ),
     ] = None,
     mode: Annotated[
-        str | None,
+        ShowMode | None,
         typer.Option(
-            metavar="MODE", help="in a run directory: train (default) or eval (evals during training)"
+            metavar=_one_of(ShowMode),
+            help="in a run directory: train (default) or eval (evals during training)",
         ),
     ] = None,
     limit: Annotated[int, typer.Option(metavar="K", help="show at most K rollouts (0: all)")] = 10,
@@ -793,9 +726,6 @@ def show(
     from ormix._errors import OrmixError, exit_status
     from ormix.app._show import show_command
 
-    if mode not in (None, "train", "eval"):
-        err.print(f"[red]error:[/red] --mode {mode!r}: use train or eval", highlight=False)
-        raise typer.Exit(EXIT_BAD_INPUT)
     try:
         code = show_command(
             path,
@@ -882,30 +812,17 @@ def compare(
     """Per member, the difference of each metric from the first eval, with a paired interval over the same
     tasks, and a plain verdict; writes comparison.json, comparison.md and comparison.png. With --vs: two
     groups of runs (seeds), values pooled over each group's runs, intervals over seeds and tasks."""
-    import re
-
-    from rich.table import Table
-
-    from ormix.app._compare import (
-        CompareError,
-        compare_groups,
-        format_difference,
-        groups_line,
-        load_eval,
-        write_comparison,
-    )
-    from ormix.app._compare import (
-        compare as compare_evals,
-    )
-    from ormix.evaluation._summary import format_metric
+    from ormix._errors import UsageError
+    from ormix.app._compare import compare as compare_evals
+    from ormix.app._compare import compare_groups, load_eval, print_comparison
 
     try:
         if not 0.0 < confidence < 1.0:
-            raise CompareError(f"--confidence is a fraction in (0, 1), e.g. 0.95 (got {confidence})")
+            raise UsageError(f"--confidence is a fraction in (0, 1), e.g. 0.95 (got {confidence})")
         data = [load_eval(path) for path in evals]
         if vs:
             if allow_partial:
-                raise CompareError(
+                raise UsageError(
                     "--allow-partial pairs two evals' common tasks; groups of runs (--vs) must evaluate the "
                     "same tasks: finish or rerun the evals that differ"
                 )
@@ -919,39 +836,10 @@ def compare(
                 allow_partial=allow_partial,
                 metrics=metric or None,
             )
-    except CompareError as e:
+    except UsageError as e:
         err.print(f"[red]error:[/red] {e}", highlight=False)
         raise typer.Exit(EXIT_BAD_INPUT) from None
-    base = result["baseline"]["label"]
-    for comp in result["comparisons"]:
-        table = Table(
-            "member", "tasks", "metric", base, comp["label"], "difference", title=f"{comp['label']} vs {base}"
-        )
-        for member, entry in comp["members"].items():
-            for name in result["metrics"]:
-                m = entry["metrics"][name]
-                table.add_row(
-                    member,
-                    str(entry["tasks"]),
-                    name,
-                    format_metric(m["baseline"]),
-                    format_metric(m["other"]),
-                    format_difference(m["difference"]),
-                )
-        console.print(table)
-        for name, line in comp["verdicts"].items():
-            console.print(f"{comp['label']} vs {base}, {name}: {line}", highlight=False, markup=False)
-    if result.get("seeds"):
-        console.print(groups_line(result), highlight=False, markup=False)
-    for note in result["notes"]:
-        console.print(f"  note: {note}", highlight=False, markup=False)
-    if out is None:
-        slug = "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", e["label"]) for e in result["evals"])
-        out = Path("evals") / f"compare-{slug}"
-    written = write_comparison(result, out)
-    if len(written) < 3:
-        console.print("  matplotlib is not installed: no plot (pip install 'ormix[plot]')")
-    console.print("wrote: " + ", ".join(str(p) for p in written), highlight=False)
+    print_comparison(result, console, out)
 
 
 def _load(path: Path, *, defer_missing_secrets: bool = False):

@@ -4,7 +4,7 @@ The first eval is the baseline; each other is compared with it. A task is ``(mem
 each member's tasks are paired across the two evals, so a task that is hard for both cancels out (the
 paired interval is much narrower than two separate intervals would suggest). Evals of different task sets
 (another target, split or task selection in their manifests, or records missing for some tasks, as after
-an interrupted eval) are refused with `CompareError` unless ``allow_partial``, which pairs the common tasks
+an interrupted eval) are refused with `UsageError` unless ``allow_partial``, which pairs the common tasks
 and says how many.
 
 Each member and metric gets the difference other − baseline, its paired interval over the common tasks
@@ -56,11 +56,6 @@ from ormix.evaluation._summary import (
     task_metric,
     task_samples,
 )
-
-
-class CompareError(UsageError):
-    """Evals that cannot be compared (a missing directory, different task sets); the message says what
-    differs and what to do."""
 
 
 @dataclass
@@ -120,18 +115,18 @@ def load_eval(path: str | Path) -> EvalData:
         >>> load_eval(run / "missing")
         Traceback (most recent call last):
         ...
-        ormix.app._compare.CompareError: ...run-1/missing does not exist: give an eval directory ...
+        ormix._errors.UsageError: ...run-1/missing does not exist: give an eval directory ...
     """
     p = Path(path)
     if not p.is_dir():
-        raise CompareError(
+        raise UsageError(
             f"{p} does not exist: give an eval directory (ormix eval's output) or a run directory with eval/"
         )
     if not (p / "rollouts.jsonl").is_file():
         if (RunDirectory(p).eval_path / "rollouts.jsonl").is_file():
             p = RunDirectory(p).eval_path
         else:
-            raise CompareError(
+            raise UsageError(
                 f"{p} holds no eval (no rollouts.jsonl in it or in {p / 'eval'}): run `ormix eval` for it "
                 "first, or give its eval directory"
             )
@@ -142,7 +137,7 @@ def load_eval(path: str | Path) -> EvalData:
     table = read_record_table([p / "rollouts.jsonl"])
     records = [r for r in table.to_pylist() if r.get("mode") in (None, "eval")]
     if not records:
-        raise CompareError(f"{p / 'rollouts.jsonl'} holds no eval rollouts: run (or finish) the eval first")
+        raise UsageError(f"{p / 'rollouts.jsonl'} holds no eval rollouts: run (or finish) the eval first")
     return EvalData(p, manifest, records, summary)
 
 
@@ -152,9 +147,9 @@ def _json_object(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except ValueError as e:
-        raise CompareError(f"{path} is not valid JSON ({e}): rerun the eval, or delete the file") from None
+        raise UsageError(f"{path} is not valid JSON ({e}): rerun the eval, or delete the file") from None
     if not isinstance(value, dict):
-        raise CompareError(f"{path} is not a JSON object: rerun the eval, or delete the file")
+        raise UsageError(f"{path} is not a JSON object: rerun the eval, or delete the file")
     return value
 
 
@@ -298,7 +293,7 @@ def _chosen_metrics(metrics: Sequence[str] | None, ks: Sequence[int], names: Seq
     chosen = list(metrics) if metrics else [f"pass@{k}" for k in ks]
     unknown = [m for m in chosen if m not in names]
     if unknown:
-        raise CompareError(
+        raise UsageError(
             f"unknown metric {', '.join(map(repr, unknown))}: choose from {', '.join(names)} (pass@K for "
             "another K needs --k / ks with it)"
         )
@@ -320,7 +315,7 @@ def compare(
     ``ks`` defaults to the baseline's ``k`` (`EvalData.setting`; else 1), ``success_threshold`` to the
     threshold the evals share (refused when they differ; else 1.0); ``metrics`` (default: pass@k for
     each k) are the ones given verdicts; every metric is in the result. ``seed`` is accepted for a
-    resampling method; the paired intervals are closed-form. Raises `CompareError` for fewer than two
+    resampling method; the paired intervals are closed-form. Raises `UsageError` for fewer than two
     evals, an unknown metric, or different task sets without ``allow_partial``.
 
     Example:
@@ -330,7 +325,7 @@ def compare(
         >>> compare([a, b])
         Traceback (most recent call last):
         ...
-        ormix.app._compare.CompareError: b and a do not evaluate the same tasks:
+        ormix._errors.UsageError: b and a do not evaluate the same tasks:
           - a: different tasks recorded (8 in a, 6 in b, 6 in common)
         pass --allow-partial to compare the tasks they have in common
         >>> r = compare([a, b], allow_partial=True)
@@ -338,18 +333,9 @@ def compare(
         (6, ['b vs a: a: 6 common tasks (8 in a, 6 in b)'])
     """
     if len(evals) < 2:
-        raise CompareError(f"compare needs two evals or more (a baseline first), got {len(evals)}")
-    if success_threshold is None:
-        thresholds = {float(e.setting("success_threshold", 1.0)) for e in evals}
-        if len(thresholds) > 1:
-            raise CompareError(
-                f"the evals count success at different reward thresholds ({sorted(thresholds)}): "
-                "rerun them with the same --success-threshold"
-            )
-        success_threshold = thresholds.pop()
-    ks = _ks(evals, ks)
-    names = metric_names(ks)
-    chosen = _chosen_metrics(metrics, ks, names)
+        raise UsageError(f"compare needs two evals or more (a baseline first), got {len(evals)}")
+    threshold = _threshold(evals, success_threshold)
+    ks, names, chosen = _metric_choice(evals, ks, metrics)
     labels = _unique_labels(evals)
     base, base_label = evals[0], labels[0]
     base_tasks = task_samples(base.records)
@@ -358,56 +344,111 @@ def compare(
     for other, label in zip(evals[1:], labels[1:], strict=True):
         problems, unpairable = _differences(base, other)
         if problems and not allow_partial:
-            raise CompareError(
+            raise UsageError(
                 f"{label} and {base_label} do not evaluate the same tasks:\n"
                 + "\n".join(f"  - {p}" for p in problems)
                 + "\npass --allow-partial to compare the tasks they have in common"
             )
         other_tasks = task_samples(other.records)
-        members: dict[str, Any] = {}
-        for member in sorted(set(base_tasks) | set(other_tasks)):
-            if member in unpairable:
-                notes.append(f"{label} vs {base_label}: {unpairable[member]}: not compared")
-                continue
-            a = {t.key: t for t in base_tasks.get(member, [])}
-            b = {t.key: t for t in other_tasks.get(member, [])}
-            common = sorted(set(a) & set(b), key=lambda key: (key[1] is not None, key[1] or "", key[2]))
-            if len(common) != len(a) or len(common) != len(b):
-                notes.append(
-                    f"{label} vs {base_label}: {member}: {len(common)} common tasks "
-                    f"({len(a)} in {base_label}, {len(b)} in {label})"
-                )
-            members[member] = {
-                "tasks": len(common),
-                "tasks_baseline": len(a),
-                "tasks_other": len(b),
-                "metrics": {
-                    name: _metric(member, name, common, a, b, success_threshold, confidence) for name in names
-                },
-            }
-        verdicts = {
-            name: "; ".join(entry["metrics"][name]["verdict"] for entry in members.values())
-            for name in chosen
-        }
+        pair = (base_label, label)
+        members = _paired_members(
+            base_tasks,
+            other_tasks,
+            unpairable,
+            pair,
+            names,
+            notes,
+            threshold=threshold,
+            confidence=confidence,
+        )
         comparisons.append(
             {
                 "label": label,
                 "path": str(other.path),
                 "baseline": base_label,
                 "members": members,
-                "verdicts": verdicts,
+                "verdicts": _verdicts(members, chosen),
             }
         )
     return {
         "baseline": {"label": base_label, "path": str(base.path)},
         "evals": [{"label": lab, "path": str(e.path)} for lab, e in zip(labels, evals, strict=True)],
+        **_settings(ks, confidence, threshold, PAIRED_METHOD, chosen, notes),
+        "comparisons": comparisons,
+    }
+
+
+def _metric_choice(
+    evals: Sequence[EvalData], ks: Sequence[int] | None, metrics: Sequence[str] | None
+) -> tuple[tuple[int, ...], list[str], list[str]]:
+    """The k values compared, every metric they give, and those given verdicts (refusing unknown ones)."""
+    chosen_ks = _ks(evals, ks)
+    names = metric_names(chosen_ks)
+    return chosen_ks, names, _chosen_metrics(metrics, chosen_ks, names)
+
+
+def _paired_members(
+    base_tasks: Mapping[str, list[TaskSamples]],
+    other_tasks: Mapping[str, list[TaskSamples]],
+    unpairable: Mapping[str, str],
+    labels: tuple[str, str],
+    names: Sequence[str],
+    notes: list[str],
+    *,
+    threshold: float,
+    confidence: float,
+) -> dict[str, Any]:
+    """Per member, every metric of the other eval against the baseline's over their common tasks; a member
+    they do not share, or fewer common tasks than either holds, gets a note."""
+    base_label, label = labels
+    members: dict[str, Any] = {}
+    for member in sorted(set(base_tasks) | set(other_tasks)):
+        if member in unpairable:
+            notes.append(f"{label} vs {base_label}: {unpairable[member]}: not compared")
+            continue
+        a = {t.key: t for t in base_tasks.get(member, [])}
+        b = {t.key: t for t in other_tasks.get(member, [])}
+        common = sorted(set(a) & set(b), key=lambda key: (key[1] is not None, key[1] or "", key[2]))
+        if len(common) != len(a) or len(common) != len(b):
+            notes.append(
+                f"{label} vs {base_label}: {member}: {len(common)} common tasks "
+                f"({len(a)} in {base_label}, {len(b)} in {label})"
+            )
+        scored = {name: _metric(member, name, common, a, b, threshold, confidence) for name in names}
+        members[member] = _member_entry(len(common), len(a), len(b), scored)
+    return members
+
+
+def _member_entry(
+    tasks: int, tasks_baseline: int, tasks_other: int, metrics: dict[str, Any]
+) -> dict[str, Any]:
+    """A member's entry in a comparison (`compare` and `compare_groups` alike)."""
+    return {"tasks": tasks, "tasks_baseline": tasks_baseline, "tasks_other": tasks_other, "metrics": metrics}
+
+
+def _verdicts(members: Mapping[str, Any], chosen: Sequence[str]) -> dict[str, str]:
+    """Per chosen metric, the members' verdicts in one line."""
+    return {
+        name: "; ".join(entry["metrics"][name]["verdict"] for entry in members.values()) for name in chosen
+    }
+
+
+def _settings(
+    ks: Sequence[int],
+    confidence: float,
+    threshold: float,
+    interval: str,
+    chosen: Sequence[str],
+    notes: list[str],
+) -> dict[str, Any]:
+    """What a comparison was made with (its keys between the evals and the comparisons)."""
+    return {
         "k": list(ks),
         "confidence": confidence,
-        "success_threshold": success_threshold,
-        "interval": PAIRED_METHOD,
-        "metrics": chosen,
+        "success_threshold": threshold,
+        "interval": interval,
+        "metrics": list(chosen),
         "notes": notes,
-        "comparisons": comparisons,
     }
 
 
@@ -460,7 +501,7 @@ def _threshold(evals: Sequence[EvalData], success_threshold: float | None) -> fl
         return success_threshold
     thresholds = {float(e.setting("success_threshold", 1.0)) for e in evals}
     if len(thresholds) > 1:
-        raise CompareError(
+        raise UsageError(
             f"the evals count success at different reward thresholds ({sorted(thresholds)}): "
             "rerun them with the same --success-threshold"
         )
@@ -479,7 +520,7 @@ def _check_same(evals: Sequence[EvalData], labels: Sequence[str]) -> None:
             if a is not None and b is not None and a != b:
                 problems.append(f"{key} {a!r} in {ref_label}, {b!r} in {label}")
     if problems:
-        raise CompareError(
+        raise UsageError(
             "the runs do not evaluate the same tasks with the same settings:\n"
             + "\n".join(f"  - {p}" for p in dict.fromkeys(problems))
             + "\nevaluate every run with the same `ormix eval` options (tasks, split, k, samples), or "
@@ -539,7 +580,7 @@ def group_metrics(
     value in every run; ``covers`` = ``"seeds and tasks"`` from two runs on, ``"tasks"`` for one (then the
     numbers are the eval's own summary's); ``iqm`` = the interquartile mean with its interval (same keys)
     for pass@k, pass^k and mean_reward when the values are not all 0/1, else None. Runs of different task
-    sets, k or samples are refused with `CompareError`. Deterministic for a given ``seed`` (the IQM's
+    sets, k or samples are refused with `UsageError`. Deterministic for a given ``seed`` (the IQM's
     bootstrap).
 
     Example:
@@ -551,7 +592,7 @@ def group_metrics(
         (0.667, 12, 3, 'seeds and tasks', None)
     """
     if not evals:
-        raise CompareError("group_metrics needs one eval or more (one per run)")
+        raise UsageError("group_metrics needs one eval or more (one per run)")
     labels = _unique_labels(evals)
     _check_same(evals, labels)
     threshold = _threshold(evals, success_threshold)
@@ -606,7 +647,7 @@ def compare_groups(
     ``"seeds": [n_base, n_other]`` and ``"covers"`` (``"seeds and tasks"``, or ``"tasks"`` when both
     groups hold one run: then the figures equal `compare`'s), and ``difference_iqm`` the IQM's difference
     where it applies (else None). A verdict claims a change only when the interval excludes 0. ``labels``
-    name the groups (default: the runs' labels joined by ``+``). Raises `CompareError` for other than two
+    name the groups (default: the runs' labels joined by ``+``). Raises `UsageError` for other than two
     groups, an empty group, an unknown metric, or runs of different task sets, k or samples.
 
     Example:
@@ -620,73 +661,29 @@ def compare_groups(
         >>> d["seeds"], d["covers"], r["comparisons"][0]["verdicts"]["pass@1"]
         ([2, 3], 'seeds and tasks', 'a: +0.70 [0.46, 0.93]')
     """
-    if len(groups) != 2:
-        raise CompareError(
-            f"compare_groups compares two groups of runs (the baseline first), got {len(groups)}"
-        )
-    for i, group in enumerate(groups):
-        if not group:
-            raise CompareError(f"group {i + 1} holds no eval: give one eval (run) or more a group")
-    flat = [e for g in groups for e in g]
+    flat = _group_runs(groups)
     run_labels = _unique_labels(flat)
     _check_same(flat, run_labels)
     threshold = _threshold(flat, success_threshold)
-    ks = _ks(flat, ks)
-    names = metric_names(ks)
-    chosen = _chosen_metrics(metrics, ks, names)
+    ks, names, chosen = _metric_choice(flat, ks, metrics)
     n_base = len(groups[0])
     base_runs, other_runs = run_labels[:n_base], run_labels[n_base:]
-    if labels is not None and len(labels) != 2:
-        raise CompareError(f"labels name the two groups, got {len(labels)}")
-    base_label, other_label = (
-        labels if labels is not None else (_group_label(base_runs), _group_label(other_runs))
-    )
-    if base_label == other_label:
-        other_label += "'"
+    base_label, other_label = _group_names(labels, base_runs, other_runs)
     seeds = [len(groups[0]), len(groups[1])]
     covers = COVERS_TASKS if max(seeds) < 2 else "seeds and tasks"
-    members: dict[str, Any] = {}
-    notes: list[str] = []
-    for member in sorted({m for e in flat for m in task_samples(e.records)}):
-        metrics_out: dict[str, Any] = {}
-        tasks = 0
-        for name in names:
-            keys, values = _run_values(flat, member, name, threshold)
-            a, b = values[:n_base], values[n_base:]
-            tasks = max(tasks, len(keys))
-            entry: dict[str, Any] = {
-                "baseline": _group_interval(a, "mean", seed, confidence),
-                "other": _group_interval(b, "mean", seed, confidence),
-            }
-            entry["difference"] = _group_difference(a, b, "mean", seed, confidence)
-            entry["difference_iqm"] = (
-                _group_difference(a, b, "iqm", seed, confidence) if _iqm_applies(name, values) else None
-            )
-            entry["verdict"] = verdict(member, entry["difference"])
-            metrics_out[name] = entry
-        members[member] = {
-            "tasks": tasks,
-            "tasks_baseline": tasks,
-            "tasks_other": tasks,
-            "metrics": metrics_out,
-        }
-    verdicts = {name: "; ".join(e["metrics"][name]["verdict"] for e in members.values()) for name in chosen}
+    members = {
+        member: _group_member(flat, n_base, member, names, threshold, seed=seed, confidence=confidence)
+        for member in sorted({m for e in flat for m in task_samples(e.records)})
+    }
+    sides = [
+        {"label": label, "path": str(group[0].path), "runs": [str(e.path) for e in group]}
+        for label, group in zip((base_label, other_label), groups, strict=True)
+    ]
+    interval = PAIRED_METHOD if covers == COVERS_TASKS else HIERARCHICAL_METHOD
     return {
-        "baseline": {
-            "label": base_label,
-            "path": str(groups[0][0].path),
-            "runs": [str(e.path) for e in groups[0]],
-        },
-        "evals": [
-            {"label": base_label, "path": str(groups[0][0].path), "runs": [str(e.path) for e in groups[0]]},
-            {"label": other_label, "path": str(groups[1][0].path), "runs": [str(e.path) for e in groups[1]]},
-        ],
-        "k": list(ks),
-        "confidence": confidence,
-        "success_threshold": threshold,
-        "interval": PAIRED_METHOD if covers == COVERS_TASKS else HIERARCHICAL_METHOD,
-        "metrics": chosen,
-        "notes": notes,
+        "baseline": dict(sides[0]),
+        "evals": sides,
+        **_settings(ks, confidence, threshold, interval, chosen, []),
         "seeds": seeds,
         "covers": covers,
         "comparisons": [
@@ -699,10 +696,67 @@ def compare_groups(
                 "seeds": seeds,
                 "covers": covers,
                 "members": members,
-                "verdicts": verdicts,
+                "verdicts": _verdicts(members, chosen),
             }
         ],
     }
+
+
+def _group_names(
+    labels: Sequence[str] | None, base_runs: Sequence[str], other_runs: Sequence[str]
+) -> list[str]:
+    """The two groups' names: ``labels``, else each group's runs' (`_group_label`); never the same twice."""
+    if labels is not None and len(labels) != 2:
+        raise UsageError(f"labels name the two groups, got {len(labels)}")
+    base_label, other_label = (
+        labels if labels is not None else (_group_label(base_runs), _group_label(other_runs))
+    )
+    if base_label == other_label:
+        other_label += "'"
+    return [base_label, other_label]
+
+
+def _group_runs(groups: Sequence[Sequence[EvalData]]) -> list[EvalData]:
+    """The runs of two groups, the baseline's first (refusing other than two groups, or an empty one)."""
+    if len(groups) != 2:
+        raise UsageError(
+            f"compare_groups compares two groups of runs (the baseline first), got {len(groups)}"
+        )
+    for i, group in enumerate(groups):
+        if not group:
+            raise UsageError(f"group {i + 1} holds no eval: give one eval (run) or more a group")
+    return [e for g in groups for e in g]
+
+
+def _group_member(
+    flat: Sequence[EvalData],
+    n_base: int,
+    member: str,
+    names: Sequence[str],
+    threshold: float,
+    *,
+    seed: int,
+    confidence: float,
+) -> dict[str, Any]:
+    """A member's entry of `compare_groups`: per metric, each group's value and their difference, pooled
+    over runs and tasks (the first ``n_base`` runs are the baseline's)."""
+    metrics_out: dict[str, Any] = {}
+    tasks = 0
+    for name in names:
+        keys, values = _run_values(flat, member, name, threshold)
+        a, b = values[:n_base], values[n_base:]
+        tasks = max(tasks, len(keys))
+        entry: dict[str, Any] = {
+            "baseline": _group_interval(a, "mean", seed, confidence),
+            "other": _group_interval(b, "mean", seed, confidence),
+        }
+        entry["difference"] = _group_difference(a, b, "mean", seed, confidence)
+        entry["difference_iqm"] = (
+            _group_difference(a, b, "iqm", seed, confidence) if _iqm_applies(name, values) else None
+        )
+        entry["verdict"] = verdict(member, entry["difference"])
+        metrics_out[name] = entry
+    return _member_entry(tasks, tasks, tasks, metrics_out)
 
 
 def _group_difference(
@@ -820,3 +874,42 @@ def write_comparison(result: Mapping[str, Any], out: str | Path) -> list[Path]:
     plt.close(fig)
     written.append(out / "comparison.png")
     return written
+
+
+def print_comparison(result: Mapping[str, Any], console: Any, out: Path | None = None) -> None:
+    """`ormix compare`'s tables, verdicts and notes; writes the comparison to ``out`` (default
+    ``evals/compare-<labels>``) and says where."""
+    import re
+
+    from rich.table import Table
+
+    base = result["baseline"]["label"]
+    for comp in result["comparisons"]:
+        table = Table(
+            "member", "tasks", "metric", base, comp["label"], "difference", title=f"{comp['label']} vs {base}"
+        )
+        for member, entry in comp["members"].items():
+            for name in result["metrics"]:
+                m = entry["metrics"][name]
+                table.add_row(
+                    member,
+                    str(entry["tasks"]),
+                    name,
+                    format_metric(m["baseline"]),
+                    format_metric(m["other"]),
+                    format_difference(m["difference"]),
+                )
+        console.print(table)
+        for name, line in comp["verdicts"].items():
+            console.print(f"{comp['label']} vs {base}, {name}: {line}", highlight=False, markup=False)
+    if result.get("seeds"):
+        console.print(groups_line(result), highlight=False, markup=False)
+    for note in result["notes"]:
+        console.print(f"  note: {note}", highlight=False, markup=False)
+    if out is None:
+        slug = "-".join(re.sub(r"[^A-Za-z0-9_.-]+", "_", e["label"]) for e in result["evals"])
+        out = Path("evals") / f"compare-{slug}"
+    written = write_comparison(result, out)
+    if len(written) < 3:
+        console.print("  matplotlib is not installed: no plot (pip install 'ormix[plot]')")
+    console.print("wrote: " + ", ".join(str(p) for p in written), highlight=False)

@@ -48,21 +48,23 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
+from ormix._choices import EvalPolicy
 from ormix._errors import OrmixError
 from ormix.app._command import EXIT_FAILED, EXIT_OK, run_command
 from ormix.app._eval_dir import EvalDirectory
 from ormix.app._eval_manifest import eval_manifest, trainer_manifest
 from ormix.app._eval_model import default_eval_dir, resolve_eval_model
 from ormix.app._oracle import (
+    ReferenceCalls,
     attach_reference_policy,
     oracle_failures,
     reference_calls,
     reference_settings,
 )
 from ormix.config._trainer_rules import pass_k_problem
-from ormix.evaluation._errors import EvalError, ModelNotFoundError
+from ormix.evaluation._errors import EvalError
 from ormix.evaluation._tasks import EvalTasks, TaskKey, eval_tasks, interleaved_chunks, task_key
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -112,7 +114,7 @@ class EvalOptions:
     samples: int | None = None
     members: tuple[str, ...] = ()
     split: str | None = None
-    policy: Literal["model", "reference"] = "model"
+    policy: EvalPolicy = "model"
     out_dir: Path | None = None
     seed: int | None = None
     settings: dict[str, Any] = field(default_factory=dict)
@@ -156,8 +158,10 @@ class EvalOptions:
         ks = self.ks
         if problem := pass_k_problem(ks, self.samples):
             raise EvalError(f"-k: {problem}" + ("; raise --samples or drop it" if self.samples else ""))
-        if self.policy not in ("model", "reference"):
-            raise EvalError(f"--policy is 'model' or 'reference', not {self.policy!r}")
+        if self.policy not in get_args(EvalPolicy):
+            raise EvalError(
+                f"--policy is {' or '.join(map(repr, get_args(EvalPolicy)))}, not {self.policy!r}"
+            )
         if self.tasks_per_chunk < 1 or (self.max_chunks is not None and self.max_chunks < 1):
             raise EvalError("tasks_per_chunk and max_chunks are at least 1")
 
@@ -218,6 +222,19 @@ class _Progress:
     left: int = 0
     eval_s: float = 0.0
     rollouts: int = 0
+
+    def result(self, out_dir: Path, summary: dict[str, Any], manifest: dict[str, Any]) -> EvalResult:
+        """The eval's result, as far as it went."""
+        return EvalResult(
+            out_dir,
+            summary,
+            manifest,
+            resumed_tasks=self.resumed,
+            ran_tasks=self.ran,
+            complete=self.left == 0,
+            eval_s=self.eval_s,
+            rollouts=self.rollouts,
+        )
 
 
 def _world_size(trainer: Any) -> int:
@@ -297,7 +314,7 @@ def evaluate_trainer(
     The trainer may have trained (the final eval of a run) or not; its generation settings apply, and its
     eval batch is set to one chunk for the duration. Each chunk's records are appended to
     ``<out_dir>/rollouts.jsonl`` when the chunk ends; a directory holding the same eval resumes (complete
-    tasks are not run again), another eval is refused (`EvalManifestError`) unless ``overwrite``.
+    tasks are not run again), another eval is refused (`EvalError`) unless ``overwrite``.
     ``manifest`` defaults to `trainer_manifest` (its ``k``: ``ks``, default 1 and ``samples``; its
     ``model``: ``model``, default the trainer's ``name_or_path``, which after training names the model it
     started from: a run's final eval passes ``model=str(run_dir / "model")``; its ``seed``: ``seed``, default
@@ -532,9 +549,9 @@ def run_eval(
     are in ``result.out_dir`` (the module docstring lists them).
 
     Raises:
-        EvalError (an unknown member or split, NoEvalTasksError, ModelNotFoundError,
-        EvalManifestError), other UsageErrors (a bad mixture file or setting): bad input, before any model
-        is loaded.
+        EvalError (an unknown member or split, no task to evaluate on, a ``--model`` that names no model, an
+        output directory holding another eval), other UsageErrors (a bad mixture file or setting): bad
+        input, before any model is loaded.
     """
     opts = replace(options or EvalOptions(), **option_fields)
     opts.check()
@@ -548,6 +565,7 @@ def run_eval(
     opts = opts.for_mixture(mix.config)
     opts.check()
     samples = opts.samples_per_task
+    reference = opts.policy == "reference"
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     try:
         out_dir = (
@@ -556,48 +574,22 @@ def run_eval(
             else default_eval_dir(mix.name, label, run_out, policy=opts.policy, seed=opts.seed or 0)
         )
         tasks = eval_tasks(mix, opts.members, opts.split)
-        calls: dict[tuple[str, str | None, int], list[tuple[str, dict]]] = {}
-        missing: dict[str, list[int]] = {}
-        if opts.policy == "reference":
-            calls, missing = reference_calls(mix, tasks)
+        calls, missing = reference_calls(mix, tasks) if reference else ({}, {})
         longest = max((len(c) for c in calls.values()), default=0)
         with tempfile.TemporaryDirectory(prefix="ormix-eval-") as scratch:
             args, notes = _eval_args(mix, opts, Path(scratch), model_path, longest)
-            fields: dict[str, Any] = {
-                "model": "reference" if opts.policy == "reference" else label,
-                "policy": opts.policy,
-                "k": sorted(set(opts.ks)),
-                "success_threshold": opts.success_threshold,
-            }
-            if opts.policy == "reference":
-                fields["no_reference"] = missing
-            manifest = eval_manifest(args, mix, tasks, samples, **fields)
+            manifest = _manifest(args, mix, tasks, opts, label, missing)
             directory = EvalDirectory(out_dir)
             planned = [key for t in tasks.values() for key in t.keys()]
-
-            def start() -> set[TaskKey]:
-                directory.prepare(manifest, opts.overwrite)
-                return directory.resume(set(planned), samples)[0]
-
-            # Under torchrun, the args start `torch.distributed` (process_index); process 0 alone reads the
-            # directory and tells the others, so every process agrees on what is left.
-            _ = args.process_index
-            complete = _rank_zero_decides(start)
+            complete = _tasks_done(directory, manifest, args, planned, opts)
             skip = [(m, tasks[m].split, i) for m, indices in missing.items() for i in indices]
             _say_plan(say, mix.name, opts, label, tasks, missing, notes)
             say(f"output: {out_dir}")
             if len(planned) - len(complete) - len(skip) <= 0:
                 say(f"  every task is done already ({len(complete)}): summarising")
-
-                def summarise() -> dict[str, Any]:
-                    directory.write_manifest(manifest)
-                    return directory.write_outputs(directory.summary_records(), manifest, say)
-
-                summary = _rank_zero_decides(summarise)
-                return EvalResult(out_dir, summary, manifest, resumed_tasks=len(complete))
+                return _summarised(directory, manifest, say, resumed_tasks=len(complete))
             trainer = _build_trainer(mix, opts, args, model_path, label, tasks)
-            policy = attach_reference_policy(trainer, calls) if opts.policy == "reference" else None
-            try:
+            with _reference_policy(trainer, calls if reference else None):
                 summary, state = _evaluate(
                     trainer,
                     mix,
@@ -612,21 +604,72 @@ def run_eval(
                     max_chunks=opts.max_chunks,
                     skip=skip,
                 )
-            finally:
-                if policy is not None:
-                    policy.detach()
     finally:
         mix.close()
-    return EvalResult(
-        out_dir,
-        summary,
-        manifest,
-        resumed_tasks=state.resumed,
-        ran_tasks=state.ran,
-        complete=state.left == 0,
-        eval_s=state.eval_s,
-        rollouts=state.rollouts,
-    )
+    return state.result(out_dir, summary, manifest)
+
+
+def _manifest(
+    args: Any,
+    mix: MixtureSpec,
+    tasks: Mapping[str, EvalTasks],
+    opts: EvalOptions,
+    label: str,
+    missing: Mapping[str, list[int]],
+) -> dict[str, Any]:
+    """The eval's manifest: what it evaluates and how (another eval in the directory must match it)."""
+    fields: dict[str, Any] = {
+        "model": "reference" if opts.policy == "reference" else label,
+        "policy": opts.policy,
+        "k": sorted(set(opts.ks)),
+        "success_threshold": opts.success_threshold,
+    }
+    if opts.policy == "reference":
+        fields["no_reference"] = missing
+    return eval_manifest(args, mix, tasks, opts.samples_per_task, **fields)
+
+
+def _tasks_done(
+    directory: EvalDirectory,
+    manifest: dict[str, Any],
+    args: Any,
+    planned: Sequence[TaskKey],
+    opts: EvalOptions,
+) -> set[TaskKey]:
+    """The planned tasks the output directory holds complete already (preparing it for this eval)."""
+
+    def start() -> set[TaskKey]:
+        directory.prepare(manifest, opts.overwrite)
+        return directory.resume(set(planned), opts.samples_per_task)[0]
+
+    # Under torchrun, the args start `torch.distributed` (process_index); process 0 alone reads the
+    # directory and tells the others, so every process agrees on what is left.
+    _ = args.process_index
+    return _rank_zero_decides(start)
+
+
+def _summarised(
+    directory: EvalDirectory, manifest: dict[str, Any], say: Callable[[str], None], *, resumed_tasks: int
+) -> EvalResult:
+    """An eval whose every task is done: its outputs written again from its records (by process 0)."""
+
+    def summarise() -> dict[str, Any]:
+        directory.write_manifest(manifest)
+        return directory.write_outputs(directory.summary_records(), manifest, say)
+
+    summary = _rank_zero_decides(summarise)
+    return EvalResult(directory.path, summary, manifest, resumed_tasks=resumed_tasks)
+
+
+@contextlib.contextmanager
+def _reference_policy(trainer: Any, calls: ReferenceCalls | None) -> Iterator[None]:
+    """With ``calls``, the reference solutions stand in for the trainer's model (detached afterwards)."""
+    policy = attach_reference_policy(trainer, calls) if calls is not None else None
+    try:
+        yield
+    finally:
+        if policy is not None:
+            policy.detach()
 
 
 def _say_plan(
@@ -679,7 +722,7 @@ def _build_trainer(
                 callbacks=mix.callbacks,
             )
     except OSError as e:
-        raise ModelNotFoundError(f"--model {label}: it does not load ({e})") from None
+        raise EvalError(f"--model {label}: it does not load ({e})") from None
     trainer.remove_callback(PrinterCallback)
     return trainer
 

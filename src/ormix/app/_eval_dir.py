@@ -27,7 +27,7 @@ from typing import Any
 
 from ormix._runs import append_jsonl, read_jsonl, write_jsonl
 from ormix.app._eval_manifest import identity_changes
-from ormix.evaluation._errors import EvalManifestError
+from ormix.evaluation._errors import EvalError
 from ormix.evaluation._tasks import TaskKey, task_key
 
 #: What an eval directory holds (``--overwrite`` removes exactly these).
@@ -44,7 +44,7 @@ class EvalDirectory:
         >>> out.prepare({"samples": 8}, overwrite=False)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ormix.evaluation._errors.EvalManifestError: ... holds another eval (samples: 4 → 8): pass ...
+        ormix.evaluation._errors.EvalError: ... holds another eval (samples: 4 → 8): pass ...
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -62,7 +62,7 @@ class EvalDirectory:
         return self.path / "rollouts.jsonl"
 
     def prepare(self, manifest: Mapping[str, Any], overwrite: bool) -> None:
-        """Refuse a directory holding another eval (`EvalManifestError`), unless ``overwrite``: then its
+        """Refuse a directory holding another eval (`EvalError`), unless ``overwrite``: then its
         eval files go; the same eval is kept (it resumes)."""
         if overwrite:
             for name in EVAL_FILES:
@@ -74,7 +74,7 @@ class EvalDirectory:
             return
         if not self.manifest_path.is_file():
             if self.records_path.is_file():
-                raise EvalManifestError(
+                raise EvalError(
                     f"{self.path} holds rollouts.jsonl but no manifest.json, so what it measured is unknown: "
                     "pass --overwrite to start over there, or --out another directory"
                 )
@@ -82,12 +82,12 @@ class EvalDirectory:
         try:
             old = json.loads(self.manifest_path.read_text(encoding="utf-8"))
         except ValueError as e:
-            raise EvalManifestError(
+            raise EvalError(
                 f"{self.manifest_path} is not valid JSON ({e}): pass --overwrite to start over"
             ) from None
         changes = identity_changes(old if isinstance(old, dict) else {}, manifest)
         if changes:
-            raise EvalManifestError(
+            raise EvalError(
                 f"{self.path} holds another eval ({'; '.join(changes)}): pass --overwrite to start over "
                 "there, or --out another directory"
             )

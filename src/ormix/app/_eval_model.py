@@ -19,7 +19,7 @@ import re
 from pathlib import Path
 
 from ormix._runs import RunDirectory, checkpoint_step, weights_sha256
-from ormix.evaluation._errors import ModelNotFoundError
+from ormix.evaluation._errors import EvalError
 
 #: ``--model RUN_DIR@start``: the model the run's GRPO started from.
 START = "@start"
@@ -42,7 +42,7 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
         >>> resolve_eval_model("./no/such/dir")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ormix.evaluation._errors.ModelNotFoundError: --model ./no/such/dir: no such directory, ...
+        ormix.evaluation._errors.EvalError: --model ./no/such/dir: no such directory, ...
     """
     from ormix.workbench._tiny import TINY_MODEL
 
@@ -63,7 +63,7 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
                     if found
                     else "it saved no checkpoint either (train.save_steps)"
                 )
-                raise ModelNotFoundError(
+                raise EvalError(
                     f"--model {model}: the run directory has no final model (model/): the run did not "
                     f"finish; {hint}"
                 )
@@ -75,13 +75,13 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
             if parent.trained_here() and resolved == parent.model_path:
                 return str(resolved), str(parent.path), parent.eval_path
             return str(resolved), str(resolved), None
-        raise ModelNotFoundError(
+        raise EvalError(
             f"--model {model}: the directory holds no model (no config.json) and is no run directory "
             "(no manifest.json): give a model directory, a run directory or run_dir/checkpoint-N"
         )
     looks_local = model.startswith((".", "/", "~")) or model.count("/") != 1 or os.sep + os.sep in model
     if looks_local:
-        raise ModelNotFoundError(
+        raise EvalError(
             f"--model {model}: no such directory, and it is no hub id (owner/name); check the path"
         )
     return model, model, None
@@ -92,13 +92,13 @@ def _start_of(model: str) -> tuple[str | None, str, Path | None]:
     given = model[: -len(START)]
     run = RunDirectory(Path(given).expanduser().resolve())
     if not run.trained_here():
-        raise ModelNotFoundError(
+        raise EvalError(
             f"--model {model}: {given} is no run directory (no manifest.json and train_args.json); "
             "@start names the model a run of `ormix train` started from"
         )
     start = run.start()
     if start is None or not start.get("path"):
-        raise ModelNotFoundError(
+        raise EvalError(
             f"--model {model}: the run's manifest records no start (the run was made by an ormix that did "
             "not record one); evaluate its base model or warm start by path instead"
         )
@@ -106,14 +106,14 @@ def _start_of(model: str) -> tuple[str | None, str, Path | None]:
     path = Path(str(start["path"])).expanduser()
     if not path.is_dir():
         if Path(str(start["path"])).is_absolute():
-            raise ModelNotFoundError(
+            raise EvalError(
                 f"--model {model}: the run started from {path}, which is not there any more (a warm start "
                 "in a cleared cache?); run `ormix train` with the same warm start to make it again"
             )
         return str(start["path"]), label, run.eval_start_path  # a hub id
     recorded = start.get("sha256")
     if recorded and weights_sha256(path) != recorded:
-        raise ModelNotFoundError(
+        raise EvalError(
             f"--model {model}: {path} no longer holds the weights the run started from (sha256 "
             f"{recorded[:12]} recorded); it was replaced since"
         )

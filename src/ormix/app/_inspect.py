@@ -390,3 +390,72 @@ def inspect_mixture(
         starvation=starvation,
         notes=notes,
     )
+
+
+def print_inspection(info: Inspection, console: Any, *, tools: bool = False) -> None:
+    """`ormix inspect`'s tables: members, tool surfaces (``tools``: each tool's parameters and description),
+    eval sets, the first steps' composition and the starvation risk."""
+    from rich.table import Table
+
+    rows = "?" if info.rows is None else str(info.rows)
+    console.print(
+        f"[bold]{info.name}[/bold]: {len(info.members)} member(s), routing {info.routing}, "
+        f"strategy {info.strategy}, seed {info.seed}, {rows} rows, prompts_per_step {info.prompts_per_step}"
+    )
+    table = Table("member", "target", "role", "tasks", "p(step 1)", "tools (as the model sees them)")
+    for m in info.members:
+        table.add_row(
+            m.name,
+            m.target,
+            m.role,
+            "?" if m.tasks is None else str(m.tasks),
+            f"{info.probabilities.get(m.name, 0):.3f}" if info.probabilities else "?",
+            ", ".join(m.tools) if m.tools else "?",
+        )
+    console.print(table)
+    if tools:
+        for m in info.members:
+            if m.signatures:
+                console.print(f"[bold]{m.name}[/bold] tools:")
+                for line in m.signatures:
+                    console.print(f"  {line}", highlight=False, markup=False)
+    elif any(m.signatures for m in info.members):
+        console.print("  (ormix inspect --tools: each tool's parameters and description)")
+    for m in info.members:
+        if m.unknown:
+            console.print(f"  {m.name}: not shown: {m.unknown}")
+        for wire, py in m.renamed.items():
+            console.print(f"  {m.name}: tool {wire!r} is exposed as {py}")
+        for note in m.notes:
+            console.print(f"  {m.name}: {note}")
+    for note in info.notes:
+        console.print(f"  {note}")
+    evaluating = [m for m in info.members if m.eval_set is not None or m.eval_unknown is not None]
+    if evaluating:
+        evals = Table("member", "split", "tasks", "chosen as", "also trained on", title="eval sets")
+        for m in evaluating:
+            e = m.eval_set
+            if e is None:
+                evals.add_row(m.name, "?", "?", m.eval_unknown, "?")
+                continue
+            indices = ", ".join(map(str, e.task_indices[:8])) + (", ..." if len(e.task_indices) > 8 else "")
+            evals.add_row(m.name, e.split, f"{len(e.task_indices)} ({indices})", e.source, str(e.overlap))
+        console.print(evals)
+        for m in evaluating:
+            for note in m.eval_set.notes if m.eval_set is not None else ():
+                console.print(f"  {note}", highlight=False)
+            if m.eval_error:
+                console.print(f"  [red]eval set:[/red] {m.eval_error}", highlight=False)
+    train_names = [m.name for m in info.members if m.role != "eval"]
+    if info.composition:
+        comp = Table("step", *train_names, title="composition")
+        for label, counts in info.composition:
+            comp.add_row(label, *[str(counts.get(n, 0)) for n in train_names])
+        console.print(comp)
+    if info.starvation and info.strategy != "adaptive":  # adaptive quotas move: its floor is explained above
+        starv = Table(
+            "member", "P(no prompt in a step), random draws", "with ormix quotas", title="starvation"
+        )
+        for name, p in info.starvation["iid"].items():
+            starv.add_row(name, f"{p:.3f}", f"{info.starvation['quotas'][name]:.3f}")
+        console.print(starv)

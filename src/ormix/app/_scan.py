@@ -216,19 +216,7 @@ def scan_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     import pyarrow.compute as pc
 
     run_dir = Path(run_dir)
-    table = read_record_table(record_files(run_dir))
-    total = table.num_rows
-    completed = RunDirectory(run_dir).completed_step()
-    if completed is not None and total:
-        step = table.column("step")
-        table = table.filter(pc.or_kleene(pc.is_null(step), pc.less_equal(step, completed)))
-    # One chunk per column: `take` on a table of many chunks (a block each) concatenates them every time,
-    # which made reading a step at a time quadratic.
-    table = table.combine_chunks()
-    pool = pa.default_memory_pool()
-    pool.release_unused()  # the blocks' copy goes back to the system, not to a peak the plots add to
-    if not table.num_rows:
-        raise FileNotFoundError(f"no rollout records under {run_dir / 'rollouts'} (rank-*.jsonl)")
+    table, total = _finished_records(run_dir)
     # `read_records`' order: training first, then by (step, rank, seq), ties kept in file order.
     is_train_mode = _mask(table, "mode", "train", False)
     steps = _filled(table, "step")
@@ -240,105 +228,28 @@ def scan_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     names = [str(m) for m in encoded.dictionary.to_pylist()] + ["None"]
     codes = pc.fill_null(encoded.indices, len(names) - 1).to_numpy()
 
-    train = order[train_mask[order]]
+    in_order = order[train_mask[order]]
     members = _member_order(codes, names, order)
-    train_members = _member_order(codes, names, train) if len(train) else []
-    # Batches (one per step) in the order they first appear, each batch's rows in the order above.
-    keys = steps[train] * 2 + no_step[train]
-    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    batch_of = first[inverse.reshape(-1)]
-    regroup = np.argsort(batch_of, kind="stable")
-    in_order = train
-    contiguous = bool(np.array_equal(regroup, np.arange(len(regroup))))
-    train, batch_of = train[regroup], batch_of[regroup]
-
+    train_members = _member_order(codes, names, in_order) if len(in_order) else []
     timed = in_order[~no_step[in_order]]  # record order: the trend lists members as they first come
     step_list = sorted({int(s) for s in np.unique(steps[timed])}) if len(timed) else []
-    third = len(step_list) // 3
-    thirds: list[set[int]] = [set(step_list[:third]), set(step_list[-third:])] if len(step_list) >= 3 else []
-
-    pools = {m: _Pool() for m in train_members}
-    parts = [{m: _Pool(full=False) for m in train_members} for _ in thirds]
-    present: list[set[str]] = [set() for _ in thirds]
-    series: dict[int, dict[str, float]] = {}
-    key = _Keys()
-
-    def take(batch: list[dict[str, Any]]) -> None:
-        by_member: dict[Any, list[dict[str, Any]]] = {}
-        for r in batch:
-            by_member.setdefault(r.get("member"), []).append(r)
-        step = batch[0].get("step")
-        values = {m: member_values(by_member.get(m, ()), m, len(batch)) for m in train_members}
-        for m in train_members:
-            pools[m].add(m, values[m], by_member.get(m, ()))
-        for part, seen, steps_in in zip(parts, present, thirds, strict=True):
-            if step is not None and step in steps_in:
-                seen.update(str(k) for k in by_member)
-                for m in train_members:
-                    part[m].add(m, values[m], by_member.get(m, ()))
-        if step is None:
-            return
-        out: dict[str, float] = {}
-        for m in train_members:
-            for metric, value in summarize(values[m]).items():
-                out[key(m, metric)] = value
-        for m in train_members:
-            latency = values[m].get("tool_ms", [])
-            for q in (50, 95):
-                p = percentile(latency, q)
-                if p is not None:
-                    out[key(m, f"tool_ms_p{q}")] = p
-        series[int(step)] = out
-
-    batch: list[dict[str, Any]] = []
-    current = None
-    for row, b in zip(_rows(table, train), batch_of.tolist(), strict=True):
-        if b != current and batch:
-            take(batch)
-            batch = []
-        current = b
-        batch.append(row)
-    if batch:
-        take(batch)
-
+    figures = _Figures(train_members, step_list)
+    train, batch_of, contiguous = _batched(in_order, steps, no_step)
+    for batch in _batches(_rows(table, train), batch_of):
+        figures.take(batch)
     if not contiguous:
         # Some step's rows are apart in record order (a step without a number beside step 0, records without
         # a mode): what `member_summary` adds up record by record is added in record order instead.
-        _in_record_order(_rows(table, in_order), pools, parts, thirds)
-
-    trend: dict[str, Any] = {}
-    if thirds:
-        timed_members = _member_order(codes, names, timed)
-        trend = {
-            "first_steps": [step_list[0], step_list[third - 1]],
-            "last_steps": [step_list[-third], step_list[-1]],
-            "members": {
-                m: {
-                    k: [
-                        _trend_value(part[m], k) if m in seen else None
-                        for part, seen in zip(parts, present, strict=True)
-                    ]
-                    for k in TREND_METRICS
-                }
-                for m in timed_members
-            },
-        }
-
-    evaluated: dict[int, dict[str, Any]] = {}
-    evals = order[eval_mask[order]]
-    if len(evals):
-        eval_steps = steps[evals]
-        bounds = [0, *(np.flatnonzero(np.diff(eval_steps)) + 1).tolist(), len(evals)]
-        for lo, hi in zip(bounds, bounds[1:], strict=False):
-            these = list(_rows(table, evals[lo:hi]))
-            evaluated[int(eval_steps[lo])] = summarize_eval(these, eval_ks(these))
+        _in_record_order(_rows(table, in_order), figures.pools, figures.parts, figures.thirds)
+    trend = figures.trend(_member_order(codes, names, timed)) if figures.thirds else {}
+    evaluated = _evaluated(table, order[eval_mask[order]], steps)
     kept, train_count, eval_count = int(table.num_rows), int(train_mask.sum()), int(eval_mask.sum())
     del table, encoded
-    pool.release_unused()  # what the plots and summary.json add comes on top of the figures alone
+    pa.default_memory_pool().release_unused()  # what the plots and summary.json add comes on top of these
     return {
         "members": members,
-        "summary": {m: pools[m].summary() for m in train_members},
-        "series": dict(sorted(series.items())),
+        "summary": {m: figures.pools[m].summary() for m in train_members},
+        "series": dict(sorted(figures.series.items())),
         "evaluated": evaluated,
         "trend": trend,
         "records": kept,
@@ -346,6 +257,135 @@ def scan_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
         "evals": eval_count,
         "unfinished": total - kept,
     }
+
+
+def _finished_records(run_dir: Path) -> tuple[pa.Table, int]:
+    """The run's records of completed steps (one chunk per column), and how many records it holds in all."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table = read_record_table(record_files(run_dir))
+    total = table.num_rows
+    completed = RunDirectory(run_dir).completed_step()
+    if completed is not None and total:
+        step = table.column("step")
+        table = table.filter(pc.or_kleene(pc.is_null(step), pc.less_equal(step, completed)))
+    # One chunk per column: `take` on a table of many chunks (a block each) concatenates them every time,
+    # which made reading a step at a time quadratic.
+    table = table.combine_chunks()
+    pa.default_memory_pool().release_unused()  # the blocks' copy goes back to the system, not to a peak
+    if not table.num_rows:
+        raise FileNotFoundError(f"no rollout records under {run_dir / 'rollouts'} (rank-*.jsonl)")
+    return table, total
+
+
+def _batched(
+    train: np.ndarray, steps: np.ndarray, no_step: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The training rows regrouped into batches (one per step) in the order they first appear, each batch's
+    rows in record order; each row's batch; and whether that is record order already."""
+    import numpy as np
+
+    keys = steps[train] * 2 + no_step[train]
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    batch_of = first[inverse.reshape(-1)]
+    regroup = np.argsort(batch_of, kind="stable")
+    contiguous = bool(np.array_equal(regroup, np.arange(len(regroup))))
+    return train[regroup], batch_of[regroup], contiguous
+
+
+def _batches(rows: Iterator[dict[str, Any]], batch_of: np.ndarray) -> Iterator[list[dict[str, Any]]]:
+    """The rows a batch at a time (``batch_of``: each row's batch, the batches contiguous)."""
+    batch: list[dict[str, Any]] = []
+    current = None
+    for row, b in zip(rows, batch_of.tolist(), strict=True):
+        if b != current and batch:
+            yield batch
+            batch = []
+        current = b
+        batch.append(row)
+    if batch:
+        yield batch
+
+
+class _Figures:
+    """What a report needs of the training records, pooled a batch (step) at a time: each member's
+    `_Pool` over the run and over its first and last thirds of steps, and the step series."""
+
+    def __init__(self, train_members: list[str], step_list: list[int]) -> None:
+        self.train_members = train_members
+        self.step_list = step_list
+        self.third = third = len(step_list) // 3
+        self.thirds: list[set[int]] = (
+            [set(step_list[:third]), set(step_list[-third:])] if len(step_list) >= 3 else []
+        )
+        self.pools = {m: _Pool() for m in train_members}
+        self.parts = [{m: _Pool(full=False) for m in train_members} for _ in self.thirds]
+        self.present: list[set[str]] = [set() for _ in self.thirds]
+        self.series: dict[int, dict[str, float]] = {}
+        self.key = _Keys()
+
+    def take(self, batch: list[dict[str, Any]]) -> None:
+        """Pool one step's batch, and add its point to the series (a batch without a step has none)."""
+        by_member: dict[Any, list[dict[str, Any]]] = {}
+        for r in batch:
+            by_member.setdefault(r.get("member"), []).append(r)
+        step = batch[0].get("step")
+        values = {m: member_values(by_member.get(m, ()), m, len(batch)) for m in self.train_members}
+        for m in self.train_members:
+            self.pools[m].add(m, values[m], by_member.get(m, ()))
+        for part, seen, steps_in in zip(self.parts, self.present, self.thirds, strict=True):
+            if step is not None and step in steps_in:
+                seen.update(str(k) for k in by_member)
+                for m in self.train_members:
+                    part[m].add(m, values[m], by_member.get(m, ()))
+        if step is not None:
+            self.series[int(step)] = self._point(values)
+
+    def _point(self, values: Mapping[str, Any]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for m in self.train_members:
+            for metric, value in summarize(values[m]).items():
+                out[self.key(m, metric)] = value
+        for m in self.train_members:
+            latency = values[m].get("tool_ms", [])
+            for q in (50, 95):
+                p = percentile(latency, q)
+                if p is not None:
+                    out[self.key(m, f"tool_ms_p{q}")] = p
+        return out
+
+    def trend(self, timed_members: list[str]) -> dict[str, Any]:
+        """`trend`'s figures: each member's metrics over the first and the last third of the steps."""
+        steps, third = self.step_list, self.third
+        return {
+            "first_steps": [steps[0], steps[third - 1]],
+            "last_steps": [steps[-third], steps[-1]],
+            "members": {
+                m: {
+                    k: [
+                        _trend_value(part[m], k) if m in seen else None
+                        for part, seen in zip(self.parts, self.present, strict=True)
+                    ]
+                    for k in TREND_METRICS
+                }
+                for m in timed_members
+            },
+        }
+
+
+def _evaluated(table: pa.Table, evals: np.ndarray, steps: np.ndarray) -> dict[int, dict[str, Any]]:
+    """Each evaluation's summary by its step (``evals``: the eval rows, ordered by step)."""
+    import numpy as np
+
+    evaluated: dict[int, dict[str, Any]] = {}
+    if len(evals):
+        eval_steps = steps[evals]
+        bounds = [0, *(np.flatnonzero(np.diff(eval_steps)) + 1).tolist(), len(evals)]
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            these = list(_rows(table, evals[lo:hi]))
+            evaluated[int(eval_steps[lo])] = summarize_eval(these, eval_ks(these))
+    return evaluated
 
 
 def _in_record_order(

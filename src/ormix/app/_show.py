@@ -53,6 +53,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ormix._choices import ShowMode
 from ormix._errors import UsageError
 from ormix._runs import read_jsonl
 from ormix.ors._errors import redact_text
@@ -69,16 +70,6 @@ _TOKEN_RE = re.compile(
     r"\b(?:sk-[A-Za-z0-9_\-]{16,}|gh[pousr]_[A-Za-z0-9]{20,}|hf_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}"
     r"|xox[abprs]-[A-Za-z0-9\-]{10,})|(?<=Bearer )[A-Za-z0-9._~+/\-]{16,}=*"
 )
-
-
-class ShowError(UsageError):
-    """What `ormix show` was asked for is not there: no rollouts, a step, member, task or eval the directory
-    does not hold (commands exit with 2).
-
-    Example:
-        >>> isinstance(ShowError("x"), UsageError)
-        True
-    """
 
 
 @dataclass(frozen=True)
@@ -341,7 +332,7 @@ def select_rollouts(
 ) -> tuple[list[ShownRollout], int | None]:
     """The rollouts matching every filter, and the step they are from: ``step``, else the latest step among
     the matching rollouts (``None`` for an eval directory, whose records have no step). A step, member or task
-    the rollouts do not hold, or an outcome that is not one, is a `ShowError` naming what there is.
+    the rollouts do not hold, or an outcome that is not one, is a `UsageError` naming what there is.
 
     Example:
         >>> rs = [ShownRollout({"step": s, "member": m, "outcome": "scored", "task_index": 0})
@@ -352,22 +343,22 @@ def select_rollouts(
         >>> select_rollouts(rs, member="ecoh")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ormix.app._show.ShowError: no member 'ecoh' in ... (members: echo, seta); did you mean 'echo'?
+        ormix._errors.UsageError: no member 'ecoh' in ... (members: echo, seta); did you mean 'echo'?
     """
     from ormix.config._problems import suggest
 
     records = [r.record for r in rollouts]
     if outcome is not None and outcome not in OUTCOMES:
-        raise ShowError(f"--outcome {outcome!r} is not an outcome: use one of {', '.join(OUTCOMES)}")
+        raise UsageError(f"--outcome {outcome!r} is not an outcome: use one of {', '.join(OUTCOMES)}")
     members = list(dict.fromkeys(str(r.get("member")) for r in records))
     if member is not None and member not in members:
-        raise ShowError(
+        raise UsageError(
             f"no member {member!r} in {where} (members: {', '.join(members)}){suggest(member, members)}"
         )
     steps = sorted({int(r["step"]) for r in records if r.get("step") is not None})
     if step is not None and step not in steps:
         held = f"its steps: {_ranges(steps)}" if steps else "its rollouts have no step: leave out --step"
-        raise ShowError(f"step {step} is not in {where} ({held})")
+        raise UsageError(f"step {step} is not in {where} ({held})")
     chosen = [
         r
         for r in rollouts
@@ -380,7 +371,7 @@ def select_rollouts(
             {int(r.record["task_index"]) for r in chosen if r.record.get("task_index") is not None}
         )
         if task not in tasks:
-            raise ShowError(
+            raise UsageError(
                 f"no rollout of task {task} in {where} for these filters (tasks: {_ranges(tasks) or 'none'})"
             )
         chosen = [r for r in chosen if r.record.get("task_index") == task]
@@ -431,7 +422,7 @@ def _eval_dirs(run_dir: Path) -> list[str]:
 
 def _source(path: Path, eval_name: str | None) -> _Source:
     if not path.is_dir():
-        raise ShowError(f"{path} is not a directory: pass a run directory or an eval directory")
+        raise UsageError(f"{path} is not a directory: pass a run directory or an eval directory")
     if eval_name is not None:
         names = _eval_dirs(path)
         wanted = {"after": "eval", "before": "eval-before"}.get(eval_name, eval_name)
@@ -440,7 +431,7 @@ def _source(path: Path, eval_name: str | None) -> _Source:
             from ormix.config._problems import suggest
 
             listed = ", ".join(names) if names else "none"
-            raise ShowError(
+            raise UsageError(
                 f"no eval {eval_name!r} in {path} (its eval directories: {listed}){suggest(wanted, names)}"
             )
         eval_dir = path / chosen
@@ -461,7 +452,7 @@ def _source(path: Path, eval_name: str | None) -> _Source:
     if not records:
         evals = _eval_dirs(path)
         hint = f"; its evals: --eval {' / --eval '.join(evals)}" if evals else ""
-        raise ShowError(
+        raise UsageError(
             f"{path} holds no rollout records (a run's rollouts/rank-*.jsonl or an eval's rollouts.jsonl): "
             f"pass a run directory trained with ormix's callbacks, or an eval directory{hint}"
         )
@@ -616,12 +607,12 @@ def _messages(value: Any) -> list[Mapping[str, Any]] | None:
 
 
 def load_rollouts(
-    path: str | os.PathLike[str], *, eval_name: str | None = None, mode: str | None = None
+    path: str | os.PathLike[str], *, eval_name: str | None = None, mode: ShowMode | None = None
 ) -> tuple[list[ShownRollout], list[dict[str, Any] | None]]:
     """Every rollout of a run directory (its training rollouts; ``mode="eval"``: its evaluations during
     training) or of an eval directory (``eval_name``: the run's eval directory of that name: ``before``,
     ``after`` or a directory name), each with its text where it was found; and the manifests that name the
-    secrets to redact. A directory without rollouts, or an eval it does not hold, is a `ShowError`.
+    secrets to redact. A directory without rollouts, or an eval it does not hold, is a `UsageError`.
 
     Example:
         >>> import tempfile
@@ -629,7 +620,7 @@ def load_rollouts(
         ...     load_rollouts(empty)  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ormix.app._show.ShowError: ... holds no rollout records ...
+        ormix._errors.UsageError: ... holds no rollout records ...
     """
     source = _source(Path(path), eval_name)
     records = source.records
@@ -638,10 +629,10 @@ def load_rollouts(
         records = [r for r in records if (r.get("mode") or "train") == wanted]
         if not records:
             modes = sorted({str(r.get("mode") or "train") for r in source.records})
-            raise ShowError(f"{source.path} holds no {wanted} rollouts (it holds: {', '.join(modes)})")
+            raise UsageError(f"{source.path} holds no {wanted} rollouts (it holds: {', '.join(modes)})")
     else:
         if not records:
-            raise ShowError(f"{source.path / 'rollouts.jsonl'} holds no rollout records yet")
+            raise UsageError(f"{source.path / 'rollouts.jsonl'} holds no rollout records yet")
         # An eval's records carry the step of the trainer that ran it: one eval, not steps to choose from.
         records = [{k: v for k, v in r.items() if k != "step"} for r in records]
     rollouts = [
@@ -664,13 +655,13 @@ def show_command(
     outcome: str | None = None,
     task: int | None = None,
     eval_name: str | None = None,
-    mode: str | None = None,
+    mode: ShowMode | None = None,
     limit: int = 10,
     max_chars: int = 2000,
     secret_env: Sequence[str] = (),
 ) -> int:
     """`ormix show`: print the selected rollouts (`select_rollouts`) as text (`render_rollout`), at most
-    ``limit`` (0: all); returns 0. Raises `ShowError` (exit 2) for what the directory does not hold.
+    ``limit`` (0: all); returns 0. Raises `UsageError` (exit 2) for what the directory does not hold.
 
     Example:
         >>> import io, tempfile

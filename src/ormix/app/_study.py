@@ -33,7 +33,7 @@ checkpoint (else it starts over), the eval from its last complete chunk (the run
 more with every arm done and only the matrix is rebuilt. A study directory remembers its options
 (``study.json`` → ``options``): a different budget, model, step count, ``k``, seeds, warm start or ``--set``
 is refused, since its arms would not compare. Before any effect is computed, every done run's recorded
-start is compared: runs that started from different models are refused (`StudyError`, naming them) unless
+start is compared: runs that started from different models are refused (`UsageError`, naming them) unless
 ``allow_different_starts``, and then ``study.md`` says so at the top.
 
 Example:
@@ -58,7 +58,14 @@ from typing import TYPE_CHECKING, Any
 
 from ormix._errors import UsageError
 from ormix._runs import RunDirectory
-from ormix.app._command import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED, run_command
+from ormix.app._command import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    run_command,
+)
 from ormix.config._trainer_rules import max_steps_problem
 from ormix.evaluation._summary import format_metric
 from ormix.mixture._ablation import FULL, Arm, Budget, arm_file_text, arms, select_arms
@@ -68,11 +75,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: The options a study directory keeps: the arms it already holds were made with them.
 _KEPT = ("budget", "max_steps", "model", "settings", "k", "samples", "seed", "warmup_sft", "seeds")
-
-
-class StudyError(UsageError):
-    """A study that cannot run as asked (a study directory made with other options, an arm that is not
-    there); says what to do."""
 
 
 @dataclass(frozen=True)
@@ -382,10 +384,10 @@ def _study_config(path: str | Path, options: StudyOptions) -> MixtureConfig:
     train = {**config.train, **check_settings(dict(options.settings), "--set ")}
     if options.max_steps is not None:
         if problem := max_steps_problem(options.max_steps):
-            raise StudyError(f"--max-steps: {problem}")
+            raise UsageError(f"--max-steps: {problem}")
         train["max_steps"] = options.max_steps
     if len(set(options.seeds)) != len(options.seeds):
-        raise StudyError(f"--seeds names a seed twice: {','.join(map(str, options.seeds))}")
+        raise UsageError(f"--seeds names a seed twice: {','.join(map(str, options.seeds))}")
     return config.updated(train=train) if train != config.train else config
 
 
@@ -412,7 +414,7 @@ def _check_options(study_dir: Path, kept: Mapping[str, Any]) -> None:
         if before.get(k, defaults[k]) != kept.get(k)
     ]
     if changed:
-        raise StudyError(
+        raise UsageError(
             f"{study_dir} holds a study made with other options, so its arms would not compare with new "
             "ones:\n  " + "\n  ".join(changed) + "\nrun it with the same options, or pick another --out"
         )
@@ -485,7 +487,7 @@ def _build_study(
     """study.json's content from whatever arms are done now.
 
     Raises:
-        StudyError: done runs started from different models (unless ``allow_different_starts``).
+        UsageError: done runs started from different models (unless ``allow_different_starts``).
     """
     entries, matrix, done, metrics = [], {}, [], []
     members: list[str] = list(config.members)
@@ -494,32 +496,15 @@ def _build_study(
     for arm in all_arms:
         runs = arm_runs(study_dir, arm.name, options.seeds)
         finished = {seed: run for seed, run in runs if arm_done(run, config.config_hash())}
-        entry = {
-            **arm.as_dict(),
-            "run_dir": str(arm_dir(study_dir, arm.name)),
-            "file": str(study_dir / "mixtures" / f"{arm.name}.yaml"),
-        }
-        if options.seeds:
-            entry["runs"] = [
-                {"seed": seed, "run_dir": str(run), "done": seed in finished} for seed, run in runs
-            ]
+        entries.append(_arm_entry(study_dir, arm, runs, finished, options))
         for seed, run in finished.items():
             starts[_run_name(arm.name, seed)] = _run_start(run)
-        entry["done"] = len(finished) == len(runs)
-        entries.append(entry)
-        if not entry["done"]:
+        if not entries[-1]["done"]:
             continue
         done.append(arm)
         summaries = [_eval_summary(run) or {} for _, run in runs]
         confidence = float(summaries[0].get("confidence", confidence))
-        if len(runs) > 1:
-            from ormix.app._compare import group_metrics, load_eval
-
-            matrix[arm.name] = group_metrics(
-                [load_eval(RunDirectory(run).eval_path) for _, run in runs], ks=options.k, seed=options.seed
-            )
-        else:
-            matrix[arm.name] = _member_metrics(summaries[0])
+        matrix[arm.name] = _arm_metrics(runs, summaries[0], options)
         for per_member in matrix[arm.name].values():
             metrics += [k for k in per_member if k not in metrics]
         members += [m for m in matrix[arm.name] if m not in members]
@@ -527,21 +512,7 @@ def _build_study(
         starts["the study's start"] = dict(start)  # the runs made elsewhere must start from it too
     different = different_starts(starts)
     if different and not options.allow_different_starts:
-        groups = "\n  ".join(
-            f"sha256 {digest[:12]}: {', '.join(runs)}"
-            + (
-                f" (from {(starts[runs[0]] or {}).get('path')})"
-                if starts[runs[0]]
-                else " (no start recorded)"
-            )
-            for digest, runs in different.items()
-        )
-        raise StudyError(
-            f"the runs of {study_dir} started from different models, so their differences would mix what "
-            f"each arm trained on with how its start differed:\n  {groups}\nrun the study again in a fresh "
-            "--out (every arm then starts from one start), or pass --allow-different-starts to compare "
-            "them anyway (study.md then says so)"
-        )
+        raise UsageError(_different_starts_message(study_dir, starts, different))
     recorded = start or next((s for s in starts.values() if s), None)
     return {
         "mixture": config.name,
@@ -560,6 +531,55 @@ def _build_study(
         "matrix": matrix,
         "effects": _effects(study_dir, done, options),
     }
+
+
+def _arm_entry(
+    study_dir: Path,
+    arm: Arm,
+    runs: Sequence[tuple[int | None, Path]],
+    finished: Mapping[int | None, Path],
+    options: StudyOptions,
+) -> dict[str, Any]:
+    """An arm's entry in study.json: the arm, where its runs and mixture file are, and whether it is done."""
+    entry = {
+        **arm.as_dict(),
+        "run_dir": str(arm_dir(study_dir, arm.name)),
+        "file": str(study_dir / "mixtures" / f"{arm.name}.yaml"),
+    }
+    if options.seeds:
+        entry["runs"] = [{"seed": seed, "run_dir": str(run), "done": seed in finished} for seed, run in runs]
+    entry["done"] = len(finished) == len(runs)
+    return entry
+
+
+def _arm_metrics(
+    runs: Sequence[tuple[int | None, Path]], summary: Mapping[str, Any], options: StudyOptions
+) -> dict[str, dict[str, Any]]:
+    """A done arm's metrics per member: its eval's summary, or pooled over its runs (one a seed)."""
+    if len(runs) > 1:
+        from ormix.app._compare import group_metrics, load_eval
+
+        return group_metrics(
+            [load_eval(RunDirectory(run).eval_path) for _, run in runs], ks=options.k, seed=options.seed
+        )
+    return _member_metrics(summary)
+
+
+def _different_starts_message(
+    study_dir: Path, starts: Mapping[str, Any], different: Mapping[str, list[str]]
+) -> str:
+    """Why runs that started from different models are refused, naming the runs of each start."""
+    groups = "\n  ".join(
+        f"sha256 {digest[:12]}: {', '.join(runs)}"
+        + (f" (from {(starts[runs[0]] or {}).get('path')})" if starts[runs[0]] else " (no start recorded)")
+        for digest, runs in different.items()
+    )
+    return (
+        f"the runs of {study_dir} started from different models, so their differences would mix what "
+        f"each arm trained on with how its start differed:\n  {groups}\nrun the study again in a fresh "
+        "--out (every arm then starts from one start), or pass --allow-different-starts to compare "
+        "them anyway (study.md then says so)"
+    )
 
 
 def _write_study(study_dir: Path, study: Mapping[str, Any], console: Any) -> list[Path]:
@@ -718,7 +738,7 @@ def run_study(
     """Run (or continue, or merge) the study of the mixture file at ``path``; see the module docstring.
 
     Raises:
-        UsageError (StudyError, AblationError, MixtureConfigError, TrainConfigError, WarmupError...): bad
+        UsageError (MixtureConfigError, TrainConfigError, a study or warm start that cannot run...): bad
         options, a study directory made with other options, an arm named that the study does not have,
         runs that started from different models.
     """
@@ -731,15 +751,8 @@ def run_study(
     all_arms = arms(config, leave_one_out=opts.leave_one_out, only=opts.only, budget=opts.budget)
     chosen = select_arms(all_arms, opts.arms)
     study_dir = Path(opts.out_dir) if opts.out_dir is not None else Path("studies") / config.name
-    kept = _kept_options(opts)
-    _check_options(study_dir, kept)
-    # Every arm's file, written (again) now: the same content on every machine but for base_dir.
-    mixtures = study_dir / "mixtures"
-    mixtures.mkdir(parents=True, exist_ok=True)
-    for arm in all_arms:
-        text, _ = arm_file_text(arm, source)
-        (mixtures / f"{arm.name}.yaml").write_text(text)
-    full_file = mixtures / f"{FULL}.yaml"
+    _check_options(study_dir, _kept_options(opts))
+    _write_arm_files(study_dir, all_arms, source)
     full_hash = config.config_hash()  # what the eval manifests of this study's arms say
     study_json = study_dir / "study.json"
     start = json.loads(study_json.read_text()).get("start") if study_json.is_file() else None
@@ -755,39 +768,15 @@ def run_study(
         f"[bold]ormix ablate --run[/bold] {config.name}: {len(all_arms)} arm(s) "
         f"({', '.join(a.name for a in all_arms)}), budget {opts.budget}{seeds}; study directory {study_dir}"
     )
-    model: str | None = None
-    made = False
+    runner = _ArmRunner(study_dir, config, opts, console, again, start)
     try:
-        for index, arm in enumerate(chosen, 1):
-            for seed, run in arm_runs(study_dir, arm.name, opts.seeds):
-                name = _run_name(arm.name, seed)
-                label = f"arm {name} ({index}/{len(chosen)})"
-                if arm_done(run, full_hash):
-                    console.print(f"{label}: done already (model and eval in {run}); skipped")
-                    result.skipped.append(name)
-                    continue
-                if not made:  # the start, once, before the first run that needs it
-                    start, model = _study_start(study_dir, full_file, config, opts, console)
-                    made = True
-                console.rule(f"{label}: trains on {', '.join(arm.config.train_members)}; {arm.budget}")
-                trained = RunDirectory(run).model_path
-                if not trained.is_dir():
-                    status = _train_run(
-                        name, mixtures / f"{arm.name}.yaml", run, seed, model, opts, console, again
-                    )
-                    if status in (EXIT_INTERRUPTED, EXIT_TERMINATED) or not trained.is_dir():
-                        console.print(f"[yellow]{name} stopped[/yellow]; continue the study with:\n  {again}")
-                        result.exit_status = status or EXIT_FAILED
-                        raise _Stopped
-                console.print(f"{label}: evaluating on every member's eval tasks (the full mixture's)")
-                _eval_arm(full_file, full_hash, run, opts, console)
-                result.ran.append(name)
+        runner.run(chosen, result)
     except _Stopped:
         pass
     except KeyboardInterrupt:
         console.print(f"[yellow]interrupted[/yellow]: continue the study with:\n  {again}", highlight=False)
         result.exit_status = EXIT_INTERRUPTED
-    result.study = _build_study(study_dir, source, config, all_arms, opts, start)
+    result.study = _build_study(study_dir, source, config, all_arms, opts, runner.start)
     result.study["command"] = whole
     written = _write_study(study_dir, result.study, console)
     _print_study(result.study, console)
@@ -800,6 +789,71 @@ def run_study(
     if result.exit_status == EXIT_OK and rest:
         console.print(f"arms not done yet: {', '.join(rest)}; run them with:\n  {whole}", highlight=False)
     return result
+
+
+def _write_arm_files(study_dir: Path, all_arms: Sequence[Arm], source: str) -> None:
+    """Every arm's mixture file, written (again) now: the same content on every machine but for base_dir."""
+    mixtures = study_dir / "mixtures"
+    mixtures.mkdir(parents=True, exist_ok=True)
+    for arm in all_arms:
+        text, _ = arm_file_text(arm, source)
+        (mixtures / f"{arm.name}.yaml").write_text(text)
+
+
+class _ArmRunner:
+    """Trains and evaluates the runs of a study's arms that are not done, from the study's one start (made
+    before the first run that needs it; `start` then holds its record)."""
+
+    def __init__(
+        self,
+        study_dir: Path,
+        config: MixtureConfig,
+        options: StudyOptions,
+        console: Any,
+        again: str,
+        start: Mapping[str, Any] | None,
+    ) -> None:
+        self.study_dir, self.config, self.options, self.console = study_dir, config, options, console
+        self.again = again  # the command that continues the study
+        self.start = start
+        self.model: str | None = None
+        self.made = False
+        self.full_file = study_dir / "mixtures" / f"{FULL}.yaml"
+        self.full_hash = config.config_hash()
+
+    def run(self, chosen: Sequence[Arm], result: StudyResult) -> None:
+        """Each chosen arm's runs in turn (skipping those done); raises `_Stopped` when a run stops."""
+        console = self.console
+        for index, arm in enumerate(chosen, 1):
+            for seed, run in arm_runs(self.study_dir, arm.name, self.options.seeds):
+                name = _run_name(arm.name, seed)
+                label = f"arm {name} ({index}/{len(chosen)})"
+                if arm_done(run, self.full_hash):
+                    console.print(f"{label}: done already (model and eval in {run}); skipped")
+                    result.skipped.append(name)
+                    continue
+                if not self.made:  # the start, once, before the first run that needs it
+                    self.start, self.model = _study_start(
+                        self.study_dir, self.full_file, self.config, self.options, console
+                    )
+                    self.made = True
+                console.rule(f"{label}: trains on {', '.join(arm.config.train_members)}; {arm.budget}")
+                self._train(name, arm, seed, run, result)
+                console.print(f"{label}: evaluating on every member's eval tasks (the full mixture's)")
+                _eval_arm(self.full_file, self.full_hash, run, self.options, console)
+                result.ran.append(name)
+
+    def _train(self, name: str, arm: Arm, seed: int | None, run: Path, result: StudyResult) -> None:
+        """Train one run unless its model is there; raises `_Stopped` when it stops without one."""
+        trained = RunDirectory(run).model_path
+        if trained.is_dir():
+            return
+        file = self.study_dir / "mixtures" / f"{arm.name}.yaml"
+        status = _train_run(name, file, run, seed, self.model, self.options, self.console, self.again)
+        if status in (EXIT_INTERRUPTED, EXIT_TERMINATED) or not trained.is_dir():
+            self.console.print(f"[yellow]{name} stopped[/yellow]; continue the study with:\n  {self.again}")
+            result.exit_status = status or EXIT_FAILED
+            raise _Stopped
 
 
 class _Stopped(Exception):
@@ -857,3 +911,39 @@ def study_command(
         interrupted=": run the same command again to continue the study",
         debug=debug,
     )
+
+
+def derive_command(
+    path: Path,
+    out: Path,
+    *,
+    leave_one_out: bool,
+    only: Sequence[str],
+    budget: Budget,
+    console: Any,
+    errors: Any,
+) -> int:
+    """`ormix ablate` without ``--run``: write the arms' mixture files into ``out`` and print each one's hash
+    (``console``), or what is wrong (``errors``); the exit status (2 for a mixture or an ablation that cannot
+    work)."""
+    from ormix.config import MixtureConfigError, load_mixture_config
+    from ormix.mixture._ablation import write_ablations
+
+    try:
+        from ormix.mixture._mixture import trainer_settings_check
+
+        config = load_mixture_config(path, train_check=trainer_settings_check())
+        written = write_ablations(
+            config,
+            out,
+            source=str(path),
+            leave_one_out=leave_one_out,
+            only=only,
+            budget=budget,
+        )
+    except (MixtureConfigError, ValueError) as e:
+        errors.print(f"[red]error:[/red] {e}")
+        return EXIT_BAD_INPUT
+    for file, digest in written:
+        console.print(f"{file}  {digest[:16]}")
+    return EXIT_OK

@@ -12,7 +12,7 @@ weights, temperature, round robin or a step schedule), and overrides for ``ormix
     prompts_per_step: 4
 
 Loading never stops at the first problem: `load_mixture_config` / `MixtureConfig.from_yaml_text` raise one
-`MixtureFileError` that lists every problem, one per line, each with the file, the line, the key path
+`MixtureConfigError` that lists every problem, one per line, each with the file, the line, the key path
 (``members.seta.num_tasks``), what is wrong and how to fix it.
 
 Secrets. A member's ``secrets`` values may reference environment variables as ``${NAME}``; they are
@@ -62,7 +62,6 @@ from ormix._targets import Target, parse_target
 from ormix.config._checks import checked, member_checks, mixture_checks, selection_checks
 from ormix.config._problems import (
     MixtureConfigError,
-    MixtureFileError,
     Problem,
     problem_error,
     problems_from,
@@ -911,7 +910,7 @@ class MixtureConfig(BaseModel):
         train_check: TrainCheck | None = None,
         resolve_targets: bool = True,
     ) -> MixtureConfig:
-        """Parse and validate a mixture file's text; raise `MixtureFileError` listing every problem.
+        """Parse and validate a mixture file's text; raise `MixtureConfigError` listing every problem.
 
         ``resolve_targets``: import `local:`/`module:` targets now (a file's typo is reported with its line).
 
@@ -930,9 +929,9 @@ class MixtureConfig(BaseModel):
         try:
             data, lines, problems = load_yaml(text)
         except yaml.YAMLError as e:
-            raise MixtureFileError([syntax_problem(e)], source) from None
+            raise MixtureConfigError([syntax_problem(e)], source) from None
         if not isinstance(data, dict):
-            raise MixtureFileError([not_a_mapping(data)], source)
+            raise MixtureConfigError([not_a_mapping(data)], source)
         if "name" not in data and not source.startswith("<"):
             data = {"name": name_from_stem(Path(source).stem), **data}
         data, problem = _with_base_dir(data, None if source.startswith("<") else Path(source).parent)
@@ -971,7 +970,7 @@ class MixtureConfig(BaseModel):
                 for p in problems
             ]
             located.sort(key=lambda p: (p.line if p.line is not None else 1 << 30, p.key_path))
-            raise MixtureFileError(located, source)
+            raise MixtureConfigError(located, source)
         assert cfg is not None
         return cfg
 
@@ -1305,7 +1304,7 @@ def load_mixture_config(
     defer_missing_secrets: bool = False,
     train_check: TrainCheck | None = None,
 ) -> MixtureConfig:
-    """Load and validate a mixture file; raise `MixtureFileError` listing every problem.
+    """Load and validate a mixture file; raise `MixtureConfigError` listing every problem.
 
     ``defer_missing_secrets``: a ``${VAR}`` secret whose variable is unset fails when it is used, not now
     (for looking at a mixture without its keys, as `ormix inspect` does).
@@ -1319,12 +1318,12 @@ def load_mixture_config(
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise MixtureFileError(
+        raise MixtureConfigError(
             [Problem((), "file not found; check the path (mixtures ship in the repository's mixtures/)")],
             str(p),
         ) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise MixtureFileError(
+        raise MixtureConfigError(
             [Problem((), f"cannot read the file ({e.__class__.__name__}: {e})")], str(p)
         ) from None
     return MixtureConfig.from_yaml_text(

@@ -80,15 +80,6 @@ class MixtureConfigError(MixtureError):
         super().__init__("\n".join([head, *(f"  {p.render(source)}" for p in self.problems)]))
 
 
-class MixtureFileError(MixtureConfigError):
-    """A mixture file that cannot be loaded: YAML syntax, duplicate keys, or an invalid config.
-
-    Example:
-        >>> issubclass(MixtureFileError, MixtureConfigError)
-        True
-    """
-
-
 def problem_error(message: str) -> PydanticCustomError:
     """A pydantic error carrying one of ormix's own worded problems (raise it inside a validator).
 

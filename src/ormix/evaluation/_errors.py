@@ -1,9 +1,10 @@
-"""The errors of an eval that cannot run as asked: `EvalError` (a `UsageError`: commands exit with 2), each
-message saying what to change.
+"""The error of an eval that cannot run as asked: `EvalError` (a `UsageError`: commands exit with 2), its
+message saying what to change (a member or selection without tasks, a ``--model`` that names no model, an
+output directory holding another eval).
 
 Example:
     >>> from ormix._errors import UsageError
-    >>> issubclass(NoEvalTasksError, EvalError) and issubclass(EvalError, UsageError)
+    >>> issubclass(EvalError, UsageError)
     True
 """
 
@@ -14,16 +15,3 @@ from ormix._errors import UsageError
 
 class EvalError(UsageError):
     """An eval that cannot run as asked (exit 2); the message says what to change."""
-
-
-class NoEvalTasksError(EvalError):
-    """A member (or the whole selection) has no task to evaluate on."""
-
-
-class ModelNotFoundError(EvalError):
-    """``--model`` names no model: no such directory, a directory without one, or a run without its final
-    model."""
-
-
-class EvalManifestError(EvalError):
-    """The output directory holds another eval (or unreadable files): ``--overwrite`` or another ``--out``."""

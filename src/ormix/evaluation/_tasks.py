@@ -1,8 +1,9 @@
 """Which tasks each member is evaluated on, and why: `eval_tasks` (it asks the members' servers).
 
-Per member: its ``eval:`` set (`MixtureSpec.eval_set`: another split, held-out or given tasks; for ``role:
-eval`` without one, its own selection), else its environment's ``test`` split, else its training tasks
-(said so: ``source: "train tasks"``). ``--split`` evaluates every member on that split instead. A task is
+Per member: `MixtureSpec.eval_selection`, the one choice of a member's eval tasks: its ``eval:`` set
+(`MixtureSpec.eval_set`: another split, held-out or given tasks; for ``role: eval`` without one, its own
+selection), else its environment's ``test`` split, else its training tasks (said so: ``source: "train
+tasks"``). ``--split`` evaluates every member on that split instead. A task is
 known everywhere by its key ``(member, split, task_index)`` (`task_key`): what an eval's records pair on.
 
 Example:
@@ -16,17 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ormix.evaluation._errors import EvalError, NoEvalTasksError
+from ormix.evaluation._errors import EvalError
 from ormix.evaluation._summary import TaskKey  # a task's identity in an eval: (member, split, task_index)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ormix._spec import OpenRewardSpec
     from ormix.config import MixtureConfig
     from ormix.mixture import MixtureSpec
     from ormix.mixture._mixture import EvalSet
-
-#: The split a member without an eval set is evaluated on, when its environment has it.
-TEST_SPLIT = "test"
 
 #: A member's eval set when it has no ``eval:`` (said where the servers are not asked).
 DEFAULT_EVAL_SET = "no eval: set: its environment's test split if it has one, else its training tasks"
@@ -121,8 +118,8 @@ def eval_tasks(
     ``eval:`` set's ``num_tasks``/``indices`` still apply). ``members`` picks members (default: all).
 
     Raises:
-        EvalError (an unknown member, a missing split), NoEvalTasksError; `ormix._errors.MixtureError` for an
-        eval set its environment cannot give (`MixtureSpec.eval_set`).
+        EvalError (an unknown member, a missing split, no task to evaluate); `ormix._errors.MixtureError`
+        for an eval set its environment cannot give (`MixtureSpec.eval_set`).
 
     Example:
         >>> from ormix.config import MixtureConfig
@@ -144,30 +141,33 @@ def eval_tasks(
         )
     out: dict[str, EvalTasks] = {}
     for member in chosen:
-        selection, source = _selection(mix, member, split)
+        if split is not None:
+            _require_split(mix, member, split)
+        selection = mix.eval_selection_spec(member, split)
         task_specs = dict(selection.task_specs)
         if not task_specs:
-            raise NoEvalTasksError(
+            raise EvalError(
                 f"member {member!r} has no task in split {selection.split!r} to evaluate on: check its "
                 "eval: set (num_tasks, indices, where) or pick another --split"
             )
         rows = {row["task_index"]: row for row in mix.eval_rows(member, selection)}
         target = mix.spec(member).target
+        kind = mix.eval_selection(member, split).kind
         out[member] = EvalTasks(
-            member, target, selection.split, tuple(task_specs), source, rows=rows, task_specs=task_specs
+            member, target, selection.split, tuple(task_specs), kind, rows=rows, task_specs=task_specs
         )
     if not out:
-        raise NoEvalTasksError("no member to evaluate: --members picked none")
+        raise EvalError("no member to evaluate: --members picked none")
     return out
 
 
 def default_eval_set(mix: MixtureSpec, member: str) -> EvalSet:
-    """The eval set `ormix eval` and `ormix train` use for ``member`` (asks its server): its ``eval:`` set
-    (`MixtureSpec.eval_set`), else the ``test`` split of its environment, else its training tasks, as an
-    `ormix.mixture.EvalSet` (what `ormix inspect` and `ormix check` show).
+    """The eval set `ormix eval` and `ormix train` use for ``member`` (asks its server):
+    `MixtureSpec.eval_selection`, its ``eval:`` set, else the ``test`` split of its environment, else its
+    training tasks (what `ormix inspect` and `ormix check` show).
 
     Raises:
-        NoEvalTasksError (no task there); `ormix._errors.MixtureError` for an ``eval:`` set its environment
+        EvalError (no task there); `ormix._errors.MixtureError` for an ``eval:`` set its environment
         cannot give.
 
     Example:
@@ -178,42 +178,20 @@ def default_eval_set(mix: MixtureSpec, member: str) -> EvalSet:
         >>> found.split, found.task_indices, found.overlap
         ('test', (0, 1, 2, 3), 0)
     """
-    from ormix.mixture._mixture import EvalSet
-
-    if mix.config.members[member].evaluates:
-        return mix.eval_set(member)
-    tasks = eval_tasks(mix, members=[member])[member]
-    trained = set(mix.spec(member).task_indices) if tasks.split == mix.spec(member).split else set()
-    source = {
-        "test split": f"split {tasks.split!r}: no eval: set, so its environment's test split",
-        "train tasks": "its training tasks: no eval: set and no test split",
-    }.get(tasks.source, tasks.source)
-    overlap = len(trained & set(tasks.indices))
-    notes = (
-        (f"{member}: evaluated on the tasks it trains on (no eval: set, no test split)",) if overlap else ()
-    )
-    return EvalSet(member, tasks.split, tasks.indices, source, overlap, notes)
-
-
-def _selection(mix: MixtureSpec, member: str, split: str | None) -> tuple[OpenRewardSpec, str]:
-    """The spec selecting a member's eval tasks, and where they come from."""
-    spec, config = mix.spec(member), mix.members[member]
-    evaluation = config.eval
-    if split is not None:
-        names, size = mix.split_facts(member, split)
-        if size is None:
-            raise EvalError(
-                f"member {member!r} ({spec.target}): --split asks for split {split!r}, which its environment "
-                f"does not have (splits: {', '.join(names or []) or 'none'}); name one of those"
-            )
-        selection = spec.derive(
-            split=split,
-            indices=evaluation.indices if evaluation else None,
-            num_tasks=evaluation.num_tasks if evaluation else None,
+    found = mix.eval_selection(member)
+    if not found.task_indices and not mix.config.members[member].evaluates:
+        raise EvalError(
+            f"member {member!r} has no task in split {found.split!r} to evaluate on: check its "
+            "eval: set (num_tasks, indices, where) or pick another --split"
         )
-        return selection, f"split {split} (--split)"
-    if config.evaluates:
-        return mix.eval_spec(member), "eval set" if evaluation is not None else "eval member"
-    if mix.split_facts(member, TEST_SPLIT)[1] is not None:
-        return spec.derive(split=TEST_SPLIT, indices=None, num_tasks=None), "test split"
-    return spec, "train tasks"
+    return found
+
+
+def _require_split(mix: MixtureSpec, member: str, split: str) -> None:
+    """``--split``: the split must exist on the member's environment."""
+    names, size = mix.split_facts(member, split)
+    if size is None:
+        raise EvalError(
+            f"member {member!r} ({mix.spec(member).target}): --split asks for split {split!r}, which its "
+            f"environment does not have (splits: {', '.join(names or []) or 'none'}); name one of those"
+        )

@@ -32,21 +32,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
-from ormix._errors import UsageError
+from ormix._choices import Budget
+from ormix._errors import MixtureError
 from ormix.config import MixtureConfig
 
-Budget = Literal["same-total", "same-per-member"]
 #: The budget rules, in the order `ormix ablate --budget` lists them.
 BUDGETS: tuple[str, ...] = get_args(Budget)
 #: The name of the arm that trains on the whole mixture.
 FULL = "full"
-
-
-class AblationError(UsageError):
-    """An ablation that cannot be derived (nothing asked for, a budget rule the mixture cannot follow);
-    says what to change."""
 
 
 @dataclass(frozen=True)
@@ -89,7 +84,7 @@ def member_shares(config: MixtureConfig) -> dict[str, float]:
     """
     train = config.train_members
     if config.schedule is not None:
-        raise AblationError(
+        raise MixtureError(
             "the budget rule same-per-member needs each member's share of a step, and a schedule changes "
             "it from phase to phase: use --budget same-total, or write the arms' prompts_per_step yourself"
         )
@@ -101,7 +96,7 @@ def member_shares(config: MixtureConfig) -> dict[str, float]:
             m = config.members[n]
             count = m.num_tasks if m.num_tasks is not None else (len(m.indices) if m.indices else None)
             if count is None:
-                raise AblationError(
+                raise MixtureError(
                     f"the budget rule same-per-member needs member {n!r}'s task count for temperature "
                     "mixing: give it num_tasks or indices, or use --budget same-total"
                 )
@@ -143,9 +138,9 @@ def _budgeted(full: MixtureConfig, derived: MixtureConfig, budget: Budget) -> tu
         kept = f"prompts_per_step {pps} as in the full mixture" if pps else "the file's batch as it is"
         return derived, f"same-total: {kept}; the members trained on share the dropped members' prompts"
     if budget != "same-per-member":
-        raise AblationError(f"unknown budget rule {budget!r}; use one of {', '.join(BUDGETS)}")
+        raise MixtureError(f"unknown budget rule {budget!r}; use one of {', '.join(BUDGETS)}")
     if pps is None:
-        raise AblationError(
+        raise MixtureError(
             "the budget rule same-per-member scales prompts_per_step, which the mixture does not set: add "
             "`prompts_per_step: N`, or use --budget same-total"
         )
@@ -203,7 +198,7 @@ def arms(
 
 
 def select_arms(all_arms: Sequence[Arm], names: Sequence[str]) -> list[Arm]:
-    """The arms named (all when ``names`` is empty), in study order; `AblationError` naming an unknown one.
+    """The arms named (all when ``names`` is empty), in study order; `MixtureError` naming an unknown one.
 
     Example:
         >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}})
@@ -213,7 +208,7 @@ def select_arms(all_arms: Sequence[Arm], names: Sequence[str]) -> list[Arm]:
     known = [a.name for a in all_arms]
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise AblationError(
+        raise MixtureError(
             f"no arm named {', '.join(map(repr, unknown))}; this study's arms are {', '.join(known)} "
             "(--leave-one-out and --only NAME add arms)"
         )
@@ -283,10 +278,10 @@ def write_ablations(
 ) -> list[tuple[Path, str]]:
     """Write each arm's mixture (`arm_file_name`) under ``out_dir``; returns (path, manifest hash) pairs.
 
-    Raises `AblationError` when nothing is asked for (neither ``leave_one_out`` nor ``only``).
+    Raises `MixtureError` when nothing is asked for (neither ``leave_one_out`` nor ``only``).
     """
     if not leave_one_out and not only:
-        raise AblationError("nothing to derive: pass --leave-one-out and/or --only NAME")
+        raise MixtureError("nothing to derive: pass --leave-one-out and/or --only NAME")
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for arm in arms(config, leave_one_out=leave_one_out, only=only, budget=budget):

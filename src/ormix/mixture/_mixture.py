@@ -27,9 +27,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any
 
 import anyio
+from pydantic import ValidationError
 
 from ormix._connection import Connection, connection_key
 from ormix._dataset import rows_to_dataset
@@ -41,12 +42,13 @@ from ormix.config import (
     AdaptiveConfig,
     MemberConfig,
     MixtureConfig,
+    MixtureConfigError,
     PhaseConfig,
     SpecConfig,
-    TaskFilterConfig,
     TelemetryConfig,
 )
 from ormix.config._checks import eval_overlap_note, held_out
+from ormix.config._problems import Problem, problems_from
 from ormix.mixture._adaptive_run import AdaptiveRun
 from ormix.mixture._planner import Planner, PlanRow
 from ormix.mixture._prior import platform_evidence
@@ -56,57 +58,75 @@ from ormix.rollout._batch import SPLIT_COLUMN
 from ormix.rollout._rewards import RewardFunction
 from ormix.rollout._routing import RoutingEnvironment, make_routing_class
 
-Role = Literal["train", "eval", "both"]
+#: The split a member without an eval set is evaluated on, when its environment has it.
+TEST_SPLIT = "test"
 
 
-@dataclass
+#: The options a `Member` takes besides its spec: `MemberConfig`'s own fields, and the spec's reward for an
+#: unscored rollout (a member may score its spec's rollouts differently).
+MEMBER_OPTIONS = tuple(sorted(set(MemberConfig.model_fields) - set(SpecConfig.model_fields))) + (
+    "unscored_reward",
+)
+
+
 class Member:
-    """One environment of a mixture built in Python: its spec plus per-member options.
+    """One environment of a mixture built in Python: its spec (the runtime side: connection, tasks, tools)
+    and its `MemberConfig` (the spec's options plus the member's, as a mixture file's member holds them).
 
-    The same options as a mixture file's member (`ormix.config.MemberConfig`): the mixture turns it into one.
+    The member is modelled once, by `MemberConfig`: the options are its fields (`MEMBER_OPTIONS`:
+    ``weight``, ``role``, ``scale``, ``eval``, ``filter``, ``reference``, and ``unscored_reward`` over the
+    spec's), checked here. ``eval_split``, ``eval_indices`` and ``eval_num_tasks`` are short for
+    ``eval={"split": ...}``.
+
+    Raises:
+        `ormix.config.MixtureConfigError` (a `MixtureError`) listing every problem of the options.
 
     Example:
-        >>> Member(OpenRewardSpec("local:seta", num_tasks=8), weight=0.3, scale=2.0).config().scale
-        2.0
+        >>> seta = OpenRewardSpec("local:seta", num_tasks=8)
+        >>> member = Member(seta, weight=0.3, scale=2.0, eval_num_tasks=2)
+        >>> member.config.scale, member.config.eval.num_tasks, member.config.num_tasks
+        (2.0, 2, 8)
     """
 
-    spec: OpenRewardSpec
-    weight: float | None = None
-    role: Role = "train"
-    scale: float = 1.0
-    unscored_reward: float | None = None
-    eval_split: str | None = None
-    eval_indices: Sequence[int] | None = None
-    eval_num_tasks: int | None = None
-    #: This member's task filter with ``strategy="adaptive"`` (`ormix.config.TaskFilterConfig` fields;
-    #: ``False``: none); by default the mixture's ``adaptive["filter"]``, on unless that is ``None``.
-    filter: Mapping[str, Any] | TaskFilterConfig | Literal[False] | None = None
-    #: The member's reference solver, ``"module:function"`` (`ormix.workbench._references`).
-    reference: str | None = None
+    __slots__ = ("config", "spec")
 
-    def config(self) -> MemberConfig:
-        """This member as a `MemberConfig` (the spec's options plus the member's)."""
-        options: dict[str, Any] = {k: getattr(self.spec.config, k) for k in SpecConfig.model_fields}
-        if self.unscored_reward is not None:
-            options["unscored_reward"] = self.unscored_reward
-        evaluation = None
-        if self.eval_split is not None or self.eval_indices is not None or self.eval_num_tasks is not None:
-            evaluation = {
-                "split": self.eval_split,
-                "indices": list(self.eval_indices) if self.eval_indices is not None else None,
-                "num_tasks": self.eval_num_tasks,
+    def __init__(
+        self,
+        spec: OpenRewardSpec,
+        *,
+        eval_split: str | None = None,
+        eval_indices: Sequence[int] | None = None,
+        eval_num_tasks: int | None = None,
+        **options: Any,
+    ) -> None:
+        source = f"Member({spec.target!r})"
+        if options.get("unscored_reward", 0) is None:  # None: the spec's own (as when not given)
+            del options["unscored_reward"]
+        unknown = [k for k in options if k not in MEMBER_OPTIONS]
+        if unknown:
+            allowed = ", ".join(MEMBER_OPTIONS)
+            problems = [Problem((k,), f"not a member option; use one of: {allowed}") for k in unknown]
+            raise MixtureConfigError(problems, source)
+        if eval_split is not None or eval_indices is not None or eval_num_tasks is not None:
+            if "eval" in options:
+                raise MixtureConfigError(
+                    [Problem(("eval",), "give eval= or eval_split/eval_indices/eval_num_tasks, not both")],
+                    source,
+                )
+            options["eval"] = {
+                "split": eval_split,
+                "indices": list(eval_indices) if eval_indices is not None else None,
+                "num_tasks": eval_num_tasks,
             }
-        return MemberConfig.model_validate(
-            {
-                **options,
-                "weight": self.weight,
-                "role": self.role,
-                "scale": self.scale,
-                "eval": evaluation,
-                "filter": self.filter,
-                "reference": self.reference,
-            }
-        )
+        data = {k: getattr(spec.config, k) for k in SpecConfig.model_fields}
+        try:
+            self.config: MemberConfig = MemberConfig.model_validate({**data, **options})
+        except ValidationError as e:
+            raise MixtureConfigError(problems_from(e, MemberConfig), source) from None
+        self.spec = spec
+
+    def __repr__(self) -> str:
+        return f"Member({self.spec!r}, role={self.config.role!r})"
 
 
 @dataclass(frozen=True)
@@ -120,6 +140,9 @@ class EvalSet:
         source: how they were chosen, in words (``held out: ...``, ``split 'test'``, ...).
         overlap: how many of them the member also trains on (same split, same index).
         notes: what a user should know (an overlap with training, fewer tasks than asked for).
+        kind: which rule of `MixtureSpec.eval_selection` chose them: ``eval set`` (its ``eval:``),
+            ``eval member`` (``role: eval``/``both`` without ``eval:``), ``test split``, ``train tasks``
+            (nothing held out: the training tasks) or ``split S (--split)``.
 
     Example:
         >>> EvalSet("echo", "test", (0, 1), "split 'test' (all its tasks)", 0).as_dict()["tasks"]
@@ -132,6 +155,7 @@ class EvalSet:
     source: str
     overlap: int
     notes: tuple[str, ...] = field(default=())
+    kind: str = "eval set"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (the run manifest's ``eval`` entry of the member)."""
@@ -252,7 +276,7 @@ class MixtureSpec:
             phases = [p.model_dump() if isinstance(p, PhaseConfig) else dict(p) for p in schedule]
         data = {
             "name": name or "mixture",
-            "members": {n: m.config() for n, m in given.items()},
+            "members": {n: m.config for n, m in given.items()},
             "weights": dict(weights) if weights is not None else None,
             "strategy": strategy,
             "temperature": temperature,
@@ -289,8 +313,7 @@ class MixtureSpec:
 
     def _setup(self, config: MixtureConfig, specs: Mapping[str, OpenRewardSpec]) -> None:
         self.config = config
-        self._eval_sets: dict[str, EvalSet] = {}
-        self._eval_specs: dict[str, OpenRewardSpec] = {}
+        self._eval_sets: dict[tuple[str, str | None], tuple[EvalSet, OpenRewardSpec]] = {}
         self._split_facts: dict[tuple[str, str], tuple[list[str] | None, int | None]] = {}
         if config.base_dir is not None:  # a config built in Python: a loaded file has added it already
             from ormix.server._registry import add_search_dir
@@ -472,11 +495,12 @@ class MixtureSpec:
         config = self.config.members.get(member)
         if config is not None and not config.evaluates:
             return self.spec(member)
-        self.eval_set(member)
-        return self._eval_specs[member]
+        self.eval_set(member)  # a member without an eval set is named as such
+        return self._eval_selections(member, None)[1]
 
     def eval_set(self, member: str) -> EvalSet:
-        """A member's eval tasks, checked against its server (asked once per member).
+        """A member's eval tasks as its ``eval:`` section (or ``role: eval``/``both``) chooses them, checked
+        against its server (asked once per member):
 
         - no ``eval:`` section (``role: eval`` or ``both``): the member's own tasks;
         - ``eval: {split: S}`` on another split: that split's tasks (``num_tasks`` / ``indices`` of it, else
@@ -488,8 +512,8 @@ class MixtureSpec:
           `EvalSet.notes`;
         - ``eval: {}`` on its own split: its training tasks.
 
-        Raises `MixtureError` naming the member when its eval split does not exist on the environment or an
-        eval index is out of range.
+        Raises `MixtureError` naming the member when it has no eval set, its eval split does not exist on the
+        environment or an eval index is out of range. `eval_selection` also chooses for members without one.
 
         Example:
             >>> mix = MixtureSpec({"echo": Member(OpenRewardSpec("local:echo", num_tasks=4,
@@ -498,13 +522,71 @@ class MixtureSpec:
             >>> found.task_indices, found.overlap, found.source
             ((4, 5), 0, "held out: the first 2 tasks of split 'train' that echo does not train on")
         """
-        if member in self._eval_sets:
-            return self._eval_sets[member]
         config = self.config.members.get(member)
         if config is None or not config.evaluates:
             raise MixtureError(
                 f"member {member!r} has no eval set; members with one: {self.config.eval_members}"
             )
+        return self.eval_selection(member)
+
+    def eval_selection(self, member: str, split: str | None = None) -> EvalSet:
+        """The one choice of a member's eval tasks, the set `ormix eval` and `ormix train` evaluate on (asks
+        its server, once per member and split): its eval set (`eval_set`) when it has one, else its
+        environment's ``test`` split (`TEST_SPLIT`), else its training tasks. ``split`` (``ormix eval
+        --split``, a split the caller checked exists) evaluates on that split instead, the ``eval:`` set's
+        ``num_tasks``/``indices`` still applying. `EvalSet.kind` says which rule chose.
+
+        Example:
+            >>> mix = MixtureSpec({"echo": OpenRewardSpec("local:echo", num_tasks=2, local_serve="thread")})
+            >>> found = mix.eval_selection("echo")
+            >>> found.kind, found.split, found.task_indices, found.overlap
+            ('test split', 'test', (0, 1, 2, 3), 0)
+        """
+        return self._eval_selections(member, split)[0]
+
+    def eval_selection_spec(self, member: str, split: str | None = None) -> OpenRewardSpec:
+        """The spec selecting `eval_selection`'s tasks (its rows: `eval_rows`)."""
+        return self._eval_selections(member, split)[1]
+
+    def _eval_selections(self, member: str, split: str | None) -> tuple[EvalSet, OpenRewardSpec]:
+        key = (member, split)
+        if key not in self._eval_sets:
+            self._eval_sets[key] = self._select_eval(member, split)
+        return self._eval_sets[key]
+
+    def _select_eval(self, member: str, split: str | None) -> tuple[EvalSet, OpenRewardSpec]:
+        spec = self.spec(member)
+        config = self.config.members[member]
+        evaluation = config.eval
+        if split is not None:
+            derived = spec.derive(
+                split=split,
+                indices=evaluation.indices if evaluation else None,
+                num_tasks=evaluation.num_tasks if evaluation else None,
+            )
+            return self._by_default(member, derived, f"split {split} (--split)", f"split {split!r} (--split)")
+        if config.evaluates:
+            return self._eval_section(member, config)
+        if self.split_facts(member, TEST_SPLIT)[1] is not None:
+            derived = spec.derive(split=TEST_SPLIT, indices=None, num_tasks=None)
+            words = f"split {TEST_SPLIT!r}: no eval: set, so its environment's test split"
+            return self._by_default(member, derived, "test split", words)
+        words = "its training tasks: no eval: set and no test split"
+        return self._by_default(member, spec, "train tasks", words)
+
+    def _by_default(
+        self, member: str, derived: OpenRewardSpec, kind: str, source: str
+    ) -> tuple[EvalSet, OpenRewardSpec]:
+        """A member's eval tasks chosen without its ``eval:`` set: said when it trains on them."""
+        spec, indices = self.spec(member), tuple(derived.task_indices)
+        trained = set(spec.task_indices) if derived.split == spec.split else set()
+        overlap = len(trained & set(indices))
+        said = f"{member}: evaluated on the tasks it trains on (no eval: set, no test split)"
+        notes = (said,) if overlap else ()
+        return EvalSet(member, derived.split, indices, source, overlap, notes, kind=kind), derived
+
+    def _eval_section(self, member: str, config: MemberConfig) -> tuple[EvalSet, OpenRewardSpec]:
+        """A member's eval set (`eval_set`'s rules), its split checked against its server."""
         spec, evaluation = self.spec(member), config.eval
         split = (evaluation.split if evaluation is not None else None) or spec.split
         names, total = self.split_facts(member, split)
@@ -531,21 +613,7 @@ class MixtureSpec:
             derived = spec.derive(split=split, indices=list(evaluation.indices), num_tasks=None)
             source = f"eval.indices of split {split!r}"
         elif evaluation.num_tasks is not None and selection:
-            wanted = evaluation.num_tasks
-            if spec.where:
-                candidates = spec.derive(split=split, indices=None, num_tasks=None).task_indices
-            else:
-                candidates = list(range(total))
-            kept = held_out(selection, candidates, wanted)
-            if kept is not None:
-                derived = spec.derive(split=split, indices=kept, num_tasks=None)
-                outside = "does not train on" if trained else "does not select (role: eval)"
-                source = f"held out: the first {wanted} tasks of split {split!r} that {member} {outside}"
-            else:
-                derived = spec.derive(split=split, indices=None, num_tasks=wanted)
-                source = f"the first {wanted} tasks of split {split!r}" + (
-                    " (overlapping training)" if trained else ""
-                )
+            derived, source = self._held_out(member, split, total, evaluation.num_tasks, selection, trained)
         elif evaluation.num_tasks is not None or split != spec.split:
             derived = spec.derive(split=split, indices=evaluation.indices, num_tasks=evaluation.num_tasks)
             source = (
@@ -566,9 +634,26 @@ class MixtureSpec:
             notes.append(eval_overlap_note(member, split, total, len(trained), evaluation.num_tasks, overlap))
         elif overlap and evaluation is not None:
             notes.append(f"{member}: {overlap} of its {len(indices)} eval tasks are training tasks")
-        found = EvalSet(member, split, indices, source, overlap, tuple(notes))
-        self._eval_sets[member], self._eval_specs[member] = found, derived
-        return found
+        kind = "eval set" if evaluation is not None else "eval member"
+        return EvalSet(member, split, indices, source, overlap, tuple(notes), kind=kind), derived
+
+    def _held_out(
+        self, member: str, split: str, total: int, wanted: int, selection: list[int], trained: list[int]
+    ) -> tuple[OpenRewardSpec, str]:
+        """``eval: {num_tasks: N}`` on the member's own split: the first N tasks outside its selection, else
+        (too few remain) the split's first N."""
+        spec = self.spec(member)
+        if spec.where:
+            candidates = spec.derive(split=split, indices=None, num_tasks=None).task_indices
+        else:
+            candidates = list(range(total))
+        kept = held_out(selection, candidates, wanted)
+        if kept is not None:
+            outside = "does not train on" if trained else "does not select (role: eval)"
+            source = f"held out: the first {wanted} tasks of split {split!r} that {member} {outside}"
+            return spec.derive(split=split, indices=kept, num_tasks=None), source
+        source = f"the first {wanted} tasks of split {split!r}" + (" (overlapping training)" * bool(trained))
+        return spec.derive(split=split, indices=None, num_tasks=wanted), source
 
     def eval_sets(self) -> dict[str, EvalSet]:
         """`eval_set` of every member with an eval set, in file order (asks their servers)."""

@@ -465,28 +465,61 @@ class ORSClient:
         if (task_spec is None) == (split is None or index is None):
             raise ValueError("open_session needs either task_spec=... or both split=... and index=...")
         tr = await self._tr()
+        start = time.perf_counter()
+        extra, redact = _secret_headers(tr.endpoint, secrets)
+        waited = OpenWait()
+        sid = await self._open_on_server(
+            tr,
+            session_id,
+            split=split,
+            index=index,
+            task_spec=task_spec,
+            extra=extra,
+            redact=redact,
+            waited=waited,
+            deadline=self.open_timeout_s if timeout_s is None else timeout_s,
+        )
+        session = Session(
+            transport=tr,
+            sid=sid,
+            env_name=tr.endpoint.env_name,
+            timeout_s=self.timeout_s,
+            ping_interval_s=self.ping_interval_s,
+            owner=self,
+            max_kept_chars=self.max_kept_chars,
+            redact=redact,
+            ready_timeout_s=self.open_timeout_s,
+        )
+        session.timings.open_ms = (time.perf_counter() - start) * 1000.0
+        session.timings.starting_ms = waited.starting_s * 1000.0
+        self._sessions.add(session)
+        try:
+            await self._start_keepalive(session)
+        except BaseException:
+            # Cancelled once the session exists (Ctrl-C cancels the call waiting for this open): no caller
+            # will get it, so it is closed here, not left to `aclose()` or the server's reaper.
+            with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
+                await session.close()
+            raise
+        return session
+
+    async def _open_on_server(
+        self,
+        tr: Transport,
+        session_id: str | None,
+        *,
+        split: str | None,
+        index: int | None,
+        task_spec: dict | None,
+        extra: dict[str, str],
+        redact: tuple[str, ...],
+        waited: OpenWait,
+        deadline: float | None,
+    ) -> str:
+        """Get a session id (unless the caller chose `session_id`) and `/create` the session within
+        `deadline`; returns the id. When that fails, or is cut, a session the server may hold is deleted."""
         ep = tr.endpoint
         label = ep.env_name or ep.deployment
-        start = time.perf_counter()
-        redact = _sensitive(None, None, ep.api_key)
-        deadline = self.open_timeout_s if timeout_s is None else timeout_s
-        waited = OpenWait()
-        extra: dict[str, str] = {}
-        all_secrets = dict(secrets or {})
-        if ep.is_platform and ep.api_key:
-            # The SDK adds the key, allowed to reach the platform's own hosts from a sandbox.
-            from openreward.api.sandboxes.secrets import augment_secrets_with_api_key
-
-            all_secrets = (
-                augment_secrets_with_api_key(
-                    secrets, ep.api_key, base_url=ep.session_url, api_base_url=ep.api_url
-                )
-                or {}
-            )
-        if all_secrets:
-            # Sent on `/create_session` and on `/create`, as the SDK sends them.
-            extra["X-Secrets"] = encode_secrets(all_secrets)
-            redact = _sensitive(all_secrets, extra["X-Secrets"], ep.api_key)
         sid: str | None = session_id
         opened = False
         refused = True  # the server answered (or could not be reached): no session was made there
@@ -513,20 +546,10 @@ class ORSClient:
                 raise ORSError("the ORSClient was closed while the session opened", env=label, session_id=sid)
             assert sid is not None  # the block ran to its end
             opened = True
+            return sid
         except TimeoutError as e:
             refused = False
-            if waited.waiting or waited.gave_up:
-                raise SessionOpenError(
-                    f"the backend of {ep.target} did not start within the open deadline ({deadline:g} s): "
-                    f"the server kept answering 503 X-Backend-State: starting. Allow longer "
-                    f"(open_timeout_s) or check the environment's status.",
-                    detail="backend starting",
-                    status_code=503,
-                    env=label,
-                ) from e
-            raise SessionOpenError(
-                f"opening a session did not finish within the deadline ({deadline}s)", env=label
-            ) from e
+            raise _open_timed_out(ep, deadline, waited) from e
         except ORSError as e:
             e.redact(redact)
             raise
@@ -542,29 +565,6 @@ class ORSClient:
                 await self._delete_unopened(tr, sid)
             elif sid is not None:
                 self._pending.discard(sid)
-        session = Session(
-            transport=tr,
-            sid=sid,
-            env_name=ep.env_name,
-            timeout_s=self.timeout_s,
-            ping_interval_s=self.ping_interval_s,
-            owner=self,
-            max_kept_chars=self.max_kept_chars,
-            redact=redact,
-            ready_timeout_s=self.open_timeout_s,
-        )
-        session.timings.open_ms = (time.perf_counter() - start) * 1000.0
-        session.timings.starting_ms = waited.starting_s * 1000.0
-        self._sessions.add(session)
-        try:
-            await self._start_keepalive(session)
-        except BaseException:
-            # Cancelled once the session exists (Ctrl-C cancels the call waiting for this open): no caller
-            # will get it, so it is closed here, not left to `aclose()` or the server's reaper.
-            with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
-                await session.close()
-            raise
-        return session
 
     async def _create(
         self,
@@ -669,6 +669,41 @@ def _end_sid(result: str | None) -> str | None:
         return None
     sid = body.get("sid") if isinstance(body, dict) else None
     return sid.strip() if isinstance(sid, str) and sid.strip() else None
+
+
+def _secret_headers(ep: Endpoint, secrets: dict[str, Any] | None) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The extra headers of a session's opening (`X-Secrets`, sent on `/create_session` and on `/create`, as
+    the SDK sends them) and every string that must never show up in its errors."""
+    all_secrets = dict(secrets or {})
+    if ep.is_platform and ep.api_key:
+        # The SDK adds the key, allowed to reach the platform's own hosts from a sandbox.
+        from openreward.api.sandboxes.secrets import augment_secrets_with_api_key
+
+        all_secrets = (
+            augment_secrets_with_api_key(
+                secrets, ep.api_key, base_url=ep.session_url, api_base_url=ep.api_url
+            )
+            or {}
+        )
+    if not all_secrets:
+        return {}, _sensitive(None, None, ep.api_key)
+    header = encode_secrets(all_secrets)
+    return {"X-Secrets": header}, _sensitive(all_secrets, header, ep.api_key)
+
+
+def _open_timed_out(ep: Endpoint, deadline: float | None, waited: OpenWait) -> SessionOpenError:
+    """The error for an open that ran past its deadline: a backend that never started, or a slow open."""
+    label = ep.env_name or ep.deployment
+    if waited.waiting or waited.gave_up:
+        return SessionOpenError(
+            f"the backend of {ep.target} did not start within the open deadline ({deadline:g} s): "
+            f"the server kept answering 503 X-Backend-State: starting. Allow longer "
+            f"(open_timeout_s) or check the environment's status.",
+            detail="backend starting",
+            status_code=503,
+            env=label,
+        )
+    return SessionOpenError(f"opening a session did not finish within the deadline ({deadline}s)", env=label)
 
 
 def _sensitive(secrets: dict[str, Any] | None, header: str | None, api_key: str | None) -> tuple[str, ...]:

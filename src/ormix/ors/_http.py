@@ -14,7 +14,7 @@ costs 10-20% over bare aiohttp (0.39 vs 0.34 ms per JSON request, 0.70 vs 0.58 m
 The interface is small on purpose: `HTTPClient.request(method, url, json=, headers=) -> Response` reads
 the whole answer; `HTTPClient.stream(...)` hands the text of a 200 answer to a callback as it arrives (the
 SSE `/call` stream, with memory bounded by the caller). Failures that are not HTTP answers raise
-`HTTPFailure` subclasses that say how far the request got, which is what the retry rules need.
+`HTTPFailure`, whose `kind` says how far the request got, which is what the retry rules need.
 
 ## Keep-alive connections the server closes
 
@@ -26,7 +26,7 @@ nginx and load balancers their own). ormix loses no call to that, and runs no to
     for longer than `keepalive_s` (15 s) are not reused at all.
 (b) What is left is a race: the request is written onto a reused connection just as the server's idle
     timer closes it. The client then sees the peer close or reset the connection before any byte of the
-    response (`NoResponse` with `reused=True`; `HTTPFailure.idle_race`). An ORS server process closes a
+    response (kind `no-response` with `reused=True`; `HTTPFailure.idle_race`). An ORS server process closes a
     connection without answering only when the connection was idle, i.e. it had not read the request. If
     the process died instead, its sessions died with it (they live in server memory), so a retry gets a
     404 or "connection refused" and cannot run a tool twice. So a request that fails this way on a
@@ -87,7 +87,7 @@ import ssl
 import types
 import weakref
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import aiohttp
 
@@ -123,8 +123,34 @@ class Response:
         return _json.loads(self.content)
 
 
+#: How far a failed request got (`HTTPFailure.kind`):
+#: - `connect`: the connection could not be opened (refused, unreachable, name not resolved, connect
+#:   timeout, TLS handshake): the request never left this machine;
+#: - `certificate`: the server's TLS certificate did not verify against the CA store (`SSL_CERT_FILE` names
+#:   another bundle): never left either, and not worth retrying;
+#: - `no-response`: the connection was closed or reset after the request was (maybe) written and before the
+#:   response head arrived; on a reused connection that is the idle-close race;
+#: - `cut`: the connection failed while the response body was arriving (the server had read the request);
+#: - `read-timeout`: no byte arrived for longer than the request's read timeout (a stalled server or
+#:   stream); not a `TimeoutError`: per-call deadlines (`DeadlineExceeded`) are the caller's, this is the
+#:   wire's;
+#: - `bad-response`: the server's bytes are not a valid HTTP response.
+FailureKind = Literal["connect", "certificate", "no-response", "cut", "read-timeout", "bad-response"]
+
+# The name each kind goes by in messages (the class names of the exceptions it replaces, which logs,
+# tests and users' greps know).
+_LABELS: dict[str, str] = {
+    "connect": "ConnectFailed",
+    "certificate": "CertificateError",
+    "no-response": "NoResponse",
+    "cut": "ResponseCut",
+    "read-timeout": "ReadTimeout",
+    "bad-response": "BadResponse",
+}
+
+
 class HTTPFailure(Exception):
-    """A request that got no complete HTTP answer. Says how far it got:
+    """A request that got no complete HTTP answer. `kind` (a `FailureKind`) says how far it got; so do:
 
     - `unsent`: it provably never reached the server (the connection could not be opened);
     - `answered`: the response head had arrived before the failure;
@@ -133,73 +159,71 @@ class HTTPFailure(Exception):
       read the request, so sending it again on a fresh connection is safe;
     - `retryable`: whether sending it again can help at all (False for a certificate that does not verify).
 
+    Not a `TimeoutError`, even for `read-timeout`: deadlines are the caller's.
+
     Example:
-        >>> NoResponse("server disconnected", reused=True).idle_race
+        >>> HTTPFailure("server disconnected", kind="no-response", reused=True).idle_race
         True
-        >>> NoResponse("server disconnected", reused=False).idle_race
+        >>> HTTPFailure("server disconnected", kind="no-response", reused=False).idle_race
         False
+        >>> e = HTTPFailure("self-signed certificate", kind="certificate")
+        >>> e.unsent, e.retryable, e.label
+        (True, False, 'CertificateError')
+        >>> e
+        CertificateError('self-signed certificate')
     """
 
-    unsent = False
-    retryable = True
-
-    def __init__(self, message: str, *, reused: bool = False, answered: bool = False) -> None:
+    def __init__(
+        self, message: str, *, kind: FailureKind, reused: bool = False, answered: bool = False
+    ) -> None:
         super().__init__(message)
+        self.kind: FailureKind = kind
         self.reused = reused
         self.answered = answered
 
+    def __repr__(self) -> str:
+        # As the exceptions of each kind printed before they were one class (messages quote it: `{e!r}`).
+        return f"{self.label}({str(self)!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # `kind` is keyword-only: the default pickling (the class called with `args`) would lose it.
+        return (_rebuild_failure, (str(self), self.kind, self.reused, self.answered))
+
     @property
-    def idle_race(self) -> bool:
-        """True for a connection closed or reset before any response byte on a reused connection."""
-        return False
+    def unsent(self) -> bool:
+        """True when the connection could not be opened: the request never left this machine."""
+        return self.kind in ("connect", "certificate")
 
-
-class ConnectFailed(HTTPFailure):
-    """The connection could not be opened (refused, unreachable, name not resolved, connect timeout, TLS
-    handshake): the request never left this machine (`unsent`)."""
-
-    unsent = True
-
-
-class CertificateError(ConnectFailed):
-    """The server's TLS certificate did not verify against the CA store (`SSL_CERT_FILE` names another
-    bundle). Not worth retrying.
-
-    Example:
-        >>> CertificateError("self-signed certificate").retryable
-        False
-    """
-
-    retryable = False
-
-
-class NoResponse(HTTPFailure):
-    """The connection was closed or reset after the request was (maybe) written and before the response
-    head arrived. On a reused connection that is the idle-close race (`idle_race`)."""
+    @property
+    def retryable(self) -> bool:
+        """False for a certificate that does not verify (it cannot get better), else True."""
+        return self.kind != "certificate"
 
     @property
     def idle_race(self) -> bool:
-        """True on a reused connection: the server's idle timer closed it, unread."""
-        return self.reused
+        """True for a connection closed or reset before any response byte on a reused connection: the
+        server's idle timer closed it, unread."""
+        return self.kind == "no-response" and self.reused
+
+    @property
+    def label(self) -> str:
+        """The failure's name in messages: `ConnectFailed`, `CertificateError`, `NoResponse`,
+        `ResponseCut`, `ReadTimeout` or `BadResponse`."""
+        return _LABELS[self.kind]
 
 
-class ResponseCut(HTTPFailure):
-    """The connection failed while the response body was arriving (the server had read the request)."""
+def _rebuild_failure(message: str, kind: FailureKind, reused: bool, answered: bool) -> HTTPFailure:
+    return HTTPFailure(message, kind=kind, reused=reused, answered=answered)
 
 
-class ReadTimeout(HTTPFailure):
-    """No byte arrived for longer than the request's read timeout (a stalled server or stream).
-
-    Not a `TimeoutError`: per-call deadlines (`DeadlineExceeded`) are the caller's, this is the wire's.
+def error_name(e: BaseException) -> str:
+    """The name of an error in messages: an `HTTPFailure`'s `label`, else its class name.
 
     Example:
-        >>> isinstance(ReadTimeout("no data for 45 s"), TimeoutError)
-        False
+        >>> error_name(HTTPFailure("no data for 45 s", kind="read-timeout")), error_name(KeyError("k"))
+        ('ReadTimeout', 'KeyError')
     """
-
-
-class BadResponse(HTTPFailure):
-    """The server's bytes are not a valid HTTP response."""
+    return e.label if isinstance(e, HTTPFailure) else type(e).__name__
 
 
 def is_tls(url: str) -> bool:
@@ -335,21 +359,22 @@ def _failure(e: BaseException, *, reused: bool, answered: bool) -> HTTPFailure:
     """The `HTTPFailure` for an aiohttp (or socket) error, given how far the request got."""
     text = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
     if isinstance(e, aiohttp.ClientConnectorCertificateError):
-        return CertificateError(
+        return HTTPFailure(
             f"the server's TLS certificate did not verify ({text}); point SSL_CERT_FILE at a CA bundle "
-            f"that holds its issuer"
+            f"that holds its issuer",
+            kind="certificate",
         )
     if isinstance(e, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError, aiohttp.InvalidURL)):
-        return ConnectFailed(text)
+        return HTTPFailure(text, kind="connect")
     if isinstance(e, (aiohttp.SocketTimeoutError, asyncio.TimeoutError)):
-        return ReadTimeout(text, reused=reused, answered=answered)
+        return HTTPFailure(text, kind="read-timeout", reused=reused, answered=answered)
     if isinstance(e, aiohttp.ClientPayloadError):
-        return ResponseCut(text, reused=reused, answered=True)
+        return HTTPFailure(text, kind="cut", reused=reused, answered=True)
     if isinstance(e, aiohttp.ClientResponseError):
-        return BadResponse(text, reused=reused, answered=True)
+        return HTTPFailure(text, kind="bad-response", reused=reused, answered=True)
     if answered:
-        return ResponseCut(text, reused=reused, answered=True)
-    return NoResponse(text, reused=reused)
+        return HTTPFailure(text, kind="cut", reused=reused, answered=True)
+    return HTTPFailure(text, kind="no-response", reused=reused)
 
 
 class HTTPClient:

@@ -53,7 +53,7 @@ from ormix.ors._balance import ProbeResult, Rotation, pick_server
 from ormix.ors._client import DEFAULT_MAX_KEPT_CHARS, ORSClient
 from ormix.ors._endpoint import Endpoint
 from ormix.ors._errors import DeadlineExceeded, ORSError, TransportError
-from ormix.ors._http import HTTPClient, HTTPFailure, ReadTimeout
+from ormix.ors._http import HTTPClient, HTTPFailure
 from ormix.ors._models import Split, ToolSpec
 from ormix.ors._session import Session
 
@@ -247,10 +247,11 @@ class ServerPool:
             result, why = (
                 ("ok", "") if resp.status_code == 200 else ("refused", f"/health {resp.status_code}")
             )
-        except (TimeoutError, ReadTimeout):
-            result, why = "timeout", f"/health did not answer within {self.probe_timeout_s:g}s"
-        except HTTPFailure as e:
-            result, why = "refused", f"{type(e).__name__}: {e}"
+        except (TimeoutError, HTTPFailure) as e:
+            if isinstance(e, HTTPFailure) and e.kind != "read-timeout":
+                result, why = "refused", f"{e.label}: {e}"
+            else:  # the probe's deadline, or the wire's silence
+                result, why = "timeout", f"/health did not answer within {self.probe_timeout_s:g}s"
         self._apply(server, result, why)
 
     async def _check_now(self, server: PoolServer) -> None:

@@ -18,7 +18,7 @@ never delays a tool call).
 
 **Never sent twice into duplicates.** Each event gets its id (a UUID) once, when the rollout is built; a
 batch is only ever sent again with the same events and ids, and only when it provably did not reach the
-platform or the platform said so: the connection could not be opened (`ConnectFailed`), or an answer of
+platform or the platform said so: the connection could not be opened (`HTTPFailure.unsent`), or an answer of
 `429` or `5xx` (retried with the SDK's backoff, 0.5 s doubling up to 30 s, at
 most 4 times, as the SDK retries 5xx; the same ids let the platform drop a copy it already stored). A batch
 that may have arrived but got no answer (connection cut after it was written, even on a reused connection,
@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ormix.ors._endpoint import Endpoint
-from ormix.ors._http import ConnectFailed, HTTPClient, HTTPFailure, encode_json
+from ormix.ors._http import HTTPClient, HTTPFailure, encode_json
 
 logger = logging.getLogger("ormix.upload")
 
@@ -490,13 +490,13 @@ class RolloutUploader:
                 resp = await asyncio.wait_for(
                     http.request("POST", url, json=body, headers=self._headers), self.timeout_s
                 )
-            except ConnectFailed as e:  # never left this machine: safe to send again
-                if not e.retryable or attempt >= self.max_retries or self._stopping:
-                    self._say("connect", f"cannot reach {self.api_url} ({e})")
-                    return _Outcome.FAILED
-                await asyncio.sleep(self._retry_delay(attempt + 1))
-                continue
             except HTTPFailure as e:
+                if e.unsent:  # never left this machine: safe to send again
+                    if not e.retryable or attempt >= self.max_retries or self._stopping:
+                        self._say("connect", f"cannot reach {self.api_url} ({e})")
+                        return _Outcome.FAILED
+                    await asyncio.sleep(self._retry_delay(attempt + 1))
+                    continue
                 # Even the idle-close race of a reused connection: the platform's API sits behind load
                 # balancers, which may have read and forwarded it (see ormix.ors._http's caveat).
                 self._say(

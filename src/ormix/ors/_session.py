@@ -7,7 +7,7 @@ Open sessions through `ORSClient.open_session()` / `ORSClient.session()`.
 `POST /{env}/call` answers an SSE stream: the server's `task_id` first, then the result. A call that fails
 is sent again only when that cannot run the tool a second time:
 
-- the connection could not be opened (`ConnectFailed`): retried, the request never left;
+- the connection could not be opened (`HTTPFailure.unsent`): retried, the request never left;
 - closed or reset before any response byte on a **reused** keep-alive connection: resent at once on a
   fresh connection (the idle-close race: the server never read it, see `ormix.ors._http`);
 - the same on a **fresh** connection: not retried, `TransportError` saying the tool may have run;
@@ -72,7 +72,7 @@ from ormix.ors._errors import (
     ToolRejected,
     TransportError,
 )
-from ormix.ors._http import CertificateError, HTTPClient, HTTPFailure, Response, ResponseCut
+from ormix.ors._http import HTTPClient, HTTPFailure, Response, error_name
 from ormix.ors._models import GroupScore, ToolResult, ToolSpec, invalid_because, text_of
 from ormix.ors._platform import is_starting
 from ormix.ors._sse import CallStream, SSEParser, unclip
@@ -257,9 +257,7 @@ class Session:
                             return
                         except Exception as e:  # noqa: BLE001 - a failed ping is retried at the next tick
                             self.timings.ping_failures += 1
-                            logger.debug(
-                                "ormix.ors: ping failed for session %s: %s", self.id, type(e).__name__
-                            )
+                            logger.debug("ormix.ors: ping failed for session %s: %s", self.id, error_name(e))
                 finally:
                     self._ping_scope = None
 
@@ -572,19 +570,7 @@ class Session:
                         fresh = False
                         self.timings.retries += 1
                         continue
-                    err = self._t.status_error(resp, "POST", route, sid=self.id, tool=name)
-                    if isinstance(err, SessionDeadError):
-                        raise self._dead_from(err)
-                    if code == 500:
-                        # The stream never started: the session's setup() failed (the /call route waits
-                        # for setup and re-raises its error).
-                        raise SessionOpenError(
-                            f"the session could not start, so tool {name!r} was not run: {detail_of(resp)}",
-                            detail=detail_of(resp),
-                            status_code=500,
-                            **self._ctx(name),
-                        )
-                    raise err
+                    raise self._call_refused(resp, name, route)
                 if stream.done:
                     if stream.error == "unknown task_id" and "task_id" in body:
                         raise TransportError(
@@ -594,41 +580,61 @@ class Session:
                             **self._ctx(name),
                         )
                     return
-                failure = ResponseCut("the stream ended before the `end` event", answered=True)
-            if isinstance(failure, CertificateError):
-                raise TransportError(
-                    f"tool call {name!r} could not reach the server: {failure}", **self._ctx(name)
-                ) from failure
-            # Retry only when that cannot run the tool twice: with the server's task_id (it replays the
-            # one run), when the request never left, or when a reused connection was closed before any
-            # answer (the server's idle timer: it never read the request), once, on a fresh connection.
-            if stream.task_id or failure.unsent:
-                if attempt >= self._t.retries:
-                    raise TransportError(
-                        f"tool call {name!r} failed after {attempt + 1} attempts ({type(failure).__name__}: "
-                        f"{failure}). Check the server is reachable.",
-                        **self._ctx(name),
-                    ) from failure
-                await anyio.sleep(backoff_s(attempt))
-                attempt += 1
-                fresh = failure.idle_race
-                self.timings.retries += 1
-                continue
-            if failure.idle_race and not fresh:
-                fresh = True
-                self.timings.retries += 1
-                continue
-            where = (
-                "on a fresh connection, so the request may have reached the server (or a proxy in between)"
-                if not failure.answered
-                else "after the server answered but before it acknowledged the call"
-            )
-            raise TransportError(
-                f"the connection failed during tool call {name!r} {where} ({type(failure).__name__}: "
-                f"{failure}); not retried because the tool may have run. Call it again only if running "
-                f"it twice is harmless.",
+                failure = HTTPFailure("the stream ended before the `end` event", kind="cut", answered=True)
+            attempt, fresh = await self._after_failure(failure, name, stream, attempt, fresh)
+
+    def _call_refused(self, resp: Response, name: str, route: str) -> ORSError:
+        # The error for a call answered with a status that is not retried (the stream never started).
+        err = self._t.status_error(resp, "POST", route, sid=self.id, tool=name)
+        if isinstance(err, SessionDeadError):
+            return self._dead_from(err)
+        if resp.status_code == 500:
+            # The stream never started: the session's setup() failed (the /call route waits for setup and
+            # re-raises its error).
+            return SessionOpenError(
+                f"the session could not start, so tool {name!r} was not run: {detail_of(resp)}",
+                detail=detail_of(resp),
+                status_code=500,
                 **self._ctx(name),
+            )
+        return err
+
+    async def _after_failure(
+        self, failure: HTTPFailure, name: str, stream: CallStream, attempt: int, fresh: bool
+    ) -> tuple[int, bool]:
+        """After a call got no complete answer: wait as its retry needs and return the next `(attempt,
+        fresh)`, or raise `TransportError` when sending it again could run the tool twice (or is no use)."""
+        if failure.kind == "certificate":
+            raise TransportError(
+                f"tool call {name!r} could not reach the server: {failure}", **self._ctx(name)
             ) from failure
+        # Retry only when that cannot run the tool twice: with the server's task_id (it replays the
+        # one run), when the request never left, or when a reused connection was closed before any
+        # answer (the server's idle timer: it never read the request), once, on a fresh connection.
+        if stream.task_id or failure.unsent:
+            if attempt >= self._t.retries:
+                raise TransportError(
+                    f"tool call {name!r} failed after {attempt + 1} attempts ({failure.label}: "
+                    f"{failure}). Check the server is reachable.",
+                    **self._ctx(name),
+                ) from failure
+            await anyio.sleep(backoff_s(attempt))
+            self.timings.retries += 1
+            return attempt + 1, failure.idle_race
+        if failure.idle_race and not fresh:
+            self.timings.retries += 1
+            return attempt, True
+        where = (
+            "on a fresh connection, so the request may have reached the server (or a proxy in between)"
+            if not failure.answered
+            else "after the server answered but before it acknowledged the call"
+        )
+        raise TransportError(
+            f"the connection failed during tool call {name!r} {where} ({failure.label}: "
+            f"{failure}); not retried because the tool may have run. Call it again only if running "
+            f"it twice is harmless.",
+            **self._ctx(name),
+        ) from failure
 
     # ------------------------------------------------------------------ group scoring
 

@@ -27,7 +27,7 @@ import anyio
 
 from ormix.ors._endpoint import Endpoint
 from ormix.ors._errors import ORSError, ProtocolError, ServerError, SessionDeadError, TransportError
-from ormix.ors._http import CertificateError, HTTPClient, HTTPFailure, Response
+from ormix.ors._http import HTTPClient, HTTPFailure, Response
 from ormix.ors._platform import MAX_RETRY_AFTER_S, BackendGate, OpenWait, StartingWait, is_starting
 
 logger = logging.getLogger("ormix.ors")
@@ -213,7 +213,6 @@ class Transport:
         for its `Retry-After`. Returns the response with a status in `ok_statuses`; raises a typed error
         otherwise.
         """
-        env = self.endpoint.env_name or self.endpoint.deployment
         h = headers if headers is not None else self.headers(sid)
         url = self.url(path)
         attempt = 0
@@ -230,29 +229,15 @@ class Transport:
                         fresh = True  # the server closed an idle connection as the request went out
                         continue
                     if not e.retryable or attempt >= self.retries:
-                        hint = (
-                            ""
-                            if isinstance(e, CertificateError)
-                            else " Check the server is running and reachable."
-                        )
-                        raise TransportError(
-                            f"{method} {path} to {self.endpoint.target} failed after {attempt + 1} attempt"
-                            f"{'s' if attempt else ''}: {type(e).__name__}: {e}.{hint}",
-                            env=env,
-                            session_id=sid,
-                            tool=tool,
-                        ).redact(self.sensitive) from e
+                        raise self._unreachable(e, method, path, attempt, sid, tool) from e
                     await anyio.sleep(backoff_s(attempt))
                     attempt += 1
                     fresh = False
                     continue
                 fresh = False
-                starting = ride_out_starting and is_starting(resp.status_code, resp.headers)
-                if starting:
+                if ride_out_starting and is_starting(resp.status_code, resp.headers):
                     if wait is None:
-                        wait = self.gate.begin_starting()
-                        if waited is not None:
-                            waited.waiting = True
+                        wait = self._begin_wait(waited)
                     if self.gate.elapsed(wait) < self.starting_limit_s:
                         await self.backoff(resp, attempt)
                         continue
@@ -272,6 +257,26 @@ class Transport:
             if wait is not None:
                 # Cancelled by the caller's deadline (or an interrupt) while the backend was still starting.
                 self._end_wait(wait, waited, gave_up=not done)
+
+    def _unreachable(
+        self, e: HTTPFailure, method: str, path: str, attempt: int, sid: str | None, tool: str | None
+    ) -> ORSError:
+        # The request got no answer and will not be sent again (retries spent, or a certificate).
+        hint = "" if e.kind == "certificate" else " Check the server is running and reachable."
+        return TransportError(
+            f"{method} {path} to {self.endpoint.target} failed after {attempt + 1} attempt"
+            f"{'s' if attempt else ''}: {e.label}: {e}.{hint}",
+            env=self.endpoint.env_name or self.endpoint.deployment,
+            session_id=sid,
+            tool=tool,
+        ).redact(self.sensitive)
+
+    def _begin_wait(self, waited: OpenWait | None) -> StartingWait:
+        # The first `503 starting` answer of a request: its wait counts in the gate (and in `waited`).
+        wait = self.gate.begin_starting()
+        if waited is not None:
+            waited.waiting = True
+        return wait
 
     def _end_wait(self, wait: StartingWait, waited: OpenWait | None, *, gave_up: bool) -> None:
         elapsed = self.gate.end_starting(wait, gave_up=gave_up)

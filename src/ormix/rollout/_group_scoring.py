@@ -125,64 +125,99 @@ def candidate_messages(completion: Any, view: View = "output") -> list[dict[str,
         return [_text_message("assistant", completion)]
     messages = [m for m in completion or [] if isinstance(m, Mapping)]
     if view == "output":
-        for message in reversed(messages):
-            if message.get("role") == "assistant" and _text(message.get("content")):
-                return [_text_message("assistant", _text(message.get("content")))]
-        return [_text_message("assistant", "")]
+        return [_text_message("assistant", _final_text(messages))]
+    return _trajectory(messages)
+
+
+def _final_text(messages: list[Mapping[str, Any]]) -> str:
+    """The text of the last assistant message that has some (empty: none has)."""
+    for message in reversed(messages):
+        if message.get("role") == "assistant" and _text(message.get("content")):
+            return _text(message.get("content"))
+    return ""
+
+
+class _CallIds:
+    """A transcript's tool-call ids, in order: each call's own id (else ``call_<n>``); each tool answer takes
+    the oldest call not answered yet."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+        self.count = 0
+
+    def called(self, call: Mapping[str, Any]) -> str:
+        call_id = str(call.get("id") or f"call_{self.count}")
+        self.count += 1
+        self.pending.append(call_id)
+        return call_id
+
+    def answered(self) -> str:
+        if self.pending:
+            return self.pending.pop(0)
+        # A tool answer without its call (a cut transcript): an id of its own.
+        call_id = f"call_{self.count}"
+        self.count += 1
+        return call_id
+
+
+def _trajectory(messages: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every message as ORS messages; tool answers as ``tool_result`` blocks of user turns."""
     out: list[dict[str, Any]] = []
-    pending: list[str] = []  # ids of tool calls not answered yet, in order
-    count = 0
+    ids = _CallIds()
     for message in messages:
         role = message.get("role")
         if role == "tool":
-            if pending:
-                call_id = pending.pop(0)
-            else:  # a tool answer without its call (a cut transcript): an id of its own
-                call_id, count = f"call_{count}", count + 1
-            block = {
-                "type": "tool_result",
-                "tool_call_id": call_id,
-                "blocks": [{"type": "text", "text": _text(message.get("content"))}],
-                "is_error": _is_error(message.get("content")),
-            }
-            if (
-                out
-                and out[-1]["role"] == "user"
-                and all(b["type"] == "tool_result" for b in out[-1]["blocks"])
-            ):
-                out[-1]["blocks"].append(block)
-            else:
-                out.append({"role": "user", "blocks": [block]})
-            continue
-        blocks: list[dict[str, Any]] = []
-        reasoning = message.get("reasoning_content") or message.get("reasoning")
-        if role == "assistant" and isinstance(reasoning, str) and reasoning:
-            blocks.append({"type": "reasoning", "text": reasoning})
-        text = _text(message.get("content"))
-        if text:
-            blocks.append({"type": "text", "text": text})
-        for call in (message.get("tool_calls") or []) if role == "assistant" else []:
-            function = call.get("function") or {}
-            call_id = str(call.get("id") or f"call_{count}")
-            count += 1
-            pending.append(call_id)
-            arguments = function.get("arguments")
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments)
-                except ValueError:
-                    arguments = {"arguments": arguments}
-            blocks.append(
-                {
-                    "type": "tool_call",
-                    "id": call_id,
-                    "name": str(function.get("name") or call.get("name") or "unknown"),
-                    "input": arguments if isinstance(arguments, dict) else {"arguments": arguments},
-                }
-            )
-        if role in ("system", "user", "assistant"):
+            _add_tool_result(out, message, ids.answered())
+        elif role in ("system", "user", "assistant"):
+            blocks = _message_blocks(message, ids)
             out.append({"role": role, "blocks": blocks or [{"type": "text", "text": ""}]})
     return out
+
+
+def _add_tool_result(out: list[dict[str, Any]], message: Mapping[str, Any], call_id: str) -> None:
+    """A tool's answer as a ``tool_result`` block: consecutive answers share one user turn."""
+    block = {
+        "type": "tool_result",
+        "tool_call_id": call_id,
+        "blocks": [{"type": "text", "text": _text(message.get("content"))}],
+        "is_error": _is_error(message.get("content")),
+    }
+    if out and out[-1]["role"] == "user" and all(b["type"] == "tool_result" for b in out[-1]["blocks"]):
+        out[-1]["blocks"].append(block)
+    else:
+        out.append({"role": "user", "blocks": [block]})
+
+
+def _message_blocks(message: Mapping[str, Any], ids: _CallIds) -> list[dict[str, Any]]:
+    """A message's blocks: an assistant's reasoning, the text, then an assistant's tool calls."""
+    blocks: list[dict[str, Any]] = []
+    assistant = message.get("role") == "assistant"
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if assistant and isinstance(reasoning, str) and reasoning:
+        blocks.append({"type": "reasoning", "text": reasoning})
+    text = _text(message.get("content"))
+    if text:
+        blocks.append({"type": "text", "text": text})
+    for call in (message.get("tool_calls") or []) if assistant else []:
+        blocks.append(_tool_call_block(call, ids.called(call)))
+    return blocks
+
+
+def _tool_call_block(call: Mapping[str, Any], call_id: str) -> dict[str, Any]:
+    """One tool call (OpenAI's shape, arguments as JSON text or a dict) as a ``tool_call`` block."""
+    function = call.get("function") or {}
+    arguments = function.get("arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = {"arguments": arguments}
+    return {
+        "type": "tool_call",
+        "id": call_id,
+        "name": str(function.get("name") or call.get("name") or "unknown"),
+        "input": arguments if isinstance(arguments, dict) else {"arguments": arguments},
+    }
 
 
 def finite(value: Any) -> float | None:

@@ -9,11 +9,12 @@ Example:
 """
 
 from ormix.server._registry import LOCAL_ENVIRONMENTS, load_environment_class
-from ormix.server._serving import LocalServer, serve_in_process, serve_in_thread
+from ormix.server._serving import LocalServer, ServeOptions, serve_in_process, serve_in_thread
 
 __all__ = [
     "LOCAL_ENVIRONMENTS",
     "LocalServer",
+    "ServeOptions",
     "load_environment_class",
     "serve_in_process",
     "serve_in_thread",

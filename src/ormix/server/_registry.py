@@ -13,7 +13,7 @@ Example:
     'Echo'
     >>> try:
     ...     load_environment_class("local:terminal")
-    ... except UnknownEnvironmentError as e:
+    ... except TargetError as e:
     ...     print(str(e)[:63])
     'local:terminal' is not a local environment; did you mean 'loca
 """
@@ -49,10 +49,6 @@ _search_dirs: list[str] = []
 _lock = threading.Lock()
 
 
-class UnknownEnvironmentError(TargetError):
-    """A `local:` or `module:Class` target that does not name an environment class; says what it found."""
-
-
 def add_search_dir(directory: str | os.PathLike[str]) -> None:
     """Search `directory` first for the modules of `module:Class` targets (a mixture file's directory)."""
     path = str(Path(directory).resolve())
@@ -78,9 +74,7 @@ def search_path() -> list[str]:
     return out
 
 
-def import_module(
-    module_name: str, what: str, error: type[Exception] = UnknownEnvironmentError
-) -> types.ModuleType:
+def import_module(module_name: str, what: str, error: type[Exception] = TargetError) -> types.ModuleType:
     """Import a user's module the way `module:Class` targets are found (`search_path`: the mixture files'
     directories, the working directory, then `sys.path`); ``what`` names what needs it in the messages.
 
@@ -113,7 +107,7 @@ def import_module(
 
 
 def check_environment(ref: str) -> None:
-    """Raise `UnknownEnvironmentError` unless `ref` names an environment class, as `load_environment_class`.
+    """Raise `TargetError` unless `ref` names an environment class, as `load_environment_class`.
 
     A shipped `local:NAME` is known by name: checking a mixture file must not import openreward (seconds)
     in a trainer whose local servers run in child processes.
@@ -123,7 +117,7 @@ def check_environment(ref: str) -> None:
         >>> check_environment("local:ech")
         Traceback (most recent call last):
         ...
-        ormix.server._registry.UnknownEnvironmentError: 'local:ech' is not a local ...
+        ormix._errors.TargetError: 'local:ech' is not a local ...
     """
     if ref.removeprefix("local:") not in LOCAL_ENVIRONMENTS:
         load_environment_class(ref)
@@ -132,7 +126,7 @@ def check_environment(ref: str) -> None:
 def load_environment_class(ref: str) -> type[Environment]:
     """Return the `Environment` subclass named by `local:NAME`, `NAME` or `module:Class`.
 
-    Raises `UnknownEnvironmentError` naming what is wrong: an unknown local name (with the closest one), a
+    Raises `TargetError` naming what is wrong: an unknown local name (with the closest one), a
     module that is not found (and where it was looked for), a missing class (with the closest name in the
     module), or an object that is not an `openreward.environments.Environment` subclass (saying what it is).
     """
@@ -147,7 +141,7 @@ def load_environment_class(ref: str) -> type[Environment]:
         close = difflib.get_close_matches(name, list(LOCAL_ENVIRONMENTS), n=1)
         hint = f"; did you mean 'local:{close[0]}'?" if close else ""
         known = ", ".join(f"local:{n}" for n in sorted(LOCAL_ENVIRONMENTS))
-        raise UnknownEnvironmentError(
+        raise TargetError(
             f"{ref!r} is not a local environment{hint} Shipped: {known}; or `module:Class` for your own "
             "openreward.environments.Environment subclass."
         )
@@ -158,14 +152,14 @@ def load_environment_class(ref: str) -> type[Environment]:
         classes = [n for n, v in vars(module).items() if isinstance(v, type)]
         close = difflib.get_close_matches(attr, classes, n=1)
         hint = f"; did you mean {module_name}:{close[0]}?" if close else ""
-        raise UnknownEnvironmentError(f"module {module_name!r} has no {attr!r} (target {ref!r}){hint}")
+        raise TargetError(f"module {module_name!r} has no {attr!r} (target {ref!r}){hint}")
     if not (isinstance(cls, type) and issubclass(cls, Environment)):
         what = (
             f"a class ({cls.__module__}.{cls.__qualname__})"
             if isinstance(cls, type)
             else f"a {type(cls).__name__}"
         )
-        raise UnknownEnvironmentError(
+        raise TargetError(
             f"{path!r} is {what}, not an openreward.environments.Environment subclass (target {ref!r})"
         )
     if name not in LOCAL_ENVIRONMENTS:
@@ -174,7 +168,7 @@ def load_environment_class(ref: str) -> type[Environment]:
         problems = shape_problems(cls)
         if problems:
             # The SDK would not serve it as written (`ormix.server._shape`): each mistake named.
-            raise UnknownEnvironmentError(f"{path} (target {ref!r}): " + "; ".join(problems))
+            raise TargetError(f"{path} (target {ref!r}): " + "; ".join(problems))
     return cls
 
 

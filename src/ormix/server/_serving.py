@@ -10,16 +10,15 @@ runs in its own session, so a Ctrl-C at the terminal reaches only its parent, wh
 then stops the child with SIGTERM; and the child watches a pipe from its parent, so it also shuts down
 (teardown included) when the parent dies without cleaning up (SIGKILL, an unhandled SIGTERM).
 
-`idle_limit_s` reaps sessions idle for longer than the limit, the way the openreward server's own reaper
-does at 900 s; tests shorten it to prove keepalive pings without waiting a quarter of an hour.
-
-`keep_alive_s` is how long uvicorn keeps an idle keep-alive connection open (60 s unless given; uvicorn's
-own default is 5 s, gunicorn's 2 s); tests shorten it to prove that clients survive servers that close
-idle connections early. `ssl_certfile` / `ssl_keyfile` serve over TLS (`https://` URLs).
-
-`api_key`: every request must carry it as `X-API-Key`, else it is answered 401 and runs nothing
-(`ormix.server._auth`); a server on a non-loopback `host` refuses to start without one unless
-`insecure=True`.
+Every entry point (`serve_in_thread`, `serve_in_process`, `run_forever`, and through them `ormix serve` and
+`python -m ormix.server`) takes one `ServeOptions`: host and port, the idle-session reaper's limit, uvicorn's
+keep-alive, TLS, the API key. `idle_limit_s` reaps sessions idle for longer than the limit, the way the
+openreward server's own reaper does at 900 s; tests shorten it to prove keepalive pings without waiting a
+quarter of an hour. `keep_alive_s` is how long uvicorn keeps an idle keep-alive connection open (60 s unless
+given; uvicorn's own default is 5 s, gunicorn's 2 s); tests shorten it to prove that clients survive servers
+that close idle connections early. `api_key`: every request must carry it as `X-API-Key`, else it is answered
+401 and runs nothing (`ormix.server._auth`); a server on a non-loopback `host` refuses to start without one
+unless `insecure`.
 
 The readiness probe (`GET /health`) goes through `ormix.ors._http`, the one HTTP client ormix uses.
 """
@@ -38,7 +37,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ormix._errors import ServerStartError
@@ -60,11 +59,87 @@ CHILD_EXIT_TIMEOUT_S = 20.0
 _PARENT_PIPE_ENV = "ORMIX_SERVE_PARENT_PIPE"
 #: Seconds uvicorn keeps an idle keep-alive connection open, unless `keep_alive_s` says otherwise.
 DEFAULT_KEEP_ALIVE_S = 60.0
-# Set by `serve_in_process` in the child's environment: uvicorn options `python -m ormix.server` has no flag
-# for.
-_KEEP_ALIVE_ENV = "ORMIX_SERVE_KEEP_ALIVE_S"
-_CERTFILE_ENV = "ORMIX_SERVE_SSL_CERTFILE"
-_KEYFILE_ENV = "ORMIX_SERVE_SSL_KEYFILE"
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How to serve, declared once: every entry point takes these (`serve_in_thread`, `serve_in_process`,
+    `run_forever`, `ormix serve`, `python -m ormix.server`).
+
+    Every field but `api_key` is also a flag of `python -m ormix.server` (`flag_of`): that is how
+    `serve_in_process` hands the options to its child. The key reaches the child in its environment
+    (`ORMIX_SERVE_API_KEY`), never on its command line.
+
+    Attributes:
+        host: the address to bind; off loopback a key is required unless `insecure`.
+        port: the port to bind; 0 = any free one.
+        idle_limit_s: reap sessions idle this many seconds; ``None``: ormix reaps none.
+        keep_alive_s: close idle keep-alive connections after this many seconds; ``None``: 60 s.
+        ssl_certfile: serve over TLS with this certificate (``https://`` URLs); needs `ssl_keyfile`.
+        ssl_keyfile: the certificate's key.
+        insecure: serve off loopback without a key.
+        api_key: every request must carry it as ``X-API-Key`` (401 otherwise).
+
+    Example:
+        >>> options = ServeOptions(idle_limit_s=5.0, ssl_certfile="c.pem", ssl_keyfile="k.pem")
+        >>> options.url_for(8080)
+        'https://127.0.0.1:8080'
+        >>> options.argv()
+        ['--idle-limit', '5.0', '--ssl-certfile', 'c.pem', '--ssl-keyfile', 'k.pem']
+    """
+
+    host: str = field(
+        default="127.0.0.1", metadata={"help": "address to bind; keep loopback unless you mean it"}
+    )
+    port: int = field(default=0, metadata={"help": "port to listen on (0 = any free port)"})
+    idle_limit_s: float | None = field(
+        default=None, metadata={"help": "reap sessions idle this many seconds"}
+    )
+    keep_alive_s: float | None = field(
+        default=None,
+        metadata={"help": f"close idle connections after this many seconds ({DEFAULT_KEEP_ALIVE_S:.0f})"},
+    )
+    ssl_certfile: str | None = field(default=None, metadata={"help": "serve TLS with this cert"})
+    ssl_keyfile: str | None = field(default=None, metadata={"help": "the certificate's key"})
+    insecure: bool = field(default=False, metadata={"help": "serve off loopback without a key"})
+    api_key: str | None = field(default=None, repr=False)
+
+    def url_for(self, port: int) -> str:
+        """The URL of a server on `port` with these options."""
+        return f"{'https' if self.ssl_certfile else 'http'}://{self.host}:{port}"
+
+    def problem(self) -> str | None:
+        """Why these options cannot serve (off loopback without a key, a TLS key without its certificate),
+        else ``None``. A certificate alone is a PEM file that holds its key too, as `ssl` reads it."""
+        problem = exposure_problem(self.host, self.api_key, insecure=self.insecure)
+        if problem is None and self.ssl_keyfile is not None and self.ssl_certfile is None:
+            problem = "--ssl-keyfile needs --ssl-certfile (the certificate the key belongs to)"
+        return problem
+
+    def check(self) -> None:
+        """Raise `ServerStartError` for options that cannot serve (`problem`)."""
+        if (problem := self.problem()) is not None:
+            raise ServerStartError(problem)
+
+    def argv(self) -> list[str]:
+        """The `python -m ormix.server` flags of the options that differ from their defaults (not the key)."""
+        out: list[str] = []
+        for option in fields(self):
+            value = getattr(self, option.name)
+            if option.name == "api_key" or value == option.default:
+                continue
+            out += [flag_of(option.name)] if value is True else [flag_of(option.name), str(value)]
+        return out
+
+
+def flag_of(name: str) -> str:
+    """The flag of a `ServeOptions` field: ``idle_limit_s`` is ``--idle-limit``, as `ormix serve` spells it.
+
+    Example:
+        >>> flag_of("idle_limit_s"), flag_of("ssl_certfile")
+        ('--idle-limit', '--ssl-certfile')
+    """
+    return "--" + name.removesuffix("_s").replace("_", "-")
 
 
 _sse_patched = False
@@ -178,14 +253,7 @@ def _server_class():
 
 
 async def _serve(
-    env_classes: Sequence[type],
-    sock: socket.socket,
-    idle_limit_s: float | None,
-    uv_holder: list | None = None,
-    keep_alive_s: float | None = None,
-    ssl_certfile: str | None = None,
-    ssl_keyfile: str | None = None,
-    api_key: str | None = None,
+    env_classes: Sequence[type], sock: socket.socket, options: ServeOptions, uv_holder: list | None = None
 ) -> None:
     import uvicorn
 
@@ -193,6 +261,7 @@ async def _serve(
     ors_server = build_app(env_classes)
     if uv_holder is not None:
         uv_holder.append(ors_server)
+    api_key, keep_alive_s = options.api_key, options.keep_alive_s
     config = uvicorn.Config(
         APIKeyGuard(ors_server.app, api_key) if api_key else ors_server.app,
         log_level="warning",
@@ -201,15 +270,15 @@ async def _serve(
         timeout_keep_alive=DEFAULT_KEEP_ALIVE_S if keep_alive_s is None else keep_alive_s,  # type: ignore[arg-type]
         lifespan="on",
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,  # type: ignore[arg-type]
-        ssl_certfile=ssl_certfile,
-        ssl_keyfile=ssl_keyfile,
+        ssl_certfile=options.ssl_certfile,
+        ssl_keyfile=options.ssl_keyfile,
     )
     uv = _server_class()(config)
     if uv_holder is not None:
         uv_holder.append(uv)
     reaper = None
-    if idle_limit_s is not None:
-        reaper = asyncio.create_task(_reap_idle(ors_server, idle_limit_s, min(1.0, idle_limit_s / 4)))
+    if (limit := options.idle_limit_s) is not None:
+        reaper = asyncio.create_task(_reap_idle(ors_server, limit, min(1.0, limit / 4)))
     try:
         await uv.serve(sockets=[sock])
     finally:
@@ -217,12 +286,6 @@ async def _serve(
             reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await reaper
-
-
-def _check_exposure(host: str, api_key: str | None, insecure: bool) -> None:
-    problem = exposure_problem(host, api_key, insecure=insecure)
-    if problem is not None:
-        raise ServerStartError(problem)
 
 
 def _wait_healthy(url: str, timeout_s: float, alive=lambda: True, api_key: str | None = None) -> None:
@@ -311,24 +374,11 @@ def _classes(envs: Sequence[str | type]) -> list[type]:
 
 
 def serve_in_thread(
-    envs: Sequence[str | type],
-    *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    idle_limit_s: float | None = None,
-    ready_timeout_s: float = 30.0,
-    keep_alive_s: float | None = None,
-    ssl_certfile: str | None = None,
-    ssl_keyfile: str | None = None,
-    api_key: str | None = None,
-    insecure: bool = False,
+    envs: Sequence[str | type], options: ServeOptions | None = None, *, ready_timeout_s: float = 30.0
 ) -> LocalServer:
     """Serve environments (classes, `local:NAME` or `module:Class`) from a daemon thread of this process.
 
-    `keep_alive_s`: idle keep-alive connections are closed after this long (default 60 s).
-    `ssl_certfile` + `ssl_keyfile`: serve over TLS; the URL is then `https://`.
-    `api_key`: required as `X-API-Key` on every request (401 otherwise); off loopback the server refuses
-    to start without one unless `insecure`.
+    `options`: how to serve (`ServeOptions`: host, port, key, TLS, ...); default loopback, any free port.
 
     Example:
         >>> srv = serve_in_thread(["local:echo", "local:seta"])
@@ -336,19 +386,18 @@ def serve_in_thread(
         (['echo', 'seta'], [])
         >>> srv.close()
     """
-    _check_exposure(host, api_key, insecure)
+    options = options or ServeOptions()
+    options.check()
     classes = _classes(envs)
-    sock = _bind(host, port)
+    sock = _bind(options.host, options.port)
     bound_port = sock.getsockname()[1]
-    url = f"{'https' if ssl_certfile else 'http'}://{host}:{bound_port}"
+    url = options.url_for(bound_port)
     holder: list = []
     errors: list[BaseException] = []
 
     def run() -> None:
         try:
-            asyncio.run(
-                _serve(classes, sock, idle_limit_s, holder, keep_alive_s, ssl_certfile, ssl_keyfile, api_key)
-            )
+            asyncio.run(_serve(classes, sock, options, holder))
         except BaseException as e:  # surfaced by the readiness wait
             errors.append(e)
 
@@ -363,7 +412,7 @@ def serve_in_thread(
             sock.close()
 
     try:
-        _wait_healthy(url, ready_timeout_s, alive=thread.is_alive, api_key=api_key)
+        _wait_healthy(url, ready_timeout_s, alive=thread.is_alive, api_key=options.api_key)
     except ServerStartError as e:
         close()
         raise ServerStartError(f"{e}; {errors[0]!r}" if errors else str(e)) from None
@@ -379,149 +428,158 @@ def serve_in_thread(
     return server
 
 
+def _child_environment(options: ServeOptions, env: dict[str, str] | None) -> dict[str, str]:
+    """The child's environment: this process's, `env` over it, the parent-pipe marker, and the key."""
+    child_env = {**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"}
+    # The child's key is this call's, never one left in this process's environment for another server.
+    child_env.pop(SERVE_API_KEY_ENV, None)
+    if options.api_key:
+        child_env[SERVE_API_KEY_ENV] = options.api_key
+    return child_env
+
+
+class _Child:
+    """A `python -m ormix.server` child process, started by `serve_in_process`.
+
+    It runs in its own session: a Ctrl-C at the terminal reaches only the parent, which closes its sessions
+    first and then stops the child (SIGTERM). Its stdin is a pipe it watches: EOF means the parent is gone.
+    Its stdout carries the ready line (its port and the envs it serves: loading the classes here too would
+    import openreward, seconds). Its stderr is held while it starts (a failed start is reported as its last
+    exception, in one line) and passed through once it serves (the server's own warnings).
+    """
+
+    def __init__(self, names: list[str], options: ServeOptions, env: dict[str, str] | None) -> None:
+        # The options travel as the child's flags, the key in its environment (never on its command line).
+        self.cmd = [sys.executable, "-m", "ormix.server", *options.argv(), *names]
+        self.what = f"local ORS server for {', '.join(names)}"
+        self.ready: list[dict[str, str]] = []
+        self.started_up = threading.Event()
+        self.held: list[str] = []
+        self.proc = subprocess.Popen(
+            self.cmd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_child_environment(options, env),
+            start_new_session=True,
+        )
+        threading.Thread(target=self._relay_stderr, daemon=True).start()
+        threading.Thread(target=self._read_ready, daemon=True).start()
+
+    def alive(self) -> bool:
+        """Whether the child still runs."""
+        return self.proc.poll() is None
+
+    def _relay_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if self.started_up.is_set():
+                with contextlib.suppress(OSError, ValueError):
+                    sys.stderr.write(line)
+            else:
+                self.held.append(line)
+                del self.held[:-200]
+
+    def _read_ready(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith(READY_LINE):
+                self.ready.append(dict(f.split("=", 1) for f in line.split()[1:]))
+                break
+        # Keep draining so the child never blocks on a full pipe.
+        for _ in self.proc.stdout:
+            pass
+
+    def close(self) -> None:
+        """Stop the child gracefully (its lifespan shutdown tears every open session down), else kill it."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=CHILD_EXIT_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def exited(self) -> ServerStartError:
+        """The error for a child that exited while starting, naming its last exception."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        time.sleep(0.05)  # the relay thread reads the last lines the child wrote
+        reason = child_error(self.held)
+        return ServerStartError(
+            f"{self.what} exited with code {self.proc.returncode} while starting: "
+            + (reason or "it printed no error")
+            + f" (run `{' '.join(self.cmd)}` to see all it printed)"
+        )
+
+    def wait_ready(self, timeout_s: float) -> dict[str, str]:
+        """The child's ready line (``port``, ``envs``), once it printed it."""
+        deadline = time.monotonic() + timeout_s
+        while not self.ready:
+            if self.proc.poll() is not None:
+                raise self.exited()
+            if time.monotonic() > deadline:
+                self.close()
+                raise ServerStartError(
+                    f"{self.what} not ready after {timeout_s:.0f}s (`{' '.join(self.cmd)}`)"
+                )
+            time.sleep(0.02)
+        return self.ready[0]
+
+    def serving(self) -> None:
+        """From now on pass the child's stderr through, starting with what it printed while starting."""
+        self.started_up.set()
+        for line in self.held:  # e.g. a warning of its own
+            with contextlib.suppress(OSError, ValueError):
+                sys.stderr.write(line)
+        self.held.clear()
+
+
 def serve_in_process(
-    envs: Sequence[str],
+    envs: Sequence[str | type],
+    options: ServeOptions | None = None,
     *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    idle_limit_s: float | None = None,
     ready_timeout_s: float = 60.0,
     env: dict[str, str] | None = None,
-    keep_alive_s: float | None = None,
-    ssl_certfile: str | None = None,
-    ssl_keyfile: str | None = None,
-    api_key: str | None = None,
-    insecure: bool = False,
 ) -> LocalServer:
     """Serve environments named by `local:NAME` / `module:Class` from a child process.
 
     The child is the same code as `ormix serve`; it can be killed and restarted for fault tests.
-    `keep_alive_s`, `ssl_certfile`, `ssl_keyfile`, `api_key`, `insecure`: as for `serve_in_thread` (the
-    key reaches the child in its environment, never on its command line).
+    `options`: as for `serve_in_thread` (the key reaches the child in its environment, never on its command
+    line). `env`: variables set in the child's environment.
 
     Example:
         >>> with serve_in_process(["local:terminals"]) as srv:
         ...     srv.env_names, srv.mode
         (['terminals'], 'process')
     """
-    _check_exposure(host, api_key, insecure)
+    options = options or ServeOptions()
+    options.check()
     names = [e if isinstance(e, str) else f"{e.__module__}:{e.__qualname__}" for e in envs]
-    cmd = [sys.executable, "-m", "ormix.server", "--host", host, "--port", str(port), *names]
-    if idle_limit_s is not None:
-        cmd += ["--idle-limit", str(idle_limit_s)]
-    if insecure:
-        cmd.append("--insecure")
-    # Own session: a Ctrl-C at the terminal reaches only this process, which closes its sessions first and
-    # then stops the child (SIGTERM). stdin is a pipe the child watches: EOF means this process is gone.
-    child_env = {**os.environ, **(env or {}), _PARENT_PIPE_ENV: "1"}
-    # The child's key is this call's, never one left in this process's environment for another server.
-    child_env.pop(SERVE_API_KEY_ENV, None)
-    if api_key:
-        child_env[SERVE_API_KEY_ENV] = api_key
-    for var, value in (
-        (_KEEP_ALIVE_ENV, keep_alive_s),
-        (_CERTFILE_ENV, ssl_certfile),
-        (_KEYFILE_ENV, ssl_keyfile),
-    ):
-        if value is not None:
-            child_env[var] = str(value)
-    proc = subprocess.Popen(
-        cmd,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env,
-        start_new_session=True,
-    )
-    # The child's ready line: its port and the envs it serves (loading the classes here too would import
-    # openreward, seconds).
-    ready: list[dict[str, str]] = []
-    # The child's stderr: held while it starts (a failed start is reported as its last exception, in one
-    # line), passed through once it serves (the server's own warnings).
-    started_up = threading.Event()
-    held: list[str] = []
-
-    def relay_stderr() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if started_up.is_set():
-                with contextlib.suppress(OSError, ValueError):
-                    sys.stderr.write(line)
-            else:
-                held.append(line)
-                del held[:-200]
-
-    threading.Thread(target=relay_stderr, daemon=True).start()
-
-    def read_ready() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith(READY_LINE):
-                ready.append(dict(f.split("=", 1) for f in line.split()[1:]))
-                break
-        # Keep draining so the child never blocks on a full pipe.
-        for _ in proc.stdout:
-            pass
-
-    reader = threading.Thread(target=read_ready, daemon=True)
-    reader.start()
-
-    def close() -> None:
-        if proc.poll() is None:
-            proc.terminate()  # graceful: the lifespan shutdown tears every open session down
-            try:
-                proc.wait(timeout=CHILD_EXIT_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        if proc.stdin is not None:
-            with contextlib.suppress(OSError):
-                proc.stdin.close()
-
-    what = f"local ORS server for {', '.join(names)}"
-
-    def exited() -> ServerStartError:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=5)
-        time.sleep(0.05)  # the relay thread reads the last lines the child wrote
-        reason = child_error(held)
-        return ServerStartError(
-            f"{what} exited with code {proc.returncode} while starting: "
-            + (reason or "it printed no error")
-            + f" (run `{' '.join(cmd)}` to see all it printed)"
-        )
-
-    deadline = time.monotonic() + ready_timeout_s
-    while not ready:
-        if proc.poll() is not None:
-            raise exited()
-        if time.monotonic() > deadline:
-            close()
-            raise ServerStartError(f"{what} not ready after {ready_timeout_s:.0f}s (`{' '.join(cmd)}`)")
-        time.sleep(0.02)
-    port_of_child = int(ready[0]["port"])
-    url = f"{'https' if ssl_certfile else 'http'}://{host}:{port_of_child}"
+    child = _Child(names, options, env)
+    ready = child.wait_ready(ready_timeout_s)
+    port = int(ready["port"])
+    url = options.url_for(port)
     try:
-        _wait_healthy(url, ready_timeout_s, alive=lambda: proc.poll() is None, api_key=api_key)
+        _wait_healthy(url, ready_timeout_s, alive=child.alive, api_key=options.api_key)
     except ServerStartError:
-        close()
-        if proc.returncode is None:
+        child.close()
+        if child.proc.returncode is None:
             raise
-        raise exited() from None
-    started_up.set()
-    for line in held:  # what the child printed while starting, e.g. a warning of its own
-        with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(line)
-    held.clear()
+        raise child.exited() from None
+    child.serving()
     server = LocalServer(
         url=url,
-        port=port_of_child,
-        env_names=ready[0]["envs"].split(","),
+        port=port,
+        env_names=ready["envs"].split(","),
         mode="process",
-        closer=close,
-        pid=proc.pid,
-        child_alive=lambda: proc.poll() is None,
+        closer=child.close,
+        pid=child.proc.pid,
+        child_alive=child.alive,
     )
     atexit.register(server.close)
     return server
@@ -550,44 +608,47 @@ def child_error(lines: Sequence[str]) -> str | None:
     return found
 
 
+def ready_line(server: LocalServer) -> str:
+    """The line `python -m ormix.server` prints once it is bound: `serve_in_process` reads the child's port
+    and environments from it.
+
+    Example:
+        >>> ready_line(LocalServer("http://127.0.0.1:8080", 8080, ["echo", "seta"], "foreground"))
+        'ORMIX_SERVER_READY port=8080 envs=echo,seta'
+    """
+    return f"{READY_LINE} port={server.port} envs={','.join(server.env_names)}"
+
+
 def run_forever(
     envs: Sequence[str],
+    options: ServeOptions | None = None,
     *,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    idle_limit_s: float | None = None,
-    keep_alive_s: float | None = None,
-    ssl_certfile: str | None = None,
-    ssl_keyfile: str | None = None,
-    api_key: str | None = None,
-    insecure: bool = False,
+    on_ready: Callable[[LocalServer], None] | None = None,
 ) -> None:
     """Serve in the foreground until SIGTERM/SIGINT (the body of `ormix serve` and `python -m ormix.server`).
 
-    Every open session is torn down before it returns; Ctrl-C exits with status 130 without a traceback.
-    Options left None are read from the environment `serve_in_process` gives its child; the key
-    (`api_key`, else `ORMIX_SERVE_API_KEY`) is removed from it, so the environments' commands never see it.
-    Raises `ServerStartError` on a non-loopback `host` without a key, unless `insecure`.
+    `on_ready` gets the server (its URL, port and environments; mode ``"foreground"``) once its socket is
+    bound: connections wait from then until it serves. Every open session is torn down before it returns;
+    Ctrl-C exits with status 130 without a traceback. The key's variable (`ORMIX_SERVE_API_KEY`) is removed
+    from this process's environment, so the environments' commands never see it: the key is
+    `options.api_key`. Raises `ServerStartError` for options that cannot serve (`ServeOptions.check`).
     """
-    api_key = api_key or os.environ.pop(SERVE_API_KEY_ENV, None) or None
+    options = options or ServeOptions()
+    # The key from the environment when the caller gave none (as `python -m ormix.server` is started).
+    key = options.api_key or os.environ.pop(SERVE_API_KEY_ENV, None) or None
     os.environ.pop(SERVE_API_KEY_ENV, None)
-    _check_exposure(host, api_key, insecure)
+    options = replace(options, api_key=key)
+    options.check()
     classes = _classes(envs)
-    sock = _bind(host, port)
+    sock = _bind(options.host, options.port)
     if os.environ.pop(_PARENT_PIPE_ENV, None) == "1":
         _watch_parent()
-    if keep_alive_s is None and os.environ.get(_KEEP_ALIVE_ENV):
-        keep_alive_s = float(os.environ.pop(_KEEP_ALIVE_ENV))
-    ssl_certfile = ssl_certfile or os.environ.pop(_CERTFILE_ENV, None)
-    ssl_keyfile = ssl_keyfile or os.environ.pop(_KEYFILE_ENV, None)
-    print(
-        f"{READY_LINE} port={sock.getsockname()[1]} envs={','.join(env_name_of(c) for c in classes)}",
-        flush=True,
-    )
+    if on_ready is not None:
+        port = sock.getsockname()[1]
+        names = [env_name_of(c) for c in classes]
+        on_ready(LocalServer(url=options.url_for(port), port=port, env_names=names, mode="foreground"))
     try:
-        asyncio.run(
-            _serve(classes, sock, idle_limit_s, None, keep_alive_s, ssl_certfile, ssl_keyfile, api_key)
-        )
+        asyncio.run(_serve(classes, sock, options))
     except KeyboardInterrupt:
         # uvicorn re-raises the SIGINT it handled, after its graceful shutdown: nothing is left to do.
         raise SystemExit(130) from None

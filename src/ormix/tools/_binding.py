@@ -494,39 +494,17 @@ def bind_tools(
     renamed: list[RenamedTool] = []
     skipped: list[SkippedTool] = []
     seen: set[str] = set()
+    clash = _Clash(cls, dispatch, reserved, bindings, on_conflict)
     for index, spec in enumerate(specs or ()):
-        try:
-            norm = normalize_spec(spec)
-        except ToolSpecError as exc:
-            skipped.append(SkippedTool(index, None, str(exc)))
-            continue
-        except Exception as exc:  # noqa: BLE001 - a hostile object's attribute access must not stop binding
-            skipped.append(SkippedTool(index, None, f"spec could not be read: {type(exc).__name__}: {exc}"))
+        norm = _readable_spec(index, spec, seen)
+        if isinstance(norm, SkippedTool):
+            skipped.append(norm)
             continue
         wire = norm["name"]
-        if wire in seen:
-            reason = "duplicate tool name; the first spec was bound (use merge_tool_specs)"
-            skipped.append(SkippedTool(index, wire, reason))
-            continue
         seen.add(wire)
-
-        plain = prefix + wire
-        base = safe_identifier(wire, prefix=prefix)  # the sanitised name, before uniqueness
-        reasons: list[str] = []
-        if base != plain:
-            reasons.append("too long" if len(plain) > DEFAULT_MAX_LEN else "not a usable Python name")
-        if base in taken:
-            clash = _clash_reason(base, cls, dispatch, reserved, bindings)
-            if on_conflict == "raise":
-                raise BindingConflictError(
-                    f"tool {wire!r} needs method name {base!r}, which {clash}; choose a prefix, rename the "
-                    "tool on the server, or bind with on_conflict='rename'"
-                )
-            reasons.append(f"{base!r} {clash}")
-        method_name = safe_identifier(wire, taken, prefix=prefix)
-        if method_name != plain:
-            renamed.append(RenamedTool(wire, method_name, "; ".join(reasons) or "renamed"))
-
+        method_name, renaming = _method_name(wire, prefix, taken, clash)
+        if renaming is not None:
+            renamed.append(renaming)
         binding = plan_tool(norm, method_name=method_name)
         method = make_method(binding, dispatch)
         method.__qualname__ = f"{cls.__qualname__}.{method_name}"
@@ -535,6 +513,55 @@ def bind_tools(
         taken.add(method_name)
         bindings.append(binding)
     return BindingReport(tuple(bindings), tuple(renamed), tuple(skipped), tuple(notes))
+
+
+def _readable_spec(index: int, spec: Any, seen: set[str]) -> dict[str, Any] | SkippedTool:
+    """The spec normalised, or why it is skipped: unreadable, or a wire name already bound."""
+    try:
+        norm = normalize_spec(spec)
+    except ToolSpecError as exc:
+        return SkippedTool(index, None, str(exc))
+    except Exception as exc:  # noqa: BLE001 - a hostile object's attribute access must not stop binding
+        return SkippedTool(index, None, f"spec could not be read: {type(exc).__name__}: {exc}")
+    if norm["name"] in seen:
+        reason = "duplicate tool name; the first spec was bound (use merge_tool_specs)"
+        return SkippedTool(index, norm["name"], reason)
+    return norm
+
+
+@dataclass(frozen=True)
+class _Clash:
+    """What a method name can clash with while `bind_tools` binds, and what to do then."""
+
+    cls: type
+    dispatch: str
+    reserved: set[str]
+    bindings: list[ToolBinding]
+    on_conflict: Literal["rename", "raise"]
+
+
+def _method_name(wire: str, prefix: str, taken: set[str], clash: _Clash) -> tuple[str, RenamedTool | None]:
+    """A tool's unique method name, and why it differs from ``prefix + wire`` (``None``: it does not).
+
+    Raises `BindingConflictError` when the name is taken and ``on_conflict="raise"``.
+    """
+    plain = prefix + wire
+    base = safe_identifier(wire, prefix=prefix)  # the sanitised name, before uniqueness
+    reasons: list[str] = []
+    if base != plain:
+        reasons.append("too long" if len(plain) > DEFAULT_MAX_LEN else "not a usable Python name")
+    if base in taken:
+        why = _clash_reason(base, clash.cls, clash.dispatch, clash.reserved, clash.bindings)
+        if clash.on_conflict == "raise":
+            raise BindingConflictError(
+                f"tool {wire!r} needs method name {base!r}, which {why}; choose a prefix, rename the "
+                "tool on the server, or bind with on_conflict='rename'"
+            )
+        reasons.append(f"{base!r} {why}")
+    method_name = safe_identifier(wire, taken, prefix=prefix)
+    if method_name == plain:
+        return method_name, None
+    return method_name, RenamedTool(wire, method_name, "; ".join(reasons) or "renamed")
 
 
 def _clash_reason(

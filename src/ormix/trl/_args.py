@@ -317,6 +317,22 @@ def build_grpo_config(
         merged["save_strategy"] = "steps"  # asking for save_steps means checkpoints
     notes: list[str] = []
 
+    _keep_rows_as_planned(mixture, merged, given, where)
+    notes += _plan_geometry(mixture, merged, given, world_size, where)
+    notes += _hardware(merged, given, model)
+
+    _name_activation_checkpointing(merged, GRPOConfig)
+    merged["output_dir"] = str(output_dir)
+    try:
+        args = GRPOConfig(**merged)
+    except (TypeError, ValueError) as e:
+        raise TrainConfigError(f"GRPOConfig rejected the training settings: {e}") from None
+    return args, notes
+
+
+def _keep_rows_as_planned(mixture: Any, merged: dict[str, Any], given: Mapping[str, Any], where: str) -> None:
+    """No shuffling when the plan carries an order, and the ``environment``/``task_index`` columns kept;
+    asking for either the other way is refused."""
     order_matters = bool(getattr(mixture, "order_matters", False))
     for problem in (
         shuffle_problem(order_matters, given.get("shuffle_dataset")),
@@ -328,6 +344,12 @@ def build_grpo_config(
         merged["shuffle_dataset"] = False
     merged["remove_unused_columns"] = False
 
+
+def _plan_geometry(
+    mixture: Any, merged: dict[str, Any], given: Mapping[str, Any], world_size: int, where: str
+) -> list[str]:
+    """The batch geometry, ``max_steps`` and evaluation the mixture's plan implies; notes on each."""
+    notes: list[str] = []
     pps = getattr(mixture, "prompts_per_step", None)
     if pps:
         notes += derive_batch(merged, pps, world_size, where)
@@ -338,9 +360,13 @@ def build_grpo_config(
         merged["max_steps"] = planned
         notes.append(f"max_steps={planned} (the mixture plans {planned} steps of {pps} prompts)")
     notes += derive_eval(merged, list(getattr(config, "eval_members", None) or []), world_size, where)
+    return notes
 
-    gpu = _gpu_available()
-    if not gpu:
+
+def _hardware(merged: dict[str, Any], given: Mapping[str, Any], model: str | None) -> list[str]:
+    """CPU settings without a GPU; colocated vLLM with one (installed, a real model); notes on each."""
+    notes: list[str] = []
+    if not _gpu_available():
         merged.setdefault("use_cpu", True)
         for key in ("bf16", "fp16", "use_vllm"):
             if given.get(key):
@@ -350,11 +376,4 @@ def build_grpo_config(
         merged["use_vllm"] = True
         merged.setdefault("vllm_mode", "colocate")
         notes.append("use_vllm=true, vllm_mode=colocate (vLLM is installed and a GPU is present)")
-
-    _name_activation_checkpointing(merged, GRPOConfig)
-    merged["output_dir"] = str(output_dir)
-    try:
-        args = GRPOConfig(**merged)
-    except (TypeError, ValueError) as e:
-        raise TrainConfigError(f"GRPOConfig rejected the training settings: {e}") from None
-    return args, notes
+    return notes

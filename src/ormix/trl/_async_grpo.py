@@ -411,6 +411,54 @@ def _eos_ids(model: str, tokenizer: Any) -> list[int]:
     return ids
 
 
+def _episode_factory(mixture: Any, coroutine_tools: bool) -> Any:
+    """The mixture's environment factory, its episodes' tools made coroutines when ``coroutine_tools``."""
+    factory = mixture.environment_factory
+    if not coroutine_tools:
+        return factory
+    if isinstance(factory, dict):
+        return {n: AsyncEpisodeFactory(f) for n, f in factory.items()}
+    return AsyncEpisodeFactory(factory)
+
+
+def _rollout_worker(
+    model: str,
+    tokenizer: Any,
+    dataset: Any,
+    factory: Any,
+    args: Any,
+    score_queue_maxsize: int,
+    ormix: WorkerMixture,
+) -> OrmixRolloutWorker:
+    """The rollout worker TRL's trainer would build from ``args``, ormix's, on the mixture's rows."""
+    return OrmixRolloutWorker(
+        model_name=model,
+        dataset=dataset,
+        reward_funcs=[],
+        processing_class=tokenizer,
+        eos_token_ids=_eos_ids(model, tokenizer),
+        environment_factory=factory,
+        num_generations=args.num_generations,
+        max_inflight_tasks=args.max_inflight_tasks,
+        queue_maxsize=args.queue_maxsize,
+        score_queue_maxsize=score_queue_maxsize,
+        vllm_server_url=args.vllm_server_base_url,
+        max_tokens=args.max_completion_length,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        min_p=args.min_p,
+        repetition_penalty=args.repetition_penalty,
+        request_timeout=args.request_timeout,
+        chat_template_kwargs=args.chat_template_kwargs,
+        max_tool_calling_iterations=args.max_tool_calling_iterations,
+        log_completions=args.log_completions,
+        num_completions_to_print=args.num_completions_to_print,
+        fork_threshold_tokens=args.fork_threshold_tokens,
+        ormix=ormix,
+    )
+
+
 class AsyncMixtureTrainer(AsyncGRPOTrainer):
     """`trl.experimental.async_grpo.AsyncGRPOTrainer` on an ormix mixture (see the module docstring).
 
@@ -458,61 +506,20 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
         )
         if args.max_inflight_tasks < 0:  # as TRL sets it (it does so after building its own worker)
             args.max_inflight_tasks = max(args.max_staleness, 1) * samples_per_step
-        self.ormix_lag: int | None = None
-        lagged = None
-        if mixture.adaptive:
-            k = mixture.planner.k
-            self.ormix_lag = async_lag(
-                max_inflight_tasks=args.max_inflight_tasks,
-                score_queue_maxsize=score_queue_maxsize,
-                prompts_per_step=k,
-            )
-            planner = lagged_planner(mixture, self.ormix_lag)
-            rows = {
-                n: {r["task_index"]: r for r in mixture.spec(n).dataset_rows()} for n in mixture.train_members
-            }
-            run = _AsyncAdaptiveRun(planner, rows)
-            train_dataset = run.dataset(mixture.num_rows)
-            lagged = LaggedPlan(planner)
-        else:
-            train_dataset = mixture.train_dataset
+        train_dataset, lagged = self._planned_dataset(mixture, args, score_queue_maxsize)
         members = {f.token: (f.member, float(f.scale), f.unscored_reward) for f in mixture.reward_funcs}
         scorers = {f.token: f.group_scorer for f in mixture.reward_funcs if f.group_scorer is not None}
         self.worker_mixture = WorkerMixture(
             members, int(args.num_generations), mixture.secret_values(), lagged, scorers
         )
-        factory = mixture.environment_factory
-        if coroutine_tools:
-            factory = (
-                {n: AsyncEpisodeFactory(f) for n, f in factory.items()}
-                if isinstance(factory, dict)
-                else AsyncEpisodeFactory(factory)
-            )
-        worker = OrmixRolloutWorker(
-            model_name=model,
-            dataset=train_dataset,
-            reward_funcs=[],
-            processing_class=tokenizer,
-            eos_token_ids=_eos_ids(model, tokenizer),
-            environment_factory=factory,
-            num_generations=args.num_generations,
-            max_inflight_tasks=args.max_inflight_tasks,
-            queue_maxsize=args.queue_maxsize,
-            score_queue_maxsize=score_queue_maxsize,
-            vllm_server_url=args.vllm_server_base_url,
-            max_tokens=args.max_completion_length,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            top_k=args.top_k,
-            min_p=args.min_p,
-            repetition_penalty=args.repetition_penalty,
-            request_timeout=args.request_timeout,
-            chat_template_kwargs=args.chat_template_kwargs,
-            max_tool_calling_iterations=args.max_tool_calling_iterations,
-            log_completions=args.log_completions,
-            num_completions_to_print=args.num_completions_to_print,
-            fork_threshold_tokens=args.fork_threshold_tokens,
-            ormix=self.worker_mixture,
+        worker = _rollout_worker(
+            model,
+            tokenizer,
+            train_dataset,
+            _episode_factory(mixture, coroutine_tools),
+            args,
+            score_queue_maxsize,
+            self.worker_mixture,
         )
         ours = [c for c in mixture.callbacks if not isinstance(c, AdaptiveCallback)]
         self._telemetry = next((c for c in ours if isinstance(c, TelemetryCallback)), None)
@@ -532,6 +539,26 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
             use_sdpa_tree_attention()
         self.ormix_records_seen = 0
         self.ormix_records_untrained = 0
+
+    def _planned_dataset(
+        self, mixture: Any, args: Any, score_queue_maxsize: int
+    ) -> tuple[Any, LaggedPlan | None]:
+        """The rows the worker reads, and with adaptive weights the plan that lags by the rollouts in
+        flight (`ormix_lag`, from the worker's queues)."""
+        self.ormix_lag: int | None = None
+        if not mixture.adaptive:
+            return mixture.train_dataset, None
+        self.ormix_lag = async_lag(
+            max_inflight_tasks=args.max_inflight_tasks,
+            score_queue_maxsize=score_queue_maxsize,
+            prompts_per_step=mixture.planner.k,
+        )
+        planner = lagged_planner(mixture, self.ormix_lag)
+        rows = {
+            n: {r["task_index"]: r for r in mixture.spec(n).dataset_rows()} for n in mixture.train_members
+        }
+        run = _AsyncAdaptiveRun(planner, rows)
+        return run.dataset(mixture.num_rows), LaggedPlan(planner)
 
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         worker = getattr(self, "rollout_worker", None)

@@ -19,18 +19,17 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from transformers import TrainerCallback
 
+from ormix._choices import TerminationPolicy
 from ormix._runs import RunDirectory, checkpoint_path
 
 logger = logging.getLogger(__name__)
-
-TerminationPolicy = Literal["checkpoint", "abandon"]
 
 
 @dataclass
@@ -140,6 +139,9 @@ class ProgressLine(TrainerCallback):
     ``eval_members``) that it evaluated: pass@1 (and pass@k, pass^k) and coverage from
     ``eval/<member>/...``, else the trainer's eval reward.
 
+    The library does not print: each line (rich markup) goes to ``show``, which the caller supplies (``ormix
+    train`` prints it on its console); ``None`` only writes the log file.
+
     Example:
         >>> from types import SimpleNamespace
         >>> line = ProgressLine(["a", "b"], None, ".", eval_members=["b"])
@@ -152,12 +154,12 @@ class ProgressLine(TrainerCallback):
     def __init__(
         self,
         members: Sequence[str],
-        console: Any,
+        show: Callable[[str], None] | None,
         run_dir: str | Path,
         *,
         eval_members: Sequence[str] | None = None,
     ) -> None:
-        self.members, self.console = list(members), console
+        self.members, self.show = list(members), show
         self.eval_members = list(members if eval_members is None else eval_members)
         self.started = time.monotonic()
         self.path = Path(run_dir) / "log_history.jsonl"
@@ -169,8 +171,8 @@ class ProgressLine(TrainerCallback):
             return control
         with self.path.open("a", encoding="utf-8") as fh:
             fh.write(json.dumps({"step": state.global_step, **logs}, default=str) + "\n")
-        if "train_runtime" not in logs:
-            self.console.print(" │ ".join(self.parts(state, logs)), highlight=False, soft_wrap=True)
+        if "train_runtime" not in logs and self.show is not None:
+            self.show(" │ ".join(self.parts(state, logs)))
         return control
 
     def parts(self, state: Any, logs: dict[str, Any]) -> list[str]:
@@ -275,40 +277,6 @@ def save_checkpoint(trainer: Any) -> Path | None:
         logger.warning("ormix: could not save a checkpoint after the interrupt: %s", e)
         return None
     return path if path.is_dir() else None
-
-
-@contextlib.contextmanager
-def alarms_on_console(console: Any) -> Iterator[None]:
-    """Within the block, ormix's alarms (`OrmixAlarmWarning`: the coverage alarm in red, the no-learning
-    alarm and the note on unscored rollouts in yellow) are lines of ``console`` between the step lines
-    instead of Python warnings on stderr, where they would name the transformers line that ran the callback.
-    Other warnings show as before.
-
-    Example:
-        >>> import io, warnings
-        >>> from rich.console import Console
-        >>> from ormix.telemetry._alarm import CoverageAlarmWarning
-        >>> out = io.StringIO()
-        >>> with alarms_on_console(Console(file=out, color_system=None)):
-        ...     warnings.warn("ormix: environment 'seta' is failing", CoverageAlarmWarning)
-        >>> print(out.getvalue().strip())
-        ormix: environment 'seta' is failing
-    """
-    from ormix.telemetry._alarm import CoverageAlarmWarning, OrmixAlarmWarning
-
-    shown = warnings.showwarning
-
-    def show(message: Any, category: type[Warning], *where: Any, **more: Any) -> None:
-        if issubclass(category, CoverageAlarmWarning):
-            console.print(f"  [red]{message}[/red]", highlight=False, soft_wrap=True)
-        elif issubclass(category, OrmixAlarmWarning):
-            console.print(f"  [yellow]{message}[/yellow]", highlight=False, soft_wrap=True)
-        else:
-            shown(message, category, *where, **more)
-
-    with warnings.catch_warnings():
-        warnings.showwarning = show
-        yield
 
 
 @contextlib.contextmanager

@@ -64,10 +64,6 @@ _TOOL_RESPONSE_RE = re.compile(r"<tool_response>\n(.*?)\n</tool_response>", re.D
 _REGISTRY_LIMIT = 50_000  # chained sequences remembered; cleared wholesale beyond this (tests never get near)
 
 
-class ScriptError(UsageError):
-    """A scripted policy used in a way it cannot serve (no tokenizer, nothing to attach to, bad output)."""
-
-
 @dataclass(frozen=True)
 class ScriptContext:
     """What the script knows when it writes one turn of one rollout.
@@ -172,19 +168,19 @@ class ScriptedPolicy:
             processing_class = target.processing_class
             self.tokenizer = getattr(processing_class, "tokenizer", processing_class)
         if model is None or not callable(getattr(model, "generate", None)):
-            raise ScriptError(
+            raise UsageError(
                 f"Cannot attach a scripted policy to {type(target).__name__}: it has no model "
                 "with a `generate` method. Pass a GRPOTrainer or a transformers model."
             )
         if self.tokenizer is None:
-            raise ScriptError(
+            raise UsageError(
                 "ScriptedPolicy needs the model's tokenizer: pass `tokenizer=` or attach to a "
                 "trainer (its processing_class is used)."
             )
         if getattr(target, "use_vllm", False) or getattr(
             target, "use_transformers_continuous_batching", False
         ):
-            raise ScriptError(
+            raise UsageError(
                 "ScriptedPolicy replaces `model.generate`, which TRL does not call with vLLM or "
                 "continuous batching; set use_vllm=False and "
                 "use_transformers_continuous_batching=False."
@@ -218,7 +214,7 @@ class ScriptedPolicy:
         import torch
 
         if input_ids is None:
-            raise ScriptError(
+            raise UsageError(
                 "ScriptedPolicy.generate needs `input_ids` (TRL's transformers backend passes them)."
             )
         tokenizer = self.tokenizer
@@ -250,7 +246,7 @@ class ScriptedPolicy:
                 )
                 text = self.script(context)
                 if not isinstance(text, str):
-                    raise ScriptError(
+                    raise UsageError(
                         f"The script returned {type(text).__name__} for turn {context.turn}; it "
                         "must return the completion text (str)."
                     )
@@ -315,7 +311,7 @@ def _eos_ids(generation_config: Any, tokenizer: Any) -> list[int]:
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in ids:
         ids.insert(0, tokenizer.eos_token_id)
     if not ids:
-        raise ScriptError(
+        raise UsageError(
             "ScriptedPolicy needs an end-of-turn token: the tokenizer and generation config "
             "define no eos_token_id."
         )

@@ -69,21 +69,17 @@ _MODEL_CONFIG: dict[str, Any] = {
 _LIBRARIES = ("torch", "transformers", "tokenizers", "trl")
 
 
-class TinyModelError(UsageError):
-    """The tiny model could not be built or a target directory is unusable."""
-
-
 def _trl_chat_template_path() -> pathlib.Path:
     # find_spec on the top-level package locates it without executing it (importing trl imports torch).
     spec = importlib.util.find_spec("trl")
     if spec is None or not spec.submodule_search_locations:
-        raise TinyModelError(
+        raise UsageError(
             "The tiny model needs TRL's qwen3 chat template, but `trl` is not installed. "
             "Install the training extras: pip install 'ormix[trl]'."
         )
     path = pathlib.Path(next(iter(spec.submodule_search_locations))) / "chat_templates" / "qwen3.jinja"
     if not path.is_file():
-        raise TinyModelError(
+        raise UsageError(
             f"TRL is installed but has no chat template at {path}; the tiny model needs trl>=1.16 "
             "(pip install -U 'trl>=1.16')."
         )
@@ -234,7 +230,7 @@ def build_tiny_model(path: str | os.PathLike[str] | None = None, *, seed: int = 
         ``AutoTokenizer.from_pretrained``.
 
     Raises:
-        TinyModelError: TRL is missing, or `path` is a non-empty directory that is not a tiny-model build.
+        UsageError: TRL is missing, or `path` is a non-empty directory that is not a tiny-model build.
 
     Example:
         Not run as a doctest: it builds (or loads) a torch model, which takes seconds.
@@ -250,9 +246,9 @@ def build_tiny_model(path: str | os.PathLike[str] | None = None, *, seed: int = 
     if _is_complete(target, digest):
         return target
     if target.exists() and not target.is_dir():
-        raise TinyModelError(f"Cannot build the tiny model at {target}: it exists and is not a directory.")
+        raise UsageError(f"Cannot build the tiny model at {target}: it exists and is not a directory.")
     if target.is_dir() and any(target.iterdir()) and _read_marker(target) is None:
-        raise TinyModelError(
+        raise UsageError(
             f"Cannot build the tiny model at {target}: the directory is not empty and is not a tiny-model "
             "build. Pass an empty or new directory, or omit `path` to use the cache."
         )
@@ -265,7 +261,7 @@ def build_tiny_model(path: str | os.PathLike[str] | None = None, *, seed: int = 
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if not _is_complete(target, digest):  # pragma: no cover - only if another writer left a different build
-        raise TinyModelError(f"The tiny model at {target} is incomplete after building; remove it and retry.")
+        raise UsageError(f"The tiny model at {target} is incomplete after building; remove it and retry.")
     return target
 
 

@@ -41,7 +41,7 @@ import random
 import re
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,10 +58,6 @@ WARM_MARKER = "ormix-warm.json"
 #: What the model says after the submit call's result (short: it costs completion budget).
 FINAL_ANSWER = "Done."
 _TOOL_CALL_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
-
-
-class WarmupError(UsageError):
-    """The warm start cannot run (no member with reference solutions, or a transcript could not be built)."""
 
 
 @dataclass
@@ -135,7 +131,7 @@ def _tool_suffix_ids(tokenizer: Any, tool_messages: list[dict[str, Any]], templa
     if eos:
         prefix = prefix[: eos[-1] + 1]
     if full[: len(prefix)] != prefix:
-        raise WarmupError(
+        raise UsageError(
             "the chat template does not render tool results as a suffix of the conversation; "
             "the warm start supports Qwen3-style templates (ormix's tiny model)"
         )
@@ -182,7 +178,7 @@ def build_transcripts(
     between a right and a wrong attempt, a choice GRPO can learn from the rewards.
 
     Raises:
-        WarmupError: no training member has reference solutions.
+        UsageError: no training member has reference solutions.
     """
     factory = mixture.environment_factory
     dict_factory = isinstance(factory, dict)
@@ -231,7 +227,7 @@ def build_transcripts(
     finally:
         mixture.close_sessions()
     if not out:
-        raise WarmupError(
+        raise UsageError(
             "the warm start needs reference solutions, which ship for local:echo, local:terminals and "
             "local:seta, or come from a member's own `reference: module:function` hook "
             "(ormix.workbench._references); "
@@ -275,7 +271,7 @@ def _play(
     for name, arguments in calls:
         wire = _resolve_tool(list(by_name), member, name)
         if wire is None:
-            raise WarmupError(
+            raise UsageError(
                 f"member {member!r} has no tool {name!r} (tools: {sorted(by_name)}); the "
                 "reference solutions do not match this environment"
             )
@@ -496,7 +492,7 @@ def warm_start(
             cut them, so their submit call never happens there).
 
     Raises:
-        WarmupError: no training member has reference solutions, or no reference episode scored in its real
+        UsageError: no training member has reference solutions, or no reference episode scored in its real
             session (a tool raised, the session never gave a reward): SFT would teach calls that score
             nothing.
 
@@ -506,8 +502,7 @@ def warm_start(
         >>> start = warm_start(mix, str(build_tiny_model()), steps=100)   # doctest: +SKIP
         >>> start.path, start.made["scored"]                              # doctest: +SKIP
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
     def say(text: str) -> None:
         if console is not None:
@@ -518,14 +513,7 @@ def warm_start(
     transcripts = build_transcripts(mixture, tokenizer, fraction=fraction, near_misses=near_misses)
     refused = _no_episode_scored(transcripts)
     if refused:
-        raise WarmupError(refused)
-    misses = sum(t.near_miss for t in transcripts)
-    episodes = f"{len(transcripts) - misses} reference episodes" + (
-        f" and {misses} near miss{'es' * (misses > 1)}" if misses else ""
-    )
-    scored = sum(1 for t in transcripts if t.reward is not None)
-    lengths = sorted(t.completion_length for t in transcripts)
-    over = sum(1 for n in lengths if n > max_completion_length) if max_completion_length is not None else 0
+        raise UsageError(refused)
     made = {
         "base": str(model_path),
         "steps": steps,
@@ -533,76 +521,134 @@ def warm_start(
         "near_misses": near_misses,
         "seed": seed,
         "learning_rate": learning_rate,
-        "members": sorted({t.member for t in transcripts}),
-        "episodes": len(transcripts) - misses,
-        "near_miss_episodes": misses,
-        "scored": scored,
-        # Episodes GRPO cuts before their submit call (a run's last line can name the cause).
-        "over_completion_budget": over,
-        "longest_episode_tokens": lengths[-1] if lengths else 0,
-        "max_completion_length": max_completion_length,
+        **_episode_facts(transcripts, max_completion_length),
     }
-    digest = hashlib.sha256(
-        json.dumps(
-            {
-                "model": str(Path(model_path).resolve()),
-                "transcripts": [[t.member, t.input_ids, t.labels] for t in transcripts],
-                "steps": steps,
-                "lr": learning_rate,
-                "batch": batch_size,
-                "seed": seed,
-                "v": 1,
-            }
-        ).encode()
-    ).hexdigest()[:16]
-    cached = default_cache_dir() / f"warm-{digest}"
+    settings = {"steps": steps, "lr": learning_rate, "batch": batch_size, "seed": seed}
+    cached = default_cache_dir() / f"warm-{_cache_key(model_path, transcripts, settings)}"
     if cache and (cached / WARM_MARKER).exists():
-        say(f"warm start: reusing {cached} ({episodes}, {steps} SFT steps)")
-        marker_path = cached / WARM_MARKER
-        with contextlib.suppress(OSError, ValueError):
-            marker = json.loads(marker_path.read_text())
-            if "warm_start" not in marker:  # made by an earlier ormix: say how, for the run's manifest
-                marker_path.write_text(json.dumps({**marker, "warm_start": made}) + "\n")
-        model: Any = AutoModelForCausalLM.from_pretrained(str(cached), dtype=torch.float32)
-        if not use_cpu and torch.cuda.is_available():
-            model = model.to("cuda")
-        return WarmStart(model, tokenizer, cached, made)
-    model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-    if not use_cpu and torch.cuda.is_available():
-        model = model.to("cuda")
-    say(
-        f"warm start: {episodes} ({scored} scored in real sessions), completion "
-        f"tokens median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {steps} SFT steps"
-    )
-    if over:
-        say(
-            f"  note: {over} of {len(transcripts)} reference episodes exceed max_completion_length="
-            f"{max_completion_length}; GRPO cuts those before their submit call"
-        )
+        say(f"warm start: reusing {cached} ({_episodes(made)}, {steps} SFT steps)")
+        _mark_how(cached / WARM_MARKER, made)
+        return WarmStart(_load_model(str(cached), use_cpu), tokenizer, cached, made)
+    model = _load_model(model_path, use_cpu)
+    for line in _plan_lines(transcripts, made):
+        say(line)
+    loss_value = _sft(model, tokenizer, transcripts, made, batch_size=batch_size, say=say, started=started)
+    if not cache:
+        return WarmStart(model, tokenizer, None, made)
+    _save_warm(model, tokenizer, cached, {"loss": loss_value, "steps": steps, "warm_start": made})
+    return WarmStart(model, tokenizer, cached, made)
 
+
+def _sft(
+    model: Any,
+    tokenizer: Any,
+    transcripts: Sequence[Transcript],
+    made: Mapping[str, Any],
+    *,
+    batch_size: int,
+    say: Callable[[str], None],
+    started: float,
+) -> float:
+    """`sft_loop` on the transcripts with the settings in ``made`` (steps, learning rate, seed), saying how
+    it goes (seconds since ``started``) and how many greedy first turns parse as a tool call after it;
+    returns the final loss."""
+    steps = made["steps"]
     loss_value = sft_loop(
         model,
         transcripts,
         steps=steps,
-        learning_rate=learning_rate,
-        batch_size=batch_size,
-        seed=seed,
         on_report=lambda step, loss: say(
             f"  sft step {step}/{steps}: loss {loss:.3f} ({time.monotonic() - started:.0f}s)"
         ),
+        learning_rate=made["learning_rate"],
+        batch_size=batch_size,
+        seed=made["seed"],
     )
     ok, tried = _check_tool_calls(model, tokenizer, transcripts)
     say(
         f"warm start done in {time.monotonic() - started:.0f}s: final loss {loss_value:.3f}; greedy first "
         f"turns that parse as a tool call: {ok}/{tried}"
     )
-    if not cache:
-        return WarmStart(model, tokenizer, None, made)
+    return loss_value
+
+
+def _episode_facts(transcripts: Sequence[Transcript], max_completion_length: int | None) -> dict[str, Any]:
+    """What a warm start demonstrates: its members, episodes (near misses apart), how many scored, and their
+    lengths against GRPO's completion budget."""
+    misses = sum(t.near_miss for t in transcripts)
+    lengths = sorted(t.completion_length for t in transcripts)
+    over = sum(1 for n in lengths if n > max_completion_length) if max_completion_length is not None else 0
+    return {
+        "members": sorted({t.member for t in transcripts}),
+        "episodes": len(transcripts) - misses,
+        "near_miss_episodes": misses,
+        "scored": sum(1 for t in transcripts if t.reward is not None),
+        # Episodes GRPO cuts before their submit call (a run's last line can name the cause).
+        "over_completion_budget": over,
+        "longest_episode_tokens": lengths[-1] if lengths else 0,
+        "max_completion_length": max_completion_length,
+    }
+
+
+def _episodes(made: Mapping[str, Any]) -> str:
+    """``"N reference episodes"``, and the near misses if any."""
+    misses = made["near_miss_episodes"]
+    return f"{made['episodes']} reference episodes" + (
+        f" and {misses} near miss{'es' * (misses > 1)}" if misses else ""
+    )
+
+
+def _plan_lines(transcripts: Sequence[Transcript], made: Mapping[str, Any]) -> list[str]:
+    """What a warm start about to train says: its episodes, their lengths, and those GRPO would cut."""
+    lengths = sorted(t.completion_length for t in transcripts)
+    lines = [
+        f"warm start: {_episodes(made)} ({made['scored']} scored in real sessions), completion "
+        f"tokens median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {made['steps']} SFT steps"
+    ]
+    if made["over_completion_budget"]:
+        lines.append(
+            f"  note: {made['over_completion_budget']} of {len(transcripts)} reference episodes exceed "
+            f"max_completion_length={made['max_completion_length']}; GRPO cuts those before their submit call"
+        )
+    return lines
+
+
+def _cache_key(model_path: str, transcripts: Sequence[Transcript], settings: Mapping[str, Any]) -> str:
+    """The warmed model's cache name: a hash of the model, the transcripts and the SFT settings."""
+    key = {
+        "model": str(Path(model_path).resolve()),
+        "transcripts": [[t.member, t.input_ids, t.labels] for t in transcripts],
+        **settings,
+        "v": 1,
+    }
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
+
+
+def _mark_how(marker_path: Path, made: Mapping[str, Any]) -> None:
+    """Add how a cached warm start was made to a marker an earlier ormix wrote without it (for the run's
+    manifest); best effort."""
+    with contextlib.suppress(OSError, ValueError):
+        marker = json.loads(marker_path.read_text())
+        if "warm_start" not in marker:
+            marker_path.write_text(json.dumps({**marker, "warm_start": made}) + "\n")
+
+
+def _load_model(path: str, use_cpu: bool) -> Any:
+    """The model at ``path`` in float32, on the GPU when there is one and ``use_cpu`` is off."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    if not use_cpu and torch.cuda.is_available():
+        model = model.to("cuda")
+    return model
+
+
+def _save_warm(model: Any, tokenizer: Any, cached: Path, marker: Mapping[str, Any]) -> None:
+    """Save the warmed model into the cache, replacing what is there at once (a reader never sees half)."""
     tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
     model.save_pretrained(str(tmp))
     tokenizer.save_pretrained(str(tmp))
-    marker = {"loss": loss_value, "steps": steps, "warm_start": made}
     (tmp / WARM_MARKER).write_text(json.dumps(marker) + "\n")
     shutil.rmtree(cached, ignore_errors=True)
     os.replace(tmp, cached)
-    return WarmStart(model, tokenizer, cached, made)

@@ -207,14 +207,15 @@ def record_evaluation(run_dir: Path, entries: Mapping[str, Mapping[str, Any]]) -
 def compare_evals(result: TrainResult, console: Any) -> None:
     """With evals before and after training: what changed, paired over the same tasks, into
     ``RUN_DIR/eval-comparison`` (the report prints it)."""
-    from ormix.app._compare import CompareError, compare, load_eval, write_comparison
+    from ormix._errors import UsageError
+    from ormix.app._compare import compare, load_eval, write_comparison
 
     assert result.eval is not None and result.eval_before is not None
     if int(os.environ.get("RANK", "0")) != 0:
         return  # one process writes the comparison (every process holds the same two evals)
     try:
         comparison = compare([load_eval(result.eval_before), load_eval(result.eval)])
-    except CompareError as e:  # the run trained and was evaluated: a comparison that cannot be made is a note
+    except UsageError as e:  # the run trained and was evaluated: a comparison that cannot be made is a note
         console.print(f"  note: no comparison of the evals before and after training: {e}", highlight=False)
         return
     write_comparison(comparison, RunDirectory(result.run_dir).comparison_path)

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from ormix._choices import TerminationPolicy
 from ormix.app._command import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
 
 
@@ -63,7 +64,7 @@ class RunOptions:
     resume: str | Path | None = None
     overwrite: bool = False
     allow_changed_mixture: bool = False
-    on_sigterm: Literal["checkpoint", "abandon"] = "checkpoint"
+    on_sigterm: TerminationPolicy = "checkpoint"
     sigterm_grace_s: float = 120.0
     save_on_interrupt: bool = True
     report: bool = True

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ormix._errors import TrainConfigError
+from ormix._errors import TrainConfigError, UsageError
 from ormix._runs import RunDirectory, default_run_dir, weights_sha256
 from ormix.app._train.options import RunOptions
 from ormix.config._trainer_rules import plan_length_problem
@@ -189,9 +189,7 @@ def _check_references(mix: MixtureSpec) -> None:
     from ormix.workbench._references import reference_solver
 
     if not any(reference_solver(m, mix.members[m]) is not None for m in mix.train_members):
-        from ormix.workbench._warmup import WarmupError
-
-        raise WarmupError(
+        raise UsageError(
             "the warm start needs reference solutions and no training member has any: give yours a "
             "`reference: module:function` (docs/guides/own-environment.md), or drop --warmup-sft / "
             "warm_start:"

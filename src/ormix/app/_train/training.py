@@ -21,6 +21,7 @@ from ormix.app._train.evals import (
 )
 from ormix.app._train.options import RunOptions, TrainResult
 from ormix.app._train.prepare import PlannedRun
+from ormix.app._train.progress import alarms_on_console, console_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.mixture import MixtureSpec
@@ -40,7 +41,6 @@ def run_trainer(
     from ormix.trl._lifecycle import (
         ProgressLine,
         RunLifecycle,
-        alarms_on_console,
         handle_termination,
         quiet_trainer,
         save_checkpoint,
@@ -50,7 +50,9 @@ def run_trainer(
     with handle_termination(opts.on_sigterm, opts.sigterm_grace_s) as stop, contextlib.ExitStack() as stack:
         ours = [
             RunLifecycle(run.dir.path, stop),
-            ProgressLine(list(mix.members), console, run.dir.path, eval_members=mix.config.eval_members),
+            ProgressLine(
+                list(mix.members), console_lines(console), run.dir.path, eval_members=mix.config.eval_members
+            ),
             *callbacks,
         ]
         if opts.vllm_url is not None:

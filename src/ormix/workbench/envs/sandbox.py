@@ -16,7 +16,7 @@ Each command runs in a fresh bubblewrap container:
 The object has the async interface the openreward SDK's `CLIToolset` expects of `env.sandbox`
 (`run`, `check_run`, `download`, `upload`), plus host-side helpers for seeding and grading.
 
-Without a working `bwrap` the sandbox refuses to run model commands (`SandboxUnavailableError`, with what to
+Without a working `bwrap` the sandbox refuses to run model commands (`SandboxError`, with what to
 do) unless unsandboxed runs are explicitly allowed (`allow_unsandboxed=True` or `ORMIX_ALLOW_UNSANDBOXED=1`);
 then commands run plainly in the session directory, which is then also the working directory the model sees.
 
@@ -59,11 +59,8 @@ _PROBES: dict[str, str | None] = {}
 
 
 class SandboxError(OrmixRuntimeError):
-    """Base class of sandbox errors."""
-
-
-class SandboxUnavailableError(SandboxError):
-    """No working bubblewrap and unsandboxed runs were not allowed: model commands are refused."""
+    """The sandbox cannot run this: not started, closed, a file over its limit, or no working bubblewrap
+    while unsandboxed runs are not allowed (every model command is then refused, saying how to fix it)."""
 
 
 class SandboxPathError(SandboxError, ValueError):
@@ -333,12 +330,12 @@ class Sandbox:
         cut off and sets `truncated`.
 
         Raises:
-            SandboxUnavailableError: bubblewrap is unusable and unsandboxed runs are not allowed.
+            SandboxError: bubblewrap is unusable and unsandboxed runs are not allowed.
         """
         if self._dir is None:
             await self.start()
         if self._refusal is not None:
-            raise SandboxUnavailableError(self._refusal)
+            raise SandboxError(self._refusal)
         if self._closed:
             raise SandboxError("this sandbox was closed; the session is over")
         env = None

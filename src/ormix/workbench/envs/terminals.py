@@ -27,7 +27,7 @@ from typing import Optional
 from openreward.environments import TextBlock, ToolOutput, tool
 from pydantic import BaseModel, Field
 
-from ormix.workbench.envs.sandbox import SandboxError, SandboxUnavailableError
+from ormix.workbench.envs.sandbox import SandboxError
 from ormix.workbench.envs.sandboxed import SandboxedTaskEnvironment
 from ormix.workbench.envs.tasks import summarize
 from ormix.workbench.envs.tasks.ops_tasks import TERMINALS_OPS
@@ -108,7 +108,9 @@ class Terminals(SandboxedTaskEnvironment):
                 timeout=timeout,
                 max_bytes=BASH_MAX_BYTES,
             )
-        except SandboxUnavailableError as e:
+        except SandboxError as e:
+            if self.sandbox.refusal is None:  # not the "no bubblewrap" refusal: a sandbox used wrongly
+                raise
             return _text(f"Error: {e}", error="sandbox_unavailable")
         notes = []
         if res.truncated:
