@@ -217,3 +217,25 @@ def test_records_without_their_batch_are_uploaded_with_their_policy_version(doub
         assert [(m["type"], m.get("reward"), "content" in m) for m in r["messages"]] == [
             ("assistant_message", 1.0, False)
         ]
+
+
+def test_the_end_of_a_run_waits_close_timeout_s_for_a_platform_that_never_answers():
+    import socket
+    import time
+
+    with socket.socket() as hole:  # accepts connections (the backlog), never answers
+        hole.bind(("127.0.0.1", 0))
+        hole.listen(16)
+        url = f"http://127.0.0.1:{hole.getsockname()[1]}"
+        took = {}
+        for wait in (0.0, 1.0):
+            up = UploadRun(
+                UploadConfig(close_timeout_s=wait), run_name="r", model_name="m", api_url=url, api_key="k"
+            )
+            up.start().observe("a", "train", _records(3), _batch(3))
+            started = time.monotonic()
+            counts = up.close()
+            took[wait] = time.monotonic() - started
+            assert counts.sent == 0 and counts.abandoned + counts.unconfirmed == 3
+    # Bounded by the setting, not by the HTTP timeouts of a request in flight (they used to add 5 s).
+    assert took[0.0] < 0.9 <= took[1.0] < 3.0, took

@@ -278,6 +278,7 @@ class RolloutUploader:
         self._busy = 0  # rollouts taken off the queue and not yet settled
         self._idle = threading.Condition(self._lock)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._main_task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
         self._stopping = False
@@ -376,8 +377,11 @@ class RolloutUploader:
         asyncio.set_event_loop(loop)
         self._loop, self._wake = loop, asyncio.Event()
         ready.set()
+        self._main_task = loop.create_task(self._main())
         try:
-            loop.run_until_complete(self._main())
+            loop.run_until_complete(self._main_task)
+        except asyncio.CancelledError:
+            pass  # `close` ran out of time: what was in flight is counted abandoned
         finally:
             loop.close()
 
@@ -385,6 +389,10 @@ class RolloutUploader:
         self._stopping = True
         if self._wake is not None:
             self._wake.set()
+        # A request in flight would otherwise hold the end of the run past `close`'s bound (the HTTP
+        # timeouts are longer): `close` has already counted it abandoned.
+        if self._main_task is not None:
+            self._main_task.cancel()
 
     async def _main(self) -> None:
         assert self._wake is not None
