@@ -112,21 +112,6 @@ def checkpoint_step(path: str | os.PathLike[str]) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def default_run_dir(name: str, root: str | Path = "runs") -> Path:
-    """A fresh run directory ``<root>/<name>-<YYYYmmdd-HHMMSS>`` (a numeric suffix if taken); not created.
-
-    Example:
-        >>> default_run_dir("local-demo").name.startswith("local-demo-")
-        True
-    """
-    base = Path(root) / f"{name}-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    candidate, n = base, 1
-    while candidate.exists():
-        n += 1
-        candidate = base.with_name(f"{base.name}-{n}")
-    return candidate
-
-
 def config_changes(old: Any, new: Any, path: str = "") -> list[str]:
     """Every difference between two configs (`MixtureConfig.manifest_dict`), as ``key.path: old → new``.
 
@@ -292,39 +277,6 @@ class RunDirectory:
             or (self.path / "log_history.jsonl").exists()
         )
 
-    @property
-    def model_path(self) -> Path:
-        """Where a finished run saved its final model."""
-        return self.path / "model"
-
-    # The evals a run directory holds: every command reads and writes them through these names.
-
-    @property
-    def eval_path(self) -> Path:
-        """The trained model's eval: `ormix train`'s final eval, `ormix eval RUN_DIR`'s output (a
-        checkpoint's eval is ``eval/checkpoint-N``).
-
-        Example:
-            >>> RunDirectory("runs/demo").eval_path.as_posix()
-            'runs/demo/eval'
-        """
-        return self.path / "eval"
-
-    @property
-    def eval_before_path(self) -> Path:
-        """The eval of the model GRPO started from, made by `ormix train` before its first step."""
-        return self.path / "eval-before"
-
-    @property
-    def eval_start_path(self) -> Path:
-        """``ormix eval --model RUN_DIR@start``'s output (the recorded start, evaluated later)."""
-        return self.path / "eval-start"
-
-    @property
-    def comparison_path(self) -> Path:
-        """What changed from the eval before training to the eval after, paired over the same tasks."""
-        return self.path / "eval-comparison"
-
     def trained_here(self) -> bool:
         """Whether a training run wrote here: its manifest and train args (an eval directory, which also
         has a ``manifest.json``, has no ``train_args.json``)."""
@@ -461,20 +413,10 @@ class RunDirectory:
         return dropped
 
     def clear(self) -> None:
-        """Remove an earlier run's files (`--overwrite`): manifest, logs, records, checkpoints, report,
-        model, and its evals (of a model that is gone)."""
+        """Remove an earlier run's files (`--overwrite`): manifest, logs, records, checkpoints."""
         for name in ("manifest.json", "train_args.json", "progress.json", *APPEND_ONLY):
             (self.path / name).unlink(missing_ok=True)
-        for path in (
-            self.path / "rollouts",
-            self.path / "report",
-            self.model_path,
-            self.path / "completions",
-            self.eval_path,
-            self.eval_before_path,
-            self.eval_start_path,
-            self.comparison_path,
-        ):
+        for path in (self.path / "rollouts", self.path / "completions"):
             shutil.rmtree(path, ignore_errors=True)
         for child in self.path.glob("checkpoint-*"):
             shutil.rmtree(child, ignore_errors=True)

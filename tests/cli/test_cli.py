@@ -183,6 +183,8 @@ def test_serve_command_serves_local_environments():
     try:
         line = proc.stdout.readline()
         port = int(line.split("port=")[1].split()[0])
+        said = proc.stderr.readline()  # the port it got, not the 0 it was given
+        assert said.startswith(f"serving local:echo on http://127.0.0.1:{port} "), said
         assert blocking_request("GET", f"http://127.0.0.1:{port}/list_environments").json() == ["echo"]
     finally:
         proc.terminate()

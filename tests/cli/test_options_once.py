@@ -82,22 +82,6 @@ def test_run_forever_announces_its_server_to_the_caller_and_prints_nothing(tmp_p
     assert out == ""
 
 
-def test_ormix_serve_announces_the_port_it_got():
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ormix.app", "serve", "local:echo", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        port = int(proc.stdout.readline().split("port=")[1].split()[0])
-        said = proc.stderr.readline()
-        assert said.startswith(f"serving local:echo on http://127.0.0.1:{port} "), said
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
 @pytest.mark.parametrize(
     ("argv", "choice"),
     [

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ormix._errors import UsageError
-from ormix._runs import RunDirectory
+from ormix.app._workspace import Workspace
 from ormix.evaluation._stats import (
     COVERS_TASKS,
     HIERARCHICAL_METHOD,
@@ -123,8 +123,8 @@ def load_eval(path: str | Path) -> EvalData:
             f"{p} does not exist: give an eval directory (ormix eval's output) or a run directory with eval/"
         )
     if not (p / "rollouts.jsonl").is_file():
-        if (RunDirectory(p).eval_path / "rollouts.jsonl").is_file():
-            p = RunDirectory(p).eval_path
+        if (Workspace(p).eval_path / "rollouts.jsonl").is_file():
+            p = Workspace(p).eval_path
         else:
             raise UsageError(
                 f"{p} holds no eval (no rollouts.jsonl in it or in {p / 'eval'}): run `ormix eval` for it "

@@ -55,7 +55,7 @@ from ormix._errors import OrmixError
 from ormix.app._command import EXIT_FAILED, EXIT_OK, run_command
 from ormix.app._eval_dir import EvalDirectory
 from ormix.app._eval_manifest import eval_manifest, trainer_manifest
-from ormix.app._eval_model import default_eval_dir, resolve_eval_model
+from ormix.app._eval_model import resolve_eval_model
 from ormix.app._oracle import (
     ReferenceCalls,
     attach_reference_policy,
@@ -63,6 +63,7 @@ from ormix.app._oracle import (
     reference_calls,
     reference_settings,
 )
+from ormix.app._workspace import default_eval_dir
 from ormix.config._trainer_rules import pass_k_problem
 from ormix.evaluation._errors import EvalError
 from ormix.evaluation._tasks import EvalTasks, TaskKey, eval_tasks, interleaved_chunks, task_key

@@ -15,10 +15,10 @@ Example:
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
-from ormix._runs import RunDirectory, checkpoint_step, weights_sha256
+from ormix._runs import checkpoint_step, weights_sha256
+from ormix.app._workspace import Workspace
 from ormix.evaluation._errors import EvalError
 
 #: ``--model RUN_DIR@start``: the model the run's GRPO started from.
@@ -53,7 +53,7 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
     path = Path(model).expanduser()
     if path.is_dir():
         resolved = path.resolve()
-        run = RunDirectory(resolved)
+        run = Workspace(resolved)
         if run.trained_here():
             if not _is_model_dir(run.model_path):
                 found = {p.name: step for p in resolved.iterdir() if (step := checkpoint_step(p)) is not None}
@@ -69,7 +69,7 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
                 )
             return str(run.model_path), str(resolved), run.eval_path
         if _is_model_dir(resolved):
-            parent = RunDirectory(resolved.parent)
+            parent = Workspace(resolved.parent)
             if parent.trained_here() and checkpoint_step(resolved) is not None:
                 return str(resolved), str(resolved), parent.eval_path / resolved.name
             if parent.trained_here() and resolved == parent.model_path:
@@ -90,7 +90,7 @@ def resolve_eval_model(model: str | None) -> tuple[str | None, str, Path | None]
 def _start_of(model: str) -> tuple[str | None, str, Path | None]:
     """``RUN_DIR@start``: the start the run's manifest records, checked against its content hash."""
     given = model[: -len(START)]
-    run = RunDirectory(Path(given).expanduser().resolve())
+    run = Workspace(Path(given).expanduser().resolve())
     if not run.trained_here():
         raise EvalError(
             f"--model {model}: {given} is no run directory (no manifest.json and train_args.json); "
@@ -118,30 +118,3 @@ def _start_of(model: str) -> tuple[str | None, str, Path | None]:
             f"{recorded[:12]} recorded); it was replaced since"
         )
     return str(path), label, run.eval_start_path
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "model"
-
-
-def default_eval_dir(mixture: str, label: str, run_out: Path | None, *, policy: str, seed: int) -> Path:
-    """Where an eval goes without ``--out``: a run's model's own (``run_out`` of `resolve_eval_model`:
-    ``<run_dir>/eval[/checkpoint-N]``), else ``evals/<mixture>-<model>`` (``evals/<mixture>-reference``
-    for the oracle run), with ``-seed<N>`` for a seed other than 0.
-
-    Example:
-        >>> default_eval_dir("demo", "Qwen/Qwen3-0.6B", None, policy="model", seed=1).as_posix()
-        'evals/demo-Qwen-Qwen3-0.6B-seed1'
-        >>> default_eval_dir("demo", "runs/x", Path("runs/x/eval"), policy="model", seed=1).as_posix()
-        'runs/x/eval'
-    """
-    from ormix.workbench._tiny import TINY_MODEL
-
-    if policy == "reference":
-        base = Path("evals") / f"{mixture}-reference"
-    elif run_out is not None:
-        base = run_out
-    else:
-        name = "tiny" if label == TINY_MODEL else Path(label).name if Path(label).is_dir() else label
-        base = Path("evals") / f"{mixture}-{_slug(name)}"
-    return base if seed == 0 or run_out is not None else base.with_name(f"{base.name}-seed{seed}")

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ormix._runs import RunDirectory, read_jsonl
+from ormix._runs import read_jsonl
+from ormix.app._workspace import Workspace
 from ormix.evaluation._summary import summarize as summarize_eval
 from ormix.evaluation._summary import summary_markdown, summary_table
 from ormix.rollout._outcome import ERROR_KINDS
@@ -454,7 +455,7 @@ def logged_series(run_dir: Path, metrics: Sequence[str]) -> dict[int, dict[str, 
         {2: {'ormix/a/weight': 0.7}}
     """
     out: dict[int, dict[str, float]] = {}
-    completed = RunDirectory(run_dir).completed_step()
+    completed = Workspace(run_dir).completed_step()
     for entry in read_jsonl(Path(run_dir) / "log_history.jsonl"):
         step = entry.get("step")
         if not isinstance(step, int) or (completed is not None and step > completed):
@@ -838,7 +839,7 @@ def run_evals(run_dir: str | Path) -> dict[str, Any]:
         >>> run_evals("no-such-run")
         {}
     """
-    run = RunDirectory(run_dir)
+    run = Workspace(run_dir)
     out: dict[str, Any] = {}
     for key, where in (("before", run.eval_before_path), ("after", run.eval_path)):
         path = where / "summary.json"
@@ -869,7 +870,7 @@ class _Scan:
 def _scan_records(run_dir: Path, records: list[Mapping[str, Any]]) -> _Scan:
     """The report's figures from records held in memory (the records a caller passes)."""
     # Rollouts of a step that never completed (the run stopped in it) are not part of the run.
-    completed = RunDirectory(run_dir).completed_step()
+    completed = Workspace(run_dir).completed_step()
     unfinished = 0
     if completed is not None:
         kept = [r for r in records if not isinstance(r.get("step"), int) or r["step"] <= completed]
@@ -945,7 +946,7 @@ def write_report(run_dir: str | Path, records: Sequence[Mapping[str, Any]] | Non
             drawn = {}
             if series:
                 logged = logged_series(run_dir, ("weight", "tasks_set_aside", "noise", "signal"))
-                planned = planned_shares(RunDirectory(run_dir).read_manifest())
+                planned = planned_shares(Workspace(run_dir).read_manifest())
                 drawn = figures(series, members, logged, result.summary["trend"], planned)
             if env_time:
                 drawn["env_time.png"] = env_time_figure(env_time)

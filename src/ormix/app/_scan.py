@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ormix._runs import RunDirectory
 from ormix.app._report import TREND_METRICS, eval_ks, percentile
+from ormix.app._workspace import Workspace
 from ormix.evaluation._summary import summarize as summarize_eval
 from ormix.telemetry._metrics import member_values, metric_key, summarize
 from ormix.telemetry._records import read_record_table, record_files
@@ -266,7 +266,7 @@ def _finished_records(run_dir: Path) -> tuple[pa.Table, int]:
 
     table = read_record_table(record_files(run_dir))
     total = table.num_rows
-    completed = RunDirectory(run_dir).completed_step()
+    completed = Workspace(run_dir).completed_step()
     if completed is not None and total:
         step = table.column("step")
         table = table.filter(pc.or_kleene(pc.is_null(step), pc.less_equal(step, completed)))

@@ -57,7 +57,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ormix._errors import UsageError
-from ormix._runs import RunDirectory
 from ormix.app._command import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
@@ -66,6 +65,7 @@ from ormix.app._command import (
     EXIT_TERMINATED,
     run_command,
 )
+from ormix.app._workspace import Workspace
 from ormix.config._trainer_rules import max_steps_problem
 from ormix.evaluation._summary import format_metric
 from ormix.mixture._ablation import FULL, Arm, Budget, arm_file_text, arms, select_arms
@@ -195,8 +195,8 @@ def arm_done(run_dir: Path, config_hash: str | None = None) -> bool:
         >>> arm_done(Path("no/such/run"))
         False
     """
-    summary = RunDirectory(run_dir).eval_path / "summary.json"
-    if not (RunDirectory(run_dir).model_path.is_dir() and summary.is_file()):
+    summary = Workspace(run_dir).eval_path / "summary.json"
+    if not (Workspace(run_dir).model_path.is_dir() and summary.is_file()):
         return False
     try:
         complete = json.loads(summary.read_text(encoding="utf-8")).get("complete", True) is not False
@@ -208,7 +208,7 @@ def arm_done(run_dir: Path, config_hash: str | None = None) -> bool:
 def _eval_hash(run_dir: Path) -> str | None:
     """The config hash of the mixture the eval in ``run_dir/eval`` evaluated (``None``: no readable one)."""
     try:
-        manifest = json.loads((RunDirectory(run_dir).eval_path / "manifest.json").read_text())
+        manifest = json.loads((Workspace(run_dir).eval_path / "manifest.json").read_text())
     except (OSError, ValueError):
         return None
     return manifest.get("config_hash") if isinstance(manifest, dict) else None
@@ -421,7 +421,7 @@ def _check_options(study_dir: Path, kept: Mapping[str, Any]) -> None:
 
 
 def _eval_summary(run_dir: Path) -> dict[str, Any] | None:
-    path = RunDirectory(run_dir).eval_path / "summary.json"
+    path = Workspace(run_dir).eval_path / "summary.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 
@@ -443,7 +443,7 @@ def _effects(study_dir: Path, done: Sequence[Arm], options: StudyOptions) -> dic
     from ormix.app._compare import compare, compare_groups, load_eval
 
     def evals(arm: str) -> list[Any]:
-        return [load_eval(RunDirectory(run).eval_path) for _, run in arm_runs(study_dir, arm, options.seeds)]
+        return [load_eval(Workspace(run).eval_path) for _, run in arm_runs(study_dir, arm, options.seeds)]
 
     base = evals(FULL)
     out: dict[str, Any] = {}
@@ -473,7 +473,7 @@ def _per_member_differences(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def _run_start(run: Path) -> dict[str, Any] | None:
 
-    return RunDirectory(run).start()
+    return Workspace(run).start()
 
 
 def _build_study(
@@ -560,7 +560,7 @@ def _arm_metrics(
         from ormix.app._compare import group_metrics, load_eval
 
         return group_metrics(
-            [load_eval(RunDirectory(run).eval_path) for _, run in runs], ks=options.k, seed=options.seed
+            [load_eval(Workspace(run).eval_path) for _, run in runs], ks=options.k, seed=options.seed
         )
     return _member_metrics(summary)
 
@@ -655,10 +655,10 @@ def _train_run(
     checkpoint, else started over)."""
     from ormix.app._train import RunOptions, train
 
-    directory = RunDirectory(run)
-    if (RunDirectory(run).eval_path).exists():
+    directory = Workspace(run)
+    if (Workspace(run).eval_path).exists():
         # An eval of a model this training replaces: it would resume as if it were the new model's.
-        shutil.rmtree(RunDirectory(run).eval_path)
+        shutil.rmtree(Workspace(run).eval_path)
         console.print(f"  {name}: its eval was of an earlier model; removed")
     resume = overwrite = None
     if directory.holds_a_run():
@@ -689,7 +689,7 @@ def _train_run(
 def _eval_arm(full_file: Path, full_hash: str, run: Path, options: StudyOptions, console: Any) -> None:
     from ormix.app._eval import EvalOptions, run_eval
 
-    other = (RunDirectory(run).eval_path / "manifest.json").is_file() and _eval_hash(run) != full_hash
+    other = (Workspace(run).eval_path / "manifest.json").is_file() and _eval_hash(run) != full_hash
     if other:
         # E.g. the final eval of training, on the arm's own eval sets: not the study's tasks.
         console.print(f"  {run / 'eval'} holds an eval of another mixture: replaced by the full mixture's")
@@ -697,7 +697,7 @@ def _eval_arm(full_file: Path, full_hash: str, run: Path, options: StudyOptions,
         full_file,
         EvalOptions(
             model=str(run),
-            out_dir=RunDirectory(run).eval_path,
+            out_dir=Workspace(run).eval_path,
             k=options.k,
             samples=options.samples,
             seed=options.seed,
@@ -845,7 +845,7 @@ class _ArmRunner:
 
     def _train(self, name: str, arm: Arm, seed: int | None, run: Path, result: StudyResult) -> None:
         """Train one run unless its model is there; raises `_Stopped` when it stops without one."""
-        trained = RunDirectory(run).model_path
+        trained = Workspace(run).model_path
         if trained.is_dir():
             return
         file = self.study_dir / "mixtures" / f"{arm.name}.yaml"

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ormix._runs import RunDirectory
 from ormix.app._train.options import TrainResult
+from ormix.app._workspace import Workspace
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.evaluation._tasks import EvalTasks
@@ -218,4 +218,4 @@ def compare_evals(result: TrainResult, console: Any) -> None:
     except UsageError as e:  # the run trained and was evaluated: a comparison that cannot be made is a note
         console.print(f"  note: no comparison of the evals before and after training: {e}", highlight=False)
         return
-    write_comparison(comparison, RunDirectory(result.run_dir).comparison_path)
+    write_comparison(comparison, Workspace(result.run_dir).comparison_path)

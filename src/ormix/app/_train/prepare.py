@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ormix._errors import TrainConfigError, UsageError
-from ormix._runs import RunDirectory, default_run_dir, weights_sha256
+from ormix._runs import weights_sha256
 from ormix.app._train.options import RunOptions
+from ormix.app._workspace import Workspace, default_run_dir
 from ormix.config._trainer_rules import plan_length_problem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,7 +55,7 @@ def load_run_config(
 class PlannedRun:
     """One run, as checked before anything starts: where, with which trainer settings, from where."""
 
-    dir: RunDirectory
+    dir: Workspace
     args: Any  # the GRPOConfig
     notes: list[str]
     model: str | None  # None: the tiny model
@@ -109,7 +110,7 @@ def plan_run(mix: MixtureSpec, opts: RunOptions) -> PlannedRun:
     if sft > 0 and opts.resume is None:
         _check_references(mix)
     run = PlannedRun(
-        RunDirectory(run_dir),
+        Workspace(run_dir),
         args,
         notes,
         model,
@@ -201,7 +202,7 @@ def earlier_overrides(opts: RunOptions) -> RunOptions:
     command gives them again."""
     if opts.resume is None or opts.output_dir is None:
         return opts
-    stored = (RunDirectory(opts.output_dir).read_manifest() or {}).get("overrides") or {}
+    stored = (Workspace(opts.output_dir).read_manifest() or {}).get("overrides") or {}
     settings = {**stored.get("settings", {}), **opts.settings}
     max_steps = opts.max_steps if opts.max_steps is not None else stored.get("max_steps")
     seed = opts.seed if opts.seed is not None else stored.get("seed")
@@ -246,7 +247,7 @@ def start_run(mix: MixtureSpec, run: PlannedRun, opts: RunOptions, console: Any)
             console.print(f"  [yellow]note:[/yellow] {note}", highlight=False)
     if run.checkpoint is not None:
         manifest = run.dir.resumed_manifest(manifest, run.checkpoint, run.changes, opts.allow_changed_mixture)
-        step = RunDirectory.step_of(run.checkpoint)
+        step = Workspace.step_of(run.checkpoint)
         if run.rank == 0:
             run.dir.cut_back(step)
         console.print(f"  resuming from {run.checkpoint} (step {step})")
