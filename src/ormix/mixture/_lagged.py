@@ -133,8 +133,3 @@ class LaggedPlan:
         """
         step = self.step_of(group_index)
         return step in self._observed or group_index in self._pending.get(step, {})
-
-    @property
-    def pending_steps(self) -> list[int]:
-        """Plan steps with some, not all, of their groups scored."""
-        return sorted(self._pending)

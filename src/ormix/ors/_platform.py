@@ -144,8 +144,3 @@ class BackendGate:
         if not self._waits:
             return None
         return max(0.0, self._clock() - min(w.since for w in self._waits))
-
-    @property
-    def starting_now(self) -> int:
-        """Requests riding out a starting backend right now."""
-        return len(self._waits)

@@ -1,7 +1,7 @@
 """Supervised warm start: teach a model the tool-call format on reference solutions before GRPO.
 
 A randomly initialised model (ormix's offline tiny model) never emits a parseable ``<tool_call>``, so every
-rollout is unscored and GRPO has nothing to learn from. `warmup_sft` first plays every training task's
+rollout is unscored and GRPO has nothing to learn from. `warm_start` first plays every training task's
 reference solution (`ormix.workbench._references.reference_solver`: a member's own ``reference:`` hook, else
 the shipped
 ones of ``local:echo``, ``local:terminals`` and ``local:seta``) through the mixture's own environments, in
@@ -24,10 +24,10 @@ calls. It memorises the training tasks; it does not teach solving new ones.
 
 Example:
     >>> from ormix import load_mixture
-    >>> from ormix.workbench._warmup import warmup_sft
+    >>> from ormix.workbench._warmup import warm_start
     >>> mix = load_mixture("mixtures/local-demo.yaml")
     >>> # Not run as a doctest: 200 steps of torch training take minutes on a CPU.
-    >>> model, tokenizer = warmup_sft(mix, "path/to/tiny", steps=200)   # doctest: +SKIP
+    >>> model = warm_start(mix, "path/to/tiny", steps=200).model   # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -417,47 +417,6 @@ def _no_episode_scored(transcripts: Sequence[Transcript]) -> str | None:
         f"warm start: 0 of {len(references)} reference episodes scored ({cause}); fix them or the "
         "environment (`ormix eval FILE --policy reference` plays them), or drop --warmup-sft"
     )
-
-
-def warmup_sft(
-    mixture: Any,
-    model_path: str,
-    *,
-    steps: int,
-    console: Any | None = None,
-    seed: int = 0,
-    learning_rate: float = 1e-2,
-    batch_size: int = 4,
-    use_cpu: bool = True,
-    max_completion_length: int | None = None,
-    fraction: float = 1.0,
-    near_misses: bool = False,
-    cache: bool = True,
-) -> tuple[Any, Any]:
-    """Fine-tune the model at `model_path` for `steps` steps on reference transcripts: (model, tokenizer).
-
-    `warm_start` with the same arguments, less where it saved the model.
-
-    Example:
-        Not run as a doctest: 100 steps of torch training take a minute or more on a CPU.
-
-        >>> model, tokenizer = warmup_sft(mix, str(build_tiny_model()), steps=100)   # doctest: +SKIP
-    """
-    done = warm_start(
-        mixture,
-        model_path,
-        steps=steps,
-        console=console,
-        seed=seed,
-        learning_rate=learning_rate,
-        batch_size=batch_size,
-        use_cpu=use_cpu,
-        max_completion_length=max_completion_length,
-        fraction=fraction,
-        near_misses=near_misses,
-        cache=cache,
-    )
-    return done.model, done.tokenizer
 
 
 def warm_start(

@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ormix.workbench.envs.echo import WORDS
 from ormix.workbench.envs.tasks import Exists, FileEquals, Task
 
 #: The splits of the skill tasks (train, held out).
@@ -48,32 +49,7 @@ OPS_SPLITS = ("ops-train", "ops-test")
 
 #: Words the operations apply to (each one token of the tiny model's tokenizer; none reads the same reversed,
 #: so reversing one always changes it).
-OPS_WORDS = (
-    "apple",
-    "river",
-    "stone",
-    "cloud",
-    "ember",
-    "maple",
-    "orbit",
-    "pixel",
-    "quartz",
-    "tundra",
-    "violet",
-    "willow",
-    "zephyr",
-    "harbor",
-    "lantern",
-    "meadow",
-    "bravo",
-    "delta",
-    "kernel",
-    "widget",
-    "socket",
-    "market",
-    "paper",
-    "alpha",
-)
+OPS_WORDS = (*WORDS, "bravo", "delta", "kernel", "widget", "socket", "market", "paper", "alpha")
 
 
 @dataclass(frozen=True)
