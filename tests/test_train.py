@@ -70,10 +70,10 @@ def test_bad_inputs_exit_2_before_any_server(tmp_path):
 
 
 def test_a_run_that_never_scored_ends_with_a_line_naming_it_and_exit_1_when_no_member_scored(tmp_path):
-    from ormix.app._workspace import Workspace
     from ormix.app._train import RunOptions, TrainResult
     from ormix.app._train.finish import finish_run
     from ormix.app._train.prepare import PlannedRun
+    from ormix.app._workspace import Workspace
 
     run = PlannedRun(Workspace(tmp_path), None, [], None, 0, 1.0, 0)
     history = [{"step": 1, "loss": 0.0}]
@@ -542,10 +542,10 @@ def test_async_training_runs_the_same_evals_and_records_them(tmp_path):
 def test_when_a_warm_start_ran_the_last_line_blames_the_completion_budget_not_a_missing_warm_start(tmp_path):
     from types import SimpleNamespace
 
-    from ormix.app._workspace import Workspace
     from ormix.app._train import RunOptions, TrainResult
     from ormix.app._train.finish import finish_run
     from ormix.app._train.prepare import PlannedRun
+    from ormix.app._workspace import Workspace
 
     args = SimpleNamespace(max_completion_length=64)
     run = PlannedRun(Workspace(tmp_path), args, [], None, 50, 1.0, 0)
