@@ -39,25 +39,8 @@ import anyio  # noqa: E402
 from ormix.ors import ORSClient, run_sync  # noqa: E402
 from ormix.ors._http import HTTPClient  # noqa: E402
 from ormix.server import serve_in_process  # noqa: E402
+from ormix.workbench.envs.echo import WORDS  # noqa: E402
 
-WORDS = [
-    "apple",
-    "river",
-    "stone",
-    "cloud",
-    "ember",
-    "maple",
-    "orbit",
-    "pixel",
-    "quartz",
-    "tundra",
-    "violet",
-    "willow",
-    "zephyr",
-    "harbor",
-    "lantern",
-    "meadow",
-]
 CONCURRENCY = (1, 8, 32)
 
 

@@ -12,8 +12,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ormix._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -34,10 +35,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from ormix.ors import ORSClient
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ormix' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -13,8 +13,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ormix._lazy import lazy_getattr
 
 _EXPORTS: dict[str, str] = {
     "app": "ormix.app._cli",
@@ -61,10 +62,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from ormix.app._study import StudyOptions, StudyResult, run_study
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ormix.app' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -14,8 +14,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ormix._lazy import lazy_getattr
 
 _EXPORTS: dict[str, str] = {
     "Interval": "ormix.evaluation._stats",
@@ -74,10 +75,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from ormix.evaluation._tasks import EvalTasks, eval_tasks
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ormix.evaluation' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

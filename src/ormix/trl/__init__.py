@@ -13,8 +13,9 @@ Example:
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ormix._lazy import lazy_getattr
 
 _EXPORTS = {"ConcurrentGRPOTrainer": "ormix.trl._trainer", "AsyncMixtureTrainer": "ormix.trl._async_grpo"}
 
@@ -25,8 +26,4 @@ if TYPE_CHECKING:  # pragma: no cover
     from ormix.trl._trainer import ConcurrentGRPOTrainer
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ormix.trl' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
