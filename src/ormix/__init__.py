@@ -12,9 +12,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from ormix._lazy import lazy_getattr
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
@@ -35,4 +34,12 @@ if TYPE_CHECKING:  # pragma: no cover
     from ormix.ors import ORSClient
 
 
-__getattr__ = lazy_getattr(__name__, _EXPORTS)
+def __getattr__(name: str) -> Any:
+    # `ormix._lazy.lazy_getattr`, written out: importing any subpackage runs this file, and `ormix.ors` must
+    # load nothing of ormix but itself (tests/ors/test_client.py).
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ormix' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

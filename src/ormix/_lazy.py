@@ -1,5 +1,6 @@
-"""The one `__getattr__` of the lazy package faces (`ormix`, `ormix.evaluation`, `ormix.trl`, `ormix.app`):
-a name is imported from its module the first time it is asked for, so importing a face stays light."""
+"""The one `__getattr__` of the lazy package faces below `ormix` (`evaluation`, `trl`, `app`): a name
+is imported from its module the first time it is asked for, so importing a face stays light. (`ormix`
+itself writes it out: every subpackage import runs its `__init__`, which must load nothing else.)"""
 
 from __future__ import annotations
 
