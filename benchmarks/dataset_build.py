@@ -86,8 +86,7 @@ def timed(build) -> float:
 
 def main() -> None:
     import tempfile
-
-    from ormix.ors._http import HTTPFailure, blocking_request
+    import urllib.request
 
     port_file = tempfile.mktemp()
     child = subprocess.Popen(
@@ -111,9 +110,10 @@ def main() -> None:
         url = f"http://127.0.0.1:{open(port_file).read()}"
         while True:
             try:
-                if blocking_request("GET", f"{url}/health", timeout_s=5).status_code == 200:
-                    break
-            except HTTPFailure:
+                with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
                 pass
             time.sleep(0.05)
         os.environ["OPENREWARD_SESSION_URL"] = url  # the SDK would otherwise send sessions to sessions.<host>

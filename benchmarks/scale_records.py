@@ -7,7 +7,8 @@ step (groups of 4), 1-5 tool calls a rollout, an eval of 16 tasks x 2 samples pe
 then runs in a fresh child process; its wall time and peak resident memory (``os.wait4``'s rusage of that
 child alone) are printed with the load average beside, and the growth exponent is the least-squares slope of
 log(time) over log(rollouts) (1.0 is linear). At 100k rollouts the reading of before (every record a dict in
-memory: `write_report(run_dir, read_records(run_dir))`, the same tables and plots) runs on the same directory
+memory: `write_report(run_dir, reference_scan(run_dir))` of tests/support/report_reference.py, the same
+tables and plots) runs on the same directory
 too: `ratio report in_memory/columnar`.
 
     python benchmarks/scale_records.py [--sizes 10000,100000,1000000] [--per-step 100]
@@ -35,6 +36,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+TESTS = Path(__file__).resolve().parents[1] / "tests"
 DEFAULT_SIZES = [10_000, 30_000, 100_000, 300_000, 1_000_000]
 MEMBERS = ("alpha", "beta", "gamma", "delta")
 TOOLS = ("bash", "read_file", "submit")
@@ -145,9 +147,10 @@ sys.exit(report_command(Path(sys.argv[1]), Console(file=io.StringIO(), width=200
 _CHILD_IN_MEMORY = """
 import sys
 from pathlib import Path
+sys.path.insert(0, sys.argv[2])  # tests/: the record-at-a-time reading is the tests' reference
+from support.report_reference import reference_scan
 from ormix.app._report import write_report
-from ormix.telemetry._records import read_records
-write_report(Path(sys.argv[1]), read_records(Path(sys.argv[1])))
+write_report(Path(sys.argv[1]), reference_scan(Path(sys.argv[1])))
 """
 
 
@@ -158,7 +161,10 @@ def measure(run_dir: Path, child_code: str = _CHILD) -> tuple[float, float, floa
     with tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, "-c", child_code, str(run_dir)], stdout=subprocess.DEVNULL, stderr=err, env=env
+            [sys.executable, "-c", child_code, str(run_dir), str(TESTS)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
         )
         # wait4 of this one child: its own peak, not the largest of all children so far (RUSAGE_CHILDREN).
         _, status, usage = os.wait4(child.pid, 0)

@@ -163,7 +163,7 @@ class Connection:
         self._locks: dict[tuple[Any, ...], anyio.Lock] = {}
         # Concurrent first uses (a mixture reaching its servers ahead, an episode) make one client.
         self._client_lock = anyio.Lock()
-        #: Names of the specs (members) using this connection, for what `backend_waits` shows.
+        #: Names of the specs (members) using this connection, for what `BackendWatch` shows.
         self.members: set[str] = set()
         # Whose secrets are checked against what the platform requires: name -> its config (`note_secrets`);
         # the config this connection was made from until a spec names itself.
@@ -593,21 +593,6 @@ class BackendWait:
         if self.paused_s > 0:
             parts.append(f"rate limited (429), resuming in {self.paused_s:.0f} s")
         return f"{who}: {'; '.join(parts)}"
-
-
-def backend_waits() -> list[BackendWait]:
-    """The open connections of this process that are waiting for their server right now (see `BackendWait`).
-
-    Example:
-        >>> backend_waits()
-        []
-    """
-    out = []
-    for members, target, gate in _gates():
-        starting, paused = gate.starting_for(), gate.delay()
-        if starting is not None or paused > 0:
-            out.append(BackendWait(members, target, starting, paused))
-    return sorted(out, key=lambda w: w.members)
 
 
 def _gates() -> list[tuple[tuple[str, ...], str, Any]]:

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from ormix.app import app
 from ormix.config import load_mixture_config
-from ormix.ors._http import blocking_request
+from support.plain_http import blocking_request
 
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()

@@ -16,9 +16,9 @@ from typer.testing import CliRunner
 from ormix._choices import Budget, EvalPolicy, ShowMode, TerminationPolicy
 from ormix._errors import ServerStartError
 from ormix.app import app
-from ormix.ors._http import blocking_request
 from ormix.server import ServeOptions, serve_in_thread
 from ormix.server.__main__ import parser
+from support.plain_http import blocking_request
 
 ROOT = Path(__file__).resolve().parents[2]
 

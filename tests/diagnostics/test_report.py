@@ -11,17 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from ormix.app._report import (
-    TABLE_COLUMNS,
-    member_summary,
-    percentile,
-    report_command,
-    step_series,
-    table_rows,
-    trend,
-    write_report,
-)
+from ormix.app._report import TABLE_COLUMNS, percentile, report_command, table_rows, write_report
 from ormix.telemetry._records import TelemetryRun
+from support.report_reference import member_summary, reference_scan, step_series, trend
 from support.trl_args import cpu_grpo_config, scripted_trainer
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -101,11 +93,10 @@ def test_report_writes_table_summary_and_plots(finished_run):
 
 @pytest.mark.slow
 def test_the_report_read_by_columns_is_the_report_of_the_records_of_a_trained_run(finished_run):
-    from ormix.telemetry._records import read_records
 
     run_dir, _ = finished_run
     by_columns = {p.name: p.read_bytes() for p in write_report(run_dir).files}
-    of_records = {p.name: p.read_bytes() for p in write_report(run_dir, read_records(run_dir)).files}
+    of_records = {p.name: p.read_bytes() for p in write_report(run_dir, reference_scan(run_dir)).files}
     assert by_columns == of_records and "summary.json" in by_columns
 
 

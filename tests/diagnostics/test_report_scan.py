@@ -1,6 +1,6 @@
 """`ormix report` read by columns (`ormix.app._scan`): the report the records in memory give, exactly.
 
-The reference is the record-at-a-time path (`write_report(run_dir, records)` and the functions it calls),
+The reference is the record-at-a-time path (tests/support/report_reference.py),
 which holds every record as a dict; the columnar path reads the files with pyarrow and pools step by step.
 """
 
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ormix._runs import RunDirectory
-from ormix.app._report import eval_series, member_summary, step_series, trend, write_report
+from ormix.app._report import write_report
 from ormix.app._scan import scan_run
 from ormix.rollout._episode import CallRecord, close_episode
 from ormix.rollout._outcome import Outcome
@@ -28,6 +28,7 @@ from ormix.telemetry._records import (
     record_files,
     rollout_record,
 )
+from support.report_reference import eval_series, member_summary, reference_scan, step_series, trend
 
 
 def _real_episode(spec, rng: random.Random):
@@ -126,7 +127,7 @@ def test_the_columnar_report_is_the_report_of_the_records_byte_for_byte(tmp_path
     run_dir = tmp_path / "run"
     _make_run(run_dir, messy)
     columnar = _outputs(run_dir, write_report(run_dir))
-    in_memory = _outputs(run_dir, write_report(run_dir, read_records(run_dir)))
+    in_memory = _outputs(run_dir, write_report(run_dir, reference_scan(run_dir)))
     assert sorted(columnar) == sorted(in_memory)
     assert {"summary.json", "report.md", "share.png", "eval.png"} <= set(columnar)
     for name in columnar:

@@ -39,7 +39,7 @@ members:
   echo: {target: "local:echo", num_tasks: 2, local_serve: thread, eval: {indices: [0, 1]}}
   terminals: {target: "local:terminals", num_tasks: 1, local_serve: thread, eval: {indices: [0]}}
 prompts_per_step: 2
-warm_start: {sft_steps: 150}
+warm_start: {sft_steps: 80}
 train:
   max_steps: 1
   num_generations: 2
@@ -399,7 +399,7 @@ def test_a_warm_started_run_records_its_warm_start_and_keeps_it_when_resumed(
     warm = Path(start["path"])
     assert warm.name.startswith("warm-") and (warm / "ormix-warm.json").is_file()  # the cached warm start
     assert start["sha256"] == weights_sha256(warm) and start["base"] == "ormix:tiny"
-    assert start["warm_start"]["steps"] == 150 and start["warm_start"]["scored"] == 3
+    assert start["warm_start"]["steps"] == 80 and start["warm_start"]["scored"] == 3
     assert start["warm_start"]["over_completion_budget"] == 0  # the longest reference fits in 128 tokens
     assert f"start: {warm} (sha256 {start['sha256'][:12]})" in first.output
     resumed = runner.invoke(app, [*base, "--resume", str(tmp_path / "run" / "checkpoint-1")])

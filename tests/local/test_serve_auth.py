@@ -18,10 +18,11 @@ from ormix import OpenRewardSpec
 from ormix._errors import ServerStartError
 from ormix.app._cli import app
 from ormix.ors import ORSClient, ServerError, run_sync
-from ormix.ors._http import HTTPClient, blocking_request
+from ormix.ors._http import HTTPClient
 from ormix.rollout._episode import close_episode
 from ormix.server import ServeOptions, serve_in_thread
 from ormix.server._auth import exposure_problem, is_loopback
+from support.plain_http import blocking_request
 
 KEY = "test-serve-key-5f1c"
 

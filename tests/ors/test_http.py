@@ -22,12 +22,12 @@ from ormix.ors._endpoint import is_url, normalize_url
 from ormix.ors._http import (
     HTTPClient,
     HTTPFailure,
-    blocking_request,
     encode_json,
     error_name,
     is_tls,
 )
 from ormix.server import serve_in_process
+from support.plain_http import blocking_request
 from support.tcp_proxy import TCPProxy
 
 

@@ -32,6 +32,10 @@ from support.schema_strategies import root_schemas, text_values
 class Recorder:
     """Records the calls bound methods make: the real dispatch contract, not a server mock."""
 
+    # Declared on the class too, so that `bind_tools` sees the name as taken (the library passes Episode's
+    # instance state as `reserved=EPISODE_STATE` for the same reason): a tool named "calls" gets another name.
+    calls: list[tuple[str, Any]] = []
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, Any]] = []
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from transformers.utils import get_json_schema
 
-from ormix.ors._http import blocking_request
 from ormix.tools import NO_DEFAULT, ServerDefault, bind_tools
+from support.plain_http import blocking_request
 
 SURFACES = Path(__file__).resolve().parents[1] / "data" / "tool-surfaces"
 SURFACE_FILES = sorted(SURFACES.glob("*.json"))

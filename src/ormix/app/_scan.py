@@ -198,7 +198,7 @@ def _mask(table: pa.Table, name: str, value: str, null: bool) -> np.ndarray:
 
 
 def _member_order(codes: np.ndarray, names: list[str], positions: np.ndarray) -> list[str]:
-    """`_members` of the rows at ``positions``: members by first appearance."""
+    """The members of the rows at ``positions``, by first appearance."""
     import numpy as np
 
     found, first = np.unique(codes[positions], return_index=True)
@@ -207,9 +207,10 @@ def _member_order(codes: np.ndarray, names: list[str], positions: np.ndarray) ->
 
 def scan_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """A report's figures from a run's record files: ``members``, ``summary`` (`member_summary` of the
-    training records), ``series`` (`step_series`), ``evaluated`` (`eval_series`), ``trend`` (`trend`) and
-    the counts ``records``, ``train``, ``evals``, ``unfinished`` (rollouts of a step that never completed,
-    left out). Raises `FileNotFoundError` when there is no record.
+    training records), ``series`` (`step_series`), ``evaluated`` (`eval_series`), ``trend`` (`trend`), each
+    as the record-at-a-time reference (tests/support/report_reference.py) computes it, and the counts
+    ``records``, ``train``, ``evals``, ``unfinished`` (rollouts of a step that never completed, left out).
+    Raises `FileNotFoundError` when there is no record.
     """
     import numpy as np
     import pyarrow as pa

@@ -91,8 +91,6 @@ from typing import Any, Literal
 
 import aiohttp
 
-from ormix.ors._bridge import run_in_new_loop
-
 #: Seconds an idle pooled connection may wait before it is no longer reused (aiohttp's default).
 DEFAULT_KEEPALIVE_S = 15.0
 
@@ -571,31 +569,3 @@ class HTTPClient:
             await session.close()
         else:
             _dispose(pool)
-
-
-def blocking_request(
-    method: str,
-    url: str,
-    *,
-    json: Any = None,
-    headers: Mapping[str, str] | None = None,
-    timeout_s: float = 10.0,
-) -> Response:
-    """One request from synchronous code, on a private short-lived loop (see `bridge.run_in_new_loop`).
-
-    For rare calls (endpoint discovery); raises `HTTPFailure`, or `TimeoutError` after `timeout_s`.
-
-    Example:
-        >>> from ormix.server import serve_in_thread
-        >>> with serve_in_thread(["local:echo"]) as srv:
-        ...     blocking_request("GET", srv.url + "/health").json()
-        {'status': 'ok'}
-    """
-    import anyio
-
-    async def once() -> Response:
-        async with HTTPClient(connect_timeout_s=timeout_s) as http:
-            with anyio.fail_after(timeout_s):
-                return await http.request(method, url, json=json, headers=headers)
-
-    return run_in_new_loop(once)
