@@ -51,12 +51,10 @@ def cached_json(name: str, build: Callable[[], Any], *, valid: Callable[[Any], b
         True
     """
     path = default_cache_dir() / f"{name}.json"
-    try:
+    with contextlib.suppress(OSError, ValueError):
         cached = json.loads(path.read_text(encoding="utf-8"))
         if valid is None or valid(cached):
             return cached
-    except (OSError, ValueError):
-        pass
     text = json.dumps(build(), sort_keys=True)
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)

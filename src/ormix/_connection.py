@@ -55,13 +55,11 @@ def missing_secrets(required: Sequence[str], given: Mapping[str, Any], *, has_ap
         ['B', 'C']
     """
     auto = AUTO_SECRETS if has_api_key else frozenset()
-    out = []
-    for name in dict.fromkeys(required):
-        secret = given.get(name)
-        if name in auto or (secret is not None and not getattr(secret, "missing", ())):
-            continue
-        out.append(name)
-    return out
+    return [
+        name
+        for name in dict.fromkeys(required)
+        if name not in auto and (given.get(name) is None or bool(getattr(given[name], "missing", ())))
+    ]
 
 
 logger = logging.getLogger(__name__)
@@ -392,9 +390,7 @@ class Connection:
     def own_code_error(self, e: errors.ServerError, split: str, label: str = "") -> Exception:
         """A task listing that failed inside the user's own `module:Class` (the server answered 500 with its
         exception): an `EnvironmentCodeError` naming list_tasks and the exception; anything else unchanged."""
-        from ormix._targets import parse_target
-
-        if e.status_code != 500 or parse_target(self.target).kind != "module":
+        if e.status_code != 500 or self._config.parsed_target.kind != "module":
             return e
         module, _, cls = self.target.partition(":")
         return EnvironmentCodeError(
@@ -413,7 +409,11 @@ class Connection:
     ) -> list[tuple[int, dict[str, Any]]]:
         client = await self.client()
         if where:
-            all_tasks = await self._all_tasks(client, split)
+            try:
+                all_tasks = list(await client.tasks(split))
+            except errors.ORSError:
+                # Big environments serve only num_tasks + task (no list_tasks).
+                all_tasks = await client.get_tasks(split, list(range(await client.num_tasks(split))))
             chosen = [(i, t) for i, t in enumerate(all_tasks) if matches_where(t, where)]
             if indices is not None:
                 wanted = set(indices)
@@ -447,13 +447,11 @@ class Connection:
                 specs = await client.get_tasks(split, wanted_indices)
         odd = next((s for s in specs if s is not None and not isinstance(s, dict)), None)
         if odd is not None:
-            from ormix._targets import parse_target
-
             # Read as an empty task, every session would fail later in the constructor, blamed on it.
             shown = repr(odd)[:40]
             where_from = (
                 f"{self.target.partition(':')[2]}.list_tasks"
-                if parse_target(self.target).kind == "module"
+                if self._config.parsed_target.kind == "module"
                 else "the environment's list_tasks"
             )
             raise EnvironmentCodeError(
@@ -462,15 +460,6 @@ class Connection:
                 "the constructor gets that dict"
             )
         return [(i, s if isinstance(s, dict) else {}) for i, s in zip(wanted_indices, specs, strict=True)]
-
-    @staticmethod
-    async def _all_tasks(client: ORSClient | ServerPool, split: str) -> list[dict[str, Any]]:
-        try:
-            return list(await client.tasks(split))
-        except errors.ORSError:
-            # Big environments serve only num_tasks + task (no list_tasks).
-            total = await client.num_tasks(split)
-            return list(await client.get_tasks(split, list(range(total))))
 
     # ── tools ─────────────────────────────────────────────────────────
 

@@ -17,6 +17,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -83,11 +84,9 @@ def weights_sha256(path: str | os.PathLike[str]) -> str | None:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
     value = digest.hexdigest()
-    try:
+    with contextlib.suppress(OSError):  # a read-only cache: the hash is only computed again next time
         cached.parent.mkdir(parents=True, exist_ok=True)
         _replace_text(cached, value + "\n")
-    except OSError:
-        pass  # a read-only cache: the hash is only computed again next time
     return value
 
 
@@ -246,10 +245,8 @@ def installed_versions(dists: Iterable[str]) -> dict[str, str]:
 
     out = {}
     for dist in dists:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
     return out
 
 
@@ -424,9 +421,7 @@ class RunDirectory:
     def write_progress(self, step: int) -> None:
         """Record that every step up to ``step`` completed (reports ignore rollouts of later steps)."""
         self.path.mkdir(parents=True, exist_ok=True)
-        tmp = self.path / "progress.json.tmp"
-        tmp.write_text(json.dumps({"completed_step": int(step)}) + "\n")
-        os.replace(tmp, self.path / "progress.json")
+        _replace_text(self.path / "progress.json", json.dumps({"completed_step": int(step)}) + "\n")
 
     def completed_step(self) -> int | None:
         """The last completed step recorded by `write_progress` (``None`` when unknown)."""

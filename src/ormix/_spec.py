@@ -227,9 +227,6 @@ class OpenRewardSpec:
         keep = ("config", "name", "token", "connection", "_secrets_given", "task_specs", "tool_specs")
         return {k: v for k, v in self.__dict__.items() if k in keep}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-
     # ── public surface ────────────────────────────────────────────────
 
     @cached_property
@@ -453,9 +450,7 @@ class OpenRewardSpec:
             probes = sorted(set(self.indices))
         elif self.where and self.discover_task_tools:
             # With a filter, task 0 may not be one this spec trains on: probe one that is.
-            if "task_specs" not in self.__dict__:  # cached_property's slot; we are on the loop already
-                self.__dict__["task_specs"] = await self._select_tasks()
-            probes = [self.__dict__["task_specs"][0][0]]
+            probes = [(await self.select_tasks())[0][0]]
         else:
             probes = None
         return await self.connection.discover_tools(

@@ -69,7 +69,7 @@ def _fail(s: str, why: str) -> TargetError:
     return TargetError(f"invalid target {shown!r}: {why}. Use {ACCEPTED_FORMS}.")
 
 
-def _is_identifier(part: str) -> bool:
+def is_identifier(part: str) -> bool:
     return part.isidentifier() and part.isascii() and not keyword.iskeyword(part)
 
 
@@ -96,9 +96,9 @@ def _parse_module(s: str) -> Target:
             fixed = f"{scheme.group(1).lower()}://{module[scheme.end() :]}:{attr}"
             raise _fail(s, f"the ':' after {scheme.group(1)} is missing; write {fixed}")
         raise _fail(s, f"this looks like host:port; write a URL such as http://{s}")
-    if not module or not all(_is_identifier(p) for p in module.split(".")):
+    if not module or not all(is_identifier(p) for p in module.split(".")):
         raise _fail(s, f"{module!r} is not a dotted Python module path")
-    if not _is_identifier(attr):
+    if not is_identifier(attr):
         raise _fail(s, f"{attr!r} is not a Python class name")
     return Target("module", s)
 

@@ -137,11 +137,8 @@ def _string(schema: Mapping[str, Any]) -> str:
     value = _FORMATS.get(str(schema.get("format")), "test")
     lo = int(schema.get("minLength") or 0)
     hi = schema.get("maxLength")
-    if len(value) < lo:
-        value = value + "t" * (lo - len(value))
-    if isinstance(hi, int) and len(value) > hi:
-        value = value[:hi]
-    return value
+    value = value.ljust(lo, "t")
+    return value[:hi] if isinstance(hi, int) else value
 
 
 def _number(schema: Mapping[str, Any], *, integer: bool) -> int | float:
@@ -469,24 +466,18 @@ async def _check_task_specs(client: Any, spec: Any, index: int, result: MemberCh
     if raw and not isinstance(raw[0], dict):
         result.selected = None  # not tasks ormix can use, whatever their count
         shown = repr(raw[0])
+        # The user's own list_tasks (a module: target) is named by its class, and is input (exit 2), as when
+        # it raises; another server's answer is a failure while running.
+        own = parse_target(spec.target).kind == "module"
+        method = f"{spec.target.partition(':')[2]}.list_tasks" if own else "the environment's list_tasks"
         message = (
-            f"{_method(spec.target, 'list_tasks')} returned {type(raw[0]).__name__} items ({shown[:40]}"
+            f"{method} returned {type(raw[0]).__name__} items ({shown[:40]}"
             f"{'...' if len(shown) > 40 else ''}), not one dict per task: return each task as a dict "
             f"(its task_spec, e.g. {{'word': 'river'}}); the constructor gets that dict"
         )
-        # The user's own list_tasks (a module: target) is input (exit 2), as when it raises; another
-        # server's answer is a failure while running.
-        if parse_target(spec.target).kind == "module":
+        if own:
             raise EnvironmentCodeError(message)
         raise ORSError(message)
-
-
-def _method(target: str, name: str) -> str:
-    """An environment method as a message names it: ``Class.name`` for the user's own `module:Class`
-    target, else "the environment's name"."""
-    if parse_target(target).kind == "module":
-        return f"{target.partition(':')[2]}.{name}"
-    return f"the environment's {name}"
 
 
 def _blame(e: Exception, stage: str, spec: Any, member: str, index: int) -> tuple[str, str, bool]:
@@ -505,30 +496,17 @@ def _blame(e: Exception, stage: str, spec: Any, member: str, index: int) -> tupl
     status = getattr(e, "status_code", None)
     detail = getattr(e, "detail", None) or str(e)
     task = f"task {spec.split}[{index}]"
-    if stage == "constructor" and status == 500:
+    if stage in ("constructor", "get_prompt") and status == 500:
+        prompt = stage == "get_prompt"
         if own:
-            hint = (
-                f'`python -c "from {module} import {cls}; '
-                f'{cls}({cls}.list_tasks({spec.split!r})[{index}], {{}})"`'
+            method = f"{cls}.get_prompt (or its setup())" if prompt else f"{cls}.__init__"
+            call = f"{cls}({cls}.list_tasks({spec.split!r})[{index}], {{}})" + (
+                ".get_prompt()" if prompt else ""
             )
-            return (
-                "constructor",
-                f"{cls}.__init__ raised {detail} for {task}; {hint} shows its traceback",
-                False,
-            )
-        return "constructor", f"the environment's constructor raised {detail} for {task}", False
-    if stage == "get_prompt" and status == 500:
-        if own:
-            hint = (
-                f'`python -c "from {module} import {cls}; '
-                f'{cls}({cls}.list_tasks({spec.split!r})[{index}], {{}}).get_prompt()"`'
-            )
-            return (
-                "get_prompt",
-                f"{cls}.get_prompt (or its setup()) raised {detail} for {task}; {hint} shows its traceback",
-                False,
-            )
-        return "get_prompt", f"the environment's get_prompt (or setup()) raised {detail} for {task}", False
+            hint = f'`python -c "from {module} import {cls}; {call}"`'
+            return stage, f"{method} raised {detail} for {task}; {hint} shows its traceback", False
+        method = "get_prompt (or setup())" if prompt else "constructor"
+        return stage, f"the environment's {method} raised {detail} for {task}", False
     return stage, str(e), False
 
 
@@ -661,8 +639,7 @@ def _print_members(results: Sequence[MemberCheck], console: Any) -> None:
     """One row per member (tasks, tools, timings, calls that worked, status); a note per starting backend."""
     from rich.table import Table
 
-    table = Table(title="environments")
-    for column in (
+    columns = (
         "member",
         "target",
         "tasks",
@@ -672,8 +649,8 @@ def _print_members(results: Sequence[MemberCheck], console: Any) -> None:
         "open ms",
         "calls ok",
         "status",
-    ):
-        table.add_column(column)
+    )
+    table = Table(*columns, title="environments")
     for r in results:
         ok = sum(c.ok for c in r.calls)
         status = "[green]ok[/green]" if r.usable else f"[red]UNUSABLE[/red] {r.cause}"
@@ -709,9 +686,9 @@ def _print_tool_calls(results: Sequence[MemberCheck], console: Any) -> None:
     """One row per tool call made with schema-generated arguments, and what it gave."""
     from rich.table import Table
 
-    tools = Table(title="tool calls (schema-generated arguments)")
-    for column in ("member", "tool", "arguments", "latency ms", "result"):
-        tools.add_column(column)
+    tools = Table(
+        "member", "tool", "arguments", "latency ms", "result", title="tool calls (schema-generated arguments)"
+    )
     for r in results:
         for c in r.calls:
             if c.ok:
@@ -734,9 +711,7 @@ def _print_eval_sets(results: Sequence[MemberCheck], console: Any) -> None:
     """Each member's eval set (split, tasks, how it was chosen, overlap with training) and its notes."""
     from rich.table import Table
 
-    evals = Table(title="eval sets")
-    for column in ("member", "split", "tasks", "chosen as", "also trained on"):
-        evals.add_column(column)
+    evals = Table("member", "split", "tasks", "chosen as", "also trained on", title="eval sets")
     for r in results:
         if r.eval_set is not None:
             found = r.eval_set

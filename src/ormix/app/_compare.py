@@ -54,6 +54,7 @@ from ormix.evaluation._summary import (
     metric_names,
     normalize_ks,
     task_metric,
+    task_order,
     task_samples,
 )
 
@@ -191,15 +192,11 @@ def verdict(member: str, difference: Mapping[str, Any], digits: int = 2) -> str:
         >>> verdict("echo", {"value": None, "low": None, "high": None, "n": 0})
         'echo: no paired task has a value'
     """
-    value, low, high, n = (
-        difference.get("value"),
-        difference.get("low"),
-        difference.get("high"),
-        difference["n"],
-    )
+    value, low, high = (difference.get(key) for key in ("value", "low", "high"))
     if value is None:
         return f"{member}: no paired task has a value"
     if low is None or high is None:
+        n = difference["n"]
         return f"{member}: {_signed(value, digits)} (no interval from {n} task{'s' * (n != 1)})"
     if low <= 0.0 <= high:
         return f"{member}: no detectable change [{_plain(low, digits)}, {_plain(high, digits)}]"
@@ -209,20 +206,17 @@ def verdict(member: str, difference: Mapping[str, Any], digits: int = 2) -> str:
 def _task_sets(data: EvalData) -> dict[str, dict[str, Any]]:
     """Per member: its target, split and task keys (from the manifest where it says, else the records)."""
     by_member = task_samples(data.records)
-    described = data.manifest.get("members") if isinstance(data.manifest.get("members"), dict) else {}
+    described = found if isinstance(found := data.manifest.get("members"), dict) else {}
     out: dict[str, dict[str, Any]] = {}
-    for member in sorted(set(by_member) | set(described or {})):
-        entry = (described or {}).get(member) or {}
-        recorded = {t.key for t in by_member.get(member, [])}
-        planned = None
-        if isinstance(entry.get("tasks"), list):
-            split = entry.get("split")
-            planned = {(member, split, int(i)) for i in entry["tasks"]}
+    for member in sorted(set(by_member) | set(described)):
+        entry = described.get(member) or {}
+        tasks = entry.get("tasks")
+        planned = {(member, entry.get("split"), int(i)) for i in tasks} if isinstance(tasks, list) else None
         out[member] = {
             "target": entry.get("target"),
             "split": entry.get("split"),
             "planned": planned,
-            "recorded": recorded,
+            "recorded": {t.key for t in by_member.get(member, [])},
         }
     return out
 
@@ -408,7 +402,7 @@ def _paired_members(
             continue
         a = {t.key: t for t in base_tasks.get(member, [])}
         b = {t.key: t for t in other_tasks.get(member, [])}
-        common = sorted(set(a) & set(b), key=lambda key: (key[1] is not None, key[1] or "", key[2]))
+        common = sorted(set(a) & set(b), key=task_order)
         if len(common) != len(a) or len(common) != len(b):
             notes.append(
                 f"{label} vs {base_label}: {member}: {len(common)} common tasks "
@@ -533,9 +527,7 @@ def _run_values(
 ) -> tuple[list[TaskKey], list[list[float]]]:
     """A member's metric as a runs × tasks matrix over the tasks with a value in every run."""
     per_run = [{t.key: t for t in task_samples(e.records).get(member, [])} for e in evals]
-    keys = sorted(
-        set.intersection(*(set(r) for r in per_run)), key=lambda k: (k[1] is not None, k[1] or "", k[2])
-    )
+    keys = sorted(set.intersection(*(set(r) for r in per_run)), key=task_order)
     rows: list[list[float | None]] = [
         [task_metric(r[k], name, success_threshold) for k in keys] for r in per_run
     ]
@@ -614,17 +606,8 @@ def group_metrics(
 def _group_interval(
     values: list[list[float]], statistic: str, seed: int, confidence: float
 ) -> dict[str, Any]:
-    if not values or not values[0]:
-        return {
-            "value": None,
-            "low": None,
-            "high": None,
-            "n": 0,
-            "seeds": len(values),
-            "covers": COVERS_TASKS,
-        }
-    iv = hierarchical_interval(values, statistic=statistic, confidence=confidence, seed=seed)
-    return iv.as_dict()
+    # No task: `hierarchical_interval`'s empty interval (covers "tasks").
+    return hierarchical_interval(values, statistic=statistic, confidence=confidence, seed=seed).as_dict()
 
 
 def compare_groups(
@@ -762,12 +745,10 @@ def _group_member(
 def _group_difference(
     a: list[list[float]], b: list[list[float]], statistic: str, seed: int, confidence: float
 ) -> dict[str, Any]:
-    seeds = [len(a), len(b)]
-    if not a or not a[0]:
-        covers = COVERS_TASKS if max(seeds) < 2 else "seeds and tasks"
-        return {"value": None, "low": None, "high": None, "n": 0, "seeds": seeds, "covers": covers}
-    iv = paired_hierarchical_interval(a, b, statistic=statistic, confidence=confidence, seed=seed)
-    return iv.as_dict()
+    iv = paired_hierarchical_interval(a, b, statistic=statistic, confidence=confidence, seed=seed).as_dict()
+    if not a[0]:  # no task: the empty interval says "tasks"; say what the seeds would cover
+        iv["covers"] = COVERS_TASKS if max(len(a), len(b)) < 2 else "seeds and tasks"
+    return iv
 
 
 def comparison_markdown(result: Mapping[str, Any]) -> str:
@@ -794,18 +775,26 @@ def comparison_markdown(result: Mapping[str, Any]) -> str:
         lines += ["", f"## {comp['label']} vs {comp['baseline']}", ""]
         lines.append(f"| member | tasks | metric | {comp['baseline']} | {comp['label']} | difference |")
         lines.append("| --- | --- | --- | --- | --- | --- |")
-        for member, entry in comp["members"].items():
-            for name in result["metrics"]:
-                m = entry["metrics"][name]
-                cells = [
-                    format_metric(m["baseline"]),
-                    format_metric(m["other"]),
-                    format_difference(m["difference"]),
-                ]
-                lines.append(f"| {member} | {entry['tasks']} | {name} | " + " | ".join(cells) + " |")
+        lines += ["| " + " | ".join(row) + " |" for row in _table_rows(result, comp)]
         lines.append("")
         lines += [f"- {name}: {text}" for name, text in comp["verdicts"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _table_rows(result: Mapping[str, Any], comp: Mapping[str, Any]) -> list[list[str]]:
+    """A comparison's rows: member, tasks, metric, baseline, other, difference (markdown and console)."""
+    return [
+        [
+            member,
+            str(entry["tasks"]),
+            name,
+            format_metric(entry["metrics"][name]["baseline"]),
+            format_metric(entry["metrics"][name]["other"]),
+            format_difference(entry["metrics"][name]["difference"]),
+        ]
+        for member, entry in comp["members"].items()
+        for name in result["metrics"]
+    ]
 
 
 def _runs(n: int) -> str:
@@ -879,8 +868,6 @@ def write_comparison(result: Mapping[str, Any], out: str | Path) -> list[Path]:
 def print_comparison(result: Mapping[str, Any], console: Any, out: Path | None = None) -> None:
     """`ormix compare`'s tables, verdicts and notes; writes the comparison to ``out`` (default
     ``evals/compare-<labels>``) and says where."""
-    import re
-
     from rich.table import Table
 
     base = result["baseline"]["label"]
@@ -888,17 +875,8 @@ def print_comparison(result: Mapping[str, Any], console: Any, out: Path | None =
         table = Table(
             "member", "tasks", "metric", base, comp["label"], "difference", title=f"{comp['label']} vs {base}"
         )
-        for member, entry in comp["members"].items():
-            for name in result["metrics"]:
-                m = entry["metrics"][name]
-                table.add_row(
-                    member,
-                    str(entry["tasks"]),
-                    name,
-                    format_metric(m["baseline"]),
-                    format_metric(m["other"]),
-                    format_difference(m["difference"]),
-                )
+        for row in _table_rows(result, comp):
+            table.add_row(*row)
         console.print(table)
         for name, line in comp["verdicts"].items():
             console.print(f"{comp['label']} vs {base}, {name}: {line}", highlight=False, markup=False)

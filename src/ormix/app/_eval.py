@@ -56,13 +56,7 @@ from ormix.app._command import EXIT_FAILED, EXIT_OK, run_command
 from ormix.app._eval_dir import EvalDirectory
 from ormix.app._eval_manifest import eval_manifest, trainer_manifest
 from ormix.app._eval_model import resolve_eval_model
-from ormix.app._oracle import (
-    ReferenceCalls,
-    attach_reference_policy,
-    oracle_failures,
-    reference_calls,
-    reference_settings,
-)
+from ormix.app._oracle import attach_reference_policy, oracle_failures, reference_calls, reference_settings
 from ormix.app._workspace import default_eval_dir
 from ormix.config._trainer_rules import pass_k_problem
 from ormix.evaluation._errors import EvalError
@@ -216,28 +210,6 @@ def _eval_geometry(trainer: Any, rollouts: int, samples: int) -> Iterator[None]:
         args.per_device_eval_batch_size, trainer.num_generations_eval = saved
 
 
-@dataclass
-class _Progress:
-    resumed: int = 0
-    ran: int = 0
-    left: int = 0
-    eval_s: float = 0.0
-    rollouts: int = 0
-
-    def result(self, out_dir: Path, summary: dict[str, Any], manifest: dict[str, Any]) -> EvalResult:
-        """The eval's result, as far as it went."""
-        return EvalResult(
-            out_dir,
-            summary,
-            manifest,
-            resumed_tasks=self.resumed,
-            ran_tasks=self.ran,
-            complete=self.left == 0,
-            eval_s=self.eval_s,
-            rollouts=self.rollouts,
-        )
-
-
 def _world_size(trainer: Any) -> int:
     return int(getattr(trainer.args, "world_size", 1) or 1)
 
@@ -344,7 +316,7 @@ def evaluate_trainer(
         skip=skip,
         model=model,
         seed=seed,
-    )[0]
+    ).summary
 
 
 def _evaluate(
@@ -355,15 +327,17 @@ def _evaluate(
     out: Path,
     console: Any | None,
     *,
-    ks: Sequence[int] | None,
+    ks: Sequence[int] | None = None,
     manifest: Mapping[str, Any] | None,
-    overwrite: bool,
+    overwrite: bool = False,
     tasks_per_chunk: int,
     max_chunks: int | None,
     skip: Sequence[tuple[str, str | None, int]],
     model: str | None = None,
     seed: int | None = None,
-) -> tuple[dict[str, Any], _Progress]:
+) -> EvalResult:
+    """`evaluate_trainer`, returning the eval's result as far as it went (its tasks run and resumed)."""
+
     def say(text: str) -> None:
         if console is not None:
             console.print(text, highlight=False)
@@ -391,7 +365,7 @@ def _evaluate(
     complete, seq = _rank_zero_decides(start)
     skipped = set(skip)
     todo = [key for t in tasks.values() for key in t.keys() if key not in complete and key not in skipped]
-    state = _Progress(resumed=len(complete))
+    state = EvalResult(out, {}, full, resumed_tasks=len(complete))
     if complete:
         say(f"  resuming: {len(complete)} task(s) already done in {directory.records_path}")
     chunks = interleaved_chunks(todo, tasks_per_chunk)
@@ -399,17 +373,15 @@ def _evaluate(
         chunks = chunks[:max_chunks]
     seed = int(full.get("seed", 0))
     _run_chunks(trainer, mix, tasks, samples, chunks, directory, seq, state, console, seed)
-    state.left = len(todo) - state.ran
-    if state.left:
-        say(
-            f"  stopped after {len(chunks)} chunk(s): {state.left} task(s) left; run the same eval again "
-            "to finish"
-        )
+    left = len(todo) - state.ran_tasks
+    state.complete = left == 0
+    if left:
+        say(f"  stopped after {len(chunks)} chunk(s): {left} task(s) left; run the same eval again to finish")
     # Every process returns process 0's summary (it alone holds the file).
-    summary = _rank_zero_decides(
-        lambda: directory.write_outputs(directory.summary_records(), full, say, complete=state.left == 0)
+    state.summary = _rank_zero_decides(
+        lambda: directory.write_outputs(directory.summary_records(), full, say, complete=state.complete)
     )
-    return summary, state
+    return state
 
 
 def _run_chunks(
@@ -420,7 +392,7 @@ def _run_chunks(
     chunks: Sequence[Sequence[tuple[str, str, int]]],
     directory: EvalDirectory,
     seq: int,
-    state: _Progress,
+    state: EvalResult,
     console: Any | None,
     base_seed: int,
 ) -> None:
@@ -469,7 +441,7 @@ def _run_chunks(
                         )
                     if rank == 0:
                         seq = directory.append(records, seq)
-                    state.ran += len(chunk) - len(short)  # a short task is not done: it runs on resume
+                    state.ran_tasks += len(chunk) - len(short)  # a short task is not done: it runs on resume
                     progress.advance(bar, len(chunk))
         finally:
             for member, observer in observers.items():
@@ -590,24 +562,23 @@ def run_eval(
                 say(f"  every task is done already ({len(complete)}): summarising")
                 return _summarised(directory, manifest, say, resumed_tasks=len(complete))
             trainer = _build_trainer(mix, opts, args, model_path, label, tasks)
-            with _reference_policy(trainer, calls if reference else None):
-                summary, state = _evaluate(
+            # The reference solutions stand in for the model (the policy detaches when the eval ends).
+            with attach_reference_policy(trainer, calls) if reference else contextlib.nullcontext():
+                result = _evaluate(
                     trainer,
                     mix,
                     tasks,
                     samples,
                     out_dir,
                     console,
-                    ks=None,
                     manifest=manifest,
-                    overwrite=False,
                     tasks_per_chunk=opts.tasks_per_chunk,
                     max_chunks=opts.max_chunks,
                     skip=skip,
                 )
     finally:
         mix.close()
-    return state.result(out_dir, summary, manifest)
+    return result
 
 
 def _manifest(
@@ -660,17 +631,6 @@ def _summarised(
 
     summary = _rank_zero_decides(summarise)
     return EvalResult(directory.path, summary, manifest, resumed_tasks=resumed_tasks)
-
-
-@contextlib.contextmanager
-def _reference_policy(trainer: Any, calls: ReferenceCalls | None) -> Iterator[None]:
-    """With ``calls``, the reference solutions stand in for the trainer's model (detached afterwards)."""
-    policy = attach_reference_policy(trainer, calls) if calls is not None else None
-    try:
-        yield
-    finally:
-        if policy is not None:
-            policy.detach()
 
 
 def _say_plan(

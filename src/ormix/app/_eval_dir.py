@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -120,14 +121,8 @@ class EvalDirectory:
         """The ``planned`` tasks already complete here (``samples`` records each); the records of incomplete
         or unplanned tasks are dropped from the file (they run again). Returns (complete, records kept)."""
         records = self.records()
-        if not records:
-            return set(), 0
-        counts: dict[TaskKey, int] = {}
-        for record in records:
-            key = task_key(record)
-            if key is not None:
-                counts[key] = counts.get(key, 0) + 1
-        complete = {key for key, n in counts.items() if n >= samples and key in planned}
+        counts = Counter(task_key(record) for record in records)
+        complete = {key for key, n in counts.items() if key is not None and n >= samples and key in planned}
         kept = [r for r in records if task_key(r) in complete]
         if len(kept) != len(records):
             write_jsonl(self.records_path, kept)
@@ -155,19 +150,15 @@ class EvalDirectory:
             success_threshold=float(manifest.get("success_threshold", 1.0)),
             seed=int(manifest.get("seed", 0)),
         )
-        summary["policy"] = manifest.get("policy")
-        summary["model"] = manifest.get("model")
-        summary["samples"] = manifest.get("samples")
-        summary["complete"] = complete
+        summary.update({key: manifest.get(key) for key in ("policy", "model", "samples")}, complete=complete)
         members = manifest.get("members", {})
+        title = f"Eval of {manifest.get('mixture')}: {manifest.get('model')}"
         if manifest.get("policy") == "reference":
             summary["no_reference"] = {
                 m: entry["no_reference"] for m, entry in members.items() if entry.get("no_reference")
             }
-        (self.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-        title = f"Eval of {manifest.get('mixture')}: {manifest.get('model')}"
-        if manifest.get("policy") == "reference":
             title = f"Reference solutions of {manifest.get('mixture')} (oracle run)"
+        (self.path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
         lines = [summary_markdown(summary, title), "", "## Tasks", ""]
         for member, entry in members.items():
             lines.append(

@@ -107,26 +107,21 @@ def eval_description(config: Any) -> str:
     return f"eval: split {split}" if split != config.split else "its training tasks"
 
 
-def _eval_summary(mix: MixtureSpec, member: str, summary: MemberSummary, contact: bool) -> None:
-    """The member's eval set, the one `ormix eval` and `ormix train` use: its ``eval:`` set, else (no
-    ``eval:``) its environment's test split, else its training tasks (`default_eval_set`)."""
+def _eval_summary(mix: MixtureSpec, member: str, summary: MemberSummary, contact: bool) -> MemberSummary:
+    """``summary`` with the member's eval set, the one `ormix eval` and `ormix train` use: its ``eval:`` set,
+    else (no ``eval:``) its environment's test split, else its training tasks (`default_eval_set`)."""
     from ormix.evaluation._tasks import DEFAULT_EVAL_SET, default_eval_set
 
     config = mix.config.members[member]
     summary.eval_unknown = eval_description(config) if config.evaluates else DEFAULT_EVAL_SET
     if summary.unknown is not None or not contact:
-        return
+        return summary
     try:
         summary.eval_set = default_eval_set(mix, member)
     except (ORSError, OrmixError, OSError) as e:
         summary.eval_error = str(e)
     else:
         summary.eval_unknown = None
-
-
-def _summary(mix: MixtureSpec, member: str, contact: bool) -> MemberSummary:
-    summary = _member_summary(mix, member, contact)
-    _eval_summary(mix, member, summary, contact)
     return summary
 
 
@@ -337,7 +332,10 @@ def inspect_mixture(
     Steps are numbered from 1, as training counts them. With ``contact_servers=False`` (or for members whose
     server cannot be asked) task counts come from the config and tools are not shown.
     """
-    members = [_summary(mix, m, contact_servers) for m in mix.config.members]
+    members = [
+        _eval_summary(mix, m, _member_summary(mix, m, contact_servers), contact_servers)
+        for m in mix.config.members
+    ]
     notes: list[str] = []
     counts = {m.name: m.tasks for m in members if m.role != "eval"}
     missing = sorted(n for n, c in counts.items() if c is None)

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def _pyplot() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -41,7 +41,7 @@ def summary_figure(summary: Mapping[str, Any], title: str | None = None) -> Any:
         (['pass@1', 'pass@2'], ['a', 'b'])
         >>> import matplotlib.pyplot as plt; plt.close("all")
     """
-    plt = _pyplot()
+    plt = pyplot()
     members = list(summary["members"])
     ks = list(summary["k"])
     fig, axes = plt.subplots(
@@ -95,7 +95,7 @@ def comparison_figure(result: Mapping[str, Any]) -> Any:
         ('pass@1', 'difference from x')
         >>> import matplotlib.pyplot as plt; plt.close("all")
     """
-    plt = _pyplot()
+    plt = pyplot()
     metrics = list(result["metrics"])
     comparisons = list(result["comparisons"])
     members = sorted({m for comp in comparisons for m in comp["members"]})
@@ -145,7 +145,7 @@ def study_heatmap(study: Mapping[str, Any], metric: str | None = None) -> Any:
 
     from ormix.evaluation._summary import format_metric
 
-    plt = _pyplot()
+    plt = pyplot()
     metric = metric or study["metric"]
     members, arms = list(study["members"]), list(study["arms"])
     values = np.full((len(arms), len(members)), np.nan)

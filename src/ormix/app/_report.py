@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ormix._runs import read_jsonl
+from ormix.app._plots import pyplot
 from ormix.app._workspace import Workspace
 from ormix.evaluation._summary import summary_markdown, summary_table
 from ormix.rollout._outcome import ERROR_KINDS
@@ -51,12 +52,15 @@ def percentile(values: Sequence[float], q: float) -> float | None:
         (2.5, 5.0, None)
     """
     data = sorted(float(v) for v in values)
-    if not data:
-        return None
+    return sorted_percentile(data, q) if data else None
+
+
+def sorted_percentile(data: Any, q: float) -> float:
+    """`percentile` of values already sorted (a sequence or numpy array, at least one value)."""
     pos = (len(data) - 1) * min(max(q, 0.0), 100.0) / 100.0
     lo = math.floor(pos)
     hi = min(lo + 1, len(data) - 1)
-    return data[lo] + (data[hi] - data[lo]) * (pos - lo)
+    return float(data[lo] + (data[hi] - data[lo]) * (pos - lo))
 
 
 def eval_ks(records: Sequence[Mapping[str, Any]]) -> tuple[int, ...]:
@@ -146,8 +150,7 @@ def error_mix(s: Mapping[str, Any]) -> str:
     # Infrastructure kinds of calls are already counted as their rollouts' errors.
     failed = {k: v for k, v in (s.get("call_errors") or {}).items() if k not in ERROR_KINDS}
     if failed:
-        kinds = sorted(failed.items(), key=lambda kv: -kv[1])
-        parts.append("calls: " + ", ".join(f"{k} {v}" for k, v in kinds) + f" of {calls}")
+        parts.append(f"calls: {_mix(failed)} of {calls}")
     return "; ".join(parts) or "-"
 
 
@@ -203,29 +206,21 @@ def _markdown(
     plots: Sequence[Path],
 ) -> str:
     summary: Mapping[str, Mapping[str, Any]] = report["members"]
-    lines = [
-        f"# ormix report: {run_dir.name}",
-        "",
-        "| " + " | ".join(TABLE_COLUMNS) + " |",
-        "|" + "---|" * len(TABLE_COLUMNS),
-    ]
-    lines += ["| " + " | ".join(row) + " |" for row in table_rows(summary)]
+    lines = [f"# ormix report: {run_dir.name}", "", *_md_table([TABLE_COLUMNS, *table_rows(summary)])]
     said = trend_lines(report)
     if said:
         lines += ["", "## Trend", "", said[0], ""] + [f"- {line.strip()}" for line in said[1:]]
+    tools = [
+        [member, tool, str(t["calls"]), str(t["errors"]), _fmt(t["p50_ms"], 1), _fmt(t["p95_ms"], 1)]
+        for member, s in summary.items()
+        for tool, t in s["tools"].items()
+    ]
     lines += [
         "",
         "## Tools",
         "",
-        "| member | tool | calls | errors | p50 ms | p95 ms |",
-        "|---|---|---|---|---|---|",
+        *_md_table([("member", "tool", "calls", "errors", "p50 ms", "p95 ms"), *tools]),
     ]
-    for member, s in summary.items():
-        for tool, t in s["tools"].items():
-            lines.append(
-                f"| {member} | {tool} | {t['calls']} | {t['errors']} | {_fmt(t['p50_ms'], 1)} | "
-                f"{_fmt(t['p95_ms'], 1)} |"
-            )
     evaluation = report.get("eval") or {}
     if evaluation.get("steps"):
         series, last = evaluation["steps"], str(evaluation["last_step"])
@@ -237,9 +232,7 @@ def _markdown(
             f"{series[last]['k'][-1]} per task; the tables above count training rollouts only.",
         ]
         for metric in ("pass@1", "coverage"):
-            rows = _eval_steps_table(series, metric)
-            lines += ["", f"### {metric} by step", "", "| " + " | ".join(rows[0]) + " |"]
-            lines += ["|" + "---|" * len(rows[0])] + ["| " + " | ".join(row) + " |" for row in rows[1:]]
+            lines += ["", f"### {metric} by step", "", *_md_table(_eval_steps_table(series, metric))]
     finals = report.get("run_evals") or {}
     if finals.get("after"):
         section = summary_markdown(finals["after"], "Eval of the trained model (RUN_DIR/eval)")
@@ -252,6 +245,13 @@ def _markdown(
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     return "\n".join(lines) + "\n"
+
+
+def _md_table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """``rows`` (the header row first) as the lines of a markdown table."""
+    return ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])] + [
+        "| " + " | ".join(row) + " |" for row in rows[1:]
+    ]
 
 
 #: Marker and line style per member (by position), so members stay apart where their lines overlap.
@@ -332,15 +332,7 @@ def _bars(
     y0 = np.asarray(bottoms, dtype=float)
     y1 = y0 + np.asarray(heights, dtype=float)
     left, right = x - 0.4, x + 0.4
-    verts = np.stack(
-        [
-            np.stack([left, y0], 1),
-            np.stack([left, y1], 1),
-            np.stack([right, y1], 1),
-            np.stack([right, y0], 1),
-        ],
-        axis=1,
-    )
+    verts = np.stack([left, y0, left, y1, right, y1, right, y0], 1).reshape(-1, 4, 2)
     return PolyCollection(list(verts), facecolors=colour, edgecolors="none", alpha=0.85, label=label)
 
 
@@ -364,12 +356,8 @@ def figures(
         'no rollout was scored: no'
         >>> import matplotlib.pyplot as plt; plt.close("all")
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    pen = _Pen(members, plt.rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"])
+    plt = pyplot()
+    pen = _Pen(members, plt)
     written = {
         "reward_coverage.png": _reward_coverage_figure(plt, pen, series, members, trend),
         "share.png": _share_figure(plt, pen, series, members, planned),
@@ -384,7 +372,8 @@ def figures(
 class _Pen:
     """One colour, marker and line style per environment in every figure, and how an axis is finished."""
 
-    def __init__(self, members: Sequence[str], palette: Sequence[str]) -> None:
+    def __init__(self, members: Sequence[str], plt: Any) -> None:
+        palette = plt.rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"]
         self.colours = {m: palette[i % len(palette)] for i, m in enumerate(members)}
         self.markers = {m: _MARKERS[i % len(_MARKERS)] for i, m in enumerate(members)}
         self.styles = {m: _STYLES[i % len(_STYLES)] for i, m in enumerate(members)}
@@ -590,20 +579,17 @@ def eval_figure(series: Mapping[int, Mapping[str, Any]], members: Sequence[str])
         ['a']
         >>> import matplotlib.pyplot as plt; plt.close("all")
     """
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    palette = plt.rcParams["axes.prop_cycle"].by_key().get("color") or ["C0"]
+    plt = pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
     steps = sorted(series)
-    for i, m in enumerate(members):
+    pen = _Pen(members, plt)
+    for m in members:
         style = {
-            "color": palette[i % len(palette)],
-            "marker": _MARKERS[i % len(_MARKERS)],
-            "linestyle": _STYLES[i % len(_STYLES)],
+            "color": pen.colours[m],
+            "marker": pen.markers[m],
+            "linestyle": pen.styles[m],
             "markersize": 4,
         }
         for ax, metric in ((top, "pass@1"), (bottom, "coverage")):
@@ -643,12 +629,9 @@ ENV_TIME_METRICS = ("open_s", "tools_s", "generate_s")
 
 def env_time_figure(env_time: Mapping[int, Mapping[str, float]]) -> Any:
     """Where each step's rollout time went (`ENV_TIME_METRICS` from `logged_series`), stacked."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
+    plt = pyplot()
     steps = sorted(env_time)
     labels = {"open_s": "opening sessions", "tools_s": "waiting for tools", "generate_s": "generating"}
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -698,21 +681,6 @@ def run_evals(run_dir: str | Path) -> dict[str, Any]:
     return out
 
 
-@dataclass
-class _Scan:
-    """What a report computes from the records (`ormix.app._scan.scan_run`)."""
-
-    members: list[str]
-    summary: dict[str, dict[str, Any]]
-    series: dict[int, dict[str, float]]
-    evaluated: dict[int, dict[str, Any]]
-    trend: dict[str, Any]
-    records: int
-    train: int
-    evals: int
-    unfinished: int
-
-
 def write_report(run_dir: str | Path, scan: Mapping[str, Any] | None = None) -> ReportResult:
     """Write `summary.json`, `report.md` and the plots into `<run_dir>/report/` and return what was written.
 
@@ -725,8 +693,7 @@ def write_report(run_dir: str | Path, scan: Mapping[str, Any] | None = None) -> 
         from ormix.app._scan import scan_run
 
         scan = scan_run(run_dir)
-    found = _Scan(**scan)
-    members, summary, series, evaluated = found.members, found.summary, found.series, found.evaluated
+    members, summary, series, evaluated = scan["members"], scan["summary"], scan["series"], scan["evaluated"]
     alarms = read_jsonl(run_dir / "alarms.jsonl")
     folder = run_dir / "report"
     folder.mkdir(parents=True, exist_ok=True)
@@ -736,17 +703,17 @@ def write_report(run_dir: str | Path, scan: Mapping[str, Any] | None = None) -> 
             "eval": {
                 "steps": {str(k): v for k, v in evaluated.items()},
                 "last_step": max(evaluated),
-                "rollouts": found.evals,
+                "rollouts": scan["evals"],
             }
             if evaluated
             else {},
             "steps": {str(k): v for k, v in series.items()},
-            "trend": found.trend,
+            "trend": scan["trend"],
             "alarms": alarms,
-            "records": found.records,
-            "train_records": found.train,
-            "eval_records": found.evals,
-            "unfinished_step_records": found.unfinished,
+            "records": scan["records"],
+            "train_records": scan["train"],
+            "eval_records": scan["evals"],
+            "unfinished_step_records": scan["unfinished"],
             "run_evals": run_evals(run_dir),
         }
     )
@@ -796,8 +763,6 @@ def report_command(run_dir: Path, console: Any) -> int:
         ...     report_command(Path(run_dir), console)
         1
     """
-    from rich.table import Table
-
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         console.print(
@@ -827,12 +792,9 @@ def report_command(run_dir: Path, console: Any) -> int:
         "tool use (per rollout) and latency",
     )
     for title, columns in ((titles[0], range(split)), (titles[1], [0, *range(split, len(TABLE_COLUMNS))])):
-        table = Table(title=title)
-        for i in columns:
-            table.add_column(TABLE_COLUMNS[i], overflow="fold")
-        for row in rows:
-            table.add_row(*(row[i] for i in columns))
-        console.print(table)
+        _print_table(
+            console, title, [[row[i] for i in columns] for row in [TABLE_COLUMNS, *rows]], overflow="fold"
+        )
     env_time = result.summary.get("env_time_s")
     if env_time:
         console.print(
@@ -855,30 +817,17 @@ def report_command(run_dir: Path, console: Any) -> int:
 
 def _print_eval(evaluation: Mapping[str, Any], console: Any) -> None:
     """The evaluations during training: the last one's table with intervals, then pass@1 by step."""
-    from rich.table import Table
-
     if not evaluation.get("steps"):
         return
     series, last = evaluation["steps"], str(evaluation["last_step"])
-    rows = summary_table(series[last])
     k, rollouts = series[last]["k"][-1], evaluation["rollouts"]
-    table = Table(
-        title=f"eval at step {last} ({k} sample{'s' if k > 1 else ''} per task; {rollouts} eval rollouts "
+    title = (
+        f"eval at step {last} ({k} sample{'s' if k > 1 else ''} per task; {rollouts} eval rollouts "
         f"over {len(series)} evaluation(s), not in the tables above)"
     )
-    for column in rows[0]:
-        table.add_column(column, overflow="fold")
-    for row in rows[1:]:
-        table.add_row(*row)
-    console.print(table)
+    _print_table(console, title, summary_table(series[last]), overflow="fold")
     if len(series) > 1:
-        by_step = _eval_steps_table(series, "pass@1")
-        steps = Table(title="eval pass@1 by step")
-        for column in by_step[0]:
-            steps.add_column(column)
-        for row in by_step[1:]:
-            steps.add_row(*row)
-        console.print(steps)
+        _print_table(console, "eval pass@1 by step", _eval_steps_table(series, "pass@1"))
     console.print(
         f"  {series[last]['confidence']:.0%} intervals over tasks ({series[last]['interval']}); unscored "
         "rollouts count as failures, infrastructure errors are left out (error_rate)",
@@ -888,18 +837,24 @@ def _print_eval(evaluation: Mapping[str, Any], console: Any) -> None:
 
 def _print_run_evals(finals: Mapping[str, Any], console: Any) -> None:
     """The eval of the trained model (its table with intervals), then what changed since before training."""
-    from rich.table import Table
-
     if finals.get("after"):
-        header, *rows = summary_table(finals["after"])
-        table = Table(*header, title="eval of the trained model (RUN_DIR/eval)")
-        for row in rows:
-            table.add_row(*row)
-        console.print(table)
+        _print_table(console, "eval of the trained model (RUN_DIR/eval)", summary_table(finals["after"]))
     if finals.get("change"):
         console.print("[bold]what training changed[/bold] (after − before, paired over the same eval tasks):")
         for metric, verdict in finals["change"].items():
             console.print(f"  {metric}: {verdict}", highlight=False, markup=False)
+
+
+def _print_table(console: Any, title: str, rows: Sequence[Sequence[str]], **column: Any) -> None:
+    """``rows`` (the header row first) as a table, printed; ``column``: each column's options."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    for name in rows[0]:
+        table.add_column(name, **column)
+    for row in rows[1:]:
+        table.add_row(*row)
+    console.print(table)
 
 
 def _legend(ax, loc: str) -> None:

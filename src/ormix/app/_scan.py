@@ -21,7 +21,8 @@ Example:
 
 from __future__ import annotations
 
-import math
+import functools
+import itertools
 import os
 from array import array
 from collections import Counter
@@ -30,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ormix.app._report import TREND_METRICS, eval_ks, percentile
+from ormix.app._report import TREND_METRICS, eval_ks, percentile, sorted_percentile
 from ormix.app._workspace import Workspace
 from ormix.evaluation._summary import summarize as summarize_eval
 from ormix.telemetry._metrics import member_values, metric_key, summarize
@@ -109,6 +110,8 @@ class _Pool:
             entry[2].extend(member_values(only, member, 1).get("tool_ms", ()))
 
     def mean(self, metric: str) -> float | None:
+        if metric == "training_reward":
+            return self.training / self.trained if self.trained else None
         n = self.counts.get(metric, 0)
         return self.sums[metric] / n if n else None
 
@@ -125,7 +128,7 @@ class _Pool:
             "rollouts": self.rollouts,
             "share": self.mean("share"),
             "reward": self.mean("reward"),
-            "training_reward": self.training / self.trained if self.trained else None,
+            "training_reward": self.mean("training_reward"),
             "coverage": self.mean("coverage"),
             "unscored_rate": self.mean("unscored_rate"),
             "error_rate": self.mean("error_rate"),
@@ -151,27 +154,7 @@ def _percentiles(values: array) -> tuple[float | None, float | None]:
     import numpy as np
 
     data = np.sort(np.frombuffer(values, dtype=np.float64))
-    out = []
-    for q in (50.0, 95.0):
-        pos = (len(data) - 1) * q / 100.0
-        lo = math.floor(pos)
-        hi = min(lo + 1, len(data) - 1)
-        low, high = float(data[lo]), float(data[hi])
-        out.append(low + (high - low) * (pos - lo))
-    return out[0], out[1]
-
-
-class _Keys:
-    """``ormix/<member>/<metric>`` strings made once (a long run's series holds millions of them)."""
-
-    def __init__(self) -> None:
-        self._keys: dict[tuple[str, str], str] = {}
-
-    def __call__(self, member: str, metric: str) -> str:
-        key = self._keys.get((member, metric))
-        if key is None:
-            key = self._keys[(member, metric)] = metric_key(member, metric)
-        return key
+    return sorted_percentile(data, 50.0), sorted_percentile(data, 95.0)
 
 
 def _rows(table: pa.Table, positions: np.ndarray) -> Iterator[dict[str, Any]]:
@@ -297,16 +280,8 @@ def _batched(
 
 def _batches(rows: Iterator[dict[str, Any]], batch_of: np.ndarray) -> Iterator[list[dict[str, Any]]]:
     """The rows a batch at a time (``batch_of``: each row's batch, the batches contiguous)."""
-    batch: list[dict[str, Any]] = []
-    current = None
-    for row, b in zip(rows, batch_of.tolist(), strict=True):
-        if b != current and batch:
-            yield batch
-            batch = []
-        current = b
-        batch.append(row)
-    if batch:
-        yield batch
+    for _, batch in itertools.groupby(zip(rows, batch_of.tolist(), strict=True), key=lambda pair: pair[1]):
+        yield [row for row, _ in batch]
 
 
 class _Figures:
@@ -324,7 +299,8 @@ class _Figures:
         self.parts = [{m: _Pool(full=False) for m in train_members} for _ in self.thirds]
         self.present: list[set[str]] = [set() for _ in self.thirds]
         self.series: dict[int, dict[str, float]] = {}
-        self.key = _Keys()
+        # ``ormix/<member>/<metric>`` strings made once (a long run's series holds millions of them).
+        self.key = functools.cache(metric_key)
 
     def take(self, batch: list[dict[str, Any]]) -> None:
         """Pool one step's batch, and add its point to the series (a batch without a step has none)."""
@@ -365,7 +341,7 @@ class _Figures:
             "members": {
                 m: {
                     k: [
-                        _trend_value(part[m], k) if m in seen else None
+                        part[m].mean(k) if m in seen else None
                         for part, seen in zip(self.parts, self.present, strict=True)
                     ]
                     for k in TREND_METRICS
@@ -419,9 +395,3 @@ def _in_record_order(
         for c in r.get("calls") or ():
             if c.get("error") is not None:
                 pool.call_errors[c["error"]] += 1
-
-
-def _trend_value(pool: _Pool, metric: str) -> float | None:
-    if metric == "training_reward":
-        return pool.training / pool.trained if pool.trained else None
-    return pool.mean(metric)

@@ -434,20 +434,11 @@ def _source(path: Path, eval_name: str | None) -> _Source:
             raise UsageError(
                 f"no eval {eval_name!r} in {path} (its eval directories: {listed}){suggest(wanted, names)}"
             )
-        eval_dir = path / chosen
-        return _Source(
-            eval_dir,
-            read_jsonl(eval_dir / "rollouts.jsonl"),
-            None,
-            [_read_manifest(eval_dir), _read_manifest(path)],
-        )
-    if (path / "rollouts.jsonl").is_file():  # an eval directory (`ormix eval`'s, or a run's eval/)
-        return _Source(
-            path,
-            read_jsonl(path / "rollouts.jsonl"),
-            None,
-            [_read_manifest(path), _read_manifest(path.parent)],
-        )
+        path = path / chosen
+    if eval_name is not None or (path / "rollouts.jsonl").is_file():
+        # An eval directory (`ormix eval`'s, or a run's eval/): its manifest, then its run's.
+        manifests = [_read_manifest(path), _read_manifest(path.parent)]
+        return _Source(path, read_jsonl(path / "rollouts.jsonl"), None, manifests)
     records = read_records(path)
     if not records:
         evals = _eval_dirs(path)

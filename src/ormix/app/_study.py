@@ -471,11 +471,6 @@ def _per_member_differences(result: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _run_start(run: Path) -> dict[str, Any] | None:
-
-    return Workspace(run).start()
-
-
 def _build_study(
     study_dir: Path,
     source: str,
@@ -498,7 +493,7 @@ def _build_study(
         finished = {seed: run for seed, run in runs if arm_done(run, config.config_hash())}
         entries.append(_arm_entry(study_dir, arm, runs, finished, options))
         for seed, run in finished.items():
-            starts[_run_name(arm.name, seed)] = _run_start(run)
+            starts[_run_name(arm.name, seed)] = Workspace(run).start()
         if not entries[-1]["done"]:
             continue
         done.append(arm)
@@ -639,51 +634,6 @@ def command_line(source: str, study_dir: Path, options: StudyOptions) -> str:
         parts.append(f"--set {shlex.quote(f'{key}={text}')}")
     parts += [f"--arm {shlex.quote(arm)}" for arm in options.arms]
     return " ".join(parts)
-
-
-def _train_run(
-    name: str,
-    file: Path,
-    run: Path,
-    seed: int | None,
-    model: str | None,
-    options: StudyOptions,
-    console: Any,
-    resume_command: str,
-) -> int:
-    """Train one run of an arm into its run directory from the study's start (resumed from its latest
-    checkpoint, else started over)."""
-    from ormix.app._train import RunOptions, train
-
-    directory = Workspace(run)
-    if (Workspace(run).eval_path).exists():
-        # An eval of a model this training replaces: it would resume as if it were the new model's.
-        shutil.rmtree(Workspace(run).eval_path)
-        console.print(f"  {name}: its eval was of an earlier model; removed")
-    resume = overwrite = None
-    if directory.holds_a_run():
-        if directory.latest_checkpoint() is not None:
-            resume = "latest"
-            console.print(f"  resuming {name} from {directory.latest_checkpoint()}")
-        else:
-            overwrite = True
-            console.print(f"  {name} stopped before its first checkpoint: starting it over")
-    result = train(
-        file,
-        RunOptions(
-            model=model,
-            output_dir=run,
-            warmup_sft=0,  # the study's one start is the warm start: no run makes its own
-            seed=seed,
-            resume=resume,
-            overwrite=bool(overwrite),
-            report=options.report,
-            resume_command=resume_command,
-            evaluate=False,  # every arm is evaluated on the full mixture's tasks below
-        ),
-        console=console,
-    )
-    return result.exit_status
 
 
 def _eval_arm(full_file: Path, full_hash: str, run: Path, options: StudyOptions, console: Any) -> None:
@@ -844,13 +794,38 @@ class _ArmRunner:
                 result.ran.append(name)
 
     def _train(self, name: str, arm: Arm, seed: int | None, run: Path, result: StudyResult) -> None:
-        """Train one run unless its model is there; raises `_Stopped` when it stops without one."""
-        trained = Workspace(run).model_path
-        if trained.is_dir():
+        """Train one run unless its model is there, from the study's start (resumed from its latest
+        checkpoint, else started over); raises `_Stopped` when it stops without one."""
+        from ormix.app._train import RunOptions, train
+
+        console, directory = self.console, Workspace(run)
+        if directory.model_path.is_dir():
             return
-        file = self.study_dir / "mixtures" / f"{arm.name}.yaml"
-        status = _train_run(name, file, run, seed, self.model, self.options, self.console, self.again)
-        if status in (EXIT_INTERRUPTED, EXIT_TERMINATED) or not trained.is_dir():
+        if directory.eval_path.exists():
+            # An eval of a model this training replaces: it would resume as if it were the new model's.
+            shutil.rmtree(directory.eval_path)
+            console.print(f"  {name}: its eval was of an earlier model; removed")
+        resume, overwrite = None, False
+        if directory.holds_a_run():
+            if directory.latest_checkpoint() is not None:
+                resume = "latest"
+                console.print(f"  resuming {name} from {directory.latest_checkpoint()}")
+            else:
+                overwrite = True
+                console.print(f"  {name} stopped before its first checkpoint: starting it over")
+        options = RunOptions(
+            model=self.model,
+            output_dir=run,
+            warmup_sft=0,  # the study's one start is the warm start: no run makes its own
+            seed=seed,
+            resume=resume,
+            overwrite=overwrite,
+            report=self.options.report,
+            resume_command=self.again,
+            evaluate=False,  # every arm is evaluated on the full mixture's tasks below
+        )
+        status = train(self.study_dir / "mixtures" / f"{arm.name}.yaml", options, console=console).exit_status
+        if status in (EXIT_INTERRUPTED, EXIT_TERMINATED) or not directory.model_path.is_dir():
             self.console.print(f"[yellow]{name} stopped[/yellow]; continue the study with:\n  {self.again}")
             result.exit_status = status or EXIT_FAILED
             raise _Stopped

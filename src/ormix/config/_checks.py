@@ -20,9 +20,7 @@ MEMBER_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
 def _fields(obj: Any) -> dict[str, Any]:
-    if isinstance(obj, BaseModel):
-        return dict(obj)
-    return dict(obj) if isinstance(obj, Mapping) else {}
+    return dict(obj) if isinstance(obj, (BaseModel, Mapping)) else {}
 
 
 def selection_checks(d: Mapping[str, Any]) -> list[Problem]:
@@ -104,9 +102,7 @@ def _number(value: object) -> float | None:
         return None
 
 
-def weight_problems(
-    weights: Mapping[str, object], members: Sequence[str], where: str = ""
-) -> list[tuple[str | None, str]]:
+def weight_problems(weights: Mapping[str, object], members: Sequence[str]) -> list[tuple[str | None, str]]:
     """Everything wrong with a weight map over ``members``, as ``(member or None, message)`` pairs.
 
     The rules, written once (mixture files report them with their key path): a weight names a known member,
@@ -127,7 +123,7 @@ def weight_problems(
             out.append(
                 (
                     member,
-                    f"weights{where} name unknown member {member!r}; members are {known}: "
+                    f"weights name unknown member {member!r}; members are {known}: "
                     "fix the name or add the member",
                 )
             )
@@ -137,20 +133,16 @@ def weight_problems(
             out.append(
                 (
                     member,
-                    f"weight of member {member!r}{where} is {value!r}, not a number; set a "
-                    "non-negative number",
+                    f"weight of member {member!r} is {value!r}, not a number; set a non-negative number",
                 )
             )
         elif math.isnan(w) or math.isinf(w):
-            out.append(
-                (member, f"weight of member {member!r}{where} is {w}; set a finite non-negative number")
-            )
+            out.append((member, f"weight of member {member!r} is {w}; set a finite non-negative number"))
         elif w < 0:
             out.append(
                 (
                     member,
-                    f"weight of member {member!r}{where} is negative ({w}); weights must be >= 0 "
-                    "(0 leaves it out)",
+                    f"weight of member {member!r} is negative ({w}); weights must be >= 0 (0 leaves it out)",
                 )
             )
         else:
@@ -159,7 +151,7 @@ def weight_problems(
         out.append(
             (
                 None,
-                f"all weights{where} are zero (members {known}); give at least one member a positive weight",
+                f"all weights are zero (members {known}); give at least one member a positive weight",
             )
         )
     return out
@@ -472,14 +464,6 @@ def _schedule_checks(schedule: list[Any], roles: dict[str, str] | None) -> list[
     return out
 
 
-def _raise_with(cls_name: str, errors: list[InitErrorDetails], problems: list[Problem]) -> None:
-    if errors or problems:
-        details = errors + [
-            InitErrorDetails(type=problem_error(p.message), loc=p.path, input=None) for p in problems
-        ]
-        raise ValidationError.from_exception_data(cls_name, details, hide_input=True)
-
-
 def _carry(e: ValidationError) -> list[InitErrorDetails]:
     """Re-emit pydantic's errors so they can be raised together with this module's own problems."""
     out: list[InitErrorDetails] = []
@@ -509,5 +493,9 @@ def checked(
     except ValidationError as e:
         errors = _carry(e)
     problems = checks(_fields(data)) if isinstance(data, (Mapping, BaseModel)) else []
-    _raise_with(cls.__name__, errors, problems)
+    if errors or problems:
+        details = errors + [
+            InitErrorDetails(type=problem_error(p.message), loc=p.path, input=None) for p in problems
+        ]
+        raise ValidationError.from_exception_data(cls.__name__, details, hide_input=True)
     return result

@@ -34,7 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import keyword
 import os
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -58,7 +57,7 @@ from typing_extensions import Self
 
 from ormix._errors import TargetError
 from ormix._hashing import content_hash
-from ormix._targets import Target, parse_target
+from ormix._targets import Target, is_identifier, parse_target
 from ormix.config._checks import checked, member_checks, mixture_checks, selection_checks
 from ormix.config._problems import (
     MixtureConfigError,
@@ -96,13 +95,18 @@ _MODEL_CONFIG = ConfigDict(
 Scalar = str | int | float | bool
 
 
-def _is_identifier(part: str) -> bool:
-    return part.isidentifier() and part.isascii() and not keyword.iskeyword(part)
-
-
 def _non_negative_indices(v: list[int] | None) -> list[int] | None:
     if v is not None and any(i < 0 for i in v):
         raise problem_error("task indices start at 0; remove negative indices")
+    return v
+
+
+def _env_var(v: str | None, key: str) -> str | None:
+    if v is not None and not ENV_VAR_RE.fullmatch(v):
+        raise problem_error(
+            f"{key} is the NAME of an environment variable (letters, digits, '_'), "
+            "not the key itself; e.g. api_key_env: OPENREWARD_API_KEY"
+        )
     return v
 
 
@@ -268,16 +272,13 @@ class SpecConfig(BaseModel):
         context = info.context if isinstance(info.context, Mapping) else {}
         try:
             target = parse_target(v)
-            if target.kind in ("local", "module") and context.get("resolve_targets"):
-                from ormix.server._registry import check_environment
-
-                check_environment(str(target))
-            elif target.kind == "local":
-                # A shipped name is known without importing anything, so a misspelt one is reported with the
-                # file's other problems, not after they are fixed.
+            if target.kind in ("local", "module"):
                 from ormix.server._registry import LOCAL_ENVIRONMENTS, check_environment
 
-                if str(target).removeprefix("local:") not in LOCAL_ENVIRONMENTS:
+                # Without resolving, a shipped name is known without importing anything, so a misspelt one is
+                # reported with the file's other problems, not after they are fixed.
+                shipped = target.kind == "local" and target.value in LOCAL_ENVIRONMENTS
+                if context.get("resolve_targets") or (target.kind == "local" and not shipped):
                     check_environment(str(target))
             return str(target)
         except TargetError as e:
@@ -329,15 +330,7 @@ class SpecConfig(BaseModel):
             out.append(str(parsed))
         return out
 
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_var_name(cls, v: str | None) -> str | None:
-        if v is not None and not ENV_VAR_RE.fullmatch(v):
-            raise problem_error(
-                "api_key_env is the NAME of an environment variable (letters, digits, '_'), "
-                "not the key itself; e.g. api_key_env: OPENREWARD_API_KEY"
-            )
-        return v
+    _api_key_env = field_validator("api_key_env")(classmethod(lambda cls, v: _env_var(v, "api_key_env")))
 
     @model_validator(mode="wrap")
     @classmethod
@@ -603,23 +596,13 @@ class MemberConfig(SpecConfig):
         v = v.strip()
         module, _, function = v.partition(":")
         parts = module.split(".") if module else []
-        if not parts or not all(_is_identifier(p) for p in [*parts, function]):
+        if not parts or not all(is_identifier(p) for p in [*parts, function]):
             raise problem_error(
                 f"reference {v!r} is not module:function; name the function that returns a task's "
                 "reference tool calls, e.g. reference: my_envs.solutions:solve (the module next to the "
                 "mixture file, in the working directory or installed)"
             )
         return v
-
-    @property
-    def spec_config(self) -> SpecConfig:
-        """The environment's own options, without the mixture's (weight, role, scale, eval).
-
-        Example:
-            >>> MemberConfig(target="local:echo", weight=2.0).spec_config.target
-            'local:echo'
-        """
-        return SpecConfig.model_validate({k: getattr(self, k) for k in SpecConfig.model_fields})
 
     @property
     def trains(self) -> bool:
@@ -662,15 +645,9 @@ class UploadConfig(BaseModel):
     max_queued: int = Field(10_000, ge=1)
     close_timeout_s: float = Field(60.0, ge=0)
 
-    @field_validator("api_key_env")
-    @classmethod
-    def _key_var_name(cls, v: str) -> str:
-        if not ENV_VAR_RE.fullmatch(v):
-            raise problem_error(
-                "upload.api_key_env is the NAME of an environment variable (letters, digits, '_'), "
-                "not the key itself; e.g. api_key_env: OPENREWARD_API_KEY"
-            )
-        return v
+    _api_key_env = field_validator("api_key_env")(
+        classmethod(lambda cls, v: _env_var(v, "upload.api_key_env"))
+    )
 
     def uploads(self, member: str, mode: str) -> bool:
         """Whether `member`'s rollouts of `mode` (``train``/``eval``) are uploaded.
@@ -887,17 +864,19 @@ class MixtureConfig(BaseModel):
         data, problem = _with_base_dir(data, None)
         if problem is not None:
             raise MixtureConfigError([problem], source)
+        context = {"environ": environ, "defer_missing_secrets": defer_missing_secrets}
+        cfg, problems = cls._validated(data, {**context, "resolve_targets": resolve_targets})
+        if cfg is None:
+            raise MixtureConfigError(problems, source)
+        return cfg
+
+    @classmethod
+    def _validated(cls, data: Any, context: dict[str, Any]) -> tuple[MixtureConfig | None, list[Problem]]:
+        """The validated config, else ``None`` and every problem found (``context``: the validators')."""
         try:
-            return cls.model_validate(
-                data,
-                context={
-                    "environ": environ,
-                    "defer_missing_secrets": defer_missing_secrets,
-                    "resolve_targets": resolve_targets,
-                },
-            )
+            return cls.model_validate(data, context=context), []
         except ValidationError as e:
-            raise MixtureConfigError(problems_from(e, cls), source) from None
+            return None, problems_from(e, cls)
 
     @classmethod
     def from_yaml_text(
@@ -937,17 +916,8 @@ class MixtureConfig(BaseModel):
         data, problem = _with_base_dir(data, None if source.startswith("<") else Path(source).parent)
         if problem is not None:
             problems.append(problem)
-        context = {
-            "environ": environ,
-            "defer_missing_secrets": defer_missing_secrets,
-            "resolve_targets": False,
-        }
-        found: list[Problem] = []
-        try:
-            cfg = cls.model_validate(data, context=context)
-        except ValidationError as e:
-            found = problems_from(e, cls)
-            cfg = None
+        context = {"environ": environ, "defer_missing_secrets": defer_missing_secrets}
+        cfg, found = cls._validated(data, {**context, "resolve_targets": False})
         problems += _plan_length_problems(data)
         # Importing a `module:Class` target (and the SDK: seconds) waits until the rest of the file is right
         # (or only targets are wrong), so a typo is reported at once. `train:` is checked every time (TRL's
@@ -955,11 +925,7 @@ class MixtureConfig(BaseModel):
         # members' (every problem at once), never after those are fixed.
         is_target = lambda p: len(p.path) == 3 and p.path[0] == "members" and p.path[2] == "target"  # noqa: E731
         if resolve_targets and not problems and all(is_target(p) for p in found):
-            try:
-                cfg = cls.model_validate(data, context={**context, "resolve_targets": True})
-            except ValidationError as e:
-                found = problems_from(e, cls)
-                cfg = None
+            cfg, found = cls._validated(data, {**context, "resolve_targets": True})
         problems += found
         train = data.get("train")
         if train_check is not None and isinstance(train, Mapping):
@@ -998,9 +964,7 @@ class MixtureConfig(BaseModel):
             >>> MixtureConfig(members=members, strategy="adaptive", prompts_per_step=4).task_filter("b")
         """
         member = self.members[name]
-        if not member.trains or self.strategy != "adaptive":
-            return None
-        if member.filter is False:
+        if not member.trains or self.strategy != "adaptive" or member.filter is False:
             return None
         if member.filter is not None:
             return member.filter
@@ -1045,20 +1009,17 @@ class MixtureConfig(BaseModel):
     def manifest_dict(self) -> dict[str, Any]:
         """The config as plain JSON data, defaults included, with secret values removed (names kept)."""
         data = self.model_dump(mode="json")
-        for member in data["members"].values():
-            member["secrets"] = sorted(member["secrets"])
-            member["api_key"] = None if member["api_key"] is None else "(set)"
         if data.get("warm_start") is None:
             del data["warm_start"]  # a mixture without one keeps the hash it had before the key existed
         if data.get("evaluation") is None:
             del data["evaluation"]  # likewise
         for member in data["members"].values():
-            if member.get("reference") is None:
-                member.pop("reference", None)  # likewise for a member without a reference solver
-            if member.get("stragglers") is None:
-                member.pop("stragglers", None)  # likewise without a straggler rule
-            if member.get("group_scoring") is None:
-                member.pop("group_scoring", None)  # likewise without group scoring
+            member["secrets"] = sorted(member["secrets"])
+            member["api_key"] = None if member["api_key"] is None else "(set)"
+            # Likewise for a member without a reference solver, a straggler rule or group scoring.
+            for key in ("reference", "stragglers", "group_scoring"):
+                if member.get(key) is None:
+                    member.pop(key, None)
         del data["base_dir"]  # where modules are found, not what is trained: a moved copy keeps its hash
         data.pop("lookahead", None)  # when sessions open, not what is trained (the same tokens either way)
         data["telemetry"].pop("no_learning_steps", None)  # when to warn, not what is trained
@@ -1091,20 +1052,12 @@ class MixtureConfig(BaseModel):
         """
         self._require_known(names, "without")
         if not names:
-            raise MixtureConfigError(
-                [Problem(("members",), "without() needs at least one member name")], self.name
-            )
+            raise self._members_error("without() needs at least one member name")
         train = [n for n in self.train_members if n not in names]
         if not train:  # one problem, not also the empty weights it would leave behind
-            raise MixtureConfigError(
-                [
-                    Problem(
-                        ("members",),
-                        f"without({', '.join(map(repr, names))}) leaves no member to train on; keep at "
-                        f"least one of {', '.join(self.train_members)}",
-                    )
-                ],
-                self.name,
+            raise self._members_error(
+                f"without({', '.join(map(repr, names))}) leaves no member to train on; keep at "
+                f"least one of {', '.join(self.train_members)}"
             )
         return self._subset(train, f"{self.name}-without-{'-'.join(names)}", () if as_eval else names)
 
@@ -1121,9 +1074,7 @@ class MixtureConfig(BaseModel):
         """
         self._require_known(names, "only")
         if not names:
-            raise MixtureConfigError(
-                [Problem(("members",), "only() needs at least one member name")], self.name
-            )
+            raise self._members_error("only() needs at least one member name")
         keep = [n for n in self.members if n in names]
         train = [n for n in keep if self.members[n].trains]  # none: validation says so
         remove = () if as_eval else [n for n in self.members if n not in names]
@@ -1166,16 +1117,13 @@ class MixtureConfig(BaseModel):
         unknown = [n for n in names if n not in self.members]
         if unknown:
             hints = "".join(suggest(n, self.members) for n in unknown)
-            raise MixtureConfigError(
-                [
-                    Problem(
-                        ("members",),
-                        f"{op}() got unknown member(s) {', '.join(map(repr, unknown))}{hints}; "
-                        f"known members: {', '.join(self.members)}",
-                    )
-                ],
-                self.name,
+            raise self._members_error(
+                f"{op}() got unknown member(s) {', '.join(map(repr, unknown))}{hints}; "
+                f"known members: {', '.join(self.members)}"
             )
+
+    def _members_error(self, message: str) -> MixtureConfigError:
+        return MixtureConfigError([Problem(("members",), message)], self.name)
 
     def _subset(self, train: list[str], name: str, remove: Iterable[str]) -> MixtureConfig:
         """Train on ``train`` only: the members in ``remove`` go, every other one becomes eval-only."""

@@ -412,9 +412,10 @@ def _matrix(values: Sequence[Sequence[float]] | np.ndarray, what: str) -> np.nda
     return y
 
 
-def _check_statistic(statistic: str) -> None:
+def _check_statistic(statistic: str, confidence: float) -> None:
     if statistic not in STATISTICS:
         raise ValueError(f"statistic is one of {', '.join(STATISTICS)} (got {statistic!r})")
+    _check_confidence(confidence)
 
 
 #: In the degrees of freedom only, a seed component counts this many times its estimate. An estimate from
@@ -486,13 +487,16 @@ def _pair_variance(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return _combine(seed_parts, task_part, t - 1)
 
 
-def _bootstrap(
-    groups: Sequence[np.ndarray], statistic: str, resamples: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Two-level bootstrap: per replicate, the seeds of each group drawn with replacement (independently
+def _bootstrap_variance(
+    groups: Sequence[np.ndarray], signs: Sequence[float], variance: float, resamples: int, seed: int
+) -> float:
+    """The IQM's variance: its two-level bootstrap variance, rescaled by how far the same replicates'
+    mean strays from the mean's estimated variance (the bootstrap shrinks a variance over S seeds by
+    (S−1)/S, half at two seeds, and counts the interaction twice; the ratio corrects both).
+
+    Two-level bootstrap: per replicate, the seeds of each group drawn with replacement (independently
     per group), and one draw of the tasks with replacement shared by every run (the tasks are the same
-    tasks in every run and group, so a task's draw keeps its pairing). Returns the replicates' statistic
-    and mean, per group (resamples × groups)."""
+    tasks in every run and group, so a task's draw keeps its pairing); ``signs`` weigh the groups."""
     rng = np.random.default_rng(seed)
     t = groups[0].shape[1]
     tasks = rng.integers(0, t, size=(resamples, t))
@@ -502,22 +506,9 @@ def _bootstrap(
         seeds = rng.integers(0, y.shape[0], size=(resamples, y.shape[0]))
         draws = y[seeds[:, :, None], tasks[:, None, :]].reshape(resamples, -1)
         means[:, g] = draws.mean(axis=1)
-        if statistic == "iqm":
-            ordered = np.sort(draws, axis=1)
-            cut = int(0.25 * ordered.shape[1])
-            stats[:, g] = ordered[:, cut : ordered.shape[1] - cut].mean(axis=1)
-        else:
-            stats[:, g] = means[:, g]
-    return stats, means
-
-
-def _bootstrap_variance(
-    groups: Sequence[np.ndarray], signs: Sequence[float], variance: float, resamples: int, seed: int
-) -> float:
-    """The IQM's variance: its two-level bootstrap variance, rescaled by how far the same replicates'
-    mean strays from the mean's estimated variance (the bootstrap shrinks a variance over S seeds by
-    (S−1)/S, half at two seeds, and counts the interaction twice; the ratio corrects both)."""
-    stats, means = _bootstrap(groups, "iqm", resamples, seed)
+        ordered = np.sort(draws, axis=1)
+        cut = int(0.25 * ordered.shape[1])
+        stats[:, g] = ordered[:, cut : ordered.shape[1] - cut].mean(axis=1)
     w = np.asarray(signs, dtype=float)
     boot_stat = float(np.var(stats @ w, ddof=1))
     boot_mean = float(np.var(means @ w, ddof=1))
@@ -526,6 +517,17 @@ def _bootstrap_variance(
 
 def _bounded(*ys: np.ndarray) -> bool:
     return all(bool(np.all((y >= 0.0) & (y <= 1.0))) for y in ys)
+
+
+def _t_interval(
+    value: float, variance: float, q: float, floor: float | None, t: int, **group: Any
+) -> GroupInterval:
+    """``value`` ± ``q`` standard errors, clipped to [``floor``, 1] (values in [0, 1]; no clip: ``None``)."""
+    half = q * math.sqrt(max(variance, 0.0))
+    low, high = value - half, value + half
+    if floor is not None:
+        low, high = max(floor, low), min(1.0, high)
+    return GroupInterval(value, min(low, value), max(high, value), t, **group)
 
 
 def hierarchical_interval(
@@ -560,8 +562,7 @@ def hierarchical_interval(
         True
     """
     y = _matrix(values, "hierarchical_interval")
-    _check_statistic(statistic)
-    _check_confidence(confidence)
+    _check_statistic(statistic, confidence)
     s, t = y.shape
     if s == 0 or t == 0:
         return GroupInterval(None, None, None, 0, seeds=s, statistic=statistic)
@@ -590,13 +591,8 @@ def hierarchical_interval(
             # No spread seen (every value equal): not a claim of none. Count each task as one trial.
             low, high = _wilson(m, float(t), _z(confidence))
         return GroupInterval(m, low, high, t, seeds=s, over=covers)
-    half = q * math.sqrt(max(variance, 0.0))
-    low, high = value - half, value + half
-    if _bounded(y):
-        low, high = max(0.0, low), min(1.0, high)
-    return GroupInterval(
-        value, min(low, value), max(high, value), t, seeds=s, over=covers, statistic=statistic
-    )
+    floor = 0.0 if _bounded(y) else None
+    return _t_interval(value, variance, q, floor, t, seeds=s, over=covers, statistic=statistic)
 
 
 def paired_hierarchical_interval(
@@ -633,8 +629,7 @@ def paired_hierarchical_interval(
         (0.0, 0.0, 0.0)
     """
     ya, yb = _matrix(baseline, "paired_hierarchical_interval"), _matrix(other, "paired_hierarchical_interval")
-    _check_statistic(statistic)
-    _check_confidence(confidence)
+    _check_statistic(statistic, confidence)
     if ya.shape[1] != yb.shape[1]:
         raise ValueError(
             f"paired values need the same tasks in both groups (got {ya.shape[1]} and {yb.shape[1]} tasks)"
@@ -660,10 +655,6 @@ def paired_hierarchical_interval(
             variance = _bootstrap_variance([ya, yb], [-1.0, 1.0], variance, resamples, seed)
     else:
         value = float(yb.mean() - ya.mean())
-    half = t_quantile(0.5 + confidence / 2.0, int(df)) * math.sqrt(max(variance, 0.0))
-    low, high = value - half, value + half
-    if _bounded(ya, yb):
-        low, high = max(-1.0, low), min(1.0, high)
-    return GroupInterval(
-        value, min(low, value), max(high, value), t, seeds=seeds, over=covers, statistic=statistic
-    )
+    q = t_quantile(0.5 + confidence / 2.0, int(df))
+    floor = -1.0 if _bounded(ya, yb) else None
+    return _t_interval(value, variance, q, floor, t, seeds=seeds, over=covers, statistic=statistic)

@@ -103,7 +103,7 @@ def task_samples(records: Iterable[Mapping[str, Any]]) -> dict[str, list[TaskSam
         split = r.get("split")
         grouped.setdefault((str(member), None if split is None else str(split), int(index)), []).append(r)
     out: dict[str, list[TaskSamples]] = {}
-    for (member, split, index), recs in sorted(grouped.items(), key=lambda kv: _sort_key(kv[0])):
+    for (member, split, index), recs in sorted(grouped.items(), key=lambda kv: task_order(kv[0])):
         outcomes = tuple(str(r.get("outcome") or "error") for r in recs)
         rewards = tuple(
             _reward(r.get("env_reward")) if o == "scored" else None
@@ -114,7 +114,8 @@ def task_samples(records: Iterable[Mapping[str, Any]]) -> dict[str, list[TaskSam
     return out
 
 
-def _sort_key(key: TaskKey) -> tuple[str, int, str, int]:
+def task_order(key: TaskKey) -> tuple[str, int, str, int]:
+    """The order tasks are listed in: by member, then split (none first), then task index."""
     member, split, index = key
     return (member, split is not None, split or "", index)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
 from ormix.evaluation._errors import EvalError
@@ -97,12 +98,7 @@ def interleaved_chunks(keys: Sequence[tuple[str, str, int]], size: int) -> list[
     by_member: dict[str, list[tuple[str, str, int]]] = {}
     for key in keys:
         by_member.setdefault(key[0], []).append(key)
-    order: list[tuple[str, str, int]] = []
-    queues = list(by_member.values())
-    while any(queues):
-        for queue in queues:
-            if queue:
-                order.append(queue.pop(0))
+    order = [key for turn in zip_longest(*by_member.values()) for key in turn if key is not None]
     return [order[i : i + size] for i in range(0, len(order), size)]
 
 
@@ -146,10 +142,7 @@ def eval_tasks(
         selection = mix.eval_selection_spec(member, split)
         task_specs = dict(selection.task_specs)
         if not task_specs:
-            raise EvalError(
-                f"member {member!r} has no task in split {selection.split!r} to evaluate on: check its "
-                "eval: set (num_tasks, indices, where) or pick another --split"
-            )
+            raise _no_task(member, selection.split)
         rows = {row["task_index"]: row for row in mix.eval_rows(member, selection)}
         target = mix.spec(member).target
         kind = mix.eval_selection(member, split).kind
@@ -180,11 +173,15 @@ def default_eval_set(mix: MixtureSpec, member: str) -> EvalSet:
     """
     found = mix.eval_selection(member)
     if not found.task_indices and not mix.config.members[member].evaluates:
-        raise EvalError(
-            f"member {member!r} has no task in split {found.split!r} to evaluate on: check its "
-            "eval: set (num_tasks, indices, where) or pick another --split"
-        )
+        raise _no_task(member, found.split)
     return found
+
+
+def _no_task(member: str, split: str | None) -> EvalError:
+    return EvalError(
+        f"member {member!r} has no task in split {split!r} to evaluate on: check its "
+        "eval: set (num_tasks, indices, where) or pick another --split"
+    )
 
 
 def _require_split(mix: MixtureSpec, member: str, split: str) -> None:

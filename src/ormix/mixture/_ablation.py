@@ -215,13 +215,6 @@ def select_arms(all_arms: Sequence[Arm], names: Sequence[str]) -> list[Arm]:
     return [a for a in all_arms if not names or a.name in names]
 
 
-def _with_base_dir(config: MixtureConfig, source: str) -> MixtureConfig:
-    """The config with ``base_dir`` set to the source file's directory (unless it has one already)."""
-    if config.base_dir is not None or source.startswith("<"):
-        return config
-    return config.updated(base_dir=str(Path(source).resolve().parent))
-
-
 def arm_file_text(arm: Arm, source: str) -> tuple[str, str]:
     """An arm's mixture file (header: where it comes from, its manifest hash, the budget rule) and its hash.
 
@@ -232,7 +225,9 @@ def arm_file_text(arm: Arm, source: str) -> tuple[str, str]:
         >>> text.splitlines()[0], f"manifest hash: {digest}" in text
         ('# Derived from <python> by `ormix ablate` (arm without-a).', True)
     """
-    config = _with_base_dir(arm.config, source)
+    config = arm.config
+    if config.base_dir is None and not source.startswith("<"):  # modules are found where the source's were
+        config = config.updated(base_dir=str(Path(source).resolve().parent))
     # The hash its run's manifest gets: trained with the file's own `train.max_steps`.
     digest = config.sized_for().config_hash()
     dropped = (

@@ -12,7 +12,7 @@ last ``progress_window`` steps, itself shrunk the same way toward the mixture-wi
 groups in the window, or none, as a member on the floor of a small batch may have, is judged on its longer
 record, not on those two alone).
 
-- ``denoised`` (default): ``informative`` made robust to what fools it (`_denoised_detail`). Each member's
+- ``denoised`` (default): ``informative`` made robust to what fools it (`_denoised`). Each member's
   outcome noise is estimated from its own groups (`noise_estimates`: the disagreement between rollouts of one
   group, on its least disagreeing tasks), and the informativeness that noise explains (the chance that a
   group of a solved or hopeless task looks informative through flips alone) is taken off its informative
@@ -299,7 +299,7 @@ def _noise_support(
 ) -> dict[str, tuple[float, float, float]]:
     """`noise_estimates` with the pairs of rollouts each estimate was measured on (0 when none) and a
     high estimate (the noise a member may still have, given those pairs; 0 when none: then only the trust
-    rule of `_denoised_detail` holds the member back).
+    rule of `_denoised` holds the member back).
 
     A grader's noise does not change over a run, while learning moves a task's disagreement (a policy at
     0.5 on every task disagrees as much as 25% noise, and no longer once it is at 0.9): the window's earlier
@@ -313,14 +313,10 @@ def _noise_support(
     for m in members:
         low = min((st[m].low for st in steps if m in st), default=math.inf)
         high = max((st[m].high for st in steps if m in st), default=-math.inf)
-        if not high - low > 1e-9:
-            out[m] = (0.0, 0.0, 0.0)
-            continue
-        found = [
-            _disagreement(part, m, (high - low) ** 2) for part in (steps[:middle], steps[middle:]) if part
-        ]
+        halves = (steps[:middle], steps[middle:]) if high - low > 1e-9 else ()
+        found = [_disagreement(part, m, (high - low) ** 2) for part in halves if part]
         known = [(d, n) for d, n in found if n > 0]
-        if not known:
+        if not known:  # no range of rewards, or no pairs measured
             out[m] = (0.0, 0.0, 0.0)
             continue
         d = min(d for d, _ in known)
@@ -383,18 +379,6 @@ def _denoised(
     cfg: AdaptiveConfig,
 ) -> dict[str, float | None]:
     """The ``denoised`` scores (see the module docstring): normalised, with the uniform mix."""
-    detail = _denoised_detail(recent, longer, members, rate, cfg)
-    return {m: detail[m][2] for m in members}
-
-
-def _denoised_detail(
-    recent: Sequence[Mapping[str, StepStats]],
-    longer: Sequence[Mapping[str, StepStats]],
-    members: Sequence[str],
-    rate: Mapping[str, float],
-    cfg: AdaptiveConfig,
-) -> dict[str, tuple[float, float, float]]:
-    """Per member (noise, the informative rate beyond it, score): what ``denoised`` believes."""
     support = _noise_support(longer, members)
     noise = {m: e for m, (e, _, _) in support.items()}
     posterior = _posteriors(_slopes(longer, members))
@@ -417,7 +401,7 @@ def _denoised_detail(
         excess[m] = max(0.0, rate[m] - explained)
         # Headroom on the reward seen, not corrected for the noise: a correction by an overestimated noise
         # would call a member at 0.9 on every task solved.
-        room[m] = _own_headroom(recent, longer, m, 0.0, cfg.prior_groups, mixture)
+        room[m] = _own_headroom(recent, longer, m, cfg.prior_groups, mixture)
     raw = {m: excess[m] ** cfg.sharpness * room[m] ** cfg.headroom for m in members}
     # Progress in the reward achieved: the informative rate times the member's pace (its expected absolute
     # slope of success on practice, as ``progress`` has it), relative to the fastest member's. A member whose
@@ -464,8 +448,7 @@ def _denoised_detail(
         wanted = joint[m]
         score[m] = (1 - mix) * (trust * wanted + (1 - trust) * min(wanted, 1 / n)) + mix / n
         score[m] = min(score[m], cap[m])
-    score = _spread(score, cap)
-    return {m: (noise[m], excess[m], score[m]) for m in members}
+    return dict(_spread(score, cap))
 
 
 def _spread(score: Mapping[str, float], cap: Mapping[str, float]) -> dict[str, float]:
@@ -529,37 +512,22 @@ def _own_headroom(
     recent: Sequence[Mapping[str, StepStats]],
     longer: Sequence[Mapping[str, StepStats]],
     m: str,
-    noise: float,
     prior: float,
     mixture: _Mixture,
 ) -> float:
     """A member's reward left to gain on its own reward range (the mixture's when it has none: always
-    solved, or always failed), its mean corrected for its noise (a flaky grader reports a solved member at
-    1 - e, a hopeless one at e). The mean is shrunk like `_headroom`'s."""
+    solved, or always failed). The mean is shrunk like `_headroom`'s."""
     low = min((st[m].low for st in longer if m in st), default=math.inf)
     high = max((st[m].high for st in longer if m in st), default=-math.inf)
     if not high - low > 1e-9:
         low, high = mixture.low, mixture.high
-        noise = 0.0
     if not high - low > 1e-9:
         return 1.0
     scored = mixture.scored
     pooled = mixture.total / scored if scored else (low + high) / 2
-    own = _shrunk(
-        math.fsum(st[m].total for st in longer if m in st),
-        math.fsum(st[m].scored for st in longer if m in st),
-        pooled,
-        prior,
-    )
-    mean = _shrunk(
-        math.fsum(st[m].total for st in recent if m in st),
-        math.fsum(st[m].scored for st in recent if m in st),
-        own,
-        prior,
-    )
-    u = (mean - low) / (high - low)
-    solved = (u - noise) / (1 - 2 * noise) if noise < 0.5 else 0.5
-    return min(1.0, max(0.0, 1 - solved))
+    own = _shrunk(_sums(longer, [m], "total")[m], _sums(longer, [m], "scored")[m], pooled, prior)
+    mean = _shrunk(_sums(recent, [m], "total")[m], _sums(recent, [m], "scored")[m], own, prior)
+    return min(1.0, max(0.0, 1 - (mean - low) / (high - low)))
 
 
 def _headroom(

@@ -72,12 +72,12 @@ class AdaptiveRun:
         """The dataset row at `index`, decided now from the planner."""
         step, position = self.step_of(index), index % self.k
         member, task = self.planner.rows(step)[position]
-        base = self.rows[member][task]
-        out: dict[str, Any] = dict.fromkeys(self.columns)
-        out.update({k: v for k, v in base.items()})
-        out["environment"] = member
-        out["task_index"] = task
-        return out
+        return {
+            **dict.fromkeys(self.columns),
+            **self.rows[member][task],
+            "environment": member,
+            "task_index": task,
+        }
 
     def transform(self, batch: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
         """The `datasets` transform: placeholder rows (their `ROW_COLUMN`) → the decided rows."""

@@ -24,7 +24,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -212,9 +212,6 @@ class RoutingFactory:
     def __getstate__(self) -> dict[str, Any]:
         return {"specs": self.specs}
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.specs = state["specs"]
-
 
 def _member(name: str, value: Any) -> Member:
     if isinstance(value, Member):
@@ -389,28 +386,20 @@ class MixtureSpec:
         connections = list({id(s.connection): s.connection for s in self._specs.values()}.values())
         failed: dict[int, Exception] = {}
 
-        async def reach(i: int, connection: Connection) -> None:
+        async def attempt(i: int, call: Callable[[], Awaitable[object]]) -> None:
             try:
-                await connection.client()
-            except Exception as e:  # noqa: BLE001 - raised below, the first member's first
-                failed[i] = e
-
-        async def check(i: int, connection: Connection) -> None:
-            try:
-                await connection.check_secrets()
+                await call()
             except Exception as e:  # noqa: BLE001 - raised below, the first member's first
                 failed[i] = e
 
         async def reach_all() -> None:
             # Required secrets first (the platform's API only): a missing one stops here, before any server.
-            async with anyio.create_task_group() as tg:
-                for i, connection in enumerate(connections):
-                    tg.start_soon(check, i, connection)
-            if failed:
-                return
-            async with anyio.create_task_group() as tg:
-                for i, connection in enumerate(connections):
-                    tg.start_soon(reach, i, connection)
+            for method in ("check_secrets", "client"):
+                if failed:
+                    return
+                async with anyio.create_task_group() as tg:
+                    for i, connection in enumerate(connections):
+                        tg.start_soon(attempt, i, getattr(connection, method))
 
         run_sync(reach_all)
         if failed:
@@ -711,11 +700,6 @@ class MixtureSpec:
 
             return "per_env" if accepts_dict_factory() else "namespaced"
         return self.config.routing
-
-    @cached_property
-    def routing_class(self) -> type[RoutingEnvironment]:
-        """The `RoutingEnvironment` subclass (namespaced routing)."""
-        return self._routing_factory.routing_class
 
     @cached_property
     def _routing_factory(self) -> RoutingFactory:

@@ -436,7 +436,6 @@ class Planner:
             [1.0, 1.0, 0.0]
         """
         self._decide_through(step)
-        self._check_kept(step)
         return dict(self._weights[step])
 
     def beliefs(self, step: int) -> dict[str, dict[str, float]]:
@@ -473,7 +472,6 @@ class Planner:
             [('a', 5), ('a', 4), ('a', 5)]
         """
         self._decide_through(step)
-        self._check_kept(step)
         return list(self._rows[step])
 
     def plan(self) -> list[PlanRow]:
@@ -513,7 +511,6 @@ class Planner:
             (1, 0)
         """
         self._decide_through(step)
-        self._check_kept(step)
         return self._aside_at(member, step)
 
     def _aside_at(self, member: str, step: int) -> int:
@@ -529,22 +526,20 @@ class Planner:
         self._aside[member][task] = span
         spans[span] = spans.get(span, 0) + 1
 
-    def _check_kept(self, step: int) -> None:
+    def _decide_through(self, step: int) -> None:
+        """Decide the steps up to ``step``, which must still be kept."""
+        _check_step(step)
+        if self.k is None:
+            raise MixtureError("a plan without prompts_per_step has no steps; set prompts_per_step")
+        if step > self._decided:
+            for s in range(self._decided + 1, step + 1):
+                self._decide(s, self.k)
+            self._forget()
         if step < self._rows_floor:
             raise MixtureError(
                 f"step {step} was decided {self._decided - step} steps ago; the planner keeps the rows and "
                 f"weights of its last {self._decided - self._rows_floor + 1} steps (older ones are forgotten)"
             )
-
-    def _decide_through(self, step: int) -> None:
-        _check_step(step)
-        if self.k is None:
-            raise MixtureError("a plan without prompts_per_step has no steps; set prompts_per_step")
-        if step <= self._decided:
-            return
-        for s in range(self._decided + 1, step + 1):
-            self._decide(s, self.k)
-        self._forget()
 
     def _forget(self) -> None:
         """Drop what no decision reads any more: statistics older than the window the next decision reads,

@@ -174,27 +174,14 @@ async def required_secrets(
 
 
 async def task_difficulty(
-    endpoint: Endpoint,
-    *,
-    split: str | None = None,
-    model_name: str | None = None,
-    min_model_params: int | None = None,
-    max_model_params: int | None = None,
-    training_stage: str | None = None,
-    http: HTTPClient | None = None,
-    retries: int = 3,
+    endpoint: Endpoint, *, http: HTTPClient | None = None, retries: int = 3, **query: Any
 ) -> list[TaskDifficulty]:
     """Per-task reward statistics of the rollouts logged on the catalog environment at `endpoint` (the SDK's
     ``get_task_difficulty``; the endpoint's ``env_name`` is the variant). Rows are sorted by (split,
-    variant, task index), so equal answers give equal lists. Errors as `required_secrets`'."""
-    path = _api_path(endpoint, "task-difficulty") + difficulty_query(
-        variant=endpoint.env_name,
-        split=split,
-        model_name=model_name,
-        min_model_params=min_model_params,
-        max_model_params=max_model_params,
-        training_stage=training_stage,
-    )
+    variant, task index), so equal answers give equal lists. Errors as `required_secrets`'.
+    `query`: the other parameters of `difficulty_query` (split, model_name, min/max_model_params,
+    training_stage)."""
+    path = _api_path(endpoint, "task-difficulty") + difficulty_query(variant=endpoint.env_name, **query)
     body = await _get(endpoint, path, http, retries)
     tasks = body.get("tasks") if isinstance(body, dict) else None
     if not isinstance(tasks, list):

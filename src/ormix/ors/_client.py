@@ -224,11 +224,6 @@ class ORSClient:
         """Drop a closed session from the ones `aclose()` closes (sessions call it when they close)."""
         self._sessions.discard(session)
 
-    async def _start_keepalive(self, session: Session) -> None:
-        if self.ping_interval_s and self.ping_interval_s > 0:
-            own_http = not bridge.on_portal_thread()  # aiohttp connections belong to one loop
-            await bridge.start_service_task(session.keepalive, own_http, name=f"ormix-ping-{session.id}")
-
     # ------------------------------------------------------------------ stateless calls
 
     @contextlib.asynccontextmanager
@@ -494,7 +489,9 @@ class ORSClient:
         session.timings.starting_ms = waited.starting_s * 1000.0
         self._sessions.add(session)
         try:
-            await self._start_keepalive(session)
+            if self.ping_interval_s and self.ping_interval_s > 0:
+                own_http = not bridge.on_portal_thread()  # aiohttp connections belong to one loop
+                await bridge.start_service_task(session.keepalive, own_http, name=f"ormix-ping-{session.id}")
         except BaseException:
             # Cancelled once the session exists (Ctrl-C cancels the call waiting for this open): no caller
             # will get it, so it is closed here, not left to `aclose()` or the server's reaper.

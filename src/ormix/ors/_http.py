@@ -264,8 +264,7 @@ def _ssl_context(_cert_file: str | None, _cert_dir: str | None) -> ssl.SSLContex
 def _has_ca_store(ctx: ssl.SSLContext) -> bool:
     if ctx.cert_store_stats().get("x509_ca", 0):
         return True
-    paths = ssl.get_default_verify_paths()
-    capath = paths.capath
+    capath = ssl.get_default_verify_paths().capath
     try:
         return bool(capath and os.path.isdir(capath) and os.listdir(capath))
     except OSError:

@@ -20,11 +20,9 @@ def text_of(blocks: list[dict[str, Any]] | None) -> str:
         >>> text_of([{"type": "text", "text": "hi"}, {"type": "image", "data": "..."}])
         'hi'
     """
-    if not blocks:
-        return ""
     return "\n".join(
         b.get("text", "")
-        for b in blocks
+        for b in blocks or ()
         if isinstance(b, dict) and b.get("type", "text") == "text" and "text" in b
     )
 

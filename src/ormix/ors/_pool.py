@@ -195,11 +195,8 @@ class ServerPool:
             bridge.call_soon(scope.cancel)
 
         async def close(server: PoolServer) -> None:
-            if server.rotation.up:
+            with anyio.move_on_after(None if server.rotation.up else 0.2):
                 await server.client.aclose()
-            else:
-                with anyio.move_on_after(0.2):
-                    await server.client.aclose()
 
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:
@@ -473,21 +470,11 @@ class PooledSession:
         return self._server.url
 
     @property
-    def closed(self) -> bool:
-        """True once `close()` ran."""
-        return self._session.closed
-
-    @property
-    def dead(self) -> bool:
-        """True when the server no longer has this session."""
-        return self._session.dead
-
-    @property
     def server_up(self) -> bool:
         """True while this session's server is in rotation (False: its calls would end at once)."""
         return bool(self._server.rotation.up)
 
-    def __getattr__(self, name: str) -> Any:  # timings, dead_reason, pinging: the session's own
+    def __getattr__(self, name: str) -> Any:  # closed, dead, timings, dead_reason, pinging: the session's own
         return getattr(self._session, name)
 
     def _guard(self, what: str, fn: Callable[[], Awaitable[T]]) -> Awaitable[T]:
@@ -533,11 +520,8 @@ class PooledSession:
         if not self._released:
             self._released = True
             self._server.active -= 1
-        if self._server.rotation.up:
+        with anyio.move_on_after(None if self._server.rotation.up else 0.2):
             await self._session.close()
-        else:
-            with anyio.move_on_after(0.2):
-                await self._session.close()
 
     async def __aenter__(self) -> PooledSession:
         return self

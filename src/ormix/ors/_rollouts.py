@@ -315,13 +315,11 @@ class RolloutUploader:
                 taken += 1
             self.counts.dropped += dropped
             self.counts.queued = len(self._queue)
-        if dropped and "dropped" not in self._said:
-            self._said.add("dropped")
-            logger.warning(
-                "ormix: rollout upload queue full (%d waiting); %d rollout(s) dropped, counted in "
-                "ormix/upload/dropped (the platform is slower than training)",
-                self.max_queued,
-                dropped,
+        if dropped:
+            self._say(
+                "dropped",
+                f"rollout upload queue full ({self.max_queued} waiting); {dropped} rollout(s) dropped, "
+                "counted in ormix/upload/dropped (the platform is slower than training)",
             )
         if taken:
             self._poke()
@@ -417,25 +415,16 @@ class RolloutUploader:
 
     async def _send_items(self, http: HTTPClient, items: list[Any]) -> None:
         rollouts: list[PlatformRollout] = []
-        skipped = 0
         for item in items:
             try:
                 r = self._convert(item)
             except Exception as e:  # noqa: BLE001 - one bad rollout must not stop the uploads
-                if "convert" not in self._said:
-                    self._said.add("convert")
-                    logger.warning(
-                        "ormix: a rollout could not be prepared for upload (%s); counted failed", e
-                    )
-                r = None
+                self._say("convert", f"a rollout could not be prepared for upload ({e}); counted failed")
                 with self._lock:
                     self.counts.failed += 1
-                skipped += 1
                 continue
-            if r is None:
-                skipped += 1
-                continue
-            rollouts.append(r)
+            if r is not None:
+                rollouts.append(r)
         outcome: dict[str, int] = {r.event_id: _Outcome.SENT for r in rollouts}
         starts: list[tuple[str, dict[str, Any]]] = []
         rests: dict[str, list[dict[str, Any]]] = {}
@@ -451,13 +440,10 @@ class RolloutUploader:
         with self._lock:
             if self._closed:
                 return
-            for result in outcome.values():
-                if result == _Outcome.SENT:
-                    self.counts.sent += 1
-                elif result == _Outcome.UNCONFIRMED:
-                    self.counts.unconfirmed += 1
-                else:
-                    self.counts.failed += 1
+            results = list(outcome.values())
+            self.counts.sent += results.count(_Outcome.SENT)
+            self.counts.unconfirmed += results.count(_Outcome.UNCONFIRMED)
+            self.counts.failed += results.count(_Outcome.FAILED)
             self._busy = max(0, self._busy - len(items))
             self._idle.notify_all()
 

@@ -102,8 +102,6 @@ class SessionTimings:
     #: Of `open_ms`, the time spent riding out a backend that was still starting (a platform cold start).
     starting_ms: float = 0.0
     calls: int = 0
-    call_ms_total: float = 0.0
-    last_call_ms: float | None = None
     retries: int = 0
     pings: int = 0
     ping_failures: int = 0
@@ -261,15 +259,6 @@ class Session:
                 finally:
                     self._ping_scope = None
 
-    def _stop_keepalive(self) -> None:
-        scope = self._ping_scope
-        if scope is not None:
-            bridge.call_soon(scope.cancel)  # the scope belongs to the portal's loop
-
-    def _mark_dead(self, why: str) -> None:
-        if self.dead_reason is None:
-            self.dead_reason = why
-
     def _ctx(self, tool: str | None = None) -> dict[str, Any]:
         return {"env": self._label, "session_id": self.id, "tool": tool}
 
@@ -282,7 +271,8 @@ class Session:
             )
 
     def _dead_from(self, err: SessionDeadError) -> SessionDeadError:
-        self._mark_dead(err.message)
+        if self.dead_reason is None:
+            self.dead_reason = err.message
         return err
 
     # ------------------------------------------------------------------ simple endpoints
@@ -423,7 +413,6 @@ class Session:
         self._check_usable(name)
         if input is None:
             input = {}
-        start = time.perf_counter()
         stream = CallStream(self._max_kept_chars)
         try:
             with anyio.fail_after(self._timeout_s if timeout_s is None else timeout_s):
@@ -437,10 +426,7 @@ class Session:
                 **self._ctx(name),
             ) from e
         finally:
-            ms = (time.perf_counter() - start) * 1000.0
             self.timings.calls += 1
-            self.timings.last_call_ms = ms
-            self.timings.call_ms_total += ms
         if stream.error is not None:
             raise ToolFailed(
                 f"tool {name!r} raised inside the environment: {_clip_text(stream.error)}. The session "
@@ -748,7 +734,8 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        self._stop_keepalive()
+        if (scope := self._ping_scope) is not None:
+            bridge.call_soon(scope.cancel)  # the scope belongs to the portal's loop
         try:
             with anyio.fail_after(30.0):
                 for path in ("/delete", "/delete_session") if self._t.endpoint.is_platform else ("/delete",):

@@ -83,9 +83,8 @@ def kind_of(value: Any) -> str:
         >>> kind_of([1]), kind_of(None), kind_of(True)
         ('a list', 'null', 'a boolean')
     """
-    if value is None:
-        return "null"
     return {
+        type(None): "null",
         dict: "an object",
         list: "a list",
         str: "a string",

@@ -43,8 +43,9 @@ from typing import Any
 
 import anyio
 
-from ormix.ors._bridge import call_soon, portal, run_sync
+from ormix.ors._bridge import call_soon, portal
 from ormix.rollout._batch import DEFAULT_MAX_IN_FLIGHT, OpenRequest, row_key
+from ormix.rollout._episode import all_at_once
 
 logger = logging.getLogger(__name__)
 
@@ -231,20 +232,4 @@ def _cancel(batch: _Batch) -> None:
 
 
 def _close(opened: Sequence[Any]) -> None:
-    sessions = [o.session for o in opened if o.session is not None]
-    if not sessions:
-        return
-
-    async def run() -> None:
-        async with anyio.create_task_group() as tg:
-            for session in sessions:
-                tg.start_soon(_close_one, session)
-
-    run_sync(run)
-
-
-async def _close_one(session: Any) -> None:
-    try:
-        await session.close()
-    except Exception as e:  # noqa: BLE001 - closing must never raise into the trainer
-        logger.debug("closing session %s failed: %s", getattr(session, "id", "?"), e)
+    all_at_once([o.session.close for o in opened if o.session is not None])

@@ -113,7 +113,7 @@ class EpisodeConfig:
         with self.lock:
             opened = [o for queue in self._parked.values() for o in queue]
             self._parked.clear()
-        _all_at_once([o.session.close for o in opened if o.session is not None])
+        all_at_once([o.session.close for o in opened if o.session is not None])
         return len(opened)
 
     def close_all(self) -> int:
@@ -422,7 +422,7 @@ def detach_session(episode: Any) -> Any:
 
 def close_episodes(episodes: Sequence[Episode]) -> None:
     """Close these episodes' sessions all at once (an error closing one is logged, never raised)."""
-    _all_at_once([episode._aclose for episode in episodes])
+    all_at_once([episode._aclose for episode in episodes])
 
 
 def call_tool(episode: Episode, wire_name: str, arguments: dict[str, Any]) -> str:
@@ -495,7 +495,7 @@ async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
                 raise
 
 
-def _all_at_once(closers: Sequence[Callable[[], Coroutine[Any, Any, Any]]]) -> None:
+def all_at_once(closers: Sequence[Callable[[], Coroutine[Any, Any, Any]]]) -> None:
     """Run these coroutine functions concurrently on the ORS portal and wait for all of them."""
 
     async def run() -> None:

@@ -23,15 +23,13 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any
 
-import anyio
-
 from ormix.ors import _errors as ors_errors
-from ormix.ors._bridge import run_sync
-from ormix.rollout._episode import detach_session, open_session_of
+from ormix.rollout._episode import all_at_once, detach_session, open_session_of
 from ormix.rollout._group_scoring import GroupScoringRule, candidate_messages, finite
 
 logger = logging.getLogger(__name__)
@@ -69,6 +67,7 @@ class GroupEntry:
 
     Example:
         >>> from ormix import OpenRewardSpec
+        >>> from ormix.ors import run_sync
         >>> episode = OpenRewardSpec("local:ranked", num_tasks=1, local_serve="thread").environment_factory()
         >>> _ = episode.reset(task_index=0); _ = episode.submit(answer="4")
         >>> entry = GroupEntry.detach(episode)
@@ -133,15 +132,10 @@ class GroupScorer:
         """Score these groups (each ``(episodes, completions)``, aligned), all at once, from a plain thread
         (on the ORS portal); the episodes get the outcome."""
         groups = [(list(episodes), list(completions)) for episodes, completions in groups if episodes]
-        if not groups or not self.rule.active:
-            return
-
-        async def run() -> None:
-            async with anyio.create_task_group() as tg:
-                for episodes, completions in groups:
-                    tg.start_soon(self.ascore, episodes, completions)
-
-        run_sync(run)
+        if self.rule.active:
+            all_at_once(
+                [functools.partial(self.ascore, episodes, completions) for episodes, completions in groups]
+            )
 
     async def ascore(self, episodes: Sequence[Any], completions: Sequence[Any]) -> None:
         """Score one group (its episodes and their completions, aligned) from async code on the portal's

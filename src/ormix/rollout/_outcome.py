@@ -48,10 +48,7 @@ def last_reward(rewards: Sequence[float | None]) -> float | None:
         >>> last_reward([0.0, None, 1.0, None])
         1.0
     """
-    for value in reversed(rewards):
-        if value is not None:
-            return float(value)
-    return None
+    return next((float(value) for value in reversed(rewards) if value is not None), None)
 
 
 def classify_outcome(
@@ -68,9 +65,7 @@ def classify_outcome(
             raise ValueError(f"unknown error kind {error_kind!r}; expected one of {ERROR_KINDS}")
         return Outcome("error", None, error_kind, error)
     reward = last_reward(rewards)
-    if reward is None:
-        return Outcome("unscored", None)
-    return Outcome("scored", reward)
+    return Outcome("unscored" if reward is None else "scored", reward)
 
 
 def training_reward(

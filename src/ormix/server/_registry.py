@@ -67,11 +67,7 @@ def search_path() -> list[str]:
     """
     with _lock:
         dirs = list(_search_dirs)
-    out: list[str] = []
-    for p in [*dirs, os.getcwd(), *sys.path]:
-        if p and p not in out:
-            out.append(p)
-    return out
+    return [p for p in dict.fromkeys([*dirs, os.getcwd(), *sys.path]) if p]
 
 
 def import_module(module_name: str, what: str, error: type[Exception] = TargetError) -> types.ModuleType:

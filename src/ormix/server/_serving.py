@@ -215,12 +215,9 @@ def at_exit_early(fn) -> None:
     """
     import concurrent.futures.thread  # noqa: F401 - registers the executors' exit hook before ours
 
-    register = getattr(threading, "_register_atexit", None)
     try:
-        if register is None:
-            raise RuntimeError
-        register(fn)
-    except RuntimeError:  # no such hook on this Python, or already shutting down
+        threading._register_atexit(fn)  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # no such hook on this Python, or already shutting down
         atexit.register(fn)
 
 

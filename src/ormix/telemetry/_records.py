@@ -204,7 +204,7 @@ def rollout_record(
                 "finished": bool(call.finished),
                 "output_chars": int(call.output_chars),
                 "truncated": bool(getattr(call, "truncated", False)),
-                "detail": _clip(redact_text(call.detail, secrets) if call.detail else call.detail),
+                "detail": _clip(call.detail, secrets),
             }
         )
     open_ms = getattr(episode, "open_ms", None)
@@ -221,7 +221,7 @@ def rollout_record(
         "group": group,
         "outcome": outcome.kind,
         "error_kind": outcome.error_kind,
-        "error": _clip(redact_text(outcome.error, secrets) if outcome.error else outcome.error),
+        "error": _clip(outcome.error, secrets),
         "env_reward": outcome.reward,
         "reward": training_reward,
         "rewards": list(getattr(episode, "rewards", [])),
@@ -251,12 +251,11 @@ def group_fields(episode: Any, secrets: Iterable[str] = ()) -> dict[str, Any]:
     if status is None:
         return {}
     secrets = tuple(secrets)
-    error = getattr(episode, "group_error", None)
     return {
         "group_status": status,
         "group_reward": getattr(episode, "group_reward", None),
         "group_metadata": _redacted(getattr(episode, "group_metadata", None), secrets),
-        "group_error": _clip(redact_text(error, secrets) if error else error),
+        "group_error": _clip(getattr(episode, "group_error", None), secrets),
     }
 
 
@@ -271,7 +270,9 @@ def _redacted(value: Any, secrets: tuple[str, ...]) -> Any:
     return value if value is None or isinstance(value, (bool, int, float)) else str(value)
 
 
-def _clip(text: str | None) -> str | None:
+def _clip(text: str | None, secrets: tuple[str, ...]) -> str | None:
+    """``text`` redacted, then cut to `_DETAIL_LIMIT` characters."""
+    text = redact_text(text, secrets) if text else text
     if text is None or len(text) <= _DETAIL_LIMIT:
         return text
     return text[: _DETAIL_LIMIT - 3] + "..."
@@ -437,9 +438,7 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         ...     [(r["step"], r["rank"]) for r in read_records(run_dir)]
         [(1, 0), (2, 0), (2, 1)]
     """
-    records = [
-        r for path in sorted((Path(run_dir) / "rollouts").glob("rank-*.jsonl")) for r in read_jsonl(path)
-    ]
+    records = [r for path in record_files(run_dir) for r in read_jsonl(path)]
     records.sort(
         key=lambda r: (r.get("mode") != "train", r.get("step") or 0, r.get("rank") or 0, r.get("seq") or 0)
     )
@@ -490,21 +489,9 @@ def _schema() -> pa.Schema:
     import pyarrow as pa
 
     call = pa.struct([("tool", pa.string()), ("latency_ms", pa.float64()), ("error", pa.string())])
-    types = {
-        "step": pa.int64(),
-        "rank": pa.int64(),
-        "seq": pa.int64(),
-        "task_index": pa.int64(),
-        "group": pa.int64(),
-        "env_reward": pa.float64(),
-        "reward": pa.float64(),
-        "finished": pa.bool_(),
-        "open_ms": pa.float64(),
-        "starting_ms": pa.float64(),
-        "group_reward": pa.float64(),
-        "calls": pa.list_(call),
-    }
-    return pa.schema([(name, types.get(name, pa.string())) for name in READ_FIELDS])
+    types = {"int": pa.int64(), "float": pa.float64(), "bool": pa.bool_()}
+    columns = {name: types[kind] for name, kind in _KINDS.items()} | {"calls": pa.list_(call)}
+    return pa.schema([(name, columns.get(name, pa.string())) for name in READ_FIELDS])
 
 
 def read_record_table(paths: Iterable[str | os.PathLike[str]]) -> pa.Table:

@@ -551,7 +551,7 @@ def _method_name(wire: str, prefix: str, taken: set[str], clash: _Clash) -> tupl
     if base != plain:
         reasons.append("too long" if len(plain) > DEFAULT_MAX_LEN else "not a usable Python name")
     if base in taken:
-        why = _clash_reason(base, clash.cls, clash.dispatch, clash.reserved, clash.bindings)
+        why = _clash_reason(base, clash)
         if clash.on_conflict == "raise":
             raise BindingConflictError(
                 f"tool {wire!r} needs method name {base!r}, which {why}; choose a prefix, rename the "
@@ -564,16 +564,14 @@ def _method_name(wire: str, prefix: str, taken: set[str], clash: _Clash) -> tupl
     return method_name, RenamedTool(wire, method_name, "; ".join(reasons) or "renamed")
 
 
-def _clash_reason(
-    name: str, cls: type, dispatch: str, reserved: set[str], bindings: list[ToolBinding]
-) -> str:
-    for b in bindings:
+def _clash_reason(name: str, clash: _Clash) -> str:
+    for b in clash.bindings:
         if b.method_name == name:
             return f"tool {b.wire_name!r} already has"
     if name in RESERVED_METHOD_NAMES:
         return "is reserved by TRL/ormix"
-    if name == dispatch:
+    if name == clash.dispatch:
         return "is the dispatch method"
-    if name in reserved:
+    if name in clash.reserved:
         return "is reserved by the caller"
-    return f"is already an attribute of {cls.__name__}"
+    return f"is already an attribute of {clash.cls.__name__}"

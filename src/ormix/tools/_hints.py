@@ -110,15 +110,11 @@ def _kinds_of(values: tuple[Any, ...]) -> Any:
     known = [k for k in kinds if k in (dict, list, str, int, float, bool)]
     if len(known) != len(kinds) - kinds.count(type(None)):
         return Any
-    result = _union(known)
-    return _optional(result, type(None) in kinds)
+    return _optional(_union(known), type(None) in kinds)
 
 
 def _union(members: list[Any]) -> Any:
-    unique: list[Any] = []
-    for m in members:
-        if m not in unique:
-            unique.append(m)
+    unique = list(dict.fromkeys(members))
     if not unique or Any in unique:
         return Any
     if len(unique) == 1:

@@ -94,11 +94,9 @@ def normalize_spec(spec: Any) -> dict[str, Any]:
             f"tool spec has no usable name (got {snippet(name, 60)}); the server's tool list is malformed"
         )
     description = get("description")
-    schema = get("input_schema")
-    if schema is None:
-        schema = get("inputSchema")
-    if schema is None:
-        schema = get("parameters")
+    schema = next(
+        (s for key in ("input_schema", "inputSchema", "parameters") if (s := get(key)) is not None), None
+    )
     if isinstance(schema, str):
         try:
             schema = json.loads(schema)
@@ -106,9 +104,7 @@ def normalize_spec(spec: Any) -> dict[str, Any]:
             pass
     return {
         "name": name,
-        "description": description
-        if isinstance(description, str)
-        else ("" if description is None else str(description)),
+        "description": "" if description is None else str(description),
         "input_schema": {} if schema is None else schema,
     }
 

@@ -125,12 +125,6 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def _gpu_available() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available())
-
-
 #: The two settings whose product (× processes) is one optimizer step's completions.
 _BATCH_SETTINGS = ("per_device_train_batch_size", "gradient_accumulation_steps")
 
@@ -365,8 +359,10 @@ def _plan_geometry(
 
 def _hardware(merged: dict[str, Any], given: Mapping[str, Any], model: str | None) -> list[str]:
     """CPU settings without a GPU; colocated vLLM with one (installed, a real model); notes on each."""
+    import torch
+
     notes: list[str] = []
-    if not _gpu_available():
+    if not torch.cuda.is_available():
         merged.setdefault("use_cpu", True)
         for key in ("bf16", "fp16", "use_vllm"):
             if given.get(key):

@@ -128,12 +128,6 @@ class _AsyncAdaptiveRun(AdaptiveRun):
         self._lock = threading.Lock()
 
 
-def lagged_planner(mixture: Any, lag: int) -> Planner:
-    """A fresh copy of the mixture's planner that decides with ``lag`` (no statistics observed yet)."""
-    planner: Planner = mixture.planner.fresh(lag=lag, hold_unobserved=True)
-    return planner
-
-
 # ── the worker ─────────────────────────────────────────────────────────────────────────────────────────
 
 
@@ -219,9 +213,9 @@ class OrmixRolloutLoop(_AsyncRolloutLoop):
             # leaves the episode (which goes back to TRL's pool and may be reset first) and waits with it.
             entry = GroupEntry.detach(episode)
             self._waiting.setdefault(group_id, []).append((result[0], entry, reward, record, episode.token))
-            return (*result[:5], reward)
-        # The session is done once its record is taken: free the server's sandbox now, without a thread.
-        await _on_portal(episode._aclose)
+        else:
+            # The session is done once its record is taken: free the server's sandbox now, without a thread.
+            await _on_portal(episode._aclose)
         return (*result[:5], reward)
 
     async def _score_by_environment(self, group: Any) -> None:
@@ -553,7 +547,8 @@ class AsyncMixtureTrainer(AsyncGRPOTrainer):
             score_queue_maxsize=score_queue_maxsize,
             prompts_per_step=mixture.planner.k,
         )
-        planner = lagged_planner(mixture, self.ormix_lag)
+        # A fresh copy of the mixture's planner that decides with the lag (no statistics observed yet).
+        planner: Planner = mixture.planner.fresh(lag=self.ormix_lag, hold_unobserved=True)
         rows = {
             n: {r["task_index"]: r for r in mixture.spec(n).dataset_rows()} for n in mixture.train_members
         }

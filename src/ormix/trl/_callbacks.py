@@ -164,20 +164,19 @@ class MixtureConfigCheck(TrainerCallback):
         self.mixture = mixture
 
     def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        problems = check_eval_args(args)
-        if problems:
-            raise TrainConfigError(
-                "ormix cannot run this mixture with these settings:\n- " + "\n- ".join(problems)
-            )
+        _refuse("run", check_eval_args(args))
         return control
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
-        problems = check_trainer_args(self.mixture, args)
-        if problems:
-            raise TrainConfigError(
-                "ormix cannot train this mixture with these settings:\n- " + "\n- ".join(problems)
-            )
+        _refuse("train", check_trainer_args(self.mixture, args))
         return control
+
+
+def _refuse(doing: str, problems: list[str]) -> None:
+    if problems:
+        raise TrainConfigError(
+            f"ormix cannot {doing} this mixture with these settings:\n- " + "\n- ".join(problems)
+        )
 
 
 def eval_metrics(records: Sequence[Mapping[str, Any]], num_generations_eval: int | None) -> dict[str, float]:
@@ -217,10 +216,8 @@ def every_rank(value: Any) -> list[Any]:
         >>> every_rank({"groups": 2})
         [{'groups': 2}]
     """
-    try:
-        import torch.distributed as dist
-    except ImportError:  # pragma: no cover - torch comes with transformers
-        return [value]
+    import torch.distributed as dist
+
     if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
         return [value]
     parts: list[Any] = [None] * dist.get_world_size()
@@ -475,39 +472,43 @@ class TelemetryCallback(TrainerCallback):
                 entry.update(values)  # the entry the trainer just appended, as the trainer wrote it
         for alarm in self._tracker.update(state.global_step, logs or {}, self.run.take_causes()):
             self.alarms.append(alarm)
-            if state.is_world_process_zero:
-                # Said once: the warning is what a console shows; the log line is for log files.
-                warnings.warn(alarm.message, CoverageAlarmWarning, stacklevel=2)
-                logger.info("%s", alarm.message)
-                if self.run.run_dir is not None:
-                    self._append_alarm(self.run.run_dir, alarm)
+            self._say(state, alarm, CoverageAlarmWarning)
             if alarm.stop:
                 control.should_training_stop = True
                 self.stopped_by = self.stopped_by or alarm
-        if logs is not None and not _is_eval_entry(logs) and self.upload is not None:
-            counts = self.upload.metrics()  # this process's (uploads are not pooled across ranks)
-            logs.update(counts)
-            entry = state.log_history[-1] if state.log_history else None
-            if entry is not None and all(entry.get(k) == v for k, v in logs.items() if k in entry):
-                entry.update(counts)
         if logs is not None and not _is_eval_entry(logs):
+            if self.upload is not None:
+                counts = self.upload.metrics()  # this process's (uploads are not pooled across ranks)
+                logs.update(counts)
+                entry = state.log_history[-1] if state.log_history else None
+                if entry is not None and all(entry.get(k) == v for k, v in logs.items() if k in entry):
+                    entry.update(counts)
             for learned in self._learning.update(state.global_step, logs):
-                self._say_no_learning(state, learned)
+                self.no_learning.append(learned)
+                self._say(state, learned, NoLearningWarning)
             dropped = self.unscored_notices.dropped
             if dropped and not self._unscored_said and state.is_world_process_zero:
                 self._unscored_said = True
-                notice = unscored_notice(dropped, state.global_step)
-                warnings.warn(notice, UnscoredRolloutsWarning, stacklevel=2)
-                logger.info("%s", notice)  # for log files, as the alarms are
+                self._say(state, unscored_notice(dropped, state.global_step), UnscoredRolloutsWarning)
         return control
 
-    def _say_no_learning(self, state: Any, alarm: NoLearningAlarm) -> None:
-        self.no_learning.append(alarm)
-        if state.is_world_process_zero:
-            warnings.warn(alarm.message, NoLearningWarning, stacklevel=3)
-            logger.info("%s", alarm.message)
-            if self.run is not None and self.run.run_dir is not None:
-                self._append_alarm(self.run.run_dir, alarm)
+    def _say(self, state: Any, alarm: Alarm | NoLearningAlarm | str, category: type[Warning]) -> None:
+        """Say an alarm (or a notice) once, on the main process: the warning is what a console shows, the log
+        line is for log files; an alarm also goes to ``<run dir>/alarms.jsonl``."""
+        if not state.is_world_process_zero:
+            return
+        message = alarm if isinstance(alarm, str) else alarm.message
+        warnings.warn(message, category, stacklevel=3)
+        logger.info("%s", message)
+        if isinstance(alarm, str) or self.run is None or self.run.run_dir is None:
+            return
+        path = self.run.run_dir / "alarms.jsonl"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(alarm.as_dict(), default=str) + "\n")
+        except OSError as e:
+            logger.warning("ormix: cannot write %s (%s)", path, e)
 
     @contextlib.contextmanager
     def unscored_notices_filtered(self) -> Iterator[_UnscoredNoticeFilter]:
@@ -530,15 +531,6 @@ class TelemetryCallback(TrainerCallback):
         finally:
             if not present:
                 trl_logger.removeFilter(self.unscored_notices)
-
-    @staticmethod
-    def _append_alarm(run_dir: Path, alarm: Alarm | NoLearningAlarm) -> None:
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            with open(run_dir / "alarms.jsonl", "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(alarm.as_dict(), default=str) + "\n")
-        except OSError as e:
-            logger.warning("ormix: cannot write %s (%s)", run_dir / "alarms.jsonl", e)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """Save the alarm's counters beside the trainer's checkpoint (restored when training resumes)."""
@@ -569,9 +561,7 @@ class TelemetryCallback(TrainerCallback):
                 logger.info("%s", line)
         if self.unscored_notices.dropped and state.is_world_process_zero:
             # Never left out without a word: the Python API (no console of ormix's) sees this warning.
-            notice = unscored_notice(self.unscored_notices.dropped)
-            warnings.warn(notice, UnscoredRolloutsWarning, stacklevel=2)
-            logger.info("%s", notice)
+            self._say(state, unscored_notice(self.unscored_notices.dropped), UnscoredRolloutsWarning)
         if self._learning.steps is not None:
             end = weight_fingerprint(kwargs.get("model"))
             # Each process compares its own (possibly sharded) weights: unchanged only where all are.
@@ -579,7 +569,8 @@ class TelemetryCallback(TrainerCallback):
                 unchanged_weights_alarm(self._learning.start, end or [], state.global_step)
             )
             if unchanged and all(a is not None for a in unchanged):
-                self._say_no_learning(state, unchanged[0])
+                self.no_learning.append(unchanged[0])
+                self._say(state, unchanged[0], NoLearningWarning)
         return control
 
 

@@ -273,18 +273,19 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
 
     # ── sessions of a batch, opened together ──────────────────────────
 
-    def _open_requests(self, inputs: list[dict[str, Any]]) -> list[OpenRequest]:
+    def _open_request(self, row: dict[str, Any]) -> OpenRequest | None:
+        """The session to open for a row (``None``: not an ormix environment's row)."""
         factories = getattr(self, "environment_factories", None) or {}
         multi = None not in factories
-        requests = []
-        for row in inputs:
-            factory = factories.get(row.get("environment") if multi else None)
-            target = getattr(factory, "episode_config_for", None)
-            config = target(row) if callable(target) else None
-            if config is not None:
-                reset_row = {k: v for k, v in row.items() if k != "environment"} if multi else row
-                requests.append(OpenRequest(config, reset_row))
-        return requests
+        factory = factories.get(row.get("environment") if multi else None)
+        target = getattr(factory, "episode_config_for", None)
+        config = target(row) if callable(target) else None
+        if config is None:
+            return None
+        return OpenRequest(config, {k: v for k, v in row.items() if k != "environment"} if multi else row)
+
+    def _open_requests(self, inputs: list[dict[str, Any]]) -> list[OpenRequest]:
+        return [r for r in map(self._open_request, inputs) if r is not None]
 
     # ── sessions of coming steps, opened ahead ────────────────────────
 
@@ -319,20 +320,17 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
 
     def _generations_left(self) -> int:
         """Batches TRL will still generate for after the current one (by ``max_steps``)."""
-        every = self._steps_per_generation * self.num_iterations
         accumulation = max(1, self.args.gradient_accumulation_steps)
         micro = (self.state.max_steps - self.state.global_step) * accumulation - self._step % accumulation
-        return max(0, math.ceil(micro / every) - 1)
+        return max(0, math.ceil(micro / self._repeat) - 1)
 
-    def _schedule(self) -> list[tuple[tuple[int, int], list[int]]]:
-        """(position, sampler indices) of this epoch's batches and, when the run goes on, the next epoch's."""
+    def _schedule(self, order: list[int] | None = None) -> list[tuple[tuple[int, int], list[int]]]:
+        """(position, sampler indices) of this epoch's batches, or with ``order`` of the next epoch's."""
         assert self._planned is not None
         size = self._train_batch_size * self._steps_per_generation
-        out = []
-        epoch = self._planned.epochs
-        for i, batch in enumerate(generation_batches(self._planned.epoch, size, self._repeat)):
-            out.append(((epoch, i), batch))
-        return out
+        epoch = self._planned.epochs + (order is not None)
+        batches = generation_batches(self._planned.epoch if order is None else order, size, self._repeat)
+        return [((epoch, i), batch) for i, batch in enumerate(batches)]
 
     def _take_ahead(self, inputs: list[dict[str, Any]], requests: list[OpenRequest]) -> list[OpenRequest]:
         """Hand this batch's sessions opened ahead to its specs, start the coming batches' opens; returns
@@ -358,12 +356,9 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         unused = taken.unused + stale
         self._log_metric("ormix/env/opened_ahead", float(taken.used))
         self._log_metric("ormix/env/ahead_wait_s", taken.wait_s)
-        if unused:
-            self._log_metric("ormix/env/ahead_unused", float(unused))
-        if taken.reaped:
-            self._log_metric("ormix/env/ahead_reaped", float(taken.reaped))
-        if taken.failed:
-            self._log_metric("ormix/env/ahead_failed", float(taken.failed))
+        for name, count in (("unused", unused), ("reaped", taken.reaped), ("failed", taken.failed)):
+            if count:
+                self._log_metric(f"ormix/env/ahead_{name}", float(count))
         self._expected = (epoch, index + 1)
         self._start_ahead(schedule, found)
         return taken.remaining
@@ -374,35 +369,15 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         left = min(self.lookahead, self._generations_left())
         if len(coming) < left:
             # The run goes on into the next epoch: its order is drawn now (and yielded unchanged later).
-            size = self._train_batch_size * self._steps_per_generation
-            epoch = self._planned.epochs + 1
-            nxt = generation_batches(self._planned.next_epoch(), size, self._repeat)
-            coming += [((epoch, i), batch) for i, batch in enumerate(nxt)]
+            coming += self._schedule(self._planned.next_epoch())
         coming = [c for c in coming[:left] if c[0] not in self._ahead.positions()]
         if not coming:
             return
-        factories = getattr(self, "environment_factories", None) or {}
-        multi = None not in factories
-        steps, configs = [], []
-        for _, batch in coming:
-            members, row_configs = [], []
-            for index in batch:
-                row = self._row_of(index)
-                factory = factories.get(row.get("environment") if multi else None)
-                target = getattr(factory, "episode_config_for", None)
-                config = target(row) if callable(target) else None
-                reset_row = {k: v for k, v in row.items() if k != "environment"} if multi else row
-                members.append(None if config is None else config.member)
-                row_configs.append(None if config is None else OpenRequest(config, reset_row))
-            steps.append(members)
-            configs.append(row_configs)
-        caps: dict[str, int | None] = {}
+        configs = [[self._open_request(self._row_of(index)) for index in batch] for _, batch in coming]
+        steps = [[None if r is None else r.config.member for r in row_configs] for row_configs in configs]
         held = self._ahead.held()
-        seen: dict[str, Any] = {}
-        for row_configs in configs:
-            for request in row_configs:
-                if request is not None:
-                    seen[request.config.member] = request.config
+        seen = {r.config.member: r.config for row_configs in configs for r in row_configs if r is not None}
+        caps: dict[str, int | None] = {}
         for member, config in seen.items():
             cap = config.max_concurrent_sessions
             caps[member] = None if cap is None else max(0, cap - held.get(id(config), 0))
@@ -451,7 +426,8 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         multimodal_fields: Any,
     ) -> Any:
         environments = list(getattr(self, "environments", None) or [])
-        if not self.concurrent or not any(_is_ours(e) for e in environments):
+        ours = [e for e in environments if _is_ours(e)] if self.concurrent else []
+        if not ours:
             return super()._tool_call_loop(
                 prompts, prompt_ids, completion_ids, completions, logprobs, images, multimodal_fields
             )
@@ -460,7 +436,6 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         tool_round = ToolRound(
             completions, environments, _is_ours, max_in_flight=self.max_in_flight, cut_stragglers=training
         )
-        ours = [e for e in environments if _is_ours(e)]
         for environment in ours:
             set_tool_round(environment, tool_round)
         try:

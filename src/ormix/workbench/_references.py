@@ -59,13 +59,12 @@ def _checked(member: str, ref: str, function: Callable[..., Any]) -> Solver:
         if calls is None:
             return None
         try:
-            out = [(str(name), dict(arguments)) for name, arguments in calls]
+            return [(str(name), dict(arguments)) for name, arguments in calls]
         except (TypeError, ValueError):
             raise MixtureError(
                 f"member {member!r}: reference {ref} returned {type(calls).__name__}; it returns a list of "
                 "(tool_name, arguments) pairs (or None for a task without a solution)"
             ) from None
-        return out
 
     solve.__name__ = getattr(function, "__name__", "reference")
     return solve

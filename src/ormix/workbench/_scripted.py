@@ -53,7 +53,7 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ormix._errors import UsageError
@@ -116,19 +116,6 @@ def tool_call(name: str, /, **arguments: Any) -> str:
     return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
 
 
-@dataclass
-class _State:
-    prompt: str
-    user: str
-    tools: tuple[str, ...]
-    turn: int
-    tool_results: tuple[str, ...]
-    sample: int
-    prompt_length: (
-        int  # tokens of the first turn's prompt: the rest of a later input is completion budget spent
-    )
-
-
 class ScriptedPolicy:
     """Replaces ``model.generate`` with a script, so TRL's own tool loop runs on scripted tool calls.
 
@@ -153,7 +140,9 @@ class ScriptedPolicy:
         self.tokenizer: Any = tokenizer
         self.turns: list[ScriptedTurn] = []
         self._model: Any | None = None
-        self._registry: dict[tuple[int, ...], list[_State]] = {}
+        #: (input + completion) → its rollouts' contexts, each with the tokens of its first turn's prompt (the
+        #: rest of a later input is completion budget spent).
+        self._registry: dict[tuple[int, ...], list[tuple[ScriptContext, int]]] = {}
         self._lengths: set[int] = set()
         self._lock = threading.Lock()
 
@@ -235,15 +224,7 @@ class ScriptedPolicy:
             for ids in inputs:
                 occurrence = seen[ids]
                 seen[ids] += 1
-                state = self._state_for(ids, occurrence)
-                context = ScriptContext(
-                    prompt=state.prompt,
-                    user=state.user,
-                    tools=state.tools,
-                    turn=state.turn,
-                    tool_results=state.tool_results,
-                    sample=state.sample,
-                )
+                context, prompt_length = self._state_for(ids, occurrence)
                 text = self.script(context)
                 if not isinstance(text, str):
                     raise UsageError(
@@ -253,13 +234,13 @@ class ScriptedPolicy:
                 completion = self._encode(text, eos_ids)
                 # TRL's budget: `max_completion_length` covers every turn and tool result of a rollout, and a
                 # later turn is cut to what is left (as `generate`'s max_new_tokens cuts the first).
-                budget = None if max_new is None else max(max_new - (len(ids) - state.prompt_length), 0)
+                budget = None if max_new is None else max(max_new - (len(ids) - prompt_length), 0)
                 truncated = budget is not None and len(completion) > budget
                 if truncated:
                     completion = completion[:budget]
                 # What TRL keeps: everything up to and including the first end-of-turn token.
                 kept = _through_first(completion, eos_ids)
-                self._remember(ids + tuple(kept), state)
+                self._remember(ids + tuple(kept), (context, prompt_length))
                 self.turns.append(ScriptedTurn(context, text, tuple(kept), truncated))
                 completions.append(completion)
 
@@ -273,31 +254,25 @@ class ScriptedPolicy:
             ids.append(eos_ids[0])
         return ids
 
-    def _state_for(self, ids: tuple[int, ...], occurrence: int) -> _State:
+    def _state_for(self, ids: tuple[int, ...], occurrence: int) -> tuple[ScriptContext, int]:
         # Longest remembered (input + completion) that this input extends: a later turn of that rollout.
         for length in sorted(self._lengths, reverse=True):
             if length < len(ids):
                 previous = self._registry.get(ids[:length])
                 if previous is not None:
-                    prev = previous[min(occurrence, len(previous) - 1)]
+                    prev, prompt_length = previous[min(occurrence, len(previous) - 1)]
                     suffix = self.tokenizer.decode(list(ids[length:]), skip_special_tokens=False)
                     results = tuple(_TOOL_RESPONSE_RE.findall(suffix))
-                    return _State(
-                        prev.prompt,
-                        prev.user,
-                        prev.tools,
-                        prev.turn + 1,
-                        prev.tool_results + results,
-                        prev.sample,
-                        prev.prompt_length,
-                    )
+                    turn = replace(prev, turn=prev.turn + 1, tool_results=prev.tool_results + results)
+                    return turn, prompt_length
         prompt = self.tokenizer.decode(list(ids), skip_special_tokens=False)
         users = _USER_RE.findall(prompt)
-        return _State(
-            prompt, users[-1] if users else prompt, _tool_names(prompt), 0, (), occurrence, len(ids)
+        context = ScriptContext(
+            prompt, users[-1] if users else prompt, _tool_names(prompt), 0, (), occurrence
         )
+        return context, len(ids)
 
-    def _remember(self, key: tuple[int, ...], state: _State) -> None:
+    def _remember(self, key: tuple[int, ...], state: tuple[ScriptContext, int]) -> None:
         if len(self._registry) >= _REGISTRY_LIMIT:
             self._registry.clear()
             self._lengths.clear()

@@ -117,16 +117,9 @@ def _tool_suffix_ids(tokenizer: Any, tool_messages: list[dict[str, Any]], templa
             ],
         },
     ]
-    prefix = tokenizer.apply_chat_template(
-        dummy, add_generation_prompt=False, tokenize=True, return_dict=False, chat_template=template
-    )
-    full = tokenizer.apply_chat_template(
-        dummy + tool_messages,
-        add_generation_prompt=True,
-        tokenize=True,
-        return_dict=False,
-        chat_template=template,
-    )
+    render = {"tokenize": True, "return_dict": False, "chat_template": template}
+    prefix = tokenizer.apply_chat_template(dummy, add_generation_prompt=False, **render)
+    full = tokenizer.apply_chat_template(dummy + tool_messages, add_generation_prompt=True, **render)
     eos = [i for i, t in enumerate(prefix) if t == tokenizer.eos_token_id]
     if eos:
         prefix = prefix[: eos[-1] + 1]
@@ -141,13 +134,6 @@ def _tool_suffix_ids(tokenizer: Any, tool_messages: list[dict[str, Any]], templa
 def _assistant_ids(tokenizer: Any, text: str) -> list[int]:
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     return [*ids, tokenizer.eos_token_id]
-
-
-def _resolve_tool(tools: Sequence[str], member: str, name: str) -> str | None:
-    for candidate in (name, f"{member}__{name}"):
-        if candidate in tools:
-            return candidate
-    return None
 
 
 def warm_tasks(mixture: Any, fraction: float) -> dict[str, set[int]]:
@@ -183,10 +169,6 @@ def build_transcripts(
     factory = mixture.environment_factory
     dict_factory = isinstance(factory, dict)
     chosen = warm_tasks(mixture, fraction)
-
-    def selected(member: str, row: dict[str, Any]) -> bool:
-        return row["task_index"] in chosen.get(member, set())
-
     # Each training task once (from the members' own rows: an adaptive mixture decides its plan later), with
     # what a solver is handed for it.
     rows: dict[tuple[str, int], tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -214,7 +196,7 @@ def build_transcripts(
         for (member, _), (row, solving) in rows.items():
             solve, miss = solvers[member]
             calls = solve(solving) if solve is not None else None
-            if calls is None or not selected(member, row):
+            if calls is None or row["task_index"] not in chosen.get(member, set()):
                 continue
             wrong = miss(solving) if miss is not None else None
             key = member if dict_factory else "_"
@@ -269,7 +251,7 @@ def _play(
     prompt_length = len(ids)
     error = None
     for name, arguments in calls:
-        wire = _resolve_tool(list(by_name), member, name)
+        wire = next((c for c in (name, f"{member}__{name}") if c in by_name), None)
         if wire is None:
             raise UsageError(
                 f"member {member!r} has no tool {name!r} (tools: {sorted(by_name)}); the "

@@ -339,10 +339,8 @@ def start_record(model_path: str | os.PathLike[str], *, base: str) -> dict[str, 
     local = path if path.is_dir() else _hub_snapshot(str(model_path))
     made = None
     if path.is_dir():
-        try:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
             made = json.loads((path / _WARM_MARKER).read_text()).get("warm_start")
-        except (OSError, ValueError, AttributeError):
-            made = None
     return {
         "path": str(path.resolve()) if path.is_dir() else str(model_path),
         "sha256": weights_sha256(local) if local is not None else None,

@@ -20,11 +20,7 @@ def console_lines(console: Any) -> Callable[[str], None]:
         >>> print(out.getvalue().strip())
         step 1/2 │ loss 0.1000
     """
-
-    def show(line: str) -> None:
-        console.print(line, highlight=False, soft_wrap=True)
-
-    return show
+    return lambda line: console.print(line, highlight=False, soft_wrap=True)
 
 
 @contextlib.contextmanager

@@ -5,6 +5,7 @@ SIGTERM)."""
 from __future__ import annotations
 
 import contextlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ormix._runs import checkpoint_path
@@ -108,17 +109,10 @@ class _Evals:
         asked = {"before": self.evaluation.before_training, "after": self.evaluation.after_training}
         for phase, wanted in asked.items():
             if not wanted:
-                key = "before_training" if phase == "before" else "after_training"
-                entries[phase] = not_run(f"not asked (evaluation.{key} is false)")
-        why: str | None = None
+                entries[phase] = not_run(f"not asked (evaluation.{phase}_training is false)")
         if not opts.evaluate:
             why = "the caller evaluates (RunOptions.evaluate is false)"
-        if why is not None:
-            for phase, wanted in asked.items():
-                if wanted:
-                    entries[phase] = not_run(why)
-                    if opts.evaluate:
-                        say_not_run(phase, why, console)
+            entries.update({phase: not_run(why) for phase, wanted in asked.items() if wanted})
             self.evaluation = None
             return
         # Asks the servers (splits and task lists) before the model trains: an eval set that cannot be
@@ -152,34 +146,31 @@ class _Evals:
                 self.result.evaluation["before"] = not_run(why)
                 say_not_run("before", why, self.console)
             return
-        say_plan("before", self.tasks, self.skipped, out, self.console)
         label = f"{self.run.dir.path.resolve()}@start"  # what `ormix eval --model RUN_DIR@start` names
-        if self.opts.vllm_url is not None:
-            evaluate_model(
-                self.mix, str(model[0]), self.evaluation, self.tasks, out, self.console, self.opts.settings
-            )
-        else:
-            evaluate_run(trainer, self.mix, self.evaluation, self.tasks, out, self.console, model=label)
-        self.result.eval_before = out
-        self.result.evaluation["before"] = ran(out, self.tasks, self.evaluation.samples, self.skipped)
+        self.result.eval_before = self._evaluate("before", out, trainer, str(model[0]), label)
 
     def after(self, trainer: Any) -> None:
         """The eval of the trained model (labelled as `ormix eval --model RUN_DIR` labels it, so that
         command finds it done), then the record of both."""
         if self._wanted("after"):
-            out = self.run.dir.eval_path
-            say_plan("after", self.tasks, self.skipped, out, self.console)
-            if self.opts.vllm_url is not None:
-                model = str(self.run.dir.path)
-                evaluate_model(
-                    self.mix, model, self.evaluation, self.tasks, out, self.console, self.opts.settings
-                )
-            else:
-                label = str(self.run.dir.path.resolve())
-                evaluate_run(trainer, self.mix, self.evaluation, self.tasks, out, self.console, model=label)
-            self.result.eval = out
-            self.result.evaluation["after"] = ran(out, self.tasks, self.evaluation.samples, self.skipped)
+            path = self.run.dir.path
+            self.result.eval = self._evaluate(
+                "after", self.run.dir.eval_path, trainer, str(path), str(path.resolve())
+            )
         self.record()
+
+    def _evaluate(self, phase: str, out: Path, trainer: Any, model: str, label: str) -> Path:
+        """Say the eval, run it into ``out`` (``model``'s directory with a trainer of its own under
+        ``--async``, else ``trainer``'s model, labelled ``label``) and record that it ran."""
+        say_plan(phase, self.tasks, self.skipped, out, self.console)
+        if self.opts.vllm_url is not None:
+            evaluate_model(
+                self.mix, model, self.evaluation, self.tasks, out, self.console, self.opts.settings
+            )
+        else:
+            evaluate_run(trainer, self.mix, self.evaluation, self.tasks, out, self.console, model=label)
+        self.result.evaluation[phase] = ran(out, self.tasks, self.evaluation.samples, self.skipped)
+        return out
 
     def record(self) -> None:
         """What ran into the manifest; an eval after training that a stopped run did not reach, said."""

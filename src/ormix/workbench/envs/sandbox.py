@@ -86,8 +86,9 @@ def _unavailable_message(bwrap: str, why: str) -> str:
     )
 
 
-def _bwrap_base_args(bwrap: str) -> list[str]:
-    """The bubblewrap command line up to the working-directory bind (shared by the probe and every run)."""
+def _bwrap_base_args(bwrap: str, host_dir: str) -> list[str]:
+    """The bubblewrap command line with ``host_dir`` as the working directory, up to its own settings
+    (shared by the probe and every run)."""
     args = [bwrap, "--ro-bind", "/usr", "/usr"]
     for link in ("bin", "lib", "lib64", "sbin", "lib32", "libx32"):
         host = Path("/") / link
@@ -122,6 +123,13 @@ def _bwrap_base_args(bwrap: str) -> list[str]:
         "--setenv",
         "TERM",
         "dumb",
+        "--bind",
+        host_dir,
+        WORKDIR,
+        "--remount-ro",
+        "/",
+        "--chdir",
+        WORKDIR,
     ]
     return args
 
@@ -141,20 +149,7 @@ async def bwrap_status(bwrap: str | None = None) -> str | None:
         why: str | None = f"{path} not found"
     else:
         with tempfile.TemporaryDirectory(prefix="ormix-probe-") as d:
-            cmd = [
-                *_bwrap_base_args(resolved),
-                "--bind",
-                d,
-                WORKDIR,
-                "--remount-ro",
-                "/",
-                "--chdir",
-                WORKDIR,
-                "--",
-                "/bin/sh",
-                "-c",
-                "echo ok > probe",
-            ]
+            cmd = [*_bwrap_base_args(resolved, d), "--", "/bin/sh", "-c", "echo ok > probe"]
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *cmd,
@@ -301,14 +296,7 @@ class Sandbox:
         if self._bwrap_path is None:
             return inner
         return [
-            *_bwrap_base_args(self._bwrap_path),
-            "--bind",
-            str(self.host_dir),
-            WORKDIR,
-            "--remount-ro",
-            "/",
-            "--chdir",
-            WORKDIR,
+            *_bwrap_base_args(self._bwrap_path, str(self.host_dir)),
             "--setenv",
             "HOME",
             WORKDIR,

@@ -183,24 +183,14 @@ _BACKUP = (
     '  [ -e "$f" ] || continue\n  cp "$f" "$dest"/ && n=$((n + 1))\ndone\necho $n\n'
 )
 _INVENTORY_FIX = [
-    (
-        "edit",
-        {
-            "file_path": "inventory.py",
-            "old_string": "        self.items[name] = self.items[name] - qty",
-            "new_string": "        if self.count(name) < qty:\n"
-            "            raise ValueError(f'only {self.count(name)} {name} in stock')\n"
-            "        self.items[name] = self.items[name] - qty",
-        },
+    E(
+        "inventory.py",
+        "        self.items[name] = self.items[name] - qty",
+        "        if self.count(name) < qty:\n"
+        "            raise ValueError(f'only {self.count(name)} {name} in stock')\n"
+        "        self.items[name] = self.items[name] - qty",
     ),
-    (
-        "edit",
-        {
-            "file_path": "inventory.py",
-            "old_string": "return self.items[name]",
-            "new_string": "return self.items.get(name, 0)",
-        },
-    ),
+    E("inventory.py", "return self.items[name]", "return self.items.get(name, 0)"),
 ]
 _INI2JSON = (
     "import configparser, json\ncp = configparser.ConfigParser()\ncp.read('settings.ini')\n"
