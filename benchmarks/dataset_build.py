@@ -108,13 +108,16 @@ def main() -> None:
                 raise SystemExit("benchmark server did not start")
             time.sleep(0.05)
         url = f"http://127.0.0.1:{open(port_file).read()}"
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
         while True:
             try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as answer:
+                with direct.open(f"{url}/health", timeout=5) as answer:
                     if answer.status == 200:
                         break
             except OSError:
                 pass
+            if time.time() > deadline or child.poll() is not None:
+                raise SystemExit("benchmark server did not answer /health")
             time.sleep(0.05)
         os.environ["OPENREWARD_SESSION_URL"] = url  # the SDK would otherwise send sessions to sessions.<host>
 

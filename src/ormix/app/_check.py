@@ -43,6 +43,7 @@ from typing import Any
 
 from ormix._targets import parse_target
 from ormix.app._command import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
+from ormix.app._render import print_table
 from ormix.tools._schema import Node, SchemaWalker
 from ormix.tools._specs import normalize_spec
 
@@ -637,20 +638,7 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
 
 def _print_members(results: Sequence[MemberCheck], console: Any) -> None:
     """One row per member (tasks, tools, timings, calls that worked, status); a note per starting backend."""
-    from rich.table import Table
-
-    columns = (
-        "member",
-        "target",
-        "tasks",
-        "tools",
-        "start ms",
-        "connect ms",
-        "open ms",
-        "calls ok",
-        "status",
-    )
-    table = Table(*columns, title="environments")
+    rows = [("member", "target", "tasks", "tools", "start ms", "connect ms", "open ms", "calls ok", "status")]
     for r in results:
         ok = sum(c.ok for c in r.calls)
         status = "[green]ok[/green]" if r.usable else f"[red]UNUSABLE[/red] {r.cause}"
@@ -661,18 +649,20 @@ def _print_members(results: Sequence[MemberCheck], console: Any) -> None:
         elif r.usable and ok < len(r.calls):
             status = f"[yellow]ok, {len(r.calls) - ok} tool error(s)[/yellow]"
         selected = "-" if r.selected is None else str(r.selected)
-        table.add_row(
-            r.member,
-            r.target,
-            selected if r.num_tasks is None else f"{selected} of {r.num_tasks}",
-            str(len(r.tools)),
-            _ms(r.start_ms),
-            _ms(r.connect_ms),
-            _ms(r.open_ms),
-            f"{ok}/{len(r.calls)}",
-            status,
+        rows.append(
+            (
+                r.member,
+                r.target,
+                selected if r.num_tasks is None else f"{selected} of {r.num_tasks}",
+                str(len(r.tools)),
+                _ms(r.start_ms),
+                _ms(r.connect_ms),
+                _ms(r.open_ms),
+                f"{ok}/{len(r.calls)}",
+                status,
+            )
         )
-    console.print(table)
+    print_table(console, "environments", rows)
     for r in results:
         if r.starting_ms:
             console.print(
@@ -684,11 +674,7 @@ def _print_members(results: Sequence[MemberCheck], console: Any) -> None:
 
 def _print_tool_calls(results: Sequence[MemberCheck], console: Any) -> None:
     """One row per tool call made with schema-generated arguments, and what it gave."""
-    from rich.table import Table
-
-    tools = Table(
-        "member", "tool", "arguments", "latency ms", "result", title="tool calls (schema-generated arguments)"
-    )
+    rows = [("member", "tool", "arguments", "latency ms", "result")]
     for r in results:
         for c in r.calls:
             if c.ok:
@@ -702,24 +688,21 @@ def _print_tool_calls(results: Sequence[MemberCheck], console: Any) -> None:
                 outcome = f"[red]{c.error}[/red]" if c.infra else f"[yellow]{c.error}[/yellow]"
             if c.note:
                 outcome += f" ({c.note})"
-            tools.add_row(r.member, c.tool, ", ".join(c.arguments) or "-", _ms(c.latency_ms), outcome)
-    if tools.row_count:
-        console.print(tools)
+            rows.append((r.member, c.tool, ", ".join(c.arguments) or "-", _ms(c.latency_ms), outcome))
+    if len(rows) > 1:
+        print_table(console, "tool calls (schema-generated arguments)", rows)
 
 
 def _print_eval_sets(results: Sequence[MemberCheck], console: Any) -> None:
     """Each member's eval set (split, tasks, how it was chosen, overlap with training) and its notes."""
-    from rich.table import Table
-
-    evals = Table("member", "split", "tasks", "chosen as", "also trained on", title="eval sets")
-    for r in results:
-        if r.eval_set is not None:
-            found = r.eval_set
-            evals.add_row(
-                r.member, found.split, str(len(found.task_indices)), found.source, str(found.overlap)
-            )
-    if evals.row_count:
-        console.print(evals)
+    rows = [("member", "split", "tasks", "chosen as", "also trained on")]
+    rows += [
+        (r.member, e.split, str(len(e.task_indices)), e.source, str(e.overlap))
+        for r in results
+        if (e := r.eval_set) is not None
+    ]
+    if len(rows) > 1:
+        print_table(console, "eval sets", rows)
     for r in results:
         notes = [
             *(r.eval_set.notes if r.eval_set is not None else ()),

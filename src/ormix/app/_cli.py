@@ -71,6 +71,12 @@ class _Command(typer.core.TyperCommand):
             raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
+def _error(message: object, status: int = EXIT_BAD_INPUT, *, highlight: bool | None = None) -> typer.Exit:
+    """Say ``error: MESSAGE`` on stderr, as every ormix failure does; returns the exit to raise."""
+    err.print(f"[red]error:[/red] {message}", highlight=highlight)
+    return typer.Exit(status)
+
+
 def _one_of(choice: object) -> str:
     """A choice's metavar, ``a|b``, from its `Literal` (typer's own is ``<a|b>``)."""
     return "|".join(get_args(choice))
@@ -139,8 +145,7 @@ def serve(
         for env in envs:
             load_environment_class(env)
     except TargetError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise _error(e) from None
     options = ServeOptions(
         host=host,
         port=port,
@@ -151,8 +156,7 @@ def serve(
         ssl_keyfile=str(ssl_keyfile) if ssl_keyfile else None,
     )
     if (problem := options.problem()) is not None:
-        err.print(f"[red]error:[/red] {problem}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise _error(problem)
     if not is_loopback(host) and api_key and not options.ssl_certfile:
         err.print("note: without TLS (--ssl-certfile/--ssl-keyfile) the key crosses the network in clear")
     if workers > 1:
@@ -195,8 +199,7 @@ def _serve_workers(envs: list[str], workers: int, options: ServeOptions) -> None
         while not stop.wait(0.5):
             pass
     except ServerStartError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(EXIT_FAILED) from None
+        raise _error(e, EXIT_FAILED) from None
     except KeyboardInterrupt:
         pass
     finally:
@@ -220,15 +223,18 @@ def inspect(
     ] = False,
 ) -> None:
     """Members, task counts, tool surfaces and name maps, per-step composition and starvation risk."""
-    from ormix._errors import OrmixError, exit_status
+    from ormix._errors import MixtureError, OrmixError, exit_status
     from ormix.app._inspect import inspect_mixture, print_inspection
+    from ormix.mixture import load_mixture
 
-    mix = _load(path, defer_missing_secrets=True)  # a look needs no keys: what needs one says so
+    try:  # a look needs no keys: what needs one says so
+        mix = load_mixture(str(path), defer_missing_secrets=True)
+    except MixtureError as e:
+        raise _error(e) from None
     try:
         info = inspect_mixture(mix, first_steps=steps, batch=batch)
     except OrmixError as failure:  # the user's environment fails to start or raises in its own code
-        err.print(f"[red]error:[/red] {failure}", highlight=False)
-        raise typer.Exit(exit_status(failure)) from None
+        raise _error(failure, exit_status(failure), highlight=False) from None
     finally:
         mix.close()
     print_inspection(info, console, tools=tools)
@@ -326,8 +332,6 @@ def ablate(
     if run:
         from ormix.app._study import StudyOptions, study_command
 
-        ks = _int_list(k, "-k")
-        seed_list = _seed_list(seeds)
         options = StudyOptions(
             out_dir=out,
             leave_one_out=leave_one_out or not only,
@@ -335,11 +339,11 @@ def ablate(
             arms=tuple(arm or ()),
             budget=budget,
             max_steps=max_steps,
-            k=ks,
+            k=_k_list(k),
             model=model,
             metric=metric,
             warmup_sft=warmup_sft,
-            seeds=seed_list,
+            seeds=_seed_list(seeds),
             allow_different_starts=allow_different_starts,
         )
         raise typer.Exit(
@@ -361,11 +365,9 @@ def ablate(
         if given
     ]
     if study_only:
-        err.print(f"[red]error:[/red] {', '.join(study_only)} run(s) a study: add --run")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise _error(f"{', '.join(study_only)} run(s) a study: add --run")
     if out is None:
-        err.print("[red]error:[/red] --out DIR is required (where the derived files go), or add --run")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise _error("--out DIR is required (where the derived files go), or add --run")
     from ormix.app._study import derive_command
 
     raise typer.Exit(
@@ -513,8 +515,7 @@ def train(
     from ormix.app._train import RunOptions, train_command
 
     if vllm_url is not None and not async_:
-        err.print("[red]error:[/red] --vllm-url is for --async training; add --async")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise _error("--vllm-url is for --async training; add --async")
     options = RunOptions(
         model=model,
         max_steps=max_steps,
@@ -543,26 +544,20 @@ def _seed_list(text: str | None) -> tuple[int, ...]:
     except ValueError:
         values = ()
     if text is not None and (not values or len(set(values)) != len(values)):
-        err.print(
-            "[red]error:[/red] --seeds takes distinct integers separated by commas (e.g. 0,1,2), "
-            f"not {text!r}"
-        )
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise _error(f"--seeds takes distinct integers separated by commas (e.g. 0,1,2), not {text!r}")
     return values
 
 
-def _int_list(text: str, flag: str) -> tuple[int, ...]:
+def _k_list(text: str) -> tuple[int, ...]:
     """``-k``'s comma list, checked by the rule every pass@k list follows (`pass_k_problem`)."""
     from ormix.config._trainer_rules import pass_k_problem
 
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
-        err.print(f"[red]error:[/red] {flag} takes whole numbers, comma-separated (e.g. 1,4,8), not {text!r}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise _error(f"-k takes whole numbers, comma-separated (e.g. 1,4,8), not {text!r}") from None
     if problem := pass_k_problem(values):
-        err.print(f"[red]error:[/red] {flag}: {problem}")
-        raise typer.Exit(EXIT_BAD_INPUT)
+        raise _error(f"-k: {problem}")
     return values
 
 
@@ -642,7 +637,7 @@ def eval_(
 
     options = EvalOptions(
         model=model,
-        k=_int_list(k, "-k") if k is not None else None,
+        k=_k_list(k) if k is not None else None,
         samples=samples,
         members=tuple(m.strip() for m in members.split(",") if m.strip()) if members else (),
         split=split,
@@ -672,13 +667,12 @@ def report(
 
     if len(run_dirs) > 1:
         names = " ".join(str(p) for p in run_dirs)
-        err.print(
-            f"[red]error:[/red] ormix report reads one run directory; to compare runs, evaluate them and "
-            f"compare the evals: `ormix compare {names}` (each a run directory with an eval, or an eval "
-            "directory), or report one run at a time",
+        raise _error(
+            "ormix report reads one run directory; to compare runs, evaluate them and compare the evals: "
+            f"`ormix compare {names}` (each a run directory with an eval, or an eval directory), or report "
+            "one run at a time",
             highlight=False,
         )
-        raise typer.Exit(EXIT_BAD_INPUT)
     raise typer.Exit(report_command(run_dirs[0], console))
 
 
@@ -743,8 +737,7 @@ def show(
     except OrmixError as failure:
         from rich.markup import escape
 
-        err.print(f"[red]error:[/red] {escape(str(failure))}", highlight=False)
-        raise typer.Exit(exit_status(failure)) from None
+        raise _error(escape(str(failure)), exit_status(failure), highlight=False) from None
     raise typer.Exit(code)
 
 
@@ -837,20 +830,8 @@ def compare(
                 metrics=metric or None,
             )
     except UsageError as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False)
-        raise typer.Exit(EXIT_BAD_INPUT) from None
+        raise _error(e, highlight=False) from None
     print_comparison(result, console, out)
-
-
-def _load(path: Path, *, defer_missing_secrets: bool = False):
-    from ormix._errors import MixtureError
-    from ormix.mixture import load_mixture
-
-    try:
-        return load_mixture(str(path), defer_missing_secrets=defer_missing_secrets)
-    except MixtureError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(EXIT_BAD_INPUT) from None
 
 
 def expand_resume(argv: list[str]) -> list[str]:
@@ -890,6 +871,4 @@ def hoist_debug(argv: list[str]) -> list[str]:
 
 def main() -> None:
     """Entry point of the `ormix` console script."""
-    import sys
-
     app(args=hoist_debug(expand_resume(sys.argv[1:])))

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from ormix._errors import UsageError
+from ormix.app._render import print_table
 from ormix.app._workspace import Workspace
 from ormix.evaluation._stats import (
     COVERS_TASKS,
@@ -51,6 +52,7 @@ from ormix.evaluation._summary import (
     TaskKey,
     TaskSamples,
     format_metric,
+    markdown_table,
     metric_names,
     normalize_ks,
     task_metric,
@@ -773,17 +775,16 @@ def comparison_markdown(result: Mapping[str, Any]) -> str:
         lines.append(f"- {note}")
     for comp in result["comparisons"]:
         lines += ["", f"## {comp['label']} vs {comp['baseline']}", ""]
-        lines.append(f"| member | tasks | metric | {comp['baseline']} | {comp['label']} | difference |")
-        lines.append("| --- | --- | --- | --- | --- | --- |")
-        lines += ["| " + " | ".join(row) + " |" for row in _table_rows(result, comp)]
+        lines += markdown_table(_table_rows(result, comp), spaced=True)
         lines.append("")
         lines += [f"- {name}: {text}" for name, text in comp["verdicts"].items()]
     return "\n".join(lines) + "\n"
 
 
 def _table_rows(result: Mapping[str, Any], comp: Mapping[str, Any]) -> list[list[str]]:
-    """A comparison's rows: member, tasks, metric, baseline, other, difference (markdown and console)."""
-    return [
+    """A comparison's rows, the header first: member, tasks, metric, baseline, other, difference
+    (markdown and console)."""
+    return [["member", "tasks", "metric", comp["baseline"], comp["label"], "difference"]] + [
         [
             member,
             str(entry["tasks"]),
@@ -868,16 +869,9 @@ def write_comparison(result: Mapping[str, Any], out: str | Path) -> list[Path]:
 def print_comparison(result: Mapping[str, Any], console: Any, out: Path | None = None) -> None:
     """`ormix compare`'s tables, verdicts and notes; writes the comparison to ``out`` (default
     ``evals/compare-<labels>``) and says where."""
-    from rich.table import Table
-
     base = result["baseline"]["label"]
     for comp in result["comparisons"]:
-        table = Table(
-            "member", "tasks", "metric", base, comp["label"], "difference", title=f"{comp['label']} vs {base}"
-        )
-        for row in _table_rows(result, comp):
-            table.add_row(*row)
-        console.print(table)
+        print_table(console, f"{comp['label']} vs {base}", _table_rows(result, comp))
         for name, line in comp["verdicts"].items():
             console.print(f"{comp['label']} vs {base}, {name}: {line}", highlight=False, markup=False)
     if result.get("seeds"):

@@ -57,6 +57,7 @@ from ormix.app._eval_dir import EvalDirectory
 from ormix.app._eval_manifest import eval_manifest, trainer_manifest
 from ormix.app._eval_model import resolve_eval_model
 from ormix.app._oracle import attach_reference_policy, oracle_failures, reference_calls, reference_settings
+from ormix.app._render import print_table
 from ormix.app._workspace import default_eval_dir
 from ormix.config._trainer_rules import pass_k_problem
 from ormix.evaluation._errors import EvalError
@@ -690,21 +691,15 @@ def _build_trainer(
 
 def print_summary(result: EvalResult, console: Any) -> None:
     """The summary table, what was left out, and where the files are."""
-    from rich.table import Table
-
     from ormix.evaluation._summary import group_scoring_line, summary_table
 
     summary = result.summary
-    rows = summary_table(summary)
     title = (
         "reference solutions (oracle)"
         if summary.get("policy") == "reference"
         else f"{summary.get('model')}: {summary.get('samples')} sample(s) per task"
     )
-    table = Table(*rows[0], title=title)
-    for row in rows[1:]:
-        table.add_row(*row)
-    console.print(table)
+    print_table(console, title, summary_table(summary))
     console.print(
         f"{summary.get('confidence', 0.95):.0%} intervals over tasks ({summary.get('interval')}); success = "
         f"scored with env_reward >= {summary.get('success_threshold', 1.0):g}",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ormix._errors import EnvironmentCodeError, OrmixError, ServerStartError
+from ormix.app._render import print_table
 from ormix.config import AdaptiveConfig, PlatformPriorConfig
 from ormix.mixture._mixture import MixtureSpec
 from ormix.mixture._planner import LAG, Planner, fixed_steps, starvation_probability
@@ -393,16 +394,14 @@ def inspect_mixture(
 def print_inspection(info: Inspection, console: Any, *, tools: bool = False) -> None:
     """`ormix inspect`'s tables: members, tool surfaces (``tools``: each tool's parameters and description),
     eval sets, the first steps' composition and the starvation risk."""
-    from rich.table import Table
-
-    rows = "?" if info.rows is None else str(info.rows)
+    count = "?" if info.rows is None else str(info.rows)
     console.print(
         f"[bold]{info.name}[/bold]: {len(info.members)} member(s), routing {info.routing}, "
-        f"strategy {info.strategy}, seed {info.seed}, {rows} rows, prompts_per_step {info.prompts_per_step}"
+        f"strategy {info.strategy}, seed {info.seed}, {count} rows, prompts_per_step {info.prompts_per_step}"
     )
-    table = Table("member", "target", "role", "tasks", "p(step 1)", "tools (as the model sees them)")
-    for m in info.members:
-        table.add_row(
+    head = ("member", "target", "role", "tasks", "p(step 1)", "tools (as the model sees them)")
+    members = [
+        (
             m.name,
             m.target,
             m.role,
@@ -410,7 +409,9 @@ def print_inspection(info: Inspection, console: Any, *, tools: bool = False) -> 
             f"{info.probabilities.get(m.name, 0):.3f}" if info.probabilities else "?",
             ", ".join(m.tools) if m.tools else "?",
         )
-    console.print(table)
+        for m in info.members
+    ]
+    print_table(console, None, [head, *members])
     if tools:
         for m in info.members:
             if m.signatures:
@@ -430,15 +431,15 @@ def print_inspection(info: Inspection, console: Any, *, tools: bool = False) -> 
         console.print(f"  {note}")
     evaluating = [m for m in info.members if m.eval_set is not None or m.eval_unknown is not None]
     if evaluating:
-        evals = Table("member", "split", "tasks", "chosen as", "also trained on", title="eval sets")
+        evals = [("member", "split", "tasks", "chosen as", "also trained on")]
         for m in evaluating:
             e = m.eval_set
             if e is None:
-                evals.add_row(m.name, "?", "?", m.eval_unknown, "?")
+                evals.append((m.name, "?", "?", str(m.eval_unknown), "?"))
                 continue
             indices = ", ".join(map(str, e.task_indices[:8])) + (", ..." if len(e.task_indices) > 8 else "")
-            evals.add_row(m.name, e.split, f"{len(e.task_indices)} ({indices})", e.source, str(e.overlap))
-        console.print(evals)
+            evals.append((m.name, e.split, f"{len(e.task_indices)} ({indices})", e.source, str(e.overlap)))
+        print_table(console, "eval sets", evals)
         for m in evaluating:
             for note in m.eval_set.notes if m.eval_set is not None else ():
                 console.print(f"  {note}", highlight=False)
@@ -446,14 +447,12 @@ def print_inspection(info: Inspection, console: Any, *, tools: bool = False) -> 
                 console.print(f"  [red]eval set:[/red] {m.eval_error}", highlight=False)
     train_names = [m.name for m in info.members if m.role != "eval"]
     if info.composition:
-        comp = Table("step", *train_names, title="composition")
-        for label, counts in info.composition:
-            comp.add_row(label, *[str(counts.get(n, 0)) for n in train_names])
-        console.print(comp)
+        steps = [(label, *[str(counts.get(n, 0)) for n in train_names]) for label, counts in info.composition]
+        print_table(console, "composition", [("step", *train_names), *steps])
     if info.starvation and info.strategy != "adaptive":  # adaptive quotas move: its floor is explained above
-        starv = Table(
-            "member", "P(no prompt in a step), random draws", "with ormix quotas", title="starvation"
-        )
-        for name, p in info.starvation["iid"].items():
-            starv.add_row(name, f"{p:.3f}", f"{info.starvation['quotas'][name]:.3f}")
-        console.print(starv)
+        risk = [("member", "P(no prompt in a step), random draws", "with ormix quotas")]
+        risk += [
+            (name, f"{p:.3f}", f"{info.starvation['quotas'][name]:.3f}")
+            for name, p in info.starvation["iid"].items()
+        ]
+        print_table(console, "starvation", risk)

@@ -39,8 +39,9 @@ from typing import Any
 
 from ormix._runs import read_jsonl
 from ormix.app._plots import pyplot
+from ormix.app._render import print_table
 from ormix.app._workspace import Workspace
-from ormix.evaluation._summary import summary_markdown, summary_table
+from ormix.evaluation._summary import markdown_table, summary_markdown, summary_table
 from ormix.rollout._outcome import ERROR_KINDS
 
 
@@ -206,7 +207,7 @@ def _markdown(
     plots: Sequence[Path],
 ) -> str:
     summary: Mapping[str, Mapping[str, Any]] = report["members"]
-    lines = [f"# ormix report: {run_dir.name}", "", *_md_table([TABLE_COLUMNS, *table_rows(summary)])]
+    lines = [f"# ormix report: {run_dir.name}", "", *markdown_table([TABLE_COLUMNS, *table_rows(summary)])]
     said = trend_lines(report)
     if said:
         lines += ["", "## Trend", "", said[0], ""] + [f"- {line.strip()}" for line in said[1:]]
@@ -219,7 +220,7 @@ def _markdown(
         "",
         "## Tools",
         "",
-        *_md_table([("member", "tool", "calls", "errors", "p50 ms", "p95 ms"), *tools]),
+        *markdown_table([("member", "tool", "calls", "errors", "p50 ms", "p95 ms"), *tools]),
     ]
     evaluation = report.get("eval") or {}
     if evaluation.get("steps"):
@@ -232,7 +233,7 @@ def _markdown(
             f"{series[last]['k'][-1]} per task; the tables above count training rollouts only.",
         ]
         for metric in ("pass@1", "coverage"):
-            lines += ["", f"### {metric} by step", "", *_md_table(_eval_steps_table(series, metric))]
+            lines += ["", f"### {metric} by step", "", *markdown_table(_eval_steps_table(series, metric))]
     finals = report.get("run_evals") or {}
     if finals.get("after"):
         section = summary_markdown(finals["after"], "Eval of the trained model (RUN_DIR/eval)")
@@ -245,13 +246,6 @@ def _markdown(
     if plots:
         lines += ["", "## Plots", ""] + [f"![{p.stem}]({p.name})" for p in plots]
     return "\n".join(lines) + "\n"
-
-
-def _md_table(rows: Sequence[Sequence[str]]) -> list[str]:
-    """``rows`` (the header row first) as the lines of a markdown table."""
-    return ["| " + " | ".join(rows[0]) + " |", "|" + "---|" * len(rows[0])] + [
-        "| " + " | ".join(row) + " |" for row in rows[1:]
-    ]
 
 
 #: Marker and line style per member (by position), so members stay apart where their lines overlap.
@@ -792,7 +786,7 @@ def report_command(run_dir: Path, console: Any) -> int:
         "tool use (per rollout) and latency",
     )
     for title, columns in ((titles[0], range(split)), (titles[1], [0, *range(split, len(TABLE_COLUMNS))])):
-        _print_table(
+        print_table(
             console, title, [[row[i] for i in columns] for row in [TABLE_COLUMNS, *rows]], overflow="fold"
         )
     env_time = result.summary.get("env_time_s")
@@ -825,9 +819,9 @@ def _print_eval(evaluation: Mapping[str, Any], console: Any) -> None:
         f"eval at step {last} ({k} sample{'s' if k > 1 else ''} per task; {rollouts} eval rollouts "
         f"over {len(series)} evaluation(s), not in the tables above)"
     )
-    _print_table(console, title, summary_table(series[last]), overflow="fold")
+    print_table(console, title, summary_table(series[last]), overflow="fold")
     if len(series) > 1:
-        _print_table(console, "eval pass@1 by step", _eval_steps_table(series, "pass@1"))
+        print_table(console, "eval pass@1 by step", _eval_steps_table(series, "pass@1"))
     console.print(
         f"  {series[last]['confidence']:.0%} intervals over tasks ({series[last]['interval']}); unscored "
         "rollouts count as failures, infrastructure errors are left out (error_rate)",
@@ -838,23 +832,11 @@ def _print_eval(evaluation: Mapping[str, Any], console: Any) -> None:
 def _print_run_evals(finals: Mapping[str, Any], console: Any) -> None:
     """The eval of the trained model (its table with intervals), then what changed since before training."""
     if finals.get("after"):
-        _print_table(console, "eval of the trained model (RUN_DIR/eval)", summary_table(finals["after"]))
+        print_table(console, "eval of the trained model (RUN_DIR/eval)", summary_table(finals["after"]))
     if finals.get("change"):
         console.print("[bold]what training changed[/bold] (after − before, paired over the same eval tasks):")
         for metric, verdict in finals["change"].items():
             console.print(f"  {metric}: {verdict}", highlight=False, markup=False)
-
-
-def _print_table(console: Any, title: str, rows: Sequence[Sequence[str]], **column: Any) -> None:
-    """``rows`` (the header row first) as a table, printed; ``column``: each column's options."""
-    from rich.table import Table
-
-    table = Table(title=title)
-    for name in rows[0]:
-        table.add_column(name, **column)
-    for row in rows[1:]:
-        table.add_row(*row)
-    console.print(table)
 
 
 def _legend(ax, loc: str) -> None:

@@ -65,9 +65,10 @@ from ormix.app._command import (
     EXIT_TERMINATED,
     run_command,
 )
+from ormix.app._render import print_table
 from ormix.app._workspace import Workspace
 from ormix.config._trainer_rules import max_steps_problem
-from ormix.evaluation._summary import format_metric
+from ormix.evaluation._summary import format_metric, markdown_table
 from ormix.mixture._ablation import FULL, Arm, Budget, arm_file_text, arms, select_arms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -264,13 +265,6 @@ def effects_table(study: Mapping[str, Any], metric: str | None = None) -> list[l
     return rows
 
 
-def _markdown_table(rows: Sequence[Sequence[str]]) -> str:
-    head, *body = rows
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(row) + " |" for row in body]
-    return "\n".join(lines)
-
-
 def _worth_a_table(study: Mapping[str, Any], metric: str) -> bool:
     """pass@k for every k, mean reward and coverage; pass^1 (= pass@1) never; error_rate when not all 0."""
     if metric == "pass^1":
@@ -320,14 +314,15 @@ def study_markdown(study: Mapping[str, Any]) -> str:
         f"Budget rule: **{study['budget']}**. Every arm is evaluated on the full mixture's eval tasks "
         f"(k = {', '.join(map(str, study['k']))}). {spread}"
     )
-    out += ["", "| arm | trains on | eval-only | budget |", "|---|---|---|---|"]
-    for arm in study["arms"]:
-        dropped = ", ".join(arm["dropped"]) or "-"
-        out.append(f"| {arm['name']} | {', '.join(arm['trained'])} | {dropped} | {arm['budget']} |")
-    out += ["", f"## {metric} per arm and member", "", _markdown_table(matrix_table(study, metric))]
+    arm_rows = [
+        [a["name"], ", ".join(a["trained"]), ", ".join(a["dropped"]) or "-", str(a["budget"])]
+        for a in study["arms"]
+    ]
+    out += ["", *markdown_table([["arm", "trains on", "eval-only", "budget"], *arm_rows])]
+    out += ["", f"## {metric} per arm and member", "", *markdown_table(matrix_table(study, metric))]
     others = [m for m in study.get("metrics", []) if m != metric and _worth_a_table(study, m)]
     for other in others:
-        out += ["", f"### {other}", "", _markdown_table(matrix_table(study, other))]
+        out += ["", f"### {other}", "", *markdown_table(matrix_table(study, other))]
     if study.get("effects"):
         pairing = "paired over tasks, seeds drawn per arm" if len(seeds) > 1 else "paired over tasks"
         caveat = (
@@ -340,7 +335,7 @@ def study_markdown(study: Mapping[str, Any]) -> str:
             "",
             f"## Effect of what each arm dropped ({metric}: arm − full, {pairing})",
             "",
-            _markdown_table(effects_table(study, metric)),
+            *markdown_table(effects_table(study, metric)),
             "",
             "An effect says how this arm's model differs from the full mixture's on the same tasks, with the "
             'interval of that difference; "no detectable change" means the interval includes 0, not that '
@@ -836,20 +831,12 @@ class _Stopped(Exception):
 
 
 def _print_study(study: Mapping[str, Any], console: Any) -> None:
-    from rich.table import Table
-
     metric = study["metric"]
-    head, *rows = matrix_table(study, metric)
-    table = Table(*head, title=f"{study['mixture']}: {metric} per arm and member ({study['budget']})")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    title = f"{study['mixture']}: {metric} per arm and member ({study['budget']})"
+    print_table(console, title, matrix_table(study, metric))
     if study.get("effects"):
-        head, *rows = effects_table(study, metric)
-        effects = Table(*head, title=f"effect of what each arm dropped ({metric}: arm − full)")
-        for row in rows:
-            effects.add_row(*row)
-        console.print(effects)
+        title = f"effect of what each arm dropped ({metric}: arm − full)"
+        print_table(console, title, effects_table(study, metric))
 
 
 def study_command(

@@ -323,11 +323,11 @@ def summary_markdown(summary: Mapping[str, Any], title: str) -> str:
         >>> print(lines[4])
         | a | 1 (1 short) | - | - | 0.00 [0.00, 0.79] | 1.00 [0.21, 1.00] |
     """
-    rows = summary_table(summary)
+    head, *rows = summary_table(summary)
     lines = [f"# {title}", ""]
-    lines.append("| " + " | ".join(rows[0]) + " |")
-    lines.append("| " + " | ".join("---" for _ in rows[0]) + " |")
-    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows[1:]]
+    lines += markdown_table(
+        [head, *([cell.replace("|", "\\|") for cell in row] for row in rows)], spaced=True
+    )
     lines += [
         "",
         f"{summary['confidence']:.0%} intervals: {summary['interval']}. A sample succeeds when "
@@ -362,3 +362,17 @@ def group_scoring_line(grouped: Mapping[str, Any]) -> str:
     if group_reward.get("value") is not None:
         text += f"; group_reward {group_reward['value']:.2f}, combined {format_metric(combined)}"
     return text
+
+
+def markdown_table(rows: Sequence[Sequence[str]], *, spaced: bool = False) -> list[str]:
+    """``rows`` (the header row first) as the lines of a markdown table; ``spaced``: the rule ``| --- |``,
+    not ``|---|``.
+
+    Example:
+        >>> markdown_table([["a", "b"], ["1", "2"]])
+        ['| a | b |', '|---|---|', '| 1 | 2 |']
+        >>> markdown_table([["a", "b"]], spaced=True)
+        ['| a | b |', '| --- | --- |']
+    """
+    rule = "| " + " | ".join("---" for _ in rows[0]) + " |" if spaced else "|" + "---|" * len(rows[0])
+    return ["| " + " | ".join(rows[0]) + " |", rule] + ["| " + " | ".join(row) + " |" for row in rows[1:]]

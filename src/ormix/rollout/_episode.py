@@ -496,12 +496,19 @@ async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
 
 
 def all_at_once(closers: Sequence[Callable[[], Coroutine[Any, Any, Any]]]) -> None:
-    """Run these coroutine functions concurrently on the ORS portal and wait for all of them."""
+    """Run these coroutine functions (closers) concurrently on the ORS portal and wait for all of them; one
+    that raises is logged and does not stop the others (closing must never raise into the trainer)."""
+
+    async def guarded(close: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        try:
+            await close()
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            logger.debug("ormix: closing failed: %s", e)
 
     async def run() -> None:
         async with anyio.create_task_group() as tg:
             for close in closers:
-                tg.start_soon(close)
+                tg.start_soon(guarded, close)
 
     if closers:
         run_sync(run)

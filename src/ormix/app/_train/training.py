@@ -147,7 +147,7 @@ class _Evals:
                 say_not_run("before", why, self.console)
             return
         label = f"{self.run.dir.path.resolve()}@start"  # what `ormix eval --model RUN_DIR@start` names
-        self.result.eval_before = self._evaluate("before", out, trainer, str(model[0]), label)
+        self.result.eval_before = self._evaluate("before", out, trainer, model[0], label)
 
     def after(self, trainer: Any) -> None:
         """The eval of the trained model (labelled as `ormix eval --model RUN_DIR` labels it, so that
@@ -155,17 +155,17 @@ class _Evals:
         if self._wanted("after"):
             path = self.run.dir.path
             self.result.eval = self._evaluate(
-                "after", self.run.dir.eval_path, trainer, str(path), str(path.resolve())
+                "after", self.run.dir.eval_path, trainer, path, str(path.resolve())
             )
         self.record()
 
-    def _evaluate(self, phase: str, out: Path, trainer: Any, model: str, label: str) -> Path:
+    def _evaluate(self, phase: str, out: Path, trainer: Any, model: Any, label: str) -> Path:
         """Say the eval, run it into ``out`` (``model``'s directory with a trainer of its own under
         ``--async``, else ``trainer``'s model, labelled ``label``) and record that it ran."""
         say_plan(phase, self.tasks, self.skipped, out, self.console)
         if self.opts.vllm_url is not None:
             evaluate_model(
-                self.mix, model, self.evaluation, self.tasks, out, self.console, self.opts.settings
+                self.mix, str(model), self.evaluation, self.tasks, out, self.console, self.opts.settings
             )
         else:
             evaluate_run(trainer, self.mix, self.evaluation, self.tasks, out, self.console, model=label)
