@@ -1,8 +1,11 @@
-"""Options declared once: the serve options (`ServeOptions`) reach every entry point, and a flag's choices
-(`ormix._choices`) are checked by the command line from the same `Literal` the option model is typed with."""
+"""Options declared once: the serve options (`ServeOptions`) reach every entry point, `ormix serve` among them,
+and a flag's choices (`ormix._choices`) are checked by the command line from the same `Literal` the option
+model is typed with. And what every `ormix` command does as it starts: raise a low open-files limit."""
 
 from __future__ import annotations
 
+import resource
+import socket
 import subprocess
 import sys
 import time
@@ -11,6 +14,7 @@ from pathlib import Path
 from typing import get_args
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from ormix._choices import Budget, EvalPolicy, ShowMode, TerminationPolicy
@@ -18,6 +22,7 @@ from ormix._errors import ServerStartError
 from ormix.app import app
 from ormix.server import ServeOptions, serve_in_thread
 from ormix.server.__main__ import parser
+from ormix.server._serving import flag_of
 from support.plain_http import blocking_request
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,3 +117,60 @@ def test_a_missing_argument_is_named_not_reported_as_an_invalid_value():
     result = CliRunner().invoke(app, ["eval"])
     assert result.exit_code == 2
     assert "Missing argument 'FILE'" in result.output and "Invalid value" not in result.output
+
+
+def test_ormix_serve_has_a_flag_for_every_serve_option():
+    serve = typer.main.get_command(app).commands["serve"]  # type: ignore[attr-defined]
+    flags = {opt for param in serve.params for opt in param.opts}
+    assert {flag_of(f.name) for f in fields(ServeOptions)} <= flags
+
+
+def test_ormix_serve_keep_alive_closes_an_idle_connection_after_it(tmp_path):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ormix.app", "serve", "local:echo", "--port", "0", "--keep-alive", "0.5"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ready = proc.stdout.readline()
+        assert ready.startswith("ORMIX_SERVER_READY port="), ready
+        port = int(ready.split()[1].removeprefix("port="))
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            received = b""
+            started = time.monotonic()
+            # The server answers, then holds the idle connection 0.5 s (the default is 60 s; the socket's
+            # timeout of 30 s fails the test first).
+            while chunk := sock.recv(4096):
+                received += chunk
+            idle_closed_after = time.monotonic() - started
+        assert received.startswith(b"HTTP/1.1 200")
+        assert idle_closed_after < 30
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_ormix_command_raises_a_low_open_files_limit_to_the_hard_one():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard <= 256:
+        pytest.skip(f"this machine's hard limit of open files is {hard}: nothing to raise to")
+    code = (
+        "import resource, sys\n"
+        "from ormix.app._cli import main\n"
+        "sys.argv = ['ormix', '--help']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LIMIT', resource.getrlimit(resource.RLIMIT_NOFILE)[0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        # The child starts as a shell with `ulimit -Sn 256` would start it.
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard)),
+    )
+    limit = int(done.stdout.split("LIMIT")[-1])
+    assert limit == (65_536 if hard == resource.RLIM_INFINITY else min(65_536, hard)) > 256

@@ -89,3 +89,24 @@ def test_a_served_environment_that_imports_the_sdks_top_level_names_gets_them(tm
                 return await client.tasks("train")
 
         assert run_sync(tasks) == [{"word": "river"}, {"word": "stone"}]
+
+
+def test_the_ormix_command_defers_the_sdk_and_a_user_environment_still_gets_its_names(tmp_path):
+    # `ormix inspect` imports the user's module in its own process (the target is checked at load): the
+    # module's assertion fails there unless the command deferred the SDK's client as a server child does.
+    (tmp_path / "named_env.py").write_text(USER_ENV)
+    (tmp_path / "named.yaml").write_text(
+        "members:\n  named:\n    target: named_env:Named\n    num_tasks: 2\n"
+    )
+    src = Path(__file__).resolve().parents[2] / "src"
+    path = os.pathsep.join([str(tmp_path), str(USER_ENVS), str(src), os.environ.get("PYTHONPATH", "")])
+    done = subprocess.run(
+        [sys.executable, "-m", "ormix.app", "inspect", "named.yaml"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": path, "COLUMNS": "200"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "named" in done.stdout and "answer" in done.stdout
