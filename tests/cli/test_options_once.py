@@ -1,6 +1,6 @@
-"""Options declared once: the serve options (`ServeOptions`) reach every entry point, `ormix serve` among them,
-and a flag's choices (`ormix._choices`) are checked by the command line from the same `Literal` the option
-model is typed with. And what every `ormix` command does as it starts: raise a low open-files limit."""
+"""Options declared once: the serve options (`ServeOptions`) reach every entry point, `ormix serve` among
+them, and a flag's choices (`ormix._choices`) are checked by the command line from the same `Literal` the
+option model is typed with. And what every `ormix` command does as it starts: raise a low open-files limit."""
 
 from __future__ import annotations
 

@@ -56,3 +56,34 @@ def test_two_ranks_log_what_their_merged_records_say(tiny_model, tmp_path):
         assert log["ormix/a/share"] + log["ormix/b/share"] == pytest.approx(1.0)
         assert log["ormix/a/share"] == pytest.approx(0.75)
         assert log["ormix/b/unscored_rate"] == pytest.approx(0.5)  # b's sample 1 never calls a tool
+
+
+GROUP_SCRIPT = SCRIPT.with_name("mp_group_scoring_train.py")
+
+
+def test_group_scoring_on_two_ranks_scores_each_group_whole_on_its_rank(tiny_model, tmp_path):
+    # Each rank's generation batch (per_device_train_batch_size 4 × steps_per_generation 1) holds whole groups
+    # of 2, so the environment ranks both candidates of every group; a split geometry is refused
+    # (tests/integrations/test_group_scoring_trl.py).
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [torchrun(), "--standalone", "--nproc_per_node", "2", str(GROUP_SCRIPT), tiny_model, str(out)],
+        env=rank_env(GROUP_SCRIPT),
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    records = read_records(out)
+    assert len(records) == 2 * 8 and {r["rank"] for r in records} == {0, 1}
+    groups: dict[tuple[int, int], list[dict]] = {}
+    for r in records:
+        assert r["group"] // 4 == r["rank"]  # rank k holds global slots 4k..4k+3: two whole groups
+        groups.setdefault((r["step"], r["group"]), []).append(r)
+    assert len(groups) == 8 and all(len(g) == 2 for g in groups.values())
+    for group in groups.values():
+        assert len({r["task_index"] for r in group}) == 1
+        # Both candidates ranked together: the exact answer 1.0, the spaced one 0.5; GRPO got the sum.
+        assert sorted(r["group_reward"] for r in group) == [0.5, 1.0]
+        assert all(r["group_status"] == "scored" and r["env_reward"] == 1.0 for r in group)
+        assert all(r["reward"] == pytest.approx(1.0 + r["group_reward"]) for r in group)

@@ -76,6 +76,40 @@ COMPLETION = [
 ]
 
 
+@given(
+    st.integers(1, 8),
+    st.integers(1, 4),
+    st.integers(1, 6),
+    st.integers(2, 4),
+    st.sampled_from(["on", "auto"]),
+)
+def test_group_scoring_on_several_processes_is_allowed_exactly_when_every_group_is_whole_on_a_rank(
+    per_device, steps, size, world, mode
+):
+    # The rule (`check_trainer_args`) against the grouping the reward function uses on each rank
+    # (`group_ids`, TRL's layout: rank k holds global slots [k*n, (k+1)*n) of a generation batch).
+    from types import SimpleNamespace
+
+    from ormix.telemetry._metrics import group_ids
+    from ormix.trl._callbacks import _group_scoring_problem
+
+    n = per_device * steps
+    whole = True
+    for rank in range(world):
+        ids = group_ids(n, rank=rank, num_generations=size)
+        whole &= all(ids.count(g) == size for g in set(ids))
+    members = {"r": SimpleNamespace(group_scoring=SimpleNamespace(mode=mode))}
+    mix = SimpleNamespace(config=SimpleNamespace(members=members))
+    args = SimpleNamespace(
+        num_generations=size, per_device_train_batch_size=per_device, steps_per_generation=steps
+    )
+    problem = _group_scoring_problem(mix, args, world)
+    assert (problem is None) == whole
+    if problem is not None:
+        assert f"({per_device} × {steps} = {n}) must be a multiple of num_generations ({size})" in problem
+    assert _group_scoring_problem(mix, args, 1) is None  # one process holds every group whole
+
+
 def test_candidates_are_ors_messages_the_sdk_accepts():
     output = candidate_messages(COMPLETION)
     assert output == [{"role": "assistant", "blocks": [{"type": "text", "text": "It is 4."}]}]
