@@ -159,3 +159,21 @@ def test_two_ranks_decide_the_same_adaptive_rows_from_pooled_statistics(tiny_mod
     for step, log in logged.items():
         assert log["ormix/mixed/weight"] == pytest.approx(weights[step - 1]["mixed"])
         assert log["ormix/solved/weight"] == pytest.approx(weights[step - 1]["solved"])
+
+
+def test_processes_whose_platform_priors_differ_start_from_process_0s_planner(tmp_path):
+    script = SCRIPT.with_name("mp_planner_start.py")
+    proc = subprocess.run(
+        [torchrun(), "--standalone", "--nproc_per_node", "2", str(script), str(tmp_path)],
+        env=rank_env(script),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    decided = [json.loads((tmp_path / f"rank-{k}.json").read_text()) for k in (0, 1)]
+    assert decided[0] == decided[1]
+    # Process 0's prior on both ranks: its task 0 set aside, task 1 (process 1's) drawn.
+    tasks_of_a = {task for member, task in decided[0]["rows"] if member == "a"}
+    assert 0 not in tasks_of_a and 1 in tasks_of_a
+    assert "every process uses process 0's" in proc.stderr

@@ -208,3 +208,21 @@ def test_checkpoints_every_step_give_the_rows_of_a_planner_never_checkpointed(pl
         resumed.observe(step, groups)
         resumed = _reloaded(resumed, scenario)
     assert resumed.state_dict() == json.loads(json.dumps(straight.state_dict()))
+
+
+def test_a_planner_started_on_another_prior_takes_a_fresh_planners_state_and_decides_its_rows() -> None:
+    # What `AdaptiveCallback` does when the processes' platform priors differ: every rank loads process 0's
+    # state at step 0 and from then decides its rows (tests/integrations/test_multiprocess_adaptive.py runs
+    # the callback on two ranks).
+    s = next(s for s in SCENARIOS if s.get("difficulty"))
+    first = _build(s)
+    other = _build({**s, "difficulty": {}})  # a process the platform answered nothing
+    assert [other.tasks_set_aside(m, 1) for m in other.members] != [
+        first.tasks_set_aside(m, 1) for m in first.members
+    ]
+    other.load_state_dict(json.loads(json.dumps(first.state_dict())))
+    for step in range(1, s["steps"] + 1):
+        rows = first.rows(step)
+        assert other.rows(step) == rows and other.weights(step) == first.weights(step), step
+        for planner in (first, other):
+            planner.observe(step, _groups(rows, s["seed"], step))

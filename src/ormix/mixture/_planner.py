@@ -265,7 +265,8 @@ class Planner:
         tasks: train member → its task indices (every train member, each with at least one task).
         metadata: member → task index → task spec, for an adaptive filter's metadata ``prior``.
         difficulty: member → task index → `Evidence`, for an adaptive filter's ``prior: platform``
-            (`evidence_of` the platform's task difficulty; identical on every rank).
+            (`evidence_of` the platform's task difficulty; every rank asks, and a trainer starts every
+            rank from process 0's planner, in its adaptive callback).
         lag: steps between the statistics and the rows they decide (`LAG`).
 
     Example:

@@ -625,7 +625,8 @@ class AdaptiveCallback(TrainerCallback):
     state saved with every checkpoint and restored when training resumes.
 
     Pooling uses `torch.distributed` when it is initialised with several processes (every rank then hands
-    the planner the same statistics, so every rank decides the same rows).
+    the planner the same statistics, so every rank decides the same rows); a fresh run starts every rank
+    from process 0's planner, should the platform prior have answered the processes differently.
 
     Example:
         >>> from ormix.config import MixtureConfig
@@ -660,6 +661,16 @@ class AdaptiveCallback(TrainerCallback):
                     "from a checkpoint this mixture's callbacks wrote"
                 )
             self.run.planner.load_state_dict(json.loads(saved.read_text()))
+        elif state.global_step == 0:
+            # Each process asked the platform for its prior; one whose answer differed (rollouts logged
+            # between the asks) would decide other rows. Every rank takes process 0's planner, as on resume.
+            states = every_rank(self.run.planner.state_dict())
+            if any(other != states[0] for other in states[1:]):
+                logger.warning(
+                    "ormix: the processes' planners started apart (the platform prior answered them "
+                    "differently); every process uses process 0's"
+                )
+                self.run.planner.load_state_dict(states[0])
         return control
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
