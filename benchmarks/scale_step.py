@@ -26,7 +26,10 @@ thread whose allocation triggered it — ormix's loop thread, mostly, at R = 256
 the 2-core machine), none in a few steps at R = 32 — so ormix's figure is printed with and without the full
 collections that ran on its threads.
 
-    python benchmarks/scale_step.py [--sizes 32,256] [--steps 4] [--interval 0.002]
+    python benchmarks/scale_step.py [--sizes 32,256] [--steps 4] [--interval 0.002] [--gc-freeze]
+
+``--gc-freeze`` trains with the heap frozen once the trainer is built, as `ormix train` and `ormix eval` do
+(`ormix.app._command.frozen_heap`): the full collections then skip the model's, TRL's and torch's objects.
 
 `run()` returns the printed lines (`benchmarks/scale.py --parts step` imports it). Lines: per R, the CPU per
 step by owner, by thread, the GC's, and ormix's by its innermost function; then
@@ -39,6 +42,7 @@ loop thread, its N costliest functions a rollout).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import math
@@ -226,13 +230,16 @@ def profile_steps(
     loop_profile: Any = None,
     spec_kwargs: dict[str, Any] | None = None,
     trainer_kwargs: dict[str, Any] | None = None,
+    gc_freeze: bool = False,
 ) -> tuple[CpuSampler, int]:
     """Train ``steps`` steps at R = ``rollouts``; the sampler over steps 2.. and the steps it covered.
-    ``loop_profile``: a `cProfile.Profile` to run on ormix's portal loop thread over the same steps."""
+    ``loop_profile``: a `cProfile.Profile` to run on ormix's portal loop thread over the same steps.
+    ``gc_freeze``: train with the heap frozen, as `ormix train` does (`ormix.app._command.frozen_heap`)."""
     from transformers import TrainerCallback
     from trl import GRPOConfig
 
     from ormix import MixtureSpec, OpenRewardSpec
+    from ormix.app._command import frozen_heap
     from ormix.ors._bridge import portal
     from ormix.trl._trainer import ConcurrentGRPOTrainer
     from ormix.workbench._scripted import ScriptedPolicy
@@ -297,7 +304,7 @@ def profile_steps(
         **(trainer_kwargs or {}),
     )
     ScriptedPolicy(script_for(ROUNDS)).attach(trainer)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), frozen_heap() if gc_freeze else contextlib.nullcontext():
         warnings.simplefilter("ignore")
         trainer.train()
     mix.close()
@@ -333,6 +340,7 @@ def run(
     profile_loop: int = 0,
     ping_s: float | str | None = "default",
     max_in_flight: int | None = None,
+    gc_freeze: bool = False,
 ) -> list[str]:
     """Profile each R; returns (and says) the printed lines."""
     from ormix.server import serve_in_process
@@ -354,7 +362,9 @@ def run(
             loop_profile = cProfile.Profile(time.thread_time) if profile_loop else None
             pings = {} if ping_s == "default" else {"ping_interval_s": ping_s}
             more = {"max_in_flight": max_in_flight} if max_in_flight else {}
-            sampler, n = profile_steps(server.url, r, steps, model, interval, loop_profile, pings, more)
+            sampler, n = profile_steps(
+                server.url, r, steps, model, interval, loop_profile, pings, more, gc_freeze=gc_freeze
+            )
             if loop_profile is not None:
                 _print_loop_profile(loop_profile, r * n, profile_loop, emit)
             wall = time.perf_counter() - t0
@@ -376,7 +386,8 @@ def run(
                 f"{k} {1000 * v / n:.0f} ms" for k, v in sorted(by_owner.items(), key=lambda kv: -kv[1])
             )
             emit(
-                f"  step R={r} ({r // GENERATIONS} prompts x {GENERATIONS}, {n} steps measured, {wall:.0f} s "
+                f"  step R={r} ({r // GENERATIONS} prompts x {GENERATIONS}, {n} steps measured, "
+                f"{'heap frozen, ' if gc_freeze else ''}{wall:.0f} s "
                 f"wall in all): process CPU {1000 * total / n:.0f} ms/step — {parts}; ormix "
                 f"{1000 * ormix / n:.0f} ms/step = {100 * shares[-1]:.1f}% of the step's CPU, "
                 f"{1e3 * ormix / n / r:.2f} ms a rollout (sampler: {sampler.samples} samples, its own "
@@ -435,6 +446,11 @@ def main() -> None:
     parser.add_argument(
         "--profile-loop", type=int, default=0, help="print the N costliest functions of ormix's loop thread"
     )
+    parser.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="train with the heap frozen, as `ormix train` does (gc.freeze)",
+    )
     args = parser.parse_args()
     pings: float | str | None = args.ping_s
     if args.ping_s == "off":
@@ -450,6 +466,7 @@ def main() -> None:
         profile_loop=args.profile_loop,
         ping_s=pings,
         max_in_flight=args.max_in_flight,
+        gc_freeze=args.gc_freeze,
     )
 
 

@@ -604,3 +604,44 @@ def test_a_run_whose_warm_start_references_exceed_the_budget_ends_saying_so(tmp_
     assert rc == 1 and last.startswith("error: no member was ever scored: echo"), text
     assert "the warm start ran, but" in last and "max_completion_length=8" in last, last
     assert "a warm start on reference solutions" not in last
+
+
+FROZEN_ENV = """
+import gc
+
+from _base import Reverse
+
+#: gc.get_freeze_count() as each rollout's prompt is asked for (the server runs in the trainer's process).
+SEEN = []
+
+
+class Env(Reverse):
+    def get_prompt(self):
+        SEEN.append(gc.get_freeze_count())
+        return super().get_prompt()
+"""
+
+
+@pytest.mark.slow
+def test_training_runs_with_the_model_and_trainer_kept_out_of_full_garbage_collections(tmp_path, monkeypatch):
+    import gc
+    import importlib
+
+    from ormix.app._train import RunOptions
+
+    (tmp_path / "frozen_env.py").write_text(FROZEN_ENV)
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "data" / "user_envs"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mixture = tmp_path / "frozen.yaml"
+    mixture.write_text(
+        "members:\n  mine: {target: 'frozen_env:Env', num_tasks: 2, local_serve: thread}\n"
+        "train: {max_steps: 1, num_generations: 2, per_device_train_batch_size: 2, max_completion_length: 8, "
+        "use_cpu: true, report_to: none}\n"
+    )
+    console, out = _console()
+    options = RunOptions(output_dir=tmp_path / "run", warmup_sft=0, report=False)
+    rc = train_command(mixture, options, console=console)
+    assert rc in (0, 1), out.getvalue()[-3000:]  # 1: the tiny model may score nothing in one step
+    seen = importlib.import_module("frozen_env").SEEN
+    assert len(seen) >= 2 and min(seen) > 100_000, seen  # the model's, TRL's and torch's objects
+    assert gc.get_freeze_count() == 0  # given back when training ends

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from ormix._choices import EvalPolicy
 from ormix._errors import OrmixError
-from ormix.app._command import EXIT_FAILED, EXIT_OK, run_command
+from ormix.app._command import EXIT_FAILED, EXIT_OK, frozen_heap, run_command
 from ormix.app._eval_dir import EvalDirectory
 from ormix.app._eval_manifest import eval_manifest, trainer_manifest
 from ormix.app._eval_model import resolve_eval_model
@@ -564,7 +564,10 @@ def run_eval(
                 return _summarised(directory, manifest, say, resumed_tasks=len(complete))
             trainer = _build_trainer(mix, opts, args, model_path, label, tasks)
             # The reference solutions stand in for the model (the policy detaches when the eval ends).
-            with attach_reference_policy(trainer, calls) if reference else contextlib.nullcontext():
+            reference_policy = (
+                attach_reference_policy(trainer, calls) if reference else contextlib.nullcontext()
+            )
+            with reference_policy, frozen_heap():
                 result = _evaluate(
                     trainer,
                     mix,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ormix._runs import checkpoint_path
+from ormix.app._command import frozen_heap
 from ormix.app._train.evals import (
     eval_plan,
     evaluate_model,
@@ -64,7 +65,7 @@ def run_trainer(
         if opts.vllm_url is None:
             evals.before(trainer, model)  # the trainer holds the model GRPO starts from
         try:
-            with quiet_trainer(trainer.model), alarms_on_console(console):
+            with quiet_trainer(trainer.model), alarms_on_console(console), frozen_heap():
                 trainer.train(resume_from_checkpoint=str(run.checkpoint) if run.checkpoint else None)
         except KeyboardInterrupt:
             if stop.requested:
