@@ -64,7 +64,7 @@ GROUP_SCRIPT = SCRIPT.with_name("mp_group_scoring_train.py")
 def test_group_scoring_on_two_ranks_scores_each_group_whole_on_its_rank(tiny_model, tmp_path):
     # Each rank's generation batch (per_device_train_batch_size 4 × steps_per_generation 1) holds whole groups
     # of 2, so the environment ranks both candidates of every group; a split geometry is refused
-    # (tests/integrations/test_group_scoring_trl.py).
+    # (tests/rollout/test_group_scoring.py).
     out = tmp_path / "run"
     proc = subprocess.run(
         [torchrun(), "--standalone", "--nproc_per_node", "2", str(GROUP_SCRIPT), tiny_model, str(out)],

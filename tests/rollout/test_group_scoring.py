@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import anyio
 import pytest
 from hypothesis import given
@@ -16,12 +18,13 @@ from openreward.environments import Message
 from ormix import OpenRewardSpec
 from ormix._errors import SpecError
 from ormix.config._models import GroupScoringConfig, MixtureConfig
+from ormix.config._trainer_rules import group_scoring_problem
 from ormix.ors import ORSClient, ScoreGroupFailed, ScoreGroupUnsupported
 from ormix.rollout._episode import close_episodes
 from ormix.rollout._group_scoring import GroupScoringRule, candidate_messages, combine_rewards, groups_of
 from ormix.server import serve_in_thread
 from ormix.telemetry._alarm import Alarm
-from ormix.telemetry._metrics import dominant_cause
+from ormix.telemetry._metrics import dominant_cause, group_ids
 from ormix.telemetry._records import TelemetryRun, rollout_record
 
 rewards = st.one_of(st.none(), st.floats(-10, 10, allow_nan=False))
@@ -86,28 +89,60 @@ COMPLETION = [
 def test_group_scoring_on_several_processes_is_allowed_exactly_when_every_group_is_whole_on_a_rank(
     per_device, steps, size, world, mode
 ):
-    # The rule (`check_trainer_args`) against the grouping the reward function uses on each rank
+    # The rule (`group_scoring_problem`) against the grouping the reward function uses on each rank
     # (`group_ids`, TRL's layout: rank k holds global slots [k*n, (k+1)*n) of a generation batch).
-    from types import SimpleNamespace
-
-    from ormix.telemetry._metrics import group_ids
-    from ormix.trl._callbacks import _group_scoring_problem
-
     n = per_device * steps
     whole = True
     for rank in range(world):
         ids = group_ids(n, rank=rank, num_generations=size)
         whole &= all(ids.count(g) == size for g in set(ids))
     members = {"r": SimpleNamespace(group_scoring=SimpleNamespace(mode=mode))}
-    mix = SimpleNamespace(config=SimpleNamespace(members=members))
+    mix = SimpleNamespace(config=SimpleNamespace(members=members, prompts_per_step=None))
     args = SimpleNamespace(
         num_generations=size, per_device_train_batch_size=per_device, steps_per_generation=steps
     )
-    problem = _group_scoring_problem(mix, args, world)
+    problem = group_scoring_problem(mix, args, world)
     assert (problem is None) == whole
     if problem is not None:
-        assert f"({per_device} × {steps} = {n}) must be a multiple of num_generations ({size})" in problem
-    assert _group_scoring_problem(mix, args, 1) is None  # one process holds every group whole
+        assert (
+            f"= {per_device} × {steps} = {n} rollouts) is not a multiple of num_generations ({size})"
+            in problem
+        )
+    assert group_scoring_problem(mix, args, 1) is None  # one process holds every group whole
+
+
+def test_a_trainers_geometry_that_splits_groups_over_two_processes_is_refused_for_training_and_eval():
+    # TRL's own GRPOConfig, as `mix.callbacks` check it when training starts (and `ormix train` before any
+    # model loads): 3 prompts a step cannot be split whole over 2 processes.
+    from ormix.trl._callbacks import check_trainer_args
+    from support.trl_args import cpu_grpo_config
+
+    cfg = MixtureConfig(
+        members={"ranked": {"target": "local:ranked", "group_scoring": "on"}},
+        prompts_per_step=3,
+        num_samples=6,
+    )
+    mix = SimpleNamespace(config=cfg, prompts_per_step=3, order_matters=True, num_rows=6)
+    split = cpu_grpo_config("/tmp/x", per_device_train_batch_size=4, num_generations=2)
+    # 3 a process: TRL takes it on 2 processes (6 rollouts a step), not on the 1 this test runs.
+    split.per_device_train_batch_size = 3
+    problems = check_trainer_args(mix, split, world_size=2)
+    assert any("make prompts_per_step (3) a multiple of the 2 processes" in p for p in problems), problems
+    cfg = cfg.model_copy(update={"prompts_per_step": 4, "num_samples": 8})
+    mix = SimpleNamespace(config=cfg, prompts_per_step=4, order_matters=True, num_rows=8)
+    whole = cpu_grpo_config("/tmp/x", per_device_train_batch_size=4, num_generations=2)
+    assert not any("group scoring" in p for p in check_trainer_args(mix, whole, world_size=2))
+    evals = cpu_grpo_config(
+        "/tmp/x",
+        per_device_train_batch_size=4,
+        num_generations=2,
+        eval_strategy="steps",
+        eval_steps=1,
+        per_device_eval_batch_size=4,
+        num_generations_eval=4,
+    )
+    evals.per_device_eval_batch_size = 2  # 2 a process: a group of 4 over the 2 processes
+    assert any("per_device_eval_batch_size = 2" in p for p in check_trainer_args(mix, evals, world_size=2))
 
 
 def test_candidates_are_ors_messages_the_sdk_accepts():

@@ -906,7 +906,11 @@ def raise_open_files_limit(want: int = 65_536) -> int | None:
         return None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = want if hard == resource.RLIM_INFINITY else min(want, hard)
-    if soft != resource.RLIM_INFINITY and soft < target:
-        with contextlib.suppress(ValueError, OSError):  # a container may refuse; the old limit stands
-            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    # macOS answers an unlimited hard limit yet refuses more than kern.maxfilesperproc (10,240 by default).
+    for limit in (target, min(target, 10_240)):
+        if soft == resource.RLIM_INFINITY or soft >= limit:
+            break
+        with contextlib.suppress(ValueError, OSError):  # a container may refuse: the old limit stands
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+            break
     return resource.getrlimit(resource.RLIMIT_NOFILE)[0]

@@ -2,8 +2,9 @@
 
 Each function returns the problem in words, naming the setting and the fix, or ``None``. They are checked
 wherever the settings become known: a mixture file's ``train:`` section (`MixtureConfig.from_yaml`),
-`ormix train` before any server is contacted (plan length), `build_grpo_config` (shuffling, columns), and
-`mix.callbacks`' check of any trainer's arguments at its first step (all three).
+`ormix train` before any server is contacted (plan length, group scoring on several processes),
+`build_grpo_config` (shuffling, columns), and `mix.callbacks`' check of any trainer's arguments at its first
+step (all four).
 
 Example:
     >>> print(plan_length_problem(max_steps=10, prompts_per_step=4, num_samples=20)[:66])
@@ -15,6 +16,8 @@ Example:
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 
 def plan_length_problem(
@@ -168,3 +171,75 @@ def columns_problem(remove_unused_columns: bool | None) -> str | None:
         "remove_unused_columns=True strips the 'environment' and 'task_index' columns every rollout needs: "
         "set remove_unused_columns=False (`ormix train` does)"
     )
+
+
+def group_scoring_problem(mixture: Any, args: Any, world_size: int) -> str | None:
+    """Group scoring on several processes: each GRPO group must be whole on one process, or each part would be
+    scored as a group of its own (preferences among fewer candidates than the group has): refused, not
+    guessed.
+
+    TRL gives process k the slice ``[k*n, (k+1)*n)`` of each generation batch, ``n`` being
+    ``per_device_train_batch_size × steps_per_generation``, and a group is ``num_generations`` consecutive
+    rollouts of it: every group is whole on one process exactly when ``n`` is a multiple of
+    ``num_generations`` (with the batch sizes ormix derives: when ``prompts_per_step`` is a multiple of the
+    processes). Evaluation during training likewise needs ``per_device_eval_batch_size`` a multiple of
+    ``num_generations_eval``. A configuration that does not say its geometry (no ``steps_per_generation``)
+    is refused on several processes.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> cfg = SimpleNamespace(members={"r": SimpleNamespace(group_scoring=SimpleNamespace(mode="auto"))},
+        ...                       prompts_per_step=3)
+        >>> mix = SimpleNamespace(config=cfg)
+        >>> args = SimpleNamespace(num_generations=4, per_device_train_batch_size=6, steps_per_generation=2)
+        >>> group_scoring_problem(mix, args, 2) is None              # 12 rollouts a process: 3 whole groups
+        True
+        >>> args.steps_per_generation = 1
+        >>> import textwrap
+        >>> print(textwrap.fill(group_scoring_problem(mix, args, 2), 96))  # 6: the second group is split
+        group scoring (members r) on 2 processes needs every GRPO group whole on one process, and each
+        process's generation batch (per_device_train_batch_size × steps_per_generation = 6 × 1 = 6
+        rollouts) is not a multiple of num_generations (4): with the batch sizes ormix derives, make
+        prompts_per_step (3) a multiple of the 2 processes; or train on one process, or set
+        group_scoring: off
+        >>> group_scoring_problem(mix, args, 1) is None
+        True
+    """
+    config = getattr(mixture, "config", None)
+    members = getattr(config, "members", None) or {}
+    scored = sorted(
+        name
+        for name, member in members.items()
+        if getattr(getattr(member, "group_scoring", None), "mode", "off") != "off"
+    )
+    if world_size <= 1 or not scored:
+        return None
+    head = (
+        f"group scoring (members {', '.join(scored)}) on {world_size} processes needs every GRPO group whole "
+        "on one process, and"
+    )
+    tail = "train on one process, or set group_scoring: off"
+    names = ("num_generations", "per_device_train_batch_size", "steps_per_generation")
+    geometry: list[Any] = [getattr(args, name, None) for name in names]
+    if not all(isinstance(x, int) and x > 0 for x in geometry):
+        return f"{head} this trainer's configuration does not say how it splits a generation batch: {tail}"
+    size, per_device, steps = geometry
+    if (per_device * steps) % size:
+        k = getattr(config, "prompts_per_step", None)
+        fix = f"make prompts_per_step ({k}) a multiple of the {world_size} processes" if k else "change them"
+        return (
+            f"{head} each process's generation batch (per_device_train_batch_size × steps_per_generation = "
+            f"{per_device} × {steps} = {per_device * steps} rollouts) is not a multiple of num_generations "
+            f"({size}): with the batch sizes ormix derives, {fix}; or {tail}"
+        )
+    strategy = getattr(args, "eval_strategy", "no")
+    if str(getattr(strategy, "value", strategy)) != "no":
+        eval_size = getattr(args, "num_generations_eval", None) or size
+        batch = getattr(args, "per_device_eval_batch_size", None)
+        if not isinstance(batch, int) or batch % eval_size:
+            return (
+                f"{head} each process's eval batch (per_device_eval_batch_size = {batch}) is not a multiple "
+                f"of num_generations_eval ({eval_size}): make it one (or leave it out and ormix derives it); "
+                f"or {tail}"
+            )
+    return None

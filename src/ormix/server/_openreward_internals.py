@@ -40,10 +40,10 @@ SESSION_STATE = (
 def _state(ors_server: Any) -> list[Any]:
     missing = [name for name in SESSION_STATE if not hasattr(ors_server, name)]
     if missing:
-        import openreward
+        from importlib.metadata import version
 
         raise OrmixRuntimeError(
-            f"this openreward ({getattr(openreward, '__version__', '?')}) keeps its session state "
+            f"this openreward ({version('openreward')}) keeps its session state "
             f"differently (no {', '.join(missing)}): ormix's local servers need those attributes (they are "
             "tested with openreward 0.1.167; pyproject.toml sets only a lower bound): install a release "
             "that has them"

@@ -109,11 +109,16 @@ class ServeOptions:
         return f"{'https' if self.ssl_certfile else 'http'}://{self.host}:{port}"
 
     def problem(self) -> str | None:
-        """Why these options cannot serve (off loopback without a key, a TLS key without its certificate),
-        else ``None``. A certificate alone is a PEM file that holds its key too, as `ssl` reads it."""
+        """Why these options cannot serve (off loopback without a key, a TLS key without its certificate, a
+        clock that is not above 0), else ``None``. A certificate alone is a PEM file that holds its key too,
+        as `ssl` reads it."""
         problem = exposure_problem(self.host, self.api_key, insecure=self.insecure)
         if problem is None and self.ssl_keyfile is not None and self.ssl_certfile is None:
             problem = "--ssl-keyfile needs --ssl-certfile (the certificate the key belongs to)"
+        for name in ("idle_limit_s", "keep_alive_s"):
+            value = getattr(self, name)
+            if problem is None and value is not None and not value > 0:  # `not >`: NaN too
+                problem = f"{flag_of(name)} takes a number of seconds above 0, not {value}"
         return problem
 
     def check(self) -> None:

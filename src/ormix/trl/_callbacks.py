@@ -24,7 +24,12 @@ from transformers import TrainerCallback
 from ormix._errors import TrainConfigError
 from ormix._runs import checkpoint_path
 from ormix.config import TelemetryConfig
-from ormix.config._trainer_rules import columns_problem, plan_length_problem, shuffle_problem
+from ormix.config._trainer_rules import (
+    columns_problem,
+    group_scoring_problem,
+    plan_length_problem,
+    shuffle_problem,
+)
 from ormix.telemetry._alarm import (
     Alarm,
     AlarmTracker,
@@ -106,62 +111,9 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
         else f"the mixture plans prompts_per_step={wanted} but the trainer takes {actual} unique prompts per "
         "step (per_device_train_batch_size × processes × gradient_accumulation_steps / num_generations): "
         "make them equal, or the per-step composition will not hold",
-        _group_scoring_problem(mixture, args, world_size or getattr(args, "world_size", 1) or 1),
+        group_scoring_problem(mixture, args, world_size or getattr(args, "world_size", 1) or 1),
     ]
     return [p for p in problems if p]
-
-
-def _group_scoring_problem(mixture: Any, args: Any, world_size: int) -> str | None:
-    """Group scoring on several processes: each GRPO group must be whole on one process, or each part would be
-    scored as a group of its own (preferences among fewer candidates than the group has): refused, not
-    guessed.
-
-    TRL gives process k the slice ``[k*n, (k+1)*n)`` of each generation batch, ``n`` being
-    ``per_device_train_batch_size × steps_per_generation``, and a group is ``num_generations`` consecutive
-    rollouts of it: every group is whole on one process exactly when ``n`` is a multiple of
-    ``num_generations``. A configuration that does not say its geometry (no ``steps_per_generation``) is
-    refused on several processes.
-
-    Example:
-        >>> from types import SimpleNamespace
-        >>> cfg = SimpleNamespace(members={"r": SimpleNamespace(group_scoring=SimpleNamespace(mode="auto"))})
-        >>> mix = SimpleNamespace(config=cfg)
-        >>> args = SimpleNamespace(num_generations=4, per_device_train_batch_size=6, steps_per_generation=2)
-        >>> _group_scoring_problem(mix, args, 2) is None              # 12 rollouts a process: 3 whole groups
-        True
-        >>> args.steps_per_generation = 1
-        >>> print(_group_scoring_problem(mix, args, 2)[:76])          # 6: the second group is split
-        group scoring (members r) on 2 processes needs every GRPO group whole on one
-        >>> _group_scoring_problem(mix, args, 1) is None
-        True
-    """
-    members = getattr(getattr(mixture, "config", None), "members", None) or {}
-    scored = sorted(
-        name
-        for name, member in members.items()
-        if getattr(getattr(member, "group_scoring", None), "mode", "off") != "off"
-    )
-    if world_size <= 1 or not scored:
-        return None
-    names = ("num_generations", "per_device_train_batch_size", "steps_per_generation")
-    geometry: list[Any] = [getattr(args, name, None) for name in names]
-    head = (
-        f"group scoring (members {', '.join(scored)}) on {world_size} processes needs every GRPO group whole "
-        "on one process"
-    )
-    if not all(isinstance(x, int) and x > 0 for x in geometry):
-        return (
-            f"{head}, and this trainer's configuration does not say how it splits a generation batch over "
-            "them (no steps_per_generation): train on one process, or set group_scoring: off"
-        )
-    size, per_device, steps = geometry
-    if (per_device * steps) % size == 0:
-        return None
-    return (
-        f"{head}: per_device_train_batch_size × steps_per_generation ({per_device} × {steps} = "
-        f"{per_device * steps}) must be a multiple of num_generations ({size}); change one of them, train on "
-        "one process, or set group_scoring: off"
-    )
 
 
 def check_eval_args(args: Any) -> list[str]:

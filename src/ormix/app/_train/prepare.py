@@ -18,7 +18,7 @@ from ormix._errors import TrainConfigError, UsageError
 from ormix._runs import weights_sha256
 from ormix.app._train.options import RunOptions
 from ormix.app._workspace import Workspace, default_run_dir
-from ormix.config._trainer_rules import plan_length_problem
+from ormix.config._trainer_rules import group_scoring_problem, plan_length_problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from ormix.config import MixtureConfig
@@ -94,7 +94,7 @@ def plan_run(mix: MixtureSpec, opts: RunOptions) -> PlannedRun:
         args = _async_args(mix, opts, args, world_size)
     cfg = mix.config
     problem = plan_length_problem(args.max_steps, cfg.prompts_per_step, cfg.num_samples, cfg.num_steps)
-    if problem:
+    if problem := problem or group_scoring_problem(mix, args, world_size):
         raise TrainConfigError(problem)
     warm = cfg.warm_start  # the file's warm start, unless the options say otherwise
     sft = opts.warmup_sft if opts.warmup_sft is not None else (warm.sft_steps if warm else 0)
