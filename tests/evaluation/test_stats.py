@@ -213,8 +213,23 @@ def test_the_iqm_interval_is_deterministic_under_a_seed(y, seed):
 def test_a_group_compared_with_itself_is_exactly_zero_with_a_zero_width_interval(y, statistic, rnd):
     order = list(range(len(y)))
     rnd.shuffle(order)
-    iv = paired_hierarchical_interval(y, y[order], statistic=statistic, resamples=200)
+    iv = paired_hierarchical_interval(y, y[order], statistic=statistic, resamples=200, same_runs=True)
     assert (iv.value, iv.low, iv.high) == (0.0, 0.0, 0.0)
+
+
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(2, 24), st.sampled_from([0.0, 1.0]), st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_other_runs_that_happen_to_agree_get_an_interval_over_their_tasks_not_certainty(
+    sa, sb, tasks, a, differ
+):
+    # Every run alike within each group (no spread seen): two different models both failing every task, or
+    # 3 seeds all failing against 3 all succeeding, still carry the tasks' uncertainty.
+    b = 1.0 - a if differ else a
+    iv = paired_hierarchical_interval(np.full((sa, tasks), a), np.full((sb, tasks), b))
+    assert iv.value == b - a and iv.low is not None and iv.high is not None
+    assert iv.high - iv.low > 0.0 and iv.low <= iv.value <= iv.high and -1.0 <= iv.low and iv.high <= 1.0
+    one = paired_interval(np.full(tasks, a), np.full(tasks, b))
+    assert (iv.low, iv.high) == pytest.approx((one.low, one.high))  # each task one trial
 
 
 @given(run_matrix(max_seeds=1, unit=False), st.lists(st.floats(-20, 20), min_size=2, max_size=5))

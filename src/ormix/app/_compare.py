@@ -725,6 +725,10 @@ def _group_member(
 ) -> dict[str, Any]:
     """A member's entry of `compare_groups`: per metric, each group's value and their difference, pooled
     over runs and tasks (the first ``n_base`` runs are the baseline's)."""
+    # The same eval directories on both sides: nothing was drawn independently, the difference is 0.
+    same_runs = sorted(str(e.path.resolve()) for e in flat[:n_base]) == sorted(
+        str(e.path.resolve()) for e in flat[n_base:]
+    )
     metrics_out: dict[str, Any] = {}
     tasks = 0
     for name in names:
@@ -735,9 +739,11 @@ def _group_member(
             "baseline": _group_interval(a, "mean", seed, confidence),
             "other": _group_interval(b, "mean", seed, confidence),
         }
-        entry["difference"] = _group_difference(a, b, "mean", seed, confidence)
+        entry["difference"] = _group_difference(a, b, "mean", seed, confidence, same_runs)
         entry["difference_iqm"] = (
-            _group_difference(a, b, "iqm", seed, confidence) if _iqm_applies(name, values) else None
+            _group_difference(a, b, "iqm", seed, confidence, same_runs)
+            if _iqm_applies(name, values)
+            else None
         )
         entry["verdict"] = verdict(member, entry["difference"])
         metrics_out[name] = entry
@@ -745,9 +751,16 @@ def _group_member(
 
 
 def _group_difference(
-    a: list[list[float]], b: list[list[float]], statistic: str, seed: int, confidence: float
+    a: list[list[float]],
+    b: list[list[float]],
+    statistic: str,
+    seed: int,
+    confidence: float,
+    same_runs: bool = False,
 ) -> dict[str, Any]:
-    iv = paired_hierarchical_interval(a, b, statistic=statistic, confidence=confidence, seed=seed).as_dict()
+    iv = paired_hierarchical_interval(
+        a, b, statistic=statistic, confidence=confidence, seed=seed, same_runs=same_runs
+    ).as_dict()
     if not a[0]:  # no task: the empty interval says "tasks"; say what the seeds would cover
         iv["covers"] = COVERS_TASKS if max(len(a), len(b)) < 2 else "seeds and tasks"
     return iv

@@ -603,6 +603,7 @@ def paired_hierarchical_interval(
     confidence: float = 0.95,
     seed: int = 0,
     resamples: int = DEFAULT_RESAMPLES,
+    same_runs: bool = False,
 ) -> GroupInterval:
     """The difference ``stat(other) − stat(baseline)`` of two groups of runs evaluated on the SAME tasks
     (column t of both is task t; the groups may hold different numbers of runs), with an interval that
@@ -612,9 +613,11 @@ def paired_hierarchical_interval(
     groups' seed-averaged values, less both interactions; Student t with Satterthwaite df (about the two
     groups' seeds − 2 where seed variance dominates). A group of one run borrows the other's seed variance
     (the interval still ``covers`` seeds); both of one run: exactly `paired_interval` (mean),
-    ``covers="tasks"``. The same runs on both sides (the same rows, in any order): 0 with a zero-width
-    interval, since nothing was drawn independently. IQM: the two-level bootstrap (one task draw shared by
-    both groups), rescaled as in `hierarchical_interval`.
+    ``covers="tasks"``. ``same_runs``: the caller says both groups are the same runs (not merely equal
+    values): 0 with a zero-width interval, since nothing was drawn independently. Values in [0, 1] with no
+    spread seen (every run of each group alike) are not a claim of none: the interval is the paired one of
+    the seed-averaged tasks (`paired_interval`), each task one trial. IQM: the two-level bootstrap (one task
+    draw shared by both groups), rescaled as in `hierarchical_interval`.
 
     Example:
         >>> a = [[0, 0, 1, 0, 1, 0, 0, 1, 0, 0], [0, 0, 1, 0, 1, 0, 0, 1, 0, 1],
@@ -624,9 +627,12 @@ def paired_hierarchical_interval(
         >>> iv = paired_hierarchical_interval(a, b)
         >>> round(iv.value, 3), round(iv.low, 3), round(iv.high, 3), iv.seeds, iv.over
         (0.4, 0.067, 0.733, (3, 3), 'seeds and tasks')
-        >>> same = paired_hierarchical_interval(a, a[::-1])
+        >>> same = paired_hierarchical_interval(a, a[::-1], same_runs=True)
         >>> same.value, same.low, same.high
         (0.0, 0.0, 0.0)
+        >>> alike = paired_hierarchical_interval([[0] * 16] * 3, [[1] * 16] * 3)   # no spread: not certainty
+        >>> round(alike.low, 2), alike.high
+        (0.69, 1.0)
     """
     ya, yb = _matrix(baseline, "paired_hierarchical_interval"), _matrix(other, "paired_hierarchical_interval")
     _check_statistic(statistic, confidence)
@@ -639,7 +645,7 @@ def paired_hierarchical_interval(
     if sa == 0 or sb == 0 or t == 0:
         return GroupInterval(None, None, None, 0, seeds=seeds, statistic=statistic)
     covers = COVERS_SEEDS_AND_TASKS if max(sa, sb) >= MIN_SEEDS else COVERS_TASKS
-    if sorted(map(tuple, ya.tolist())) == sorted(map(tuple, yb.tolist())):
+    if same_runs:
         return GroupInterval(0.0, 0.0, 0.0, t, seeds=seeds, over=covers, statistic=statistic)
     if covers == COVERS_TASKS and statistic == "mean":
         one = paired_interval(ya[0], yb[0], confidence)
@@ -655,6 +661,20 @@ def paired_hierarchical_interval(
             variance = _bootstrap_variance([ya, yb], [-1.0, 1.0], variance, resamples, seed)
     else:
         value = float(yb.mean() - ya.mean())
+    if variance <= 0.0 and _bounded(ya, yb):
+        # No spread seen: as `hierarchical_interval` does, each task counts as one trial.
+        one = paired_interval(ya.mean(axis=0), yb.mean(axis=0), confidence)
+        if one.value is not None and one.low is not None and one.high is not None:
+            low, high = value - (one.value - one.low), value + (one.high - one.value)
+            return GroupInterval(
+                value,
+                max(-1.0, min(low, value)),
+                min(1.0, max(high, value)),
+                t,
+                seeds=seeds,
+                over=covers,
+                statistic=statistic,
+            )
     q = t_quantile(0.5 + confidence / 2.0, int(df))
     floor = -1.0 if _bounded(ya, yb) else None
     return _t_interval(value, variance, q, floor, t, seeds=seeds, over=covers, statistic=statistic)
