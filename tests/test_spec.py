@@ -348,3 +348,31 @@ def test_options_are_the_config_models_fields_declared_once():
         OpenRewardSpec("local:echo", nmu_tasks=2)
     with pytest.raises(AttributeError):
         _ = spec.no_such_option
+
+
+def test_a_derived_spec_keeps_its_secrets_as_given(monkeypatch):
+    # Eval sets and held-out selections are derived specs: their sessions must send what training sends.
+    monkeypatch.setenv("ORMIX_TEST_DERIVE", "from-env")
+    from ormix.config import MixtureConfig
+
+    literal = OpenRewardSpec(
+        "local:echo",
+        num_tasks=2,
+        local_serve="thread",
+        secrets={"a": "p@ss${HOME}x", "b": "x$${y", "c": "${NOPE}"},
+    )
+    derived = literal.derive(
+        name="held_out", num_tasks=None, indices=[0]
+    )  # "${NOPE}": a literal, never looked up
+    assert derived.secret_values() == literal.secret_values() == ["p@ss${HOME}x", "x$${y", "${NOPE}"]
+    member = MixtureConfig.from_yaml_text(
+        "members:\n  e: {target: 'local:echo', secrets: {k: 'pre-${ORMIX_TEST_DERIVE}'}}\n"
+    ).members["e"]
+    from_file = OpenRewardSpec.from_config(member)
+    monkeypatch.setenv("ORMIX_TEST_DERIVE", "changed-since-load")
+    assert (
+        from_file.derive(indices=[1], num_tasks=None).secret_values()
+        == from_file.secret_values()
+        == ["pre-from-env"]
+    )
+    assert literal.derive(secrets={"d": "${HOME}"}).secret_values() == ["${HOME}"]  # given in Python: literal

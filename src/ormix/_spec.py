@@ -200,9 +200,19 @@ class OpenRewardSpec:
             >>> held_out.connection is spec.connection, held_out.indices
             (True, [8, 9])
         """
-        config = self.config.model_copy(update=changes)
+        # A key given here is a literal, as the constructor takes it; the secrets stay `Secret`s through the
+        # validation (dumped to their text they would be expanded again: a literal holding "${" changed).
+        if isinstance(changes.get("api_key"), str):
+            changes["api_key"] = Secret.literal(changes["api_key"])
+        if changes.get("secrets") is not None:
+            given = changes["secrets"]
+            changes["secrets"] = {
+                k: v if isinstance(v, Secret) else Secret.literal(v) for k, v in given.items()
+            }
+        updated = self.config.model_copy(update=changes)
+        data = {**updated.model_dump(), "secrets": dict(updated.secrets), "api_key": updated.api_key}
         try:
-            config = SpecConfig.model_validate(config.model_dump())
+            config = SpecConfig.model_validate(data)
         except ValidationError as e:
             raise SpecError(
                 f"{self!r}.derive({changes}): {problems_from(e, SpecConfig)[0].message}"

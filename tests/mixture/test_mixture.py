@@ -302,6 +302,30 @@ def test_trainer_settings_that_break_the_plan_are_named():
     assert check_trainer_args(mix, ok) == []
 
 
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [({"num_iterations": 2}, "num_iterations=2"), ({"steps_per_generation": 2}, "steps_per_generation=2")],
+)
+def test_a_generation_batch_that_is_not_one_optimizer_step_is_refused_when_the_plan_has_steps(
+    tmp_path, settings, named
+):
+    # TRL generates once every steps_per_generation x num_iterations micro-steps: with either changed, a
+    # planned step's rows train another number of optimizer steps than one, and quotas, schedule and the
+    # records' steps would say other than what trained.
+    from ormix._errors import TrainConfigError
+    from ormix.trl._args import build_grpo_config
+    from ormix.trl._callbacks import check_trainer_args
+
+    planned = two(prompts_per_step=2, num_samples=8)
+    args = cpu_grpo_config(str(tmp_path), **settings)  # 2 prompts a step, as planned
+    assert [p for p in check_trainer_args(planned, args) if named in p]
+    with pytest.raises(TrainConfigError, match=named):
+        build_grpo_config(planned, {"num_generations": 2, **settings}, output_dir=tmp_path)
+    unplanned = two()  # weights alone: no step carries a quota, nothing to keep
+    assert not [p for p in check_trainer_args(unplanned, args) if named in p]
+    build_grpo_config(unplanned, {"num_generations": 2, **settings}, output_dir=tmp_path)
+
+
 # ── regressions found in review ───────────────────────────────────────────────
 
 

@@ -239,3 +239,28 @@ def test_the_end_of_a_run_waits_close_timeout_s_for_a_platform_that_never_answer
             assert counts.sent == 0 and counts.abandoned + counts.unconfirmed == 3
     # Bounded by the setting, not by the HTTP timeouts of a request in flight (they used to add 5 s).
     assert took[0.0] < 0.9 <= took[1.0] < 3.0, took
+
+
+def test_a_resumed_run_uploads_the_step_it_resumed_from(double, tmp_path):
+    # The upload begins when the trainer is built (step 0); the checkpoint loads before training begins.
+    from types import SimpleNamespace
+
+    from ormix.telemetry._records import TelemetryObserver
+    from ormix.trl._callbacks import TelemetryCallback
+
+    callback = TelemetryCallback({"a": TelemetryObserver("a")}, {"upload": {"run_name": "r"}})
+    args = SimpleNamespace(
+        output_dir=str(tmp_path),
+        num_generations=2,
+        num_generations_eval=None,
+        process_index=0,
+        learning_rate=1e-5,
+    )
+    callback.on_init_end(args, SimpleNamespace(global_step=0), SimpleNamespace())
+    assert "initial_step" not in callback.upload.run_info
+    resumed = SimpleNamespace(global_step=5, is_world_process_zero=True, log_history=[])
+    callback.on_train_begin(args, resumed, SimpleNamespace(), model=None)
+    try:
+        assert callback.upload.run_info["initial_step"] == 5
+    finally:
+        callback.upload.close()

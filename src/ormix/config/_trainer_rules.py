@@ -163,6 +163,42 @@ def shuffle_problem(order_matters: bool, shuffle_dataset: bool | None) -> str | 
     )
 
 
+def generation_problem(order_matters: bool, args: Any) -> str | None:
+    """A plan laid out by steps needs one generation batch per optimizer step, as TRL makes it only with
+    ``num_iterations=1`` and ``steps_per_generation`` equal to ``gradient_accumulation_steps`` (TRL's
+    default): otherwise a step's rows train several steps (``num_iterations``), or several steps' rows are
+    shuffled into one (``steps_per_generation``), and the quotas, the schedule and the records' steps say
+    other than what trained. ``args``: the trainer's configuration (a `GRPOConfig`).
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> args = SimpleNamespace(num_iterations=2, steps_per_generation=1, gradient_accumulation_steps=1)
+        >>> print(generation_problem(True, args)[:60])
+        num_iterations=2 trains each generated batch for 2 steps, so
+        >>> generation_problem(False, args) is None      # no plan by steps: nothing to keep
+        True
+    """
+    if not order_matters:
+        return None
+    keep = "(quotas, a schedule, round robin or adaptive rows)"
+    iterations = getattr(args, "num_iterations", 1)
+    if isinstance(iterations, int) and iterations != 1:
+        return (
+            f"num_iterations={iterations} trains each generated batch for {iterations} steps, so the "
+            f"mixture's plan {keep} would run {iterations} times slower than its steps say: set "
+            "num_iterations=1, or drop prompts_per_step / schedule from the mixture"
+        )
+    accumulation = getattr(args, "gradient_accumulation_steps", 1)
+    steps = getattr(args, "steps_per_generation", None)
+    if isinstance(steps, int) and isinstance(accumulation, int) and steps != accumulation:
+        return (
+            f"steps_per_generation={steps} generates once every {steps} micro-steps, not once an optimizer "
+            f"step ({accumulation}): the mixture's plan {keep} would mix steps: leave steps_per_generation "
+            "unset (TRL then sets it to gradient_accumulation_steps)"
+        )
+    return None
+
+
 def columns_problem(remove_unused_columns: bool | None) -> str | None:
     """Every rollout needs its row's ``environment`` and ``task_index`` columns."""
     if not remove_unused_columns:

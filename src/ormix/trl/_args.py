@@ -20,6 +20,7 @@ from ormix.config._problems import suggest
 from ormix.config._trainer_rules import (
     columns_problem,
     eval_settings_problem,
+    generation_problem,
     max_steps_problem,
     range_problem,
     shuffle_problem,
@@ -278,7 +279,8 @@ def build_grpo_config(
 
     - ``shuffle_dataset=False`` when the mixture's plan carries an order (quotas, schedule, round robin);
       ``True`` given explicitly is refused, as is ``remove_unused_columns=True`` (rows need their
-      ``environment`` and ``task_index`` columns);
+      ``environment`` and ``task_index`` columns), and so are ``num_iterations`` other than 1 and a
+      ``steps_per_generation`` other than ``gradient_accumulation_steps`` (`generation_problem`);
     - the batch geometry, so that one optimizer step takes exactly ``prompts_per_step`` prompts;
     - ``max_steps`` = the steps the mixture plans (``num_samples`` or ``num_steps`` over
       ``prompts_per_step``), where TRL would otherwise train epochs and replay the plan;
@@ -321,6 +323,8 @@ def build_grpo_config(
         args = GRPOConfig(**merged)
     except (TypeError, ValueError) as e:
         raise TrainConfigError(f"GRPOConfig rejected the training settings: {e}") from None
+    if problem := generation_problem(bool(getattr(mixture, "order_matters", False)), args):
+        raise TrainConfigError(f"{where}{problem}")
     return args, notes
 
 

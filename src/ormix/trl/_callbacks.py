@@ -26,6 +26,7 @@ from ormix._runs import checkpoint_path
 from ormix.config import TelemetryConfig
 from ormix.config._trainer_rules import (
     columns_problem,
+    generation_problem,
     group_scoring_problem,
     plan_length_problem,
     shuffle_problem,
@@ -100,6 +101,7 @@ def check_trainer_args(mixture: Any, args: Any, world_size: int | None = None) -
     problems = [
         # A configuration without the setting (TRL's AsyncGRPOConfig) reads the dataset in order.
         shuffle_problem(mixture.order_matters, getattr(args, "shuffle_dataset", False)),
+        generation_problem(mixture.order_matters, args),
         columns_problem(getattr(args, "remove_unused_columns", False)),
         plan_length_problem(
             getattr(args, "max_steps", None),
@@ -422,6 +424,9 @@ class TelemetryCallback(TrainerCallback):
             ).start()
             # A `trainer.evaluate()` after training is uploaded too: the thread stops at exit, flushed.
             atexit.register(self.upload.close)
+        elif resumed is not None:
+            # Begun when the trainer was built (step 0), before its checkpoint loaded: the run resumes here.
+            self.upload.run_info["initial_step"] = resumed
         return self.upload
 
     def add_eval_metrics(self, logs: dict[str, Any]) -> dict[str, float]:
