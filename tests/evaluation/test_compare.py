@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from ormix._errors import UsageError
 from ormix.app import app
 from ormix.app._compare import (
+    EvalData,
     compare,
     compare_groups,
     comparison_markdown,
@@ -149,6 +150,62 @@ def test_an_interrupted_eval_and_another_target_or_split_are_refused(tmp_path, e
         compare([load_eval(base), load_eval(train_split)])
 
 
+def _seta_manifest(**entry) -> dict:
+    return {
+        "samples": 2,
+        "members": {"seta": {"target": "local:seta", "split": "test", "tasks": list(range(16))} | entry},
+    }
+
+
+def test_an_oracle_evals_tasks_without_a_reference_are_not_taken_for_an_interrupted_eval():
+    # The oracle does not run the 2 tasks without a reference solution: no records, and none missing.
+    manifest = {"policy": "reference", **_seta_manifest(no_reference=[14, 15])}
+    oracle = EvalData(Path("oracle"), manifest, records("seta", {t: [1, 1] for t in range(14)}))
+    result = compare([oracle, oracle])
+    assert result["comparisons"][0]["members"]["seta"]["tasks"] == 14 and result["notes"] == []
+    model = EvalData(Path("model"), _seta_manifest(), records("seta", SETA_BASE))
+    with pytest.raises(UsageError) as e:
+        compare([model, oracle])
+    assert "no records" not in str(e.value)
+    assert (
+        "seta: different tasks recorded (16 in model, 14 in oracle, 14 in common; oracle has no reference "
+        "solution for 2)" in str(e.value)
+    )
+    assert compare([model, oracle], allow_partial=True)["comparisons"][0]["members"]["seta"]["tasks"] == 14
+
+
+def test_an_incomplete_eval_is_refused_and_under_allow_partial_only_complete_tasks_pair():
+    base = EvalData(Path("base"), _seta_manifest(), records("seta", SETA_BASE))
+    # Every task has a record, but tasks 3 and 5 have 1 of their 2 samples (a stop inside a chunk).
+    cut = {t: wins[:1] if t in (3, 5) else wins for t, wins in SETA_BETTER.items()}
+    short = EvalData(Path("short"), _seta_manifest(), records("seta", cut), {"complete": False})
+    with pytest.raises(UsageError) as e:
+        compare([base, short])
+    message = str(e.value)
+    assert (
+        "short is incomplete (its summary says complete: false): run the same `ormix eval` again" in message
+    )
+    assert (
+        "seta: short has fewer than 2 records for 2 task(s) (3, 5): run the same `ormix eval` again to "
+        "finish it" in message
+    )
+    result = compare([base, short], allow_partial=True)
+    assert result["comparisons"][0]["members"]["seta"]["tasks"] == 14
+    assert result["notes"] == [
+        "short: seta: 2 task(s) with fewer than 2 records left out (an incomplete eval)",
+        "short vs base: seta: 14 common tasks (16 in base, 14 in short)",
+    ]
+    # The summary's word alone is enough (tasks never started have no records to count).
+    flagged = EvalData(Path("flagged"), _seta_manifest(), records("seta", SETA_BETTER), {"complete": False})
+    with pytest.raises(UsageError, match="flagged is incomplete"):
+        compare([base, flagged])
+    # Groups of runs have no partial comparison: refused.
+    with pytest.raises(UsageError, match=r"seta: short has fewer than 2 records for 2 task\(s\) \(3, 5\)"):
+        compare_groups([[base], [short]])
+    with pytest.raises(UsageError, match="flagged is incomplete"):
+        group_metrics([flagged])
+
+
 def test_a_member_missing_from_one_eval_is_refused(tmp_path, evals):
     base, _ = evals
     only_seta = write_eval(tmp_path / "only-seta", records("seta", SETA_BASE))
@@ -163,8 +220,10 @@ def test_three_evals_compare_each_with_the_first_and_bad_arguments_are_usage_err
     data = [load_eval(base), load_eval(better), load_eval(base)]
     result = compare(data, ks=[1])
     assert [c["label"] for c in result["comparisons"]] == ["trained", str(base)]  # a repeated name: its path
-    with pytest.raises(UsageError, match="unknown metric 'pass@8'"):
+    with pytest.raises(UsageError, match="unknown metric 'pass@8'") as e:
         compare(data, metrics=["pass@8"])
+    # `ormix compare` has no --k: another K needs evals run with it.
+    assert "needs evals run with that k: `ormix eval -k ...`" in str(e.value) and "--k" not in str(e.value)
     with pytest.raises(UsageError, match="two evals or more"):
         compare(data[:1])
 

@@ -4,8 +4,9 @@ The first eval is the baseline; each other is compared with it. A task is ``(mem
 each member's tasks are paired across the two evals, so a task that is hard for both cancels out (the
 paired interval is much narrower than two separate intervals would suggest). Evals of different task sets
 (another target, split or task selection in their manifests, or records missing for some tasks, as after
-an interrupted eval) are refused with `UsageError` unless ``allow_partial``, which pairs the common tasks
-and says how many.
+an interrupted eval) and incomplete evals (a summary saying ``complete: false``, a task with fewer records
+than the manifest's ``samples``) are refused with `UsageError` unless ``allow_partial``, which pairs the
+common tasks complete in both and says how many it left out.
 
 Each member and metric gets the difference other − baseline, its paired interval over the common tasks
 (`ormix.evaluation._stats.paired_interval`) and a verdict: ``"seta: +0.12 [0.04, 0.20]"`` when the interval
@@ -206,27 +207,89 @@ def verdict(member: str, difference: Mapping[str, Any], digits: int = 2) -> str:
 
 
 def _task_sets(data: EvalData) -> dict[str, dict[str, Any]]:
-    """Per member: its target, split and task keys (from the manifest where it says, else the records)."""
+    """Per member: its target, split and task keys (from the manifest where it says, else the records):
+    ``chosen`` (the manifest's tasks), ``planned`` (those the eval runs: an oracle eval does not run the
+    tasks without a reference solution, its ``no_reference``) and ``recorded``."""
     by_member = task_samples(data.records)
     described = found if isinstance(found := data.manifest.get("members"), dict) else {}
     out: dict[str, dict[str, Any]] = {}
     for member in sorted(set(by_member) | set(described)):
         entry = described.get(member) or {}
         tasks = entry.get("tasks")
-        planned = {(member, entry.get("split"), int(i)) for i in tasks} if isinstance(tasks, list) else None
+        chosen = {(member, entry.get("split"), int(i)) for i in tasks} if isinstance(tasks, list) else None
+        unrun = {(member, entry.get("split"), int(i)) for i in entry.get("no_reference") or []}
         out[member] = {
             "target": entry.get("target"),
             "split": entry.get("split"),
-            "planned": planned,
+            "chosen": chosen,
+            "planned": None if chosen is None else chosen - unrun,
+            "no_reference": len(unrun),
             "recorded": {t.key for t in by_member.get(member, [])},
         }
+    return out
+
+
+def _samples(data: EvalData) -> int | None:
+    """The samples a task the eval ran (its manifest's ``samples``; ``None`` when it does not say)."""
+    samples = data.setting("samples")
+    return samples if isinstance(samples, int) and not isinstance(samples, bool) and samples > 0 else None
+
+
+def _short_tasks(data: EvalData) -> dict[str, list[TaskKey]]:
+    """Per member, the tasks holding fewer records than the eval's ``samples`` (an interrupted eval).
+
+    Example:
+        >>> rec = lambda t: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": 1.0}
+        >>> _short_tasks(EvalData(Path("e"), {"samples": 2}, [rec(0), rec(0), rec(1)]))
+        {'a': [('a', None, 1)]}
+    """
+    samples = _samples(data)
+    if samples is None:
+        return {}
+    out: dict[str, list[TaskKey]] = {}
+    for member, tasks in task_samples(data.records).items():
+        short = [t.key for t in tasks if len(t.outcomes) < samples]
+        if short:
+            out[member] = short
+    return out
+
+
+def _incomplete(data: EvalData) -> list[str]:
+    """Why an eval is incomplete (its summary says so, tasks short of ``samples`` records): refusal lines."""
+    problems: list[str] = []
+    if data.summary.get("complete") is False:
+        problems.append(
+            f"{data.label} is incomplete (its summary says complete: false): run the same `ormix eval` "
+            "again to finish it"
+        )
+    for member, keys in _short_tasks(data).items():
+        shown = ", ".join(str(key[2]) for key in keys[:8]) + (", ..." if len(keys) > 8 else "")
+        problems.append(
+            f"{member}: {data.label} has fewer than {_samples(data)} records for {len(keys)} task(s) "
+            f"({shown}): run the same `ormix eval` again to finish it"
+        )
+    return problems
+
+
+def _complete_tasks(data: EvalData, label: str, notes: list[str]) -> dict[str, list[TaskSamples]]:
+    """Per member, the eval's tasks that hold all their samples; a task short of them (an incomplete eval,
+    compared under ``allow_partial``) is left out, and a note says how many."""
+    short = {key for keys in _short_tasks(data).values() for key in keys}
+    out: dict[str, list[TaskSamples]] = {}
+    for member, tasks in task_samples(data.records).items():
+        out[member] = [t for t in tasks if t.key not in short]
+        if len(out[member]) < len(tasks):
+            notes.append(
+                f"{label}: {member}: {len(tasks) - len(out[member])} task(s) with fewer than "
+                f"{_samples(data)} records left out (an incomplete eval)"
+            )
     return out
 
 
 def _differences(base: EvalData, other: EvalData) -> tuple[list[str], dict[str, str]]:
     """What keeps two evals' task sets apart: lines for the refusal, and members that cannot pair at all."""
     a, b = _task_sets(base), _task_sets(other)
-    problems: list[str] = []
+    problems: list[str] = list(dict.fromkeys(_incomplete(base) + _incomplete(other)))
     unpairable: dict[str, str] = {}
     for member in sorted(set(a) | set(b)):
         if member not in b or member not in a:
@@ -245,11 +308,11 @@ def _differences(base: EvalData, other: EvalData) -> tuple[list[str], dict[str, 
         if member in unpairable:
             continue
         before = len(problems)
-        if sa["planned"] is not None and sb["planned"] is not None and sa["planned"] != sb["planned"]:
-            common = len(sa["planned"] & sb["planned"])
+        if sa["chosen"] is not None and sb["chosen"] is not None and sa["chosen"] != sb["chosen"]:
+            common = len(sa["chosen"] & sb["chosen"])
             problems.append(
-                f"{member}: the manifests choose different tasks ({len(sa['planned'])} in {base.label}, "
-                f"{len(sb['planned'])} in {other.label}, {common} in common)"
+                f"{member}: the manifests choose different tasks ({len(sa['chosen'])} in {base.label}, "
+                f"{len(sb['chosen'])} in {other.label}, {common} in common)"
             )
         for data, s in ((base, sa), (other, sb)):
             if s["planned"] is not None and not s["planned"] <= s["recorded"]:
@@ -260,9 +323,14 @@ def _differences(base: EvalData, other: EvalData) -> tuple[list[str], dict[str, 
                 )
         if len(problems) == before and sa["recorded"] != sb["recorded"]:
             common = len(sa["recorded"] & sb["recorded"])
+            unrun = "".join(
+                f"; {data.label} has no reference solution for {s['no_reference']}"
+                for data, s in ((base, sa), (other, sb))
+                if s["no_reference"]
+            )
             problems.append(
                 f"{member}: different tasks recorded ({len(sa['recorded'])} in {base.label}, "
-                f"{len(sb['recorded'])} in {other.label}, {common} in common)"
+                f"{len(sb['recorded'])} in {other.label}, {common} in common{unrun})"
             )
     return problems, unpairable
 
@@ -291,7 +359,7 @@ def _chosen_metrics(metrics: Sequence[str] | None, ks: Sequence[int], names: Seq
     if unknown:
         raise UsageError(
             f"unknown metric {', '.join(map(repr, unknown))}: choose from {', '.join(names)} (pass@K for "
-            "another K needs --k / ks with it)"
+            "another K needs evals run with that k: `ormix eval -k ...`)"
         )
     return chosen
 
@@ -312,7 +380,8 @@ def compare(
     threshold the evals share (refused when they differ; else 1.0); ``metrics`` (default: pass@k for
     each k) are the ones given verdicts; every metric is in the result. ``seed`` is accepted for a
     resampling method; the paired intervals are closed-form. Raises `UsageError` for fewer than two
-    evals, an unknown metric, or different task sets without ``allow_partial``.
+    evals, an unknown metric, or different task sets or an incomplete eval without ``allow_partial``
+    (with it, the tasks complete in both are paired, and the notes say how many were left out).
 
     Example:
         >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
@@ -334,8 +403,9 @@ def compare(
     ks, names, chosen = _metric_choice(evals, ks, metrics)
     labels = _unique_labels(evals)
     base, base_label = evals[0], labels[0]
-    base_tasks = task_samples(base.records)
     notes: list[str] = []
+    # Refused below unless allow_partial; then only the tasks complete in both evals are paired.
+    base_tasks = _complete_tasks(base, base_label, notes)
     comparisons = []
     for other, label in zip(evals[1:], labels[1:], strict=True):
         problems, unpairable = _differences(base, other)
@@ -345,7 +415,7 @@ def compare(
                 + "\n".join(f"  - {p}" for p in problems)
                 + "\npass --allow-partial to compare the tasks they have in common"
             )
-        other_tasks = task_samples(other.records)
+        other_tasks = _complete_tasks(other, label, notes)
         pair = (base_label, label)
         members = _paired_members(
             base_tasks,
@@ -505,9 +575,10 @@ def _threshold(evals: Sequence[EvalData], success_threshold: float | None) -> fl
 
 
 def _check_same(evals: Sequence[EvalData], labels: Sequence[str]) -> None:
-    """Refuse runs that do not evaluate the same tasks with the same k and samples, saying what differs."""
+    """Refuse runs that do not evaluate the same tasks with the same k and samples, or an incomplete run's
+    eval (`_incomplete`), saying what differs."""
     ref, ref_label = evals[0], labels[0]
-    problems: list[str] = []
+    problems: list[str] = [line for e in evals for line in _incomplete(e)]
     for e, label in zip(evals[1:], labels[1:], strict=True):
         found, _ = _differences(ref, e)
         problems += found
@@ -574,8 +645,8 @@ def group_metrics(
     value in every run; ``covers`` = ``"seeds and tasks"`` from two runs on, ``"tasks"`` for one (then the
     numbers are the eval's own summary's); ``iqm`` = the interquartile mean with its interval (same keys)
     for pass@k, pass^k and mean_reward when the values are not all 0/1, else None. Runs of different task
-    sets, k or samples are refused with `UsageError`. Deterministic for a given ``seed`` (the IQM's
-    bootstrap).
+    sets, k or samples, and incomplete evals, are refused with `UsageError`. Deterministic for a given
+    ``seed`` (the IQM's bootstrap).
 
     Example:
         >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}
@@ -633,7 +704,8 @@ def compare_groups(
     groups hold one run: then the figures equal `compare`'s), and ``difference_iqm`` the IQM's difference
     where it applies (else None). A verdict claims a change only when the interval excludes 0. ``labels``
     name the groups (default: the runs' labels joined by ``+``). Raises `UsageError` for other than two
-    groups, an empty group, an unknown metric, or runs of different task sets, k or samples.
+    groups, an empty group, an unknown metric, runs of different task sets, k or samples, or an incomplete
+    eval.
 
     Example:
         >>> rec = lambda t, w: {"member": "a", "task_index": t, "outcome": "scored", "env_reward": w}

@@ -17,9 +17,11 @@ module drives the trainer; each other step has its own module:
    vLLM with ``--set use_vllm=true``), the tasks in chunks of ``tasks_per_chunk`` × ``samples`` rollouts;
    each chunk's rollout records (the training format, ``mode: "eval"``) are appended to ``rollouts.jsonl``
    when it ends, so an interrupted eval resumes at the next incomplete chunk (a task with fewer records
-   than ``samples`` is run again). On several processes (``torchrun``, ``accelerate launch``) each runs a
-   share of every chunk (whole tasks, `chunk_share`); process 0 alone reads, resumes and writes the
-   directory and tells the others what is left, so all of them run the same chunks;
+   than ``samples`` is run again); the chunks are planned over every task and seeded by their planned
+   number (`chunks_left`), so a resumed eval samples as an uninterrupted one. On several processes
+   (``torchrun``, ``accelerate launch``) each runs a share of every chunk (whole tasks, `chunk_share`);
+   process 0 alone reads, resumes and writes the directory and tells the others what is left, so all of
+   them run the same chunks;
 5. results: ``summary.json`` (`ormix.evaluation._summary.summarize`), ``report.md``, ``plots/summary.png``.
 
 ``--policy reference`` is the oracle run (`ormix.app._oracle`): each task's reference solution is
@@ -45,7 +47,7 @@ import os
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, get_args
@@ -365,11 +367,12 @@ def _evaluate(
     # Process 0 alone prepares, writes and reads the directory; every process runs the chunks it decided.
     complete, seq = _rank_zero_decides(start)
     skipped = set(skip)
-    todo = [key for t in tasks.values() for key in t.keys() if key not in complete and key not in skipped]
+    to_run = [key for t in tasks.values() for key in t.keys() if key not in skipped]
+    todo = [key for key in to_run if key not in complete]
     state = EvalResult(out, {}, full, resumed_tasks=len(complete))
     if complete:
         say(f"  resuming: {len(complete)} task(s) already done in {directory.records_path}")
-    chunks = interleaved_chunks(todo, tasks_per_chunk)
+    chunks = chunks_left(to_run, complete, tasks_per_chunk)
     if max_chunks is not None:
         chunks = chunks[:max_chunks]
     seed = int(full.get("seed", 0))
@@ -385,19 +388,44 @@ def _evaluate(
     return state
 
 
+def chunks_left(
+    planned: Sequence[tuple[str, str, int]], complete: Collection[TaskKey], size: int
+) -> list[tuple[int, list[tuple[str, str, int]]]]:
+    """The chunks still to run, each with its number in the eval's plan: ``planned`` in chunks of ``size``
+    (`interleaved_chunks`), less the ``complete`` tasks (a chunk left empty goes).
+
+    The plan, not what is left, makes the chunks and numbers them (a chunk's number is its seed), so an
+    eval stopped between chunks and resumed runs each chunk as an uninterrupted eval does: the same tasks
+    together, the same seed, the same samples. Only a task that came short in a chunk that finished runs
+    without its chunk-mates (with its chunk's seed): its samples can then differ.
+
+    Example:
+        >>> keys = [("a", "t", 0), ("a", "t", 1), ("b", "t", 0)]
+        >>> chunks_left(keys, {("a", "t", 0)}, 1)
+        [(1, [('b', 't', 0)]), (2, [('a', 't', 1)])]
+        >>> chunks_left(keys, {("a", "t", 0)}, 2)
+        [(0, [('b', 't', 0)]), (1, [('a', 't', 1)])]
+    """
+    done = set(complete)
+    planned_chunks = enumerate(interleaved_chunks(planned, size))
+    left = [(number, [key for key in chunk if key not in done]) for number, chunk in planned_chunks]
+    return [(number, chunk) for number, chunk in left if chunk]
+
+
 def _run_chunks(
     trainer: Any,
     mix: MixtureSpec,
     tasks: Mapping[str, EvalTasks],
     samples: int,
-    chunks: Sequence[Sequence[tuple[str, str, int]]],
+    chunks: Sequence[tuple[int, Sequence[tuple[str, str, int]]]],
     directory: EvalDirectory,
     seq: int,
     state: EvalResult,
     console: Any | None,
     base_seed: int,
 ) -> None:
-    """One `trainer.evaluate()` per chunk, its records (every process's) appended when it ends."""
+    """One `trainer.evaluate()` per chunk (its number in the eval's plan, `chunks_left`, seeds it), its
+    records (every process's) appended when it ends."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from transformers import set_seed
 
@@ -416,10 +444,10 @@ def _run_chunks(
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, disable=console is None) as progress:
-        bar = progress.add_task("eval", total=sum(len(c) for c in chunks))
+        bar = progress.add_task("eval", total=sum(len(c) for _, c in chunks))
         try:
             with trl_notices_filtered(trainer.callback_handler.callbacks), quiet_trainer():
-                for number, chunk in enumerate(chunks):
+                for number, chunk in chunks:
                     rows = [dict(tasks[m].rows[i]) for m, _, i in chunk]
                     recorder = _chunk_recorder(rank, samples, mix.secret_values())
                     for observer in observers.values():

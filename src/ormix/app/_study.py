@@ -303,7 +303,8 @@ def study_markdown(study: Mapping[str, Any]) -> str:
         spread = (
             f"Each arm is trained with seeds {', '.join(map(str, seeds))} (one run each, the same start and "
             f"training rows); cells and effects pool the seeds, and their intervals are {confidence} over "
-            "seeds and tasks (a hierarchical bootstrap: seed-to-seed variation included)."
+            "seeds and tasks (closed-form: the mean's variance over seeds and tasks with a Satterthwaite t; "
+            "the IQM's from a two-level bootstrap; seed-to-seed variation included)."
         )
     else:
         spread = (
