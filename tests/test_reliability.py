@@ -94,6 +94,16 @@ def test_deadline_is_reported_to_the_model_and_does_not_block_the_next_rollout(f
     assert time.monotonic() - t0 < 2 and nxt.reward == 1.0
 
 
+def test_a_call_after_a_failed_open_tells_the_model_no_session_id_or_advice(faulty):
+    ep = spec_on(faulty).environment_factory()
+    ep.reset(task_spec={"fail_setup": True})
+    text = tool_text(ep.echo, text="a")
+    assert text == "the environment could not start this task."
+    detail = ep.calls[-1].detail
+    assert ep.calls[-1].error == "session_open" and "session=" in detail and "fail in setup" in detail
+    assert ep.outcome.error_kind == "session_open" and "session=" in ep.outcome.error
+
+
 @pytest.mark.parametrize("pings", [True, False])
 def test_long_idle_episode_survives_the_idle_limit_only_with_pings(pings):
     with serve_in_thread(["local:faulty"], ServeOptions(idle_limit_s=1.0)) as server:

@@ -14,8 +14,11 @@ import threading
 import time
 
 import pytest
+from openreward.environments import Environment, TextBlock, ToolOutput, tool
+from pydantic import BaseModel
 
 from ormix import MixtureSpec, OpenRewardSpec
+from ormix.server import serve_in_thread
 from ormix.server._shared import server_for
 from ormix.telemetry._records import read_records
 from ormix.workbench._scripted import ScriptContext, ScriptedPolicy, tool_call
@@ -247,6 +250,67 @@ def test_faults_under_concurrency(tiny_model, tmp_path):
     assert (2, "error", "session_open") in kinds and (1, "error", "deadline") in kinds
     assert (4, "error", "session_died") in kinds and (0, "scored", None) in kinds
     assert 0.5 <= tools_s < 2 * 0.5 + 1.0  # two slow rollouts, one deadline of waiting
+
+
+class _TallyParams(BaseModel, extra="forbid"):
+    key: str = "no key"
+
+
+class Tally(Environment):
+    """Counts, in this process, the calls of its one tool per key (served in a thread: the test reads it)."""
+
+    counts: dict[str, int] = {}
+
+    @classmethod
+    def list_splits(cls) -> list[str]:
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> list[dict]:
+        return [{"n": i} for i in range(2)]
+
+    def get_prompt(self) -> list[TextBlock]:
+        return [TextBlock(text=f"Tally task {self.task_spec['n']}.")]
+
+    @tool
+    def tally(self, params: _TallyParams) -> ToolOutput:
+        """Count one call of `key`."""
+        Tally.counts[params.key] = Tally.counts.get(params.key, 0) + 1
+        return ToolOutput(blocks=[TextBlock(text=str(Tally.counts[params.key]))], reward=1.0, finished=False)
+
+
+def test_a_call_trl_cannot_make_is_not_run_ahead_and_the_next_runs_once(tiny_model, tmp_path):
+    # `"arguments": []` fails in TRL's own `tool(**arguments)` before any tool runs: it must not have run
+    # ahead either, and the rollout's next call must be answered from its round, not run a second time.
+    from ormix.trl._trainer import ConcurrentGRPOTrainer
+
+    def script(ctx):
+        if ctx.turn == 0:
+            key = f"{ctx.user.split('Tally task ')[1][0]}/{ctx.sample}"
+            not_a_mapping = '<tool_call>\n{"name": "tally", "arguments": []}\n</tool_call>'
+            return not_a_mapping + "\n" + tool_call("tally", key=key)
+        assert "must be a mapping" in ctx.tool_results[0] and ctx.tool_results[1] == "1"
+        return "done"
+
+    Tally.counts.clear()
+    with serve_in_thread([Tally]) as server:
+        spec = OpenRewardSpec(server.url, env_name="tally", discover_task_tools=False)
+        trainer = ConcurrentGRPOTrainer(
+            model=tiny_model,
+            args=grpo_args(tmp_path, "t", max_steps=1, per_device_train_batch_size=4),
+            train_dataset=spec.train_dataset,
+            environment_factory=spec.environment_factory,
+            reward_funcs=spec.reward_funcs,
+            callbacks=spec.callbacks,
+        )
+        ScriptedPolicy(script).attach(trainer)
+        trainer.train()
+        assert server.active_sessions() == []
+    assert Tally.counts == {"0/0": 1, "0/1": 1, "1/0": 1, "1/1": 1}  # no "no key": the first call never ran
+    records = read_records(tmp_path / "t")
+    assert [[c["tool"] for c in r["calls"]] for r in records] == [["tally"]] * 4
+    step = next(h for h in trainer.state.log_history if "loss" in h)
+    assert "ormix/env/calls_not_run_ahead" not in step
 
 
 def test_factories_and_reward_functions_survive_a_spawned_process():

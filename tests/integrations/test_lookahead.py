@@ -144,6 +144,33 @@ def test_a_stopped_run_leaves_no_session_opened_ahead(tiny, tmp_path, how):
     assert server.active_sessions() == []
 
 
+def test_a_step_that_fails_before_its_resets_closes_and_counts_its_sessions_opened_ahead(
+    tiny, tmp_path, caplog
+):
+    from ormix.rollout._episode import close_episodes
+
+    server = server_for("local:faulty", mode="thread")
+    ahead: list[str] = []
+
+    def break_resets(trainer):
+        # Every session of step 2 came ahead (none left to open at the step); then TRL fails before a reset.
+        ahead.extend(s.id for s in trainer._ahead.sessions())
+
+        def reset(**row):
+            raise RuntimeError("reset failed")
+
+        for environment in trainer.environments:
+            environment.reset = reset
+
+    trainer = trainer_for(tmp_path, AtStepEnd(1, break_resets), max_steps=2)
+    with pytest.raises(RuntimeError, match="reset failed"):
+        trainer.train()
+    assert len(ahead) == 4 and not set(ahead) & set(server.active_sessions())
+    assert trainer._pending_metrics["ormix/env/unused_sessions"] == [4.0]  # the step failed: not flushed
+    assert "4 session(s) opened ahead were never taken by a reset" in caplog.text
+    close_episodes(trainer.environments)  # step 1's, still open: the run did not end
+
+
 def test_an_open_that_failed_ahead_is_opened_again_at_its_step():
     # The first open of this task fails (as on a server that died meanwhile); at its step it opens again.
     import uuid

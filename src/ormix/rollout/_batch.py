@@ -31,7 +31,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 import anyio
 
@@ -137,6 +137,17 @@ def _tool_methods(environment: Any) -> set[str]:
     }
 
 
+def _callable_with(arguments: Any) -> TypeGuard[Mapping[str, Any]]:
+    """Whether TRL's ``tool(**function["arguments"])`` gets to call the tool with `arguments`: anything else
+    (missing, ``None``, a list, a string, a number) fails in TRL before the call, so it must not run ahead.
+
+    Example:
+        >>> _callable_with({"text": "a"}), _callable_with({}), _callable_with([]), _callable_with(None)
+        (True, True, False, False)
+    """
+    return isinstance(arguments, Mapping) and all(isinstance(k, str) for k in arguments)
+
+
 @dataclass
 class _Outcome:
     key: tuple[Any, ...]
@@ -168,6 +179,7 @@ class ToolRound:
     stats: RoundStats = field(default_factory=RoundStats)
     _results: dict[int, deque[_Outcome]] = field(default_factory=dict)
     _dispatched: dict[int, Any] = field(default_factory=dict)
+    _messages_of: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def intercept(self, environment: Any, call: tuple[str, str, Any], run: Callable[[], Any]) -> Any:
@@ -188,16 +200,14 @@ class ToolRound:
             if outcome.error is not None:
                 raise outcome.error
             return outcome.value
-        queue = self._results.get(id(environment))
-        if not queue:
+        if self._asks_anew(environment):
             self._run_pending()
-            queue = self._results.get(id(environment))
-        if queue and queue[0].key == key:
-            outcome = queue.popleft()
+        taken = self._take(environment, key)
+        if taken is not None:
             self.stats.answered += 1
-            if outcome.error is not None:
-                raise outcome.error
-            return outcome.value
+            if taken.error is not None:
+                raise taken.error
+            return taken.value
         self.stats.fallbacks += 1
         logger.warning(
             "ormix: a tool call was not run ahead with its round (%s); running it now. If this repeats, the "
@@ -206,15 +216,48 @@ class ToolRound:
         )
         return run()
 
+    def _take(self, environment: Any, key: tuple[Any, ...]) -> _Outcome | None:
+        """The result run ahead for the call `key` of `environment`, if any. Results queued before it are
+        of calls TRL did not make: dropped, or every later call of the rollout would miss its own and run
+        a second time."""
+        queue = self._results.get(id(environment))
+        at = next((i for i, outcome in enumerate(queue or ()) if outcome.key == key), None)
+        if queue is None or at is None:
+            return None
+        if at:
+            logger.warning(
+                "ormix: %d tool call(s) run ahead were not made by TRL (%s); their results are dropped. If "
+                "this repeats, the installed TRL's tool loop differs from the one ormix was tested with.",
+                at,
+                [queue[i].key[:2] for i in range(at)],
+            )
+            for _ in range(at):
+                queue.popleft()
+        return queue.popleft()
+
+    def _new_message(self, messages: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+        """The rollout's newest message if it is an assistant message that asks for tools and was not run
+        yet. A message TRL rolled back (its result would overflow the completion) was run already."""
+        last = messages[-1] if messages else None
+        if not last or last.get("role") != "assistant" or not last.get("tool_calls"):
+            return None
+        return None if id(last) in self._dispatched else last
+
+    def _asks_anew(self, environment: Any) -> bool:
+        """Whether the rollout of `environment` has a message not run yet (its queue, if any, is stale)."""
+        if not self._messages_of:
+            self._messages_of.update(
+                (id(e), m) for m, e in zip(self.completions, self.environments, strict=False)
+            )
+        messages = self._messages_of.get(id(environment))
+        return messages is not None and self._new_message(messages) is not None
+
     def _pending(self) -> list[tuple[Any, list[dict[str, Any]]]]:
-        """(environment, tool calls) of every rollout whose newest assistant message asks for tools and was
-        not run yet. A message TRL rolled back (its result would overflow the completion) was run already."""
+        """(environment, tool calls) of every rollout whose newest message asks for tools and was not run."""
         out = []
         for messages, environment in zip(self.completions, self.environments, strict=False):
-            if not messages or not self.is_ours(environment):
-                continue
-            last = messages[-1]
-            if last.get("role") != "assistant" or not last.get("tool_calls") or id(last) in self._dispatched:
+            last = self._new_message(messages)
+            if last is None or not self.is_ours(environment):
                 continue
             self._dispatched[id(last)] = last  # kept alive, so its id is never reused
             out.append((environment, list(last["tool_calls"])))
@@ -224,6 +267,9 @@ class ToolRound:
         pending = self._pending()
         if not pending:
             return
+        for environment, _ in pending:
+            # A rollout's new message means TRL is done with its previous one: what is left of that is stale.
+            self._results.pop(id(environment), None)
         t0 = time.perf_counter()
         workers = min(len(pending), max(1, self.max_in_flight))
         with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ormix-round") as pool:
@@ -296,11 +342,11 @@ class ToolRound:
                 if call.get("type") != "function":
                     continue
                 function = call.get("function") or {}
-                name = function.get("name")
-                if name not in methods:
+                name, arguments = function.get("name"), function.get("arguments")
+                if name not in methods or not _callable_with(arguments):
                     continue
                 try:
-                    getattr(environment, name)(**(function.get("arguments") or {}))
+                    getattr(environment, name)(**arguments)
                 except Exception:  # noqa: BLE001, S110 - recorded by intercept (or raised again by TRL's call)
                     pass
         finally:

@@ -109,12 +109,13 @@ class EpisodeConfig:
             return queue.popleft() if queue else None
 
     def discard_parked(self) -> int:
-        """Close the parked sessions nobody took; returns how many."""
+        """Close the parked sessions nobody took; returns how many were closed (failed opens are dropped,
+        not counted: they hold no session)."""
         with self.lock:
-            opened = [o for queue in self._parked.values() for o in queue]
+            sessions = [o.session for queue in self._parked.values() for o in queue if o.session is not None]
             self._parked.clear()
-        all_at_once([o.session.close for o in opened if o.session is not None])
-        return len(opened)
+        all_at_once([session.close for session in sessions])
+        return len(sessions)
 
     def close_all(self) -> int:
         """Close every session still open by an episode of this spec; returns how many were closed."""
@@ -253,7 +254,11 @@ class Episode:
             raise failed_call(self, wire_name, "straggler", self.error or "cut", _MODEL_MESSAGES["straggler"])
         if self._session is None:
             reason = self.error or "no session: reset() was not called or the session could not open"
-            raise failed_call(self, wire_name, self.error_kind or "session_open", reason, reason)
+            kind = self.error_kind or "session_open"
+            # The open's error carries operator advice and the session id: the record keeps it, the model
+            # gets its kind's fixed sentence (as `model_message` gives every infrastructure failure).
+            message = _MODEL_MESSAGES.get(kind, reason) if self.error else reason
+            raise failed_call(self, wire_name, kind, reason, message)
         try:
             with anyio.CancelScope() as scope:
                 # Set and read on the portal's loop only, as `cut_straggler`'s cancel is: no cut is missed.

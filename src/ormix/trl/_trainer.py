@@ -391,25 +391,27 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
         if not self.concurrent:
             return super()._generate_and_score_completions(inputs)
         requests = self._open_requests(list(inputs))
-        t0 = time.perf_counter()
-        if self._planned is not None and getattr(self.model, "training", False):
-            requests = self._take_ahead(list(inputs), requests)
-        open_sessions(requests, max_in_flight=self.max_in_flight)
-        open_s = time.perf_counter() - t0  # waiting for opens ahead, then opening the rest
-        # Logged before TRL's call: TRL flushes this batch's logged metrics while it scores the batch.
-        self._log_metric("ormix/env/open_s", open_s)
-        self._batch_started = time.perf_counter()
+        # Every spec a session of this batch is parked with: `_take_ahead` leaves out of `requests` the rows
+        # whose sessions came ahead, and those are parked too.
+        configs = {id(r.config): r.config for r in requests}
         try:
+            t0 = time.perf_counter()
+            if self._planned is not None and getattr(self.model, "training", False):
+                requests = self._take_ahead(list(inputs), requests)
+            open_sessions(requests, max_in_flight=self.max_in_flight)
+            open_s = time.perf_counter() - t0  # waiting for opens ahead, then opening the rest
+            # Logged before TRL's call: TRL flushes this batch's logged metrics while it scores the batch.
+            self._log_metric("ormix/env/open_s", open_s)
+            self._batch_started = time.perf_counter()
             return super()._generate_and_score_completions(inputs)
         finally:
-            unused = sum(
-                config.discard_parked() for config in {id(r.config): r.config for r in requests}.values()
-            )
+            unused = sum(config.discard_parked() for config in configs.values())
             if unused:
                 self._log_metric("ormix/env/unused_sessions", float(unused))
                 logger.warning(
-                    "ormix: %d session(s) opened ahead were never taken by a reset and were closed; the "
-                    "installed TRL resets environments differently than ormix expects",
+                    "ormix: %d session(s) opened ahead were never taken by a reset and were closed; the step "
+                    "failed before its resets, or the installed TRL resets environments differently than "
+                    "ormix expects",
                     unused,
                 )
 
