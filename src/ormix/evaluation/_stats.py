@@ -595,6 +595,19 @@ def hierarchical_interval(
     return _t_interval(value, variance, q, floor, t, seeds=s, over=covers, statistic=statistic)
 
 
+def _unspread(ya: np.ndarray, yb: np.ndarray, value: float, confidence: float) -> tuple[float, float] | None:
+    """Limits for two groups of values in [0, 1] with no spread seen (every run of each group alike), which is
+    not a claim of none: as `hierarchical_interval` does, each task counts as one trial, through the paired
+    interval of the seed-averaged tasks, centred on ``value``. ``None`` for unbounded values."""
+    if not _bounded(ya, yb):
+        return None
+    one = paired_interval(ya.mean(axis=0), yb.mean(axis=0), confidence)
+    if one.value is None or one.low is None or one.high is None:
+        return None
+    low, high = value - (one.value - one.low), value + (one.high - one.value)
+    return max(-1.0, min(low, value)), min(1.0, max(high, value))
+
+
 def paired_hierarchical_interval(
     baseline: Sequence[Sequence[float]] | np.ndarray,
     other: Sequence[Sequence[float]] | np.ndarray,
@@ -661,20 +674,8 @@ def paired_hierarchical_interval(
             variance = _bootstrap_variance([ya, yb], [-1.0, 1.0], variance, resamples, seed)
     else:
         value = float(yb.mean() - ya.mean())
-    if variance <= 0.0 and _bounded(ya, yb):
-        # No spread seen: as `hierarchical_interval` does, each task counts as one trial.
-        one = paired_interval(ya.mean(axis=0), yb.mean(axis=0), confidence)
-        if one.value is not None and one.low is not None and one.high is not None:
-            low, high = value - (one.value - one.low), value + (one.high - one.value)
-            return GroupInterval(
-                value,
-                max(-1.0, min(low, value)),
-                min(1.0, max(high, value)),
-                t,
-                seeds=seeds,
-                over=covers,
-                statistic=statistic,
-            )
+    if variance <= 0.0 and (seen := _unspread(ya, yb, value, confidence)) is not None:
+        return GroupInterval(value, seen[0], seen[1], t, seeds=seeds, over=covers, statistic=statistic)
     q = t_quantile(0.5 + confidence / 2.0, int(df))
     floor = -1.0 if _bounded(ya, yb) else None
     return _t_interval(value, variance, q, floor, t, seeds=seeds, over=covers, statistic=statistic)
