@@ -218,3 +218,20 @@ def test_a_run_directory_is_never_appended_to_silently(setup, remote):
     assert status == 2 and "already holds a run" in said and "--resume" in said
     assert steps_of(base / "reference") == steps_of(base / "reference")  # untouched
     assert sorted(steps_of(base / "reference")) == [1, 2, 3, 4]
+
+
+def test_a_checkpoint_killed_before_ormix_saved_its_state_is_not_resumed_from(tmp_path):
+    # transformers writes the trainer state, then the callbacks save ormix's (the adaptive planner's, then
+    # the telemetry's): a SIGKILL between the two leaves a checkpoint --resume must pass over.
+    from ormix._runs import TELEMETRY_STATE, RunDirectory
+
+    run = RunDirectory(tmp_path / "run")
+    for step, files in ((2, ["trainer_state.json", TELEMETRY_STATE]), (4, ["trainer_state.json"])):
+        (tmp_path / "run" / f"checkpoint-{step}").mkdir(parents=True)
+        for name in files:
+            (tmp_path / "run" / f"checkpoint-{step}" / name).write_text("{}")
+    assert run.latest_checkpoint() == tmp_path / "run" / "checkpoint-4"  # not a run ormix trained: as TRL's
+    run.manifest_path.write_text("{}")
+    (tmp_path / "run" / "train_args.json").write_text("{}")
+    assert run.latest_checkpoint() == tmp_path / "run" / "checkpoint-2"
+    assert [step for step, _ in run.checkpoints()] == [2]

@@ -35,6 +35,9 @@ from ormix._errors import UsageError
 APPEND_ONLY = ("log_history.jsonl", "alarms.jsonl")
 #: Config keys a resumed run may change (how to train, not what to train on).
 RESUMABLE_KEYS = ("train", "telemetry", "name")
+#: The telemetry's state in a checkpoint: the last file ormix writes there (after the trainer's state and
+#: after an adaptive planner's), so a checkpoint of a run `ormix train` wrote is complete once it is there.
+TELEMETRY_STATE = "ormix_telemetry.json"
 
 _CHECKPOINT_RE = re.compile(r"checkpoint-(\d+)$")
 #: The files of a model directory that hold its weights (what `weights_sha256` covers).
@@ -280,11 +283,13 @@ class RunDirectory:
         return self.manifest_path.is_file() and (self.path / "train_args.json").is_file()
 
     def checkpoints(self) -> list[tuple[int, Path]]:
-        """Complete checkpoints (a trainer state inside), by step."""
+        """Complete checkpoints, by step: a trainer state inside and, in a run `ormix train` wrote, ormix's
+        own (`TELEMETRY_STATE`, written last: a checkpoint killed before it is not one to resume from)."""
+        needed = ["trainer_state.json"] + ([TELEMETRY_STATE] if self.trained_here() else [])
         found = []
         for child in self.path.glob("checkpoint-*"):
             step = checkpoint_step(child)
-            if step is not None and (child / "trainer_state.json").exists():
+            if step is not None and all((child / name).exists() for name in needed):
                 found.append((step, child))
         return sorted(found)
 

@@ -759,6 +759,8 @@ class MixtureSpec:
         if self.adaptive:
             from ormix.trl._callbacks import AdaptiveCallback
 
+            # Before the telemetry: its state is saved first, and a checkpoint is complete once the
+            # telemetry's is there (`ormix._runs.TELEMETRY_STATE`).
             callbacks.insert(1, AdaptiveCallback(self.adaptive_run))
         return callbacks
 

@@ -22,7 +22,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from ormix._errors import TrainConfigError
-from ormix._runs import checkpoint_path
+from ormix._runs import TELEMETRY_STATE, checkpoint_path
 from ormix.config import TelemetryConfig
 from ormix.config._trainer_rules import (
     columns_problem,
@@ -47,7 +47,7 @@ from ormix.telemetry._records import TelemetryObserver, TelemetryRun
 logger = logging.getLogger("ormix.telemetry")
 
 #: ormix's telemetry state saved in each checkpoint directory.
-STATE_FILE = "ormix_telemetry.json"
+STATE_FILE = TELEMETRY_STATE
 
 
 def _state_file(args: Any, state: Any, name: str) -> Path | None:
