@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Optional
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -117,3 +117,20 @@ def test_hints_round_trip_through_get_json_schema(schema: Any) -> None:
     shown = rendered(annotation)
     assert hint(shown) == annotation, shown
     assert rendered(hint(shown)) == shown
+
+
+def test_an_enum_too_long_for_every_prompt_is_shown_by_its_type_and_a_sample() -> None:
+    # A hostile (or careless) schema: 100,000 allowed values would enter every prompt as the tool's schema.
+    values = list(range(100_000))
+    walker = SchemaWalker({"enum": values})
+    annotation, notes = type_hint(walker, walker.node())
+    assert annotation is int and rendered(annotation) == {"type": "integer"}
+    assert (
+        len(notes) == 1
+        and notes[0].startswith("one of 100000 allowed values: [0, 1, 2")
+        and len(notes[0]) < 500
+    )
+    walker = SchemaWalker({"enum": [*map(str, range(65)), None]})
+    assert type_hint(walker, walker.node())[0] == Optional[str]  # noqa: UP045 - as the hint is built
+    small = SchemaWalker({"enum": list(range(64))})
+    assert type_hint(small, small.node()) == (Literal[tuple(range(64))], ())

@@ -5,6 +5,7 @@ JSON Schema                                  annotation
 ===========================================  ===============================================================
 string / integer / number / boolean / null   ``str`` / ``int`` / ``float`` / ``bool`` / ``NoneType``
 ``enum`` / ``const`` of JSON scalars         ``Literal[...]`` (a ``null`` member → ``Optional[Literal[...]]``)
+                                             (over `LITERAL_LIMIT` values: their types, a sample noted)
 array with ``items``                         ``list[T]`` (recursively)
 array with ``prefixItems`` (2+ entries)      ``tuple[A, B, ...]`` (one entry → ``list[A]``, noted)
 ``anyOf``/``oneOf``/``type: [..]``           ``Union[...]``; a ``null`` member or ``nullable`` → ``Optional``
@@ -30,6 +31,10 @@ from typing import Any, Literal, Optional, Union
 
 from ormix.tools._schema import Node, SchemaWalker, is_scalar
 from ormix.tools._text import snippet
+
+#: Most allowed values an enum's type lists (``Literal[...]``); more are shown by their type, and a sample in
+#: the text.
+LITERAL_LIMIT = 64
 
 _PRIMITIVES: dict[str, Any] = {
     "string": str,
@@ -65,6 +70,11 @@ def _hint(walker: SchemaWalker, node: Node, notes: list[str]) -> Any:
         return shown
     values = node.values
     if values is not None:
+        if all(is_scalar(v) for v in values) and len(values) > LITERAL_LIMIT:
+            # Every value would go into the tool's schema in every prompt (a hostile schema's 100,000 cost
+            # 0.7 MB): the type carries their kinds, the text a bounded sample.
+            notes.append(f"one of {len(values)} allowed values: {snippet(list(values), 400)}")
+            return _optional(_kinds_of(values), node.nullable)
         if all(is_scalar(v) for v in values):
             return _optional(_literal(values), node.nullable)
         if "const" in node.schema:
