@@ -203,3 +203,19 @@ def test_rollout_events_carry_the_reward_on_the_last_message_only():
     assert [m.get("reward") for m in messages] == [None, None, None, None, 1.0]
     assert [m["isFinished"] for m in messages] == [False] * 4 + [True]
     assert start["task_spec"] == {"split": "train", "index": 1} and "environment_id" not in start
+
+
+def test_a_rollout_json_cannot_hold_fails_alone_and_the_uploads_go_on(platform):
+    # A value strict JSON refuses (NaN; an object in the metadata) fails its rollout; the thread and the
+    # other rollouts, in the same batch and after it, carry on.
+    up = _uploader(platform)
+    bad = [_rollout(0), _rollout(1)]
+    bad[0].reward = float("nan")
+    bad[1].metadata = {"member": "echo", "when": object()}
+    good = [_rollout(i) for i in range(2, 6)]
+    assert up.submit([bad[0], good[0], bad[1], good[1]]) == 4
+    assert up.flush(30)
+    assert up.submit(good[2:]) == 2
+    counts = up.close(timeout_s=30)
+    assert (counts.sent, counts.failed, counts.abandoned) == (4, 2, 0)
+    assert sorted(platform.uploaded()) == sorted(r.event_id for r in good)

@@ -409,7 +409,16 @@ class RolloutUploader:
                         self.counts.queued = len(self._queue)
                     if not items:
                         break
-                    await self._send_items(http, items)
+                    try:
+                        await self._send_items(http, items)
+                    except Exception as e:  # noqa: BLE001 - a bug here must not end the uploads of the run
+                        self._say(
+                            "bug", f"{len(items)} rollout(s) were not uploaded ({type(e).__name__}: {e})"
+                        )
+                        with self._lock:
+                            self.counts.failed += len(items)
+                            self._busy = max(0, self._busy - len(items))
+                            self._idle.notify_all()
         finally:
             await http.aclose()
 
@@ -426,16 +435,24 @@ class RolloutUploader:
             if r is not None:
                 rollouts.append(r)
         outcome: dict[str, int] = {r.event_id: _Outcome.SENT for r in rollouts}
-        starts: list[tuple[str, dict[str, Any]]] = []
-        rests: dict[str, list[dict[str, Any]]] = {}
+        starts: list[tuple[str, dict[str, Any], int]] = []
+        rests: dict[str, list[tuple[str, dict[str, Any], int]]] = {}
         for r in rollouts:
             env_id = await self._environment_id(http, r.environment)
-            start, rest = rollout_events(r, environment_id=env_id)
-            starts.append((r.event_id, start))
-            rests[r.event_id] = rest
+            try:
+                # Encoded here, one rollout at a time (for the batches' sizes): a value JSON cannot hold
+                # (NaN, an object in the metadata) fails this rollout, not the batch and the thread.
+                start, rest = rollout_events(r, environment_id=env_id)
+                sized = [(r.event_id, e, len(encode_json(e))) for e in (start, *rest)]
+            except (TypeError, ValueError) as e:
+                self._say("encode", f"a rollout could not be encoded for upload ({e}); counted failed")
+                outcome[r.event_id] = _Outcome.FAILED
+                continue
+            starts.append(sized[0])
+            rests[r.event_id] = sized[1:]
         # Starts first: a rollout's messages go only once the platform has accepted its start (as the SDK).
         await self._send_batches(http, starts, outcome)
-        messages = [(rid, e) for rid, _ in starts if outcome[rid] == _Outcome.SENT for e in rests[rid]]
+        messages = [m for rid, _, _ in starts if outcome[rid] == _Outcome.SENT for m in rests[rid]]
         await self._send_batches(http, messages, outcome)
         with self._lock:
             if self._closed:
@@ -448,12 +465,11 @@ class RolloutUploader:
             self._idle.notify_all()
 
     async def _send_batches(
-        self, http: HTTPClient, events: list[tuple[str, dict[str, Any]]], outcome: dict[str, int]
+        self, http: HTTPClient, events: list[tuple[str, dict[str, Any], int]], outcome: dict[str, int]
     ) -> None:
         batches: list[list[tuple[str, dict[str, Any]]]] = []
         size = 0
-        for rid, e in events:
-            n = len(encode_json(e))
+        for rid, e, n in events:
             if (
                 not batches
                 or len(batches[-1]) >= MAX_BATCH_EVENTS
