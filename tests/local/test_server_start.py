@@ -4,13 +4,17 @@ uses the SDK's top-level names still gets them."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from ormix._errors import ServerStartError
 from ormix.ors import ORSClient, run_sync
-from ormix.server import serve_in_process
+from ormix.server import ServeOptions, serve_in_process, serve_in_thread
 
 USER_ENVS = Path(__file__).resolve().parents[1] / "data" / "user_envs"
 # The rollout serializers: the bulk of `openreward/__init__`, which a server never uses.
@@ -110,3 +114,27 @@ def test_the_ormix_command_defers_the_sdk_and_a_user_environment_still_gets_its_
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "named" in done.stdout and "answer" in done.stdout
+
+
+def test_what_keeps_a_server_from_starting_is_one_error_before_anything_is_announced(tmp_path):
+    with serve_in_thread(["local:echo"]) as first:
+        with pytest.raises(ServerStartError, match=rf"cannot listen on 127.0.0.1:{first.port}: .*--port"):
+            serve_in_thread(["local:echo"], ServeOptions(port=first.port))
+    with pytest.raises(ServerStartError, match="--ssl-certfile .*missing.pem: no such file"):
+        serve_in_thread(["local:echo"], ServeOptions(ssl_certfile=str(tmp_path / "missing.pem")))
+    (tmp_path / "bad.pem").write_text("not a certificate\n")
+    with pytest.raises(ServerStartError, match="the certificate and its key do not load"):
+        serve_in_thread(["local:echo"], ServeOptions(ssl_certfile=str(tmp_path / "bad.pem")))
+
+
+def test_an_ipv6_loopback_server_is_reached_at_its_bracketed_url():
+    if not socket.has_ipv6:
+        pytest.skip("this Python was built without IPv6")
+    with serve_in_thread(["local:echo"], ServeOptions(host="::1")) as server:
+        assert server.url.startswith("http://[::1]:")
+
+        async def tasks():
+            async with ORSClient(server.url, env_name="echo") as client:
+                return await client.tasks("train")
+
+        assert len(run_sync(tasks)) == 16

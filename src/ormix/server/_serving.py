@@ -105,8 +105,9 @@ class ServeOptions:
     api_key: str | None = field(default=None, repr=False)
 
     def url_for(self, port: int) -> str:
-        """The URL of a server on `port` with these options."""
-        return f"{'https' if self.ssl_certfile else 'http'}://{self.host}:{port}"
+        """The URL of a server on `port` with these options (an IPv6 address in brackets)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{'https' if self.ssl_certfile else 'http'}://{host}:{port}"
 
     def problem(self) -> str | None:
         """Why these options cannot serve (off loopback without a key, a TLS key without its certificate, a
@@ -119,12 +120,26 @@ class ServeOptions:
             value = getattr(self, name)
             if problem is None and value is not None and not value > 0:  # `not >`: NaN too
                 problem = f"{flag_of(name)} takes a number of seconds above 0, not {value}"
+        for name in ("ssl_certfile", "ssl_keyfile"):
+            path = getattr(self, name)
+            if problem is None and path is not None and not os.path.isfile(path):
+                problem = f"{flag_of(name)} {path}: no such file"
         return problem
 
     def check(self) -> None:
-        """Raise `ServerStartError` for options that cannot serve (`problem`)."""
+        """Raise `ServerStartError` for options that cannot serve (`problem`), or a certificate and key that
+        do not load: before anything is bound or announced."""
         if (problem := self.problem()) is not None:
             raise ServerStartError(problem)
+        if self.ssl_certfile is not None:
+            import ssl
+
+            try:
+                ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(self.ssl_certfile, self.ssl_keyfile)
+            except (OSError, ssl.SSLError) as e:
+                raise ServerStartError(
+                    f"--ssl-certfile {self.ssl_certfile}: the certificate and its key do not load ({e})"
+                ) from None
 
     def argv(self) -> list[str]:
         """The `python -m ormix.server` flags of the options that differ from their defaults (not the key)."""
@@ -190,11 +205,24 @@ def _one_exit_event_per_loop() -> None:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only then; without it every reply waits ~40 ms for a
-    # delayed ACK.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    """A listening socket on ``host``:``port`` (IPv4 or IPv6, as the host is); `ServerStartError` when the
+    address cannot be had (in use, not this machine's)."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only then; without it every reply waits ~40 ms for a
+        # delayed ACK.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    except OSError as e:
+        raise ServerStartError(f"cannot listen on {host}: {e.strerror or e}; give another --host") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ServerStartError(
+            f"cannot listen on {host}:{port}: {e.strerror or e}; give another --port (0: any free one), or "
+            "stop what holds it"
+        ) from None
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
