@@ -58,6 +58,9 @@ WARM_MARKER = "ormix-warm.json"
 #: What the model says after the submit call's result (short: it costs completion budget).
 FINAL_ANSWER = "Done."
 _TOOL_CALL_RE = re.compile(r"<tool_call>\s*(\{.*?\})\s*</tool_call>", re.DOTALL)
+#: A reference solves its task when it is scored with at least this reward: the success rule of
+#: `ormix eval --policy reference` (its default success_threshold).
+SOLVED_REWARD = 1.0
 
 
 @dataclass
@@ -65,12 +68,14 @@ class Transcript:
     """One demonstrated episode as token ids, with labels only on what the model writes.
 
     Attributes:
-        member: mixture member; task_id: the task; reward: what the real session scored.
+        member: mixture member; task_id: the task; reward: what the real session scored (``None`` unless
+            `outcome` is ``scored``).
         near_miss: a near miss (`near_miss_for`) rather than the reference solution.
         input_ids: prompt, then each assistant turn and tool result, in order.
         labels: ``input_ids`` on assistant tokens, -100 elsewhere.
         prompt_length: tokens of the first prompt; completion tokens = the rest (GRPO's budget counts them).
-        error: the first tool error of the episode (a tool that raised), if any.
+        error: the first tool error of the episode (a tool that raised), else its infrastructure error.
+        outcome: how the real session ended: ``scored``, ``unscored`` or ``error`` (`Episode.outcome`).
     """
 
     member: str
@@ -81,10 +86,21 @@ class Transcript:
     prompt_length: int
     near_miss: bool = False
     error: str | None = None
+    outcome: str = "unscored"
 
     @property
     def completion_length(self) -> int:
         return len(self.input_ids) - self.prompt_length
+
+    @property
+    def solved(self) -> bool:
+        """Whether the episode solved its task (`SOLVED_REWARD`), as `ormix eval` counts a success.
+
+        Example:
+            >>> Transcript("seta", "t", 0.25, [], [], 0, outcome="scored").solved
+            False
+        """
+        return self.outcome == "scored" and self.reward is not None and self.reward >= SOLVED_REWARD
 
 
 def _tool_methods(instance: Any) -> list[Any]:
@@ -273,8 +289,16 @@ def _play(
     final = _assistant_ids(tokenizer, FINAL_ANSWER)
     ids += final
     labels += final
-    reward = getattr(env, "reward", None)
-    return Transcript(member, row.get("task_id"), reward, ids, labels, prompt_length, near_miss, error)
+    # The episode's outcome, not its last reward: a session that failed after an earlier reward is an error.
+    outcome = getattr(env, "outcome", None)
+    if outcome is None:
+        reward = getattr(env, "reward", None)
+        kind = "unscored" if reward is None else "scored"
+    else:
+        reward, kind = outcome.reward, outcome.kind
+        if kind == "error" and error is None:
+            error = f"{outcome.error_kind}: {outcome.error}"
+    return Transcript(member, row.get("task_id"), reward, ids, labels, prompt_length, near_miss, error, kind)
 
 
 def _check_tool_calls(
@@ -387,11 +411,19 @@ class WarmStart:
 
 
 def _no_episode_scored(transcripts: Sequence[Transcript]) -> str | None:
-    """Why the warm start would train on nothing: no reference episode scored in its real session (one
-    line, under a console's width: the first tool error, cut short)."""
+    """Why the warm start would train on nothing right: no reference episode solved its task in its real
+    session (one line, under a console's width: the first tool error, or the best reward, cut short)."""
     references = [t for t in transcripts if not t.near_miss]
-    if any(t.reward is not None for t in references):
+    if any(t.solved for t in references):
         return None
+    scored = [t for t in references if t.outcome == "scored"]
+    if scored:
+        best = max(scored, key=lambda t: t.reward or 0.0)
+        return (
+            f"warm start: 0 of {len(references)} reference episodes solved their task (best: {best.member} "
+            f"scored {best.reward:.2g}); fix the references (`ormix eval FILE --policy reference` plays "
+            "them), or drop --warmup-sft"
+        )
     failed = next((t for t in references if t.error), None)
     cause = f"{failed.member}: {failed.error}" if failed is not None else "no session gave a reward"
     cause = cause if len(cause) <= 45 else cause[:42] + "..."
@@ -523,7 +555,9 @@ def _episode_facts(transcripts: Sequence[Transcript], max_completion_length: int
         "members": sorted({t.member for t in transcripts}),
         "episodes": len(transcripts) - misses,
         "near_miss_episodes": misses,
-        "scored": sum(1 for t in transcripts if t.reward is not None),
+        "scored": sum(1 for t in transcripts if t.outcome == "scored"),
+        "solved": sum(1 for t in transcripts if t.solved and not t.near_miss),
+        "errors": sum(1 for t in transcripts if t.outcome == "error"),
         # Episodes GRPO cuts before their submit call (a run's last line can name the cause).
         "over_completion_budget": over,
         "longest_episode_tokens": lengths[-1] if lengths else 0,
@@ -539,11 +573,29 @@ def _episodes(made: Mapping[str, Any]) -> str:
     )
 
 
+def _reference_outcomes(transcripts: Sequence[Transcript]) -> str:
+    """How the reference episodes ended in their real sessions: ``"2 solved"``, ``"1 solved, 1 scored
+    0.25"``, ``"1 solved, 2 scored below 1, 1 error"``..."""
+    references = [t for t in transcripts if not t.near_miss]
+    parts = [f"{sum(t.solved for t in references)} solved"]
+    short = [t.reward for t in references if t.outcome == "scored" and not t.solved]
+    if len(short) == 1:
+        parts.append(f"1 scored {short[0]:.2g}")
+    elif short:
+        parts.append(f"{len(short)} scored below {SOLVED_REWARD:g}")
+    if unscored := sum(t.outcome == "unscored" for t in references):
+        parts.append(f"{unscored} unscored")
+    if errors := sum(t.outcome == "error" for t in references):
+        parts.append(f"{errors} error{'s' * (errors > 1)}")
+    return ", ".join(parts)
+
+
 def _plan_lines(transcripts: Sequence[Transcript], made: Mapping[str, Any]) -> list[str]:
-    """What a warm start about to train says: its episodes, their lengths, and those GRPO would cut."""
+    """What a warm start about to train says: its episodes, how the references ended, their lengths, and
+    those GRPO would cut."""
     lengths = sorted(t.completion_length for t in transcripts)
     lines = [
-        f"warm start: {_episodes(made)} ({made['scored']} scored in real sessions), completion "
+        f"warm start: {_episodes(made)} (real sessions: {_reference_outcomes(transcripts)}), completion "
         f"tokens median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {made['steps']} SFT steps"
     ]
     if made["over_completion_budget"]:

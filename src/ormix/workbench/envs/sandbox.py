@@ -449,21 +449,34 @@ class Sandbox:
                 os.close(fd)
                 fd = nxt
             try:
-                return os.open(parts[-1], flags | os.O_NOFOLLOW, mode, dir_fd=fd)
+                # O_NONBLOCK: opening a named pipe with no other end would otherwise wait forever, and
+                # the sandbox can make any workspace path one.
+                leaf = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=fd)
             except OSError as e:
                 if e.errno == errno.ELOOP:  # a symlink appeared after resolution
                     raise SandboxPathError(f"{path!r} changed into a symlink; refused") from None
+                if e.errno == errno.ENXIO:  # a pipe or socket opened for writing with no reader
+                    raise _not_regular(path, "a named pipe or socket") from None
                 raise
         finally:
             os.close(fd)
+        try:
+            st = os.fstat(leaf)
+            if stat.S_ISDIR(st.st_mode):
+                raise IsADirectoryError(f"{path!r} is a directory, not a regular file")
+            if not stat.S_ISREG(st.st_mode):
+                raise _not_regular(path, _KINDS.get(stat.S_IFMT(st.st_mode), "a special file"))
+            os.set_blocking(leaf, True)
+        except BaseException:
+            os.close(leaf)
+            raise
+        return leaf
 
     def read_bytes(self, path: str, max_size: int | None = 256 * 2**20) -> bytes:
         """Read a workspace file (host side); FileNotFoundError, IsADirectoryError or SandboxPathError."""
         fd = self._open(path, os.O_RDONLY)
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise IsADirectoryError(f"{path!r} is not a regular file")
             if max_size is not None and st.st_size > max_size:
                 raise SandboxError(f"{path!r} is {st.st_size} bytes, over the {max_size}-byte limit")
             return f.read()
@@ -476,8 +489,6 @@ class Sandbox:
         """Create or replace a workspace file (host side), creating parent directories."""
         fd = self._open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         with os.fdopen(fd, "wb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise IsADirectoryError(f"{path!r} is not a regular file")
             f.truncate(0)
             f.write(data)
             if mode is not None:
@@ -502,6 +513,21 @@ class Sandbox:
         """Copy a host file into the workspace (the SDK's `upload`)."""
         data = await asyncio.to_thread(Path(local_path).read_bytes)
         await asyncio.to_thread(self.write_bytes, container_path, data)
+
+
+_KINDS = {
+    stat.S_IFIFO: "a named pipe",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def _not_regular(path: str, kind: str) -> SandboxPathError:
+    return SandboxPathError(
+        f"{path} is not a regular file ({kind}); only regular files can be read or written this way "
+        f"(use the shell for the rest)"
+    )
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import shlex
 from dataclasses import asdict
 from typing import Optional
@@ -128,6 +129,10 @@ class Terminals(SandboxedTaskEnvironment):
     @tool
     async def view(self, params: ViewParams) -> ToolOutput:
         """Show a file with line numbers (optionally a line range), or list a directory."""
+        # Workspace file I/O runs in a worker thread: the event loop serves every session of the server.
+        return await asyncio.to_thread(self._view, params)
+
+    def _view(self, params: ViewParams) -> ToolOutput:
         try:
             target = self.sandbox.host_path(params.path)
             if target.is_dir():
@@ -155,6 +160,9 @@ class Terminals(SandboxedTaskEnvironment):
     @tool
     async def create_file(self, params: CreateFileParams) -> ToolOutput:
         """Create or overwrite a file with the given content (parent directories are created)."""
+        return await asyncio.to_thread(self._create_file, params)
+
+    def _create_file(self, params: CreateFileParams) -> ToolOutput:
         try:
             self.sandbox.write_file(params.path, params.content)
         except (SandboxError, OSError) as e:
@@ -164,6 +172,9 @@ class Terminals(SandboxedTaskEnvironment):
     @tool
     async def str_replace(self, params: StrReplaceParams) -> ToolOutput:
         """Replace one exact occurrence of old_str with new_str in a file."""
+        return await asyncio.to_thread(self._str_replace, params)
+
+    def _str_replace(self, params: StrReplaceParams) -> ToolOutput:
         try:
             content = self.sandbox.read_file(params.path)
             count = content.count(params.old_str) if params.old_str else 0

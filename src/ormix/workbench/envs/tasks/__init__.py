@@ -7,6 +7,7 @@ nothing the model wrote is ever imported or executed outside it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Sequence
@@ -51,6 +52,11 @@ class Check:
         raise NotImplementedError
 
 
+async def _read(sandbox: Sandbox, path: str) -> str:
+    # In a worker thread: graders run on the server's event loop, which serves every session.
+    return await asyncio.to_thread(sandbox.read_file, path)
+
+
 def _norm(text: str) -> str:
     # Trailing spaces and the final newline are not part of what a task asks for.
     return "\n".join(line.rstrip() for line in text.rstrip("\n").split("\n"))
@@ -64,7 +70,7 @@ class FileEquals(Check):
     expected: str = ""
 
     async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
-        got = sandbox.read_file(self.path)
+        got = await _read(sandbox, self.path)
         return _norm(got) == _norm(self.expected), f"{self.path} does not have the expected content"
 
 
@@ -77,7 +83,7 @@ class FileMatches(Check):
     absent: tuple[str, ...] = ()
 
     async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
-        text = sandbox.read_file(self.path)
+        text = await _read(sandbox, self.path)
         for p in self.patterns:
             if not re.search(p, text, re.MULTILINE):
                 return False, f"{self.path}: nothing matches {p!r}"
@@ -96,7 +102,7 @@ class JsonEquals(Check):
 
     async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
         return json.loads(
-            sandbox.read_file(self.path)
+            await _read(sandbox, self.path)
         ) == self.expected, f"{self.path}: unexpected JSON value"
 
 
