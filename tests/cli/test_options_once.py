@@ -5,6 +5,7 @@ option model is typed with. And what every `ormix` command does as it starts: ra
 from __future__ import annotations
 
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -181,3 +182,30 @@ def test_the_ormix_command_raises_a_low_open_files_limit_to_the_hard_one():
     )
     limit = int(done.stdout.split("LIMIT")[-1])
     assert limit == (65_536 if hard == resource.RLIM_INFINITY else min(65_536, hard)) > 256
+
+
+def test_ormix_serve_on_a_port_in_use_is_one_error_line_and_exit_1():
+    with serve_in_thread(["local:echo"]) as busy:
+        result = CliRunner().invoke(app, ["serve", "local:echo", "--port", str(busy.port)])
+    assert result.exit_code == 1, result.output
+    assert (
+        f"error: cannot listen on 127.0.0.1:{busy.port}" in result.output and "Traceback" not in result.output
+    )
+
+
+@pytest.mark.parametrize(("sent", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ormix_serve_with_workers_exits_as_one_server_does_on_a_signal(sent, status):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ormix.app", "serve", "local:echo", "--workers", "2", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().startswith("targets: [http://127.0.0.1:")
+        proc.send_signal(sent)
+        assert proc.wait(timeout=60) == status
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

@@ -153,3 +153,63 @@ def test_check_shows_the_eval_set_ormix_eval_uses_when_the_file_names_none(tmp_p
     cells = [c.strip() for c in row.split("│")[1:-1]]
     assert cells[:3] == ["echo", "test", "4"], cells
     assert "no eval: set" in cells[3]
+
+
+_SLEEPY_ENV = '''
+import asyncio
+
+from openreward.environments import Environment, TextBlock, ToolOutput, tool
+from pydantic import BaseModel
+
+
+class Text(BaseModel):
+    text: str
+
+
+class Env(Environment):
+    def __init__(self, task_spec, secrets=None):
+        super().__init__(task_spec, secrets or {})
+
+    @classmethod
+    def list_splits(cls):
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split):
+        return [{"word": "river"}, {"word": "stone"}]
+
+    def get_prompt(self):
+        return [TextBlock(text="Look it up, then answer.")]
+
+    @tool
+    async def lookup(self, params: Text) -> ToolOutput:
+        """Look something up (slower than the member's deadline)."""
+        await asyncio.sleep(3)
+        return ToolOutput(blocks=[TextBlock(text="found")])
+
+    @tool
+    def answer(self, params: Text) -> ToolOutput:
+        """Answer; ends the episode."""
+        return ToolOutput(blocks=[TextBlock(text="ok")], reward=1.0, finished=True)
+'''
+
+
+def test_a_tool_slower_than_the_members_call_timeout_fails_the_check_unless_tolerated(tmp_path):
+    import time
+
+    (tmp_path / "check_sleepy_env.py").write_text(_SLEEPY_ENV)
+    path = tmp_path / "mix.yaml"
+    path.write_text("members:\n  mine: {target: 'check_sleepy_env:Env', num_tasks: 2, call_timeout_s: 1}\n")
+    buf = io.StringIO()
+    start = time.perf_counter()
+    # The member's own deadline (1 s), not a fixed 30 s: a tool training would give up on fails here too.
+    assert check_command(path, Console(file=buf, width=400)) == 1
+    assert time.perf_counter() - start < 20
+    out = buf.getvalue()
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "'mine'" in errors[0] and "'lookup' gave no answer within 1 s" in errors[0]
+    assert "raise call_timeout_s of member 'mine' in the mixture file" in errors[0]
+    assert "--tolerate-tool-errors" in errors[0]
+    assert "Pass a larger timeout_s" not in out and "usable" not in out.splitlines()[-1]
+    tolerated = io.StringIO()
+    assert check_command(path, Console(file=tolerated, width=400), tolerate_tool_errors=True) == 0

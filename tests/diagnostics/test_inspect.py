@@ -140,3 +140,13 @@ prompts_per_step: 2
             assert {t for m, t in mix.planner.rows(1) + mix.planner.rows(2) if m == "echo"} <= {2, 3}
         finally:
             mix.close()
+
+
+def test_a_batch_below_one_or_negative_steps_are_refused_with_one_error_line(tmp_path):
+    file = tmp_path / "echo.yaml"
+    file.write_text("members:\n  echo: {target: 'local:echo', num_tasks: 2, local_serve: thread}\n")
+    for argv in (["--batch", "0"], ["--batch", "-3"], ["--steps", "-1"]):
+        result = runner.invoke(app, ["inspect", str(file), *argv], terminal_width=200)
+        errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert result.exit_code == 2 and len(errors) == 1, (argv, result.output)
+        assert argv[0] in errors[0] and "Traceback" not in result.output, (argv, result.output)

@@ -101,13 +101,32 @@ def test_the_report_read_by_columns_is_the_report_of_the_records_of_a_trained_ru
 
 
 def test_report_without_records_fails_clearly(tmp_path):
+    # Bad input, as `ormix show` and docs/cli.md have it: exit 2, the error on the error console.
     console, buf = _console()
-    assert report_command(tmp_path, console) == 1
-    assert "no rollout records" in buf.getvalue() and "callbacks" in buf.getvalue()
-    assert not (tmp_path / "report").exists()
-    console, buf = _console()
-    assert report_command(tmp_path / "missing", console) == 2
-    assert "not a directory" in buf.getvalue()
+    err, err_buf = _console()
+    assert report_command(tmp_path, console, err) == 2
+    assert "no rollout records" in err_buf.getvalue() and "callbacks" in err_buf.getvalue()
+    assert not buf.getvalue() and not (tmp_path / "report").exists()
+    err, err_buf = _console()
+    assert report_command(tmp_path / "missing", console, err) == 2
+    assert "not a directory" in err_buf.getvalue() and not buf.getvalue()
+
+
+def test_report_of_an_eval_directory_points_to_its_summary_and_to_show(tmp_path):
+    from typer.testing import CliRunner
+
+    from ormix.app import app
+    from ormix.app._eval_dir import EvalDirectory
+
+    record = {"mode": "eval", "member": "echo", "task_index": 0, "outcome": "scored", "reward": 1.0}
+    EvalDirectory(tmp_path).append([record], seq=0)
+    (tmp_path / "summary.json").write_text("{}")
+    result = CliRunner().invoke(app, ["report", str(tmp_path)], terminal_width=400)
+    assert result.exit_code == 2 and not result.stdout, (result.stdout, result.stderr)
+    said = result.stderr.replace("\n", "")  # one line, wrapped at the error console's width
+    assert said.startswith("error: ") and said.count("error:") == 1, result.stderr
+    assert "is an eval directory" in said and "summary.json" in said and f"ormix show {tmp_path}" in said
+    assert "callbacks" not in said
 
 
 def _record(member, outcome, reward, step, calls=(("submit", 4.0, None),), group=0, kind=None):

@@ -407,3 +407,104 @@ def test_show_needs_no_torch_to_import():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ
     )
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_a_secret_read_from_a_variable_of_another_name_is_redacted(tmp_path, monkeypatch):
+    # The usual form: the key the environment sees (`token`) is not the variable holding its value.
+    from ormix.app._eval_dir import EvalDirectory
+    from ormix.config import MixtureConfig
+
+    monkeypatch.setenv("ORMIX_SHOW_GH_TOKEN", "gh-s3cr3t-0987")
+    config = MixtureConfig.from_yaml_text(
+        'members:\n  echo: {target: "local:echo", num_tasks: 2, secrets: {token: "${ORMIX_SHOW_GH_TOKEN}"}}\n'
+    )
+    manifest = {"config": config.manifest_dict(), "secret_env": config.secret_sources()}
+    assert "gh-s3cr3t-0987" not in json.dumps(manifest)  # names only, never values
+    assert manifest["secret_env"] == {"echo": ["ORMIX_SHOW_GH_TOKEN"]}
+    renamed = MixtureConfig.from_yaml_text(
+        'members:\n  echo: {target: "local:echo", num_tasks: 2, secrets: {token: "${OTHER_VAR}"}}\n',
+        environ={"OTHER_VAR": "x"},
+    )
+    # Kept beside the config, not in it: the hash (and what a resume compares) is where it was.
+    assert config.config_hash() == renamed.config_hash() and config.manifest_dict() == renamed.manifest_dict()
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    record = {
+        "mode": "eval",
+        "member": "echo",
+        "task_index": 0,
+        "outcome": "scored",
+        "reward": 1.0,
+        "calls": [],
+        "prompt": [{"role": "user", "content": "hi"}],
+        "completion": [{"role": "tool", "name": "echo", "content": "env says token=gh-s3cr3t-0987"}],
+    }
+    EvalDirectory(tmp_path).append([record], seq=0)
+    text = _show(tmp_path)
+    assert "gh-s3cr3t-0987" not in text and "token=[redacted]" in text
+
+
+def _eval_record(member: str = "echo", word: str = "pear") -> dict:
+    return {
+        "mode": "eval",
+        "member": member,
+        "task_index": 0,
+        "outcome": "scored",
+        "reward": 1.0,
+        "calls": [],
+        "prompt": [{"role": "user", "content": f"Say '{word}'."}],
+        "completion": [{"role": "assistant", "content": word}],
+    }
+
+
+def test_a_message_about_an_eval_names_the_directory_read(tmp_path):
+    from ormix.app._eval_dir import EvalDirectory
+
+    EvalDirectory(tmp_path / "eval").append([_eval_record()], seq=0)
+    result = CliRunner().invoke(
+        app, ["show", str(tmp_path), "--eval", "after", "--member", "nope"], terminal_width=400
+    )
+    assert result.exit_code == 2, result.output
+    assert f"no member 'nope' in {tmp_path / 'eval'} " in result.output, result.output
+
+
+def test_the_eval_of_a_checkpoint_is_one_of_the_runs_evals(tmp_path):
+    # Where `ormix eval --model RUN/checkpoint-N` writes (`ormix.app._eval_model`).
+    from ormix.app._eval_dir import EvalDirectory
+
+    EvalDirectory(tmp_path / "eval").append([_eval_record(word="pear")], seq=0)
+    EvalDirectory(tmp_path / "eval" / "checkpoint-2").append([_eval_record(word="plum")], seq=0)
+    text = _show(tmp_path, eval_name="checkpoint-2")
+    assert "Say 'plum'." in text and "pear" not in text
+    assert "Say 'pear'." in _show(tmp_path, eval_name="after")
+    result = CliRunner().invoke(app, ["show", str(tmp_path), "--eval", "nope"], terminal_width=400)
+    assert result.exit_code == 2 and "(its eval directories: eval, eval/checkpoint-2)" in result.output
+
+
+@pytest.mark.slow
+def test_a_half_written_run_shows_its_last_completed_step_unless_asked_for_the_unfinished_one(run, tmp_path):
+    import shutil
+
+    # The run stopped during step 2: its records were written, its progress and completions were not.
+    half = tmp_path / "half"
+    shutil.copytree(run, half)
+    (half / "progress.json").write_text('{"completed_step": 1}\n')
+    (half / "completions" / "completions_00002.parquet").unlink()
+    text = _show(half, member="echo", limit=0)
+    assert text.count("── step 1 · echo") == 2 and "── step 2" not in text and "no text" not in text
+    assert "step 1 (the latest completed that matches; steps 1-2: --step N for another)" in text
+    unfinished = _show(half, step=2, member="echo", limit=0)
+    assert "· step 2 (not completed)" in unfinished and "log_completions" not in unfinished
+    assert "step 2 did not complete" in unfinished
+
+
+@pytest.mark.slow
+def test_only_the_completion_logs_of_the_steps_shown_are_read(run, monkeypatch):
+    from ormix.app import _show as show_module
+
+    read = []
+    real = show_module._completion_rows
+    monkeypatch.setattr(show_module, "_completion_rows", lambda path: read.append(path.name) or real(path))
+    text = _show(run, step=1, limit=1)
+    assert read == ["completions_00001.parquet"]  # a long run's other steps are never opened
+    assert text.count("── step 1 ·") == 1 and "no text" not in text and "[user]" in text
+    assert "1 of 4 rollout(s) shown" in text

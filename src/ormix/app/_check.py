@@ -53,6 +53,9 @@ from ormix.tools._specs import normalize_spec
 # Nesting levels an example value is built to; deeper parts (and recursive ones) are None
 _EXAMPLE_DEPTH = 12
 
+#: The deadline of a tool call of a member without ``call_timeout_s``, and the least time to open a session.
+DEFAULT_CALL_TIMEOUT_S = 30.0
+
 _FORMATS = {
     "date-time": "2024-01-01T00:00:00Z",
     "date": "2024-01-01",
@@ -287,6 +290,12 @@ class MemberCheck:
         return [c.tool for c in self.calls if c.error and c.error.startswith("tool_failed")]
 
     @property
+    def timed_out_tools(self) -> list[str]:
+        """Tools that gave no answer within the member's ``call_timeout_s`` (a finding, like a raising tool:
+        every rollout calling them fails)."""
+        return [c.tool for c in self.calls if c.error and c.error.startswith("deadline")]
+
+    @property
     def cause(self) -> str | None:
         """Why the member is unusable (None when usable)."""
         if self.failed_stage is not None:
@@ -301,13 +310,14 @@ class _MemberProbe:
     constructor runs on /create, get_prompt on /prompt), the sessions it opened (closed at the end) and what
     it found (`result`)."""
 
-    def __init__(self, member: str, spec: Any, timeout_s: float) -> None:
+    def __init__(self, member: str, spec: Any, timeout_s: float | None = None) -> None:
         self.spec = spec
         self.secret_values = spec.secret_values()
         self.result = MemberCheck(member, spec.target)
-        self.timeout_s = timeout_s
+        # Each call gets the deadline training gives it, so a tool check passes is one training can wait for.
+        self.timeout_s = timeout_s or spec.config.call_timeout_s or DEFAULT_CALL_TIMEOUT_S
         # Opening waits out a platform backend that is still starting, up to the member's own open deadline.
-        self.open_s = max(timeout_s, spec.config.resolved_open_timeout_s or 0.0)
+        self.open_s = max(DEFAULT_CALL_TIMEOUT_S, spec.config.resolved_open_timeout_s or 0.0)
         self.index = spec.indices[0] if spec.indices else 0
         self.stage = "connect"
         self.rewarded = False  # whether a call of the current episode gave a reward
@@ -396,8 +406,14 @@ class _MemberProbe:
                 check.error = f"rejected:{e.reason}: {e}"
             except errors.ToolFailed as e:
                 check.error = f"tool_failed: {e}"
-            except (errors.DeadlineExceeded, TimeoutError) as e:
-                check.error, check.infra = f"deadline: {e or 'no answer'}", True
+            except (errors.DeadlineExceeded, TimeoutError):
+                # The session's own advice (a larger timeout_s) is not something `ormix check` takes.
+                check.error = (
+                    f"deadline: tool {tool.name!r} gave no answer within {self.timeout_s:g} s (the member's "
+                    f"call_timeout_s); if it is that slow, raise call_timeout_s of member "
+                    f"{self.result.member!r} in the mixture file"
+                )
+                check.infra = True
             except errors.ORSError as e:
                 check.error, check.infra = f"{type(e).__name__}: {e}", True
             else:
@@ -427,7 +443,7 @@ class _MemberProbe:
                     pass
 
 
-async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCheck:
+async def _check_member(member: str, spec: Any, *, timeout_s: float | None) -> MemberCheck:
     import anyio
 
     from ormix._errors import UsageError
@@ -436,7 +452,7 @@ async def _check_member(member: str, spec: Any, *, timeout_s: float) -> MemberCh
 
     probe = _MemberProbe(member, spec, timeout_s)
     result, secret_values = probe.result, probe.secret_values
-    deadline_s = timeout_s * 4 + probe.open_s
+    deadline_s = probe.timeout_s * 4 + probe.open_s
     try:
         with anyio.fail_after(deadline_s):
             await probe.run()
@@ -511,8 +527,11 @@ def _blame(e: Exception, stage: str, spec: Any, member: str, index: int) -> tupl
     return stage, str(e), False
 
 
-def check_mixture(mixture: Any, *, timeout_s: float = 30.0) -> list[MemberCheck]:
+def check_mixture(mixture: Any, *, timeout_s: float | None = None) -> list[MemberCheck]:
     """Check every member of a `MixtureSpec` (all at once); a failing member never stops the rest.
+
+    Each tool call's deadline is ``timeout_s``, else the member's ``call_timeout_s`` (as in training), else
+    `DEFAULT_CALL_TIMEOUT_S`.
 
     Example:
         >>> from ormix import MixtureSpec, OpenRewardSpec
@@ -590,9 +609,9 @@ def check_command(path: Path, console: Any, *, tolerate_tool_errors: bool = Fals
     """`ormix check FILE`: print a table per member, per tool and per eval set, and return the exit status
     (docs/cli.md): 2 when the file cannot be loaded, names an eval split or task that does not
     exist, or a `module:Class` environment's own ``list_tasks`` fails; 1 when a member is unusable (its
-    constructor or ``get_prompt`` raises, it cannot be reached), one of its tools raises (unless
-    ``tolerate_tool_errors``) or a tool finishes the episode without a reward; 130 on Ctrl-C, 143 on
-    SIGTERM; else 0.
+    constructor or ``get_prompt`` raises, it cannot be reached), one of its tools raises or gives no
+    answer within the member's ``call_timeout_s`` (unless ``tolerate_tool_errors``) or a tool finishes the
+    episode without a reward; 130 on Ctrl-C, 143 on SIGTERM; else 0.
 
     Example:
         >>> import io, tempfile
@@ -644,6 +663,8 @@ def _print_members(results: Sequence[MemberCheck], console: Any) -> None:
         status = "[green]ok[/green]" if r.usable else f"[red]UNUSABLE[/red] {r.cause}"
         if r.usable and r.failing_tools:
             status = f"[red]tool(s) raising[/red] {', '.join(r.failing_tools)}"
+        elif r.usable and r.timed_out_tools:
+            status = f"[red]tool(s) not answering[/red] {', '.join(r.timed_out_tools)}"
         elif r.usable and r.unscored_finishes:
             status = f"[red]finishes unscored[/red] {', '.join(r.unscored_finishes)}"
         elif r.usable and ok < len(r.calls):
@@ -729,6 +750,14 @@ def _verdict(results: Sequence[MemberCheck], console: Any, tolerate_tool_errors:
             f"{', '.join(r.failing_tools)} fails (fix the environment, or pass --tolerate-tool-errors)",
             highlight=False,
         )
+    slow = [r for r in results if r.usable and r.timed_out_tools]
+    for r in slow:
+        first = next(c for c in r.calls if c.error and c.error.startswith("deadline"))
+        console.print(
+            f"[red]error:[/red] environment {r.member!r}: {(first.error or '').removeprefix('deadline: ')}; "
+            f"every rollout calling {', '.join(r.timed_out_tools)} fails (or pass --tolerate-tool-errors)",
+            highlight=False,
+        )
     unscored = [r for r in results if r.usable and r.unscored_finishes]
     for r in unscored:
         named = ", ".join(repr(t) for t in r.unscored_finishes)
@@ -748,9 +777,9 @@ def _verdict(results: Sequence[MemberCheck], console: Any, tolerate_tool_errors:
             )
     if any(r.eval_bad_input for r in bad_evals) or any(r.bad_input for r in bad):
         return EXIT_BAD_INPUT
-    # A tool that raises or ends episodes unscored was found by running the environment: 1, whoever wrote
-    # it, as `ormix train` ends on it (its rollouts fail or come back unscored).
-    if bad or bad_evals or unscored or (raising and not tolerate_tool_errors):
+    # A tool that raises, never answers or ends episodes unscored was found by running the environment: 1,
+    # whoever wrote it, as `ormix train` ends on it (its rollouts fail or come back unscored).
+    if bad or bad_evals or unscored or ((raising or slow) and not tolerate_tool_errors):
         return EXIT_FAILED
     console.print(f"all {len(results)} environment(s) usable")
     return EXIT_OK

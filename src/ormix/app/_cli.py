@@ -18,7 +18,7 @@ import typer.core
 from rich.console import Console
 
 from ormix._choices import Budget, EvalPolicy, ShowMode, TerminationPolicy
-from ormix.app._command import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED
+from ormix.app._command import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_TERMINATED
 
 if TYPE_CHECKING:
     from ormix.server._serving import LocalServer, ServeOptions
@@ -141,7 +141,7 @@ def serve(
     ssl_keyfile: Annotated[Path | None, typer.Option(metavar="FILE", help="the certificate's key")] = None,
 ) -> None:
     """Serve local environments over ORS: `ormix serve local:terminals local:seta --port 8080`."""
-    from ormix._errors import TargetError
+    from ormix._errors import ServerStartError, TargetError
     from ormix.server._auth import is_loopback
     from ormix.server._registry import load_environment_class
     from ormix.server._serving import ServeOptions, ready_line, run_forever
@@ -175,6 +175,8 @@ def serve(
 
     try:
         run_forever(envs, options, on_ready=announce)
+    except ServerStartError as e:  # the port in use, a host not this machine's, TLS files that do not load
+        raise _error(e, EXIT_FAILED) from None
     except KeyboardInterrupt:
         pass
 
@@ -193,6 +195,7 @@ def _serve_workers(envs: list[str], workers: int, options: ServeOptions) -> None
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     servers = []
+    interrupted = False
     try:
         for i in range(workers):
             port = options.port + i if options.port else 0
@@ -207,7 +210,7 @@ def _serve_workers(envs: list[str], workers: int, options: ServeOptions) -> None
     except ServerStartError as e:
         raise _error(e, EXIT_FAILED) from None
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     finally:
         signal.signal(signal.SIGTERM, previous)
         closers = [threading.Thread(target=s.close) for s in servers]  # each tears its sessions down
@@ -215,14 +218,17 @@ def _serve_workers(envs: list[str], workers: int, options: ServeOptions) -> None
             t.start()
         for t in closers:
             t.join()
+    # As one server process ends (and as shells report it): 130 for Ctrl-C, 143 for SIGTERM.
+    if interrupted or stop.is_set():
+        raise typer.Exit(EXIT_INTERRUPTED if interrupted else EXIT_TERMINATED)
 
 
 @app.command(cls=_Command)
 def inspect(
     path: Annotated[Path, typer.Argument(metavar="FILE", help="mixture file (mixtures/*.yaml)")],
-    steps: Annotated[int, typer.Option(metavar="N", help="how many first steps to show")] = 4,
+    steps: Annotated[int, typer.Option(metavar="N", min=0, help="how many first steps to show")] = 4,
     batch: Annotated[
-        int | None, typer.Option(metavar="N", help="prompts per step for the starvation estimate")
+        int | None, typer.Option(metavar="N", min=1, help="prompts per step for the starvation estimate")
     ] = None,
     tools: Annotated[
         bool, typer.Option("--tools", help="each tool's parameters and description, as the model sees them")
@@ -679,7 +685,7 @@ def report(
             "one run at a time",
             highlight=False,
         )
-    raise typer.Exit(report_command(run_dirs[0], console))
+    raise typer.Exit(report_command(run_dirs[0], console, err))
 
 
 @app.command(cls=_Command)

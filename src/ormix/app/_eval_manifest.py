@@ -88,6 +88,7 @@ def eval_manifest(
         "success_threshold": 1.0,
         "generation": generation_settings(args),
         "members": members,
+        "secret_env": mix.config.secret_sources(),
         "versions": installed_versions(VERSIONED),
     }
     manifest.update(fields)

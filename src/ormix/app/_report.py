@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ormix._runs import read_jsonl
+from ormix.app._command import EXIT_BAD_INPUT
 from ormix.app._plots import pyplot
 from ormix.app._render import print_table
 from ormix.app._workspace import Workspace
@@ -743,36 +744,46 @@ def write_report(run_dir: str | Path, scan: Mapping[str, Any] | None = None) -> 
     return result
 
 
-def report_command(run_dir: Path, console: Any) -> int:
-    """`ormix report RUN_DIR`: print the per-environment table and write plots; 1 when there is nothing to
-    report (no records), 2 when the directory does not exist, else 0.
+def report_command(run_dir: Path, console: Any, err: Any = None) -> int:
+    """`ormix report RUN_DIR`: print the per-environment table and write plots; 2 when the directory does
+    not exist or holds no rollout records (an eval directory included), else 0. Errors go to ``err`` (the
+    command line's stderr console; default: ``console``, as at the end of `ormix train`).
 
     Example:
         >>> import io, tempfile
         >>> from rich.console import Console
         >>> console = Console(file=io.StringIO())
-        >>> report_command(Path("no/such/run"), console)
+        >>> report_command(Path("no/such/run"), console, console)
         2
         >>> with tempfile.TemporaryDirectory() as run_dir:     # a directory without rollout records
-        ...     report_command(Path(run_dir), console)
-        1
+        ...     report_command(Path(run_dir), console, console)
+        2
     """
+    err = console if err is None else err
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        console.print(
+        err.print(
             f"[red]error:[/red] {run_dir} is not a directory; pass the run directory "
             "(the trainer's output_dir)"
         )
-        return 2
+        return EXIT_BAD_INPUT
     try:
         result = write_report(run_dir)
     except FileNotFoundError:
-        console.print(
-            f"[red]error:[/red] no rollout records in {run_dir / 'rollouts'} (rank-*.jsonl). "
-            "Train with ormix's callbacks (`callbacks=mix.callbacks` or `spec.callbacks`) so each "
-            "rollout is recorded, or point at the run's output_dir."
-        )
-        return 1
+        if (run_dir / "rollouts.jsonl").is_file() and (run_dir / "summary.json").is_file():
+            # `ormix eval`'s output (or a run's eval/): its summary is its report already.
+            err.print(
+                f"[red]error:[/red] {run_dir} is an eval directory, not a run directory: read its "
+                f"summary.json (and report.md), or see its rollouts with `ormix show {run_dir}`",
+                highlight=False,
+            )
+        else:
+            err.print(
+                f"[red]error:[/red] no rollout records in {run_dir / 'rollouts'} (rank-*.jsonl). "
+                "Train with ormix's callbacks (`callbacks=mix.callbacks` or `spec.callbacks`) so each "
+                "rollout is recorded, or point at the run's output_dir."
+            )
+        return EXIT_BAD_INPUT
     rows = table_rows(result.summary["members"])
     # Two narrower tables read better in a terminal than one with 14 columns.
     split = TABLE_COLUMNS.index("calls")

@@ -55,7 +55,7 @@ from typing import Any
 
 from ormix._choices import ShowMode
 from ormix._errors import UsageError
-from ormix._runs import read_jsonl
+from ormix._runs import RunDirectory, checkpoint_step, read_jsonl
 from ormix.ors._errors import redact_text
 from ormix.telemetry._records import read_records
 
@@ -117,9 +117,9 @@ def known_secrets(
     environ: Mapping[str, str] | None = None,
     extra_env: Iterable[str] = (),
 ) -> tuple[str, ...]:
-    """The secret values to redact: ``OPENREWARD_API_KEY``, and the variables the manifests name (each
-    member's ``secret_names`` and ``api_key_env``) plus ``extra_env``, as set in ``environ`` (default
-    ``os.environ``); longest first.
+    """The secret values to redact: ``OPENREWARD_API_KEY``, and the variables the manifests name (their
+    ``secret_env``, each member's ``secret_names`` and ``api_key_env``) plus ``extra_env``, as set in
+    ``environ`` (default ``os.environ``); longest first.
 
     Example:
         >>> manifest = {"members": {"a": {"secret_names": ["TOKEN"]}}, "config": {"members": {"a": {}}}}
@@ -134,9 +134,13 @@ def known_secrets(
         for entry in (manifest.get("members") or {}).values():
             if isinstance(entry, Mapping):
                 names.update(str(n) for n in entry.get("secret_names") or ())
+        sources = manifest.get("secret_env")
+        for variables in sources.values() if isinstance(sources, Mapping) else ():
+            names.update(str(n) for n in variables or ())
         config = manifest.get("config")
         for entry in ((config.get("members") if isinstance(config, Mapping) else None) or {}).values():
             if isinstance(entry, Mapping):
+                # Older runs recorded only the secrets' keys: right when a key is its variable's name.
                 names.update(str(n) for n in entry.get("secrets") or ())
                 if entry.get("api_key_env"):
                     names.add(str(entry["api_key_env"]))
@@ -329,10 +333,12 @@ def select_rollouts(
     member: str | None = None,
     outcome: str | None = None,
     task: int | None = None,
+    completed: int | None = None,
 ) -> tuple[list[ShownRollout], int | None]:
     """The rollouts matching every filter, and the step they are from: ``step``, else the latest step among
-    the matching rollouts (``None`` for an eval directory, whose records have no step). A step, member or task
-    the rollouts do not hold, or an outcome that is not one, is a `UsageError` naming what there is.
+    the matching rollouts up to ``completed`` (the run's last completed step; a later one only when none
+    is), ``None`` for an eval directory, whose records have no step. A step, member or task the rollouts do
+    not hold, or an outcome that is not one, is a `UsageError` naming what there is.
 
     Example:
         >>> rs = [ShownRollout({"step": s, "member": m, "outcome": "scored", "task_index": 0})
@@ -340,6 +346,8 @@ def select_rollouts(
         >>> chosen, step = select_rollouts(rs, member="seta")
         >>> step, [(r.record["step"], r.record["member"]) for r in chosen]
         (2, [(2, 'seta')])
+        >>> select_rollouts(rs, completed=1)[1]  # step 2 was cut short
+        1
         >>> select_rollouts(rs, member="ecoh")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
@@ -378,7 +386,9 @@ def select_rollouts(
     if step is None:
         present = [int(r.record["step"]) for r in chosen if r.record.get("step") is not None]
         if present:
-            step = max(present)
+            # A step after the last completed one was cut short: its rollouts are partial, its text unlogged.
+            done = [s for s in present if completed is None or s <= completed]
+            step = max(done or present)
             chosen = [r for r in chosen if r.record.get("step") == step]
     return chosen, step
 
@@ -417,27 +427,43 @@ def _read_manifest(path: Path) -> dict[str, Any] | None:
 
 
 def _eval_dirs(run_dir: Path) -> list[str]:
-    return sorted(p.name for p in run_dir.iterdir() if p.is_dir() and (p / "rollouts.jsonl").is_file())
+    """A run's eval directories, as paths under it: ``eval-before``, ``eval``, ... and the evals of its
+    checkpoints, ``eval/checkpoint-N`` (where `ormix eval --model RUN/checkpoint-N` writes)."""
+    found = [p for p in run_dir.iterdir() if p.is_dir()]
+    if (run_dir / "eval").is_dir():
+        found += [p for p in (run_dir / "eval").iterdir() if p.is_dir() and checkpoint_step(p) is not None]
+    names = [p.relative_to(run_dir).as_posix() for p in found if (p / "rollouts.jsonl").is_file()]
+    return sorted(names)
+
+
+def _eval_dir(path: Path, eval_name: str) -> Path:
+    """The eval directory of run ``path`` that ``--eval`` names: ``after`` (``eval``), ``before``
+    (``eval-before``), ``checkpoint-N`` (``eval/checkpoint-N``) or a directory's name."""
+    names = _eval_dirs(path)
+    wanted = {"after": "eval", "before": "eval-before"}.get(eval_name, eval_name)
+    chosen = next((n for n in (wanted, f"eval-{wanted}", f"eval/{wanted}") if n in names), None)
+    if chosen is None:
+        from ormix.config._problems import suggest
+
+        listed = ", ".join(names) if names else "none"
+        raise UsageError(
+            f"no eval {eval_name!r} in {path} (its eval directories: {listed}){suggest(wanted, names)}"
+        )
+    return path / chosen
 
 
 def _source(path: Path, eval_name: str | None) -> _Source:
     if not path.is_dir():
         raise UsageError(f"{path} is not a directory: pass a run directory or an eval directory")
     if eval_name is not None:
-        names = _eval_dirs(path)
-        wanted = {"after": "eval", "before": "eval-before"}.get(eval_name, eval_name)
-        chosen = next((n for n in (wanted, f"eval-{wanted}") if n in names), None)
-        if chosen is None:
-            from ormix.config._problems import suggest
-
-            listed = ", ".join(names) if names else "none"
-            raise UsageError(
-                f"no eval {eval_name!r} in {path} (its eval directories: {listed}){suggest(wanted, names)}"
-            )
-        path = path / chosen
+        path = _eval_dir(path, eval_name)
     if eval_name is not None or (path / "rollouts.jsonl").is_file():
-        # An eval directory (`ormix eval`'s, or a run's eval/): its manifest, then its run's.
+        # An eval directory (`ormix eval`'s, or a run's eval/ or eval/checkpoint-N): its manifest, then its
+        # run's.
+        run = path.parent.parent if checkpoint_step(path) is not None and path.parent.name == "eval" else None
         manifests = [_read_manifest(path), _read_manifest(path.parent)]
+        if run is not None:
+            manifests.append(_read_manifest(run))
         return _Source(path, read_jsonl(path / "rollouts.jsonl"), None, manifests)
     records = read_records(path)
     if not records:
@@ -509,7 +535,11 @@ def _eval_times(source: _Source) -> list[float]:
 
 
 def _step_text(
-    run_dir: Path, step: int, records: Sequence[Mapping[str, Any]], eval_times: Sequence[float]
+    run_dir: Path,
+    step: int,
+    records: Sequence[Mapping[str, Any]],
+    eval_times: Sequence[float],
+    completed: int | None = None,
 ) -> tuple[list[dict[str, Any]] | None, str]:
     """The completion-log rows of a training step's records, one per record in order, or ``None`` and why.
 
@@ -521,6 +551,8 @@ def _step_text(
     name = f"completions/completions_{step:05d}.parquet"
     path = run_dir / name
     if not path.is_file():
+        if completed is not None and step > completed:
+            return None, f"no {name}: step {step} did not complete (TRL logs a step's completions at its end)"
         return None, f"no {name} (TRL logs completions at logging steps, with log_completions on)"
     scored = max((float(r["time"]) for r in records if isinstance(r.get("time"), (int, float))), default=None)
     if scored is not None and any(scored < t < path.stat().st_mtime for t in eval_times):
@@ -560,6 +592,7 @@ def _with_text(source: _Source, rollouts: list[ShownRollout]) -> list[ShownRollo
     for i, rollout in enumerate(rollouts):
         by_step.setdefault(rollout.record.get("step"), []).append(i)
     eval_times = _eval_times(source)
+    completed = RunDirectory(source.run_dir).completed_step()
     out = list(rollouts)
     for step, indices in by_step.items():
         if all(rollouts[i].completion is not None for i in indices):
@@ -570,7 +603,7 @@ def _with_text(source: _Source, rollouts: list[ShownRollout]) -> list[ShownRollo
         elif step is None:
             rows, why = None, "the record has no step to find its text by"
         else:
-            rows, why = _step_text(source.run_dir, int(step), records, eval_times)
+            rows, why = _step_text(source.run_dir, int(step), records, eval_times, completed)
         for k, i in enumerate(indices):
             if out[i].completion is not None:
                 continue
@@ -613,7 +646,13 @@ def load_rollouts(
         ...
         ormix._errors.UsageError: ... holds no rollout records ...
     """
-    source = _source(Path(path), eval_name)
+    source, rollouts = _load(Path(path), eval_name, mode)
+    return _with_text(source, rollouts), source.manifests
+
+
+def _load(path: Path, eval_name: str | None, mode: ShowMode | None) -> tuple[_Source, list[ShownRollout]]:
+    """A directory's rollouts of ``mode`` (see `load_rollouts`), with only the text their records carry."""
+    source = _source(path, eval_name)
     records = source.records
     if source.run_dir is not None:
         wanted = mode or "train"
@@ -630,7 +669,18 @@ def load_rollouts(
         ShownRollout(r, prompt=_messages(r.get("prompt")), completion=_messages(r.get("completion")))
         for r in records
     ]
-    return _with_text(source, rollouts), source.manifests
+    return source, rollouts
+
+
+def _with_text_of(
+    source: _Source, rollouts: Sequence[ShownRollout], shown: Sequence[ShownRollout]
+) -> list[ShownRollout]:
+    """``shown`` (some of ``rollouts``) with their text: only their steps' completion logs are read, each
+    with every rollout of its step (a record finds its row by its place among its group's records)."""
+    steps = {r.record.get("step") for r in shown}
+    of_steps = [r for r in rollouts if r.record.get("step") in steps]
+    texted = {id(r): t for r, t in zip(of_steps, _with_text(source, of_steps), strict=True)}
+    return [texted[id(r)] for r in shown]
 
 
 # ──────────────────────────────────────────────────────────────────────────────────────────────────────────
@@ -666,19 +716,23 @@ def show_command(
         (0, True)
     """
     path = Path(path)
-    rollouts, manifests = load_rollouts(path, eval_name=eval_name, mode=mode)
-    where = str(path if eval_name is None else path / eval_name)
+    source, rollouts = _load(path, eval_name, mode)
+    # Named after the directory read (``--eval after`` reads eval/), not the word given.
+    where = str(source.path)
+    # An eval directory's records have no step; a run's last completed step is in its progress.json.
+    completed = None if source.run_dir is None else RunDirectory(source.run_dir).completed_step()
     chosen, chosen_step = select_rollouts(
-        rollouts, where=where, step=step, member=member, outcome=outcome, task=task
+        rollouts, where=where, step=step, member=member, outcome=outcome, task=task, completed=completed
     )
-    secrets = known_secrets(manifests, extra_env=secret_env)
-    shown = chosen if limit <= 0 else chosen[:limit]
+    secrets = known_secrets(source.manifests, extra_env=secret_env)
+    # Text only for what is shown: a long run's completion logs are read a step at a time, not all at once.
+    shown = _with_text_of(source, rollouts, chosen if limit <= 0 else chosen[:limit])
     # Plain text as written: no markup (`[tool x]` is not a style), no colours guessed, no line breaks added.
     plain = {"markup": False, "highlight": False, "soft_wrap": True}
     for rollout in shown:
         console.print(render_rollout(rollout, secrets, max_chars=max_chars), **plain)
         console.print()
-    console.print(_footer(rollouts, chosen, shown, chosen_step, step), **plain)
+    console.print(_footer(rollouts, chosen, shown, chosen_step, step, completed), **plain)
     return 0
 
 
@@ -688,6 +742,7 @@ def _footer(
     shown: Sequence[ShownRollout],
     chosen_step: int | None,
     asked_step: int | None,
+    completed: int | None = None,
 ) -> str:
     counts = Counter(str(r.record.get("outcome")) for r in chosen)
     mix = ", ".join(f"{counts[o]} {o}" for o in OUTCOMES if counts[o])
@@ -695,8 +750,11 @@ def _footer(
     if chosen_step is not None:
         steps = sorted({int(r.record["step"]) for r in everything if r.record.get("step") is not None})
         text += f" · step {chosen_step}"
+        if completed is not None and chosen_step > completed:
+            text += " (not completed)"
         if asked_step is None and len(steps) > 1:
-            text += f" (the latest that matches; steps {_ranges(steps)}: --step N for another)"
+            latest = "latest completed" if completed is not None and steps[-1] > completed else "latest"
+            text += f" (the {latest} that matches; steps {_ranges(steps)}: --step N for another)"
     if len(shown) < len(chosen):
         text += " · --limit 0 shows all"
     if not chosen:

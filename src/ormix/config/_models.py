@@ -1030,6 +1030,26 @@ class MixtureConfig(BaseModel):
         """sha256 (hex) of the canonical JSON of `manifest_dict`: stable across key order and runs."""
         return content_hash(self.manifest_dict())
 
+    def secret_sources(self) -> dict[str, list[str]]:
+        """Per member with any, the environment variables its secrets and API key are read from (names,
+        never values): what a run's manifest keeps beside its config, outside every hash, so `ormix show`
+        finds the values to redact when a secret's key is not its variable's name.
+
+        Example:
+            >>> cfg = MixtureConfig.from_yaml_text(
+            ...     "members:\\n  a: {target: 'local:echo', secrets: {token: '${GH_TOKEN}'}}\\n",
+            ...     environ={"GH_TOKEN": "x"})
+            >>> cfg.secret_sources()
+            {'a': ['GH_TOKEN']}
+        """
+        out = {}
+        for name, member in self.members.items():
+            given = (*member.secrets.values(), member.api_key)
+            names = sorted({v for secret in given if secret is not None for v in secret.env_vars})
+            if names:
+                out[name] = names
+        return out
+
     # ---- ablations ------------------------------------------------------------------------------------
 
     def without(self, *names: str, as_eval: bool = True) -> MixtureConfig:

@@ -837,6 +837,8 @@ class MixtureSpec:
             "name": self.name,
             "seed": self.seed,
             "config": self.config.manifest_dict(),
+            # Outside the hashes: where the secrets are read from is not what is trained.
+            "secret_env": self.config.secret_sources(),
             **resolved,
             "eval": {m: found.as_dict() for m, found in self.eval_sets().items()},
             "versions": installed_versions(("ormix", "openreward", "trl", "transformers", "datasets")),
