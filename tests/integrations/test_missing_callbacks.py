@@ -127,3 +127,27 @@ def test_trls_all_none_dump_is_filtered_and_counted(tiny_model, tmp_path, caplog
     assert any(total in r.getMessage() for r in caplog.records if r.name == "ormix.telemetry")
     # Filtering ends with training: the filter is no longer on TRL's logger.
     assert callback.unscored_notices not in logging.getLogger("trl.trainer.grpo_trainer").filters
+
+
+def test_a_training_that_raised_leaves_no_filter_that_takes_the_next_trainers_notices(tmp_path):
+    # TRL calls no on_train_end when training raises: the filter that training put on TRL's logger stays.
+    from types import SimpleNamespace
+
+    from ormix.telemetry._records import TelemetryObserver
+
+    trl_logger = logging.getLogger("trl.trainer.grpo_trainer")
+    args = SimpleNamespace(output_dir=str(tmp_path), num_generations=2, process_index=0)
+    crashed, next_one = (TelemetryCallback({"a": TelemetryObserver("a")}) for _ in range(2))
+    try:
+        crashed.on_train_begin(args, SimpleNamespace(global_step=0), SimpleNamespace())  # ...and it raised
+        next_one.on_train_begin(args, SimpleNamespace(global_step=0), SimpleNamespace())
+        trl_logger.warning("All reward functions returned None for the following kwargs: ...")
+        assert (crashed.unscored_notices.dropped, next_one.unscored_notices.dropped) == (0, 1)
+        with (
+            crashed.unscored_notices_filtered() as notices
+        ):  # an evaluation takes them back, and gives them up
+            trl_logger.warning("All reward functions returned None for the following kwargs: ...")
+        assert notices.dropped == 1 and notices not in trl_logger.filters
+    finally:
+        for f in list(trl_logger.filters):
+            trl_logger.removeFilter(f)

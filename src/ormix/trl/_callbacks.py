@@ -282,6 +282,19 @@ class _UnscoredNoticeFilter(logging.Filter):
 _TRL_GRPO_LOGGER = "trl.trainer.grpo_trainer"
 
 
+def _filter_trl_notices(notices: _UnscoredNoticeFilter) -> bool:
+    """Put ``notices`` on TRL's GRPO logger, taking off any other ormix notice filter first; returns whether
+    ``notices`` was there already. A training that raised leaves its filter behind (TRL calls no
+    `on_train_end` then), and that one would drop, and count into a callback nobody reads, every later
+    trainer's notices."""
+    trl_logger = logging.getLogger(_TRL_GRPO_LOGGER)
+    present = notices in trl_logger.filters
+    for stale in [f for f in trl_logger.filters if isinstance(f, _UnscoredNoticeFilter) and f is not notices]:
+        trl_logger.removeFilter(stale)
+    trl_logger.addFilter(notices)
+    return present
+
+
 class TelemetryCallback(TrainerCallback):
     """Per-environment telemetry for a trainer: rollout records and the coverage alarm.
 
@@ -366,7 +379,7 @@ class TelemetryCallback(TrainerCallback):
             self._learning.start = weight_fingerprint(kwargs.get("model"))
         # Training's own count (an evaluation before it, filtered too, counted into the same filter).
         self.unscored_notices.dropped, self._unscored_said = 0, False
-        logging.getLogger(_TRL_GRPO_LOGGER).addFilter(self.unscored_notices)
+        _filter_trl_notices(self.unscored_notices)
         return control
 
     def _attached(self) -> bool:
@@ -506,14 +519,12 @@ class TelemetryCallback(TrainerCallback):
             >>> notices.dropped
             1
         """
-        trl_logger = logging.getLogger(_TRL_GRPO_LOGGER)
-        present = self.unscored_notices in trl_logger.filters
-        trl_logger.addFilter(self.unscored_notices)
+        present = _filter_trl_notices(self.unscored_notices)
         try:
             yield self.unscored_notices
         finally:
             if not present:
-                trl_logger.removeFilter(self.unscored_notices)
+                logging.getLogger(_TRL_GRPO_LOGGER).removeFilter(self.unscored_notices)
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         """Save the alarm's counters beside the trainer's checkpoint (restored when training resumes)."""
