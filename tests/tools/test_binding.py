@@ -506,6 +506,22 @@ def test_shared_schemas_are_planned_once_but_noted_per_tool() -> None:
     assert not any("copy-a" in n for n in b.notes)
 
 
+def test_a_tool_text_too_long_for_every_prompt_is_noted_and_shown_whole() -> None:
+    from ormix.tools._binding import LONG_TOOL_TEXT
+
+    wordy = plan_tool(spec("wordy", obj({"q": {"type": "string"}}), description="Search. " * 12_500))
+    many = obj({f"p{i}": {"type": "string", "description": "x" * 1_000} for i in range(2_000)})
+    crowded = plan_tool(spec("crowded", many))
+    short = plan_tool(spec("short", obj({"q": {"type": "string", "description": "x" * 1_000}})))
+    for binding, size in ((wordy, 100_000), (crowded, 2_000_000)):
+        assert len(binding.docstring) > size  # shown whole: the environment's text, as TRL's spec shows it
+        [note] = [n for n in binding.notes if "in every prompt" in n]
+        assert note.startswith(
+            f"{binding.wire_name}: its description and parameter texts are {len(binding.docstring):,} "
+        )
+    assert len(short.docstring) < LONG_TOOL_TEXT and not any("in every prompt" in n for n in short.notes)
+
+
 def test_importing_the_tool_modules_stays_light() -> None:
     import subprocess
     import sys

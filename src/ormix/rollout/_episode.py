@@ -192,7 +192,6 @@ class Episode:
     task_index: int | None
     split: str | None
     observation: str
-    scored: bool
     server: str | None
     group_status: str | None
     group_reward: float | None
@@ -337,7 +336,6 @@ class Episode:
         self.task_index = None
         self.split = None
         self.observation = ""
-        self.scored = False
         self.server = None
         self.group_status = None
         self.group_reward = None

@@ -50,6 +50,10 @@ from ormix.tools._text import snippet
 #: environment's own cleanup. Anything already defined on the target class is reserved as well.
 RESERVED_METHOD_NAMES: frozenset[str] = frozenset({"reset", "close", "get_reward"})
 
+#: A tool whose docstring (description and parameter texts, what TRL shows the model) is longer than this many
+#: characters gets a note: it enters every prompt whole, so it takes the model's context on each turn.
+LONG_TOOL_TEXT = 8_000
+
 _PARAM_SUFFIXES = ("Returns", "Raises")  # a param line "xReturns: ..." would end the docstring's Args block
 
 
@@ -241,6 +245,12 @@ def plan_tool(spec: Any, *, method_name: str | None = None) -> ToolBinding:
         returns=doc.returns,
         raises=doc.raises,
     )
+    if len(docstring) > LONG_TOOL_TEXT:
+        # Shown whole, as TRL's own spec shows it: cutting an environment's text would change the task.
+        tool_notes.append(
+            f"{wire_name}: its description and parameter texts are {len(docstring):,} characters, all of "
+            "them in every prompt; shorten them in the environment if they crowd out the task"
+        )
     return ToolBinding(py_name, wire_name, description, params, docstring, tuple(tool_notes), raw_input)
 
 
