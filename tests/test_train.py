@@ -566,7 +566,7 @@ def test_when_a_warm_start_ran_the_last_line_blames_the_completion_budget_not_a_
     finish_run("m.yaml", run, RunOptions(report=False), TrainResult(tmp_path, history, summary), console)
     last = out.getvalue().strip().splitlines()[-1]
     assert last.startswith("error: no member was ever scored: upper, echo (coverage 0"), last
-    assert "2 of its 3 reference episodes exceed the completion budget, max_completion_length=64" in last
+    assert "2 of its 3 demonstrated episodes exceed the completion budget, max_completion_length=64" in last
     assert "raise train.max_completion_length to at least 120" in last
     assert "a warm start on reference solutions" not in last  # one ran: it is not the advice
     # A start whose manifest does not list the episodes' lengths: the clipped completions say it.

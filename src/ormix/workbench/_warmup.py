@@ -487,6 +487,7 @@ def warm_start(
     refused = _no_episode_scored(transcripts)
     if refused:
         raise UsageError(refused)
+    kept = demonstrated(transcripts)
     made = {
         "base": str(model_path),
         "steps": steps,
@@ -494,10 +495,10 @@ def warm_start(
         "near_misses": near_misses,
         "seed": seed,
         "learning_rate": learning_rate,
-        **_episode_facts(transcripts, max_completion_length),
+        **_episode_facts(transcripts, kept, max_completion_length),
     }
     settings = {"steps": steps, "lr": learning_rate, "batch": batch_size, "seed": seed}
-    cached = default_cache_dir() / f"warm-{_cache_key(model_path, transcripts, settings)}"
+    cached = default_cache_dir() / f"warm-{_cache_key(model_path, kept, settings)}"
     if cache and (cached / WARM_MARKER).exists():
         say(f"warm start: reusing {cached} ({_episodes(made)}, {steps} SFT steps)")
         _mark_how(cached / WARM_MARKER, made)
@@ -505,7 +506,7 @@ def warm_start(
     model = _load_model(model_path, use_cpu)
     for line in _plan_lines(transcripts, made):
         say(line)
-    loss_value = _sft(model, tokenizer, transcripts, made, batch_size=batch_size, say=say, started=started)
+    loss_value = _sft(model, tokenizer, kept, made, batch_size=batch_size, say=say, started=started)
     if not cache:
         return WarmStart(model, tokenizer, None, made)
     _save_warm(model, tokenizer, cached, {"loss": loss_value, "steps": steps, "warm_start": made})
@@ -545,11 +546,30 @@ def _sft(
     return loss_value
 
 
-def _episode_facts(transcripts: Sequence[Transcript], max_completion_length: int | None) -> dict[str, Any]:
-    """What a warm start demonstrates: its members, episodes (near misses apart), how many scored, and their
-    lengths against GRPO's completion budget."""
+def demonstrated(transcripts: Sequence[Transcript]) -> list[Transcript]:
+    """The transcripts SFT trains on: each reference that solved its task, and that task's near miss. A
+    reference that did not solve (a tool raised, it scored below 1) would teach the calls that fail, and its
+    task's near miss would then be the only attempt shown.
+
+    Example:
+        >>> good = Transcript("seta", "t1", 1.0, [], [], 0, outcome="scored")
+        >>> miss = Transcript("seta", "t1", 0.25, [], [], 0, near_miss=True, outcome="scored")
+        >>> wrong = Transcript("seta", "t2", 0.0, [], [], 0, outcome="scored")
+        >>> [(t.task_id, t.near_miss) for t in demonstrated([good, miss, wrong])]
+        [('t1', False), ('t1', True)]
+    """
+    solved = {(t.member, t.task_id) for t in transcripts if t.solved and not t.near_miss}
+    return [t for t in transcripts if (t.member, t.task_id) in solved]
+
+
+def _episode_facts(
+    transcripts: Sequence[Transcript], kept: Sequence[Transcript], max_completion_length: int | None
+) -> dict[str, Any]:
+    """What a warm start played (its members, episodes with near misses apart, how many scored and solved)
+    and what it demonstrates (``left_out``: the episodes `demonstrated` drops; the lengths of those kept,
+    against GRPO's completion budget)."""
     misses = sum(t.near_miss for t in transcripts)
-    lengths = sorted(t.completion_length for t in transcripts)
+    lengths = sorted(t.completion_length for t in kept)
     over = sum(1 for n in lengths if n > max_completion_length) if max_completion_length is not None else 0
     return {
         "members": sorted({t.member for t in transcripts}),
@@ -558,6 +578,7 @@ def _episode_facts(transcripts: Sequence[Transcript], max_completion_length: int
         "scored": sum(1 for t in transcripts if t.outcome == "scored"),
         "solved": sum(1 for t in transcripts if t.solved and not t.near_miss),
         "errors": sum(1 for t in transcripts if t.outcome == "error"),
+        "left_out": len(transcripts) - len(kept),
         # Episodes GRPO cuts before their submit call (a run's last line can name the cause).
         "over_completion_budget": over,
         "longest_episode_tokens": lengths[-1] if lengths else 0,
@@ -598,10 +619,16 @@ def _plan_lines(transcripts: Sequence[Transcript], made: Mapping[str, Any]) -> l
         f"warm start: {_episodes(made)} (real sessions: {_reference_outcomes(transcripts)}), completion "
         f"tokens median {lengths[len(lengths) // 2]}, max {lengths[-1]}; {made['steps']} SFT steps"
     ]
+    if made["left_out"]:
+        lines.append(
+            f"  note: {made['left_out']} of {len(transcripts)} episodes are left out of SFT: the references "
+            "that did not solve their task, and those tasks' near misses (they would teach calls that fail)"
+        )
     if made["over_completion_budget"]:
         lines.append(
-            f"  note: {made['over_completion_budget']} of {len(transcripts)} reference episodes exceed "
-            f"max_completion_length={made['max_completion_length']}; GRPO cuts those before their submit call"
+            f"  note: {made['over_completion_budget']} of {len(transcripts) - made['left_out']} demonstrated "
+            f"episodes exceed max_completion_length={made['max_completion_length']}; GRPO cuts those before "
+            "their submit call"
         )
     return lines
 

@@ -118,7 +118,7 @@ def never_scored_cause(result: TrainResult, run: PlannedRun | None) -> str:
             "model calling them"
         )
     over = made.get("over_completion_budget") if made.get("max_completion_length") == budget else None
-    episodes = made.get("episodes", 0) + made.get("near_miss_episodes", 0)
+    episodes = made.get("episodes", 0) + made.get("near_miss_episodes", 0) - made.get("left_out", 0)
     longest = f" to at least {made['longest_episode_tokens']}" if made.get("longest_episode_tokens") else ""
     clipped = [
         h["completions/clipped_ratio"]
@@ -128,7 +128,7 @@ def never_scored_cause(result: TrainResult, run: PlannedRun | None) -> str:
     cut = sum(clipped) / len(clipped) if clipped else 0.0
     if budget and isinstance(over, int) and over:
         return (
-            f"the warm start ran, but {over} of its {episodes} reference episodes exceed the completion "
+            f"the warm start ran, but {over} of its {episodes} demonstrated episodes exceed the completion "
             f"budget, max_completion_length={budget}: GRPO cuts them before their submit call; raise "
             f"train.max_completion_length{longest}"
         )
