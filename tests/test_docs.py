@@ -122,3 +122,18 @@ def test_a_table_cell_is_one_line_and_never_ends_the_cell(text: str) -> None:
     cell = load_generators()._cell(text)
     assert "\n" not in cell and "\r" not in cell
     assert re.search(r"(?<!\\)\|", cell) is None
+
+
+def test_every_yaml_block_of_the_readme_and_docs_parses():
+    """A reader pastes them: an unquoted `${VAR}` inside `{...}` (YAML's own braces) once broke one."""
+    blocks = [
+        (page.relative_to(ROOT), m.group(1))
+        for page in (README, *sorted(DOCS.rglob("*.md")))
+        for m in re.finditer(r"```ya?ml\n(.*?)```", page.read_text(), re.S)
+    ]
+    assert len(blocks) >= 5
+    for page, block in blocks:
+        try:
+            yaml.safe_load(block)
+        except yaml.YAMLError as e:
+            raise AssertionError(f"{page}: a yaml block does not parse: {e}") from None

@@ -287,7 +287,7 @@ train: {{max_steps: 1, num_generations: 2}}
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.startswith("error:")]
     assert errors == [
         "error: member 'needs' (Owner/Needs): the environment requires secret(s) OPENAI_API_KEY, which its "
-        "secrets: do not give; add secrets: {OPENAI_API_KEY: ${OPENAI_API_KEY}} and export it"
+        "secrets: do not give; add secrets: {OPENAI_API_KEY: '${OPENAI_API_KEY}'} and export it"
     ]
     assert [r.host for r in needs.records] == ["api"] and not (tmp_path / "run").exists()
 
@@ -318,3 +318,22 @@ def test_when_the_platform_cannot_say_what_it_requires_nothing_is_checked_and_a_
         mix.connect()  # the sessions host still answers: the first session would say what is missing
     assert "could not ask the platform which secrets it requires" in caplog.text
     mix.close()
+
+
+def test_a_shell_style_dollar_name_secret_is_refused_naming_the_form_that_reads_the_variable(monkeypatch):
+    from ormix.config import MixtureConfig, MixtureConfigError
+
+    monkeypatch.setenv("TOKEN", "real-token")
+    for written in ("secrets: {token: $TOKEN}", "api_key: $TOKEN"):
+        text = "members:\n  a:\n    target: 'local:echo'\n    " + written + "\n"
+        with pytest.raises(MixtureConfigError) as raised:
+            MixtureConfig.from_yaml_text(text, "mix.yaml")
+        message = str(raised.value)
+        assert "a secret written $NAME is sent as those characters" in message and "write ${NAME}" in message
+        assert "real-token" not in message
+    # The form it names reads the variable; a literal with a `$` inside stays a literal.
+    text = (
+        "members:\n  a:\n    target: 'local:echo'\n    secrets: {token: '${TOKEN}', pin: 'a$b', p: '$1x'}\n"
+    )
+    secrets = MixtureConfig.from_yaml_text(text, "mix.yaml").members["a"].secrets
+    assert [secrets[k].get_secret_value() for k in ("token", "pin", "p")] == ["real-token", "a$b", "$1x"]

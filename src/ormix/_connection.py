@@ -237,7 +237,7 @@ class Connection:
                 fix = (
                     f"export {unset[0]}=..."
                     if unset
-                    else f"add secrets: {{{first}: ${{{first}}}}} and export it"
+                    else f"add secrets: {{{first}: '${{{first}}}'}} and export it"
                 )
                 raise SpecError(
                     f"{who}: the environment requires secret(s) {', '.join(missing)}, which its secrets: do "

@@ -84,3 +84,21 @@ def test_train_reports_every_problem_at_once_before_anything_runs(tmp_path: Path
     assert done.returncode == 2, done.stdout + done.stderr
     assert_every_problem(done.stdout + done.stderr)
     assert not (tmp_path / "run").exists()
+
+
+def test_an_unquoted_secret_reference_inside_braces_names_the_quoting_that_fixes_it(tmp_path: Path) -> None:
+    import yaml
+
+    from ormix.config import MixtureConfigError, load_mixture_config
+
+    path = tmp_path / "mix.yaml"
+    path.write_text("members:\n  seta: {target: 'local:seta', api_key: ${ENV_KEY}}\n")
+    with pytest.raises(MixtureConfigError) as raised:
+        load_mixture_config(path, environ={"ENV_KEY": "k"})
+    assert "inside {...}, quote a ${VAR} value: api_key: '${ENV_KEY}'" in str(raised.value)
+    # The fix it names, and the one `ormix` prints for a missing secret, parse to the reference.
+    path.write_text("members:\n  seta: {target: 'local:seta', api_key: '${ENV_KEY}'}\n")
+    assert load_mixture_config(path, environ={"ENV_KEY": "k"}).members["seta"].api_key is not None
+    assert yaml.safe_load("secrets: {OPENAI_API_KEY: '${OPENAI_API_KEY}'}") == {
+        "secrets": {"OPENAI_API_KEY": "${OPENAI_API_KEY}"}
+    }

@@ -87,6 +87,19 @@ def test_weights_normalised_and_uniform_without_weights() -> None:
     assert rr.weights(1) == {"a": 0.5, "b": 0.5}
 
 
+def test_weights_near_the_float_limit_plan_by_their_ratios() -> None:
+    # Their sum overflows a float: only the ratios matter, so they plan as 1:1 and 2:1 do.
+    for weights, expected in (({"a": 1e308, "b": 1e308}, 0.5), ({"a": 1.6e308, "b": 0.8e308}, 2 / 3)):
+        p = _planner({"a": [0], "b": [0]}, weights=weights, prompts_per_step=6)
+        assert p.weights(1)["a"] == pytest.approx(expected)
+        assert Counter(m for m, _ in p.rows(1))["a"] == round(6 * expected)
+    phases = [{"until_step": 2, "weights": {"a": 1e308, "b": 1e308}}, {"weights": {"a": 1, "b": 3}}]
+    assert _planner({"a": [0], "b": [0]}, schedule=phases, prompts_per_step=4).weights(1) == {
+        "a": 0.5,
+        "b": 0.5,
+    }
+
+
 def test_temperature_limits() -> None:
     tasks = {"a": list(range(10)), "b": list(range(90)), "c": list(range(900))}
 

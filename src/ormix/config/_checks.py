@@ -147,7 +147,7 @@ def weight_problems(weights: Mapping[str, object], members: Sequence[str]) -> li
             )
         else:
             values.append(w)
-    if not out and math.fsum(values) <= 0:
+    if not out and not any(v > 0 for v in values):
         out.append(
             (
                 None,

@@ -50,10 +50,19 @@ class Secret:
         variable is an error only when the value is used (`get_secret_value`): what `ormix inspect` needs to
         show a catalog mixture on a machine without the key.
 
+        A value that is ``$NAME`` alone (a shell habit) raises ``ValueError``: it would be sent as written.
+
         Example:
             >>> Secret.expand("${NOT_SET_HERE}", {}, defer_missing=True).missing
             ('NOT_SET_HERE',)
         """
+        if re.fullmatch(r"\$[A-Za-z_][A-Za-z0-9_]*", source):
+            # A shell habit: sent as written, it fails later as an authentication error. Not echoed, as it may
+            # be a literal secret; one that really is `$NAME` can come from a variable holding it.
+            raise ValueError(
+                "a secret written $NAME is sent as those characters, not read from the variable; write "
+                "${NAME} to read it"
+            )
         env = os.environ if environ is None else environ
         names: list[str] = []
         missing: list[str] = []

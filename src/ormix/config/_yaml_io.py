@@ -109,12 +109,30 @@ def line_of(path: Loc, lines: Mapping[Loc, int]) -> int | None:
 
 
 def syntax_problem(e: yaml.YAMLError) -> Problem:
-    """A YAML syntax error as a `Problem` with its line and column."""
+    """A YAML syntax error as a `Problem` with its line and column; an unquoted ``${VAR}`` inside a ``{...}``
+    mapping (whose braces YAML reads as its own) is named, with the quoting that fixes it.
+
+    Example:
+        >>> try:
+        ...     yaml.safe_load("members:\\n  a: {target: x, api_key: ${KEY}}\\n")
+        ... except yaml.YAMLError as e:
+        ...     print(syntax_problem(e).message.split("; ")[1])
+        inside {...}, quote a ${VAR} value: api_key: '${KEY}'
+    """
     mark = getattr(e, "problem_mark", None)
     what = getattr(e, "problem", None) or str(e)
     line = mark.line + 1 if mark is not None else None
     col = f", column {mark.column + 1}" if mark is not None else ""
-    return Problem((), f"YAML syntax error{col}: {what}; fix the YAML (check indentation and quoting)", line)
+    fix = "fix the YAML (check indentation and quoting)"
+    buffer = getattr(mark, "buffer", None)
+    if isinstance(buffer, str):
+        start = buffer.rfind("\n", 0, mark.pointer) + 1
+        end = buffer.find("\n", mark.pointer)
+        text = buffer[start : end if end >= 0 else len(buffer)]
+        ref = re.search(r"([\w-]+):\s*(\$\{\w*\})", text)
+        if ref is not None and "{" in text[: ref.start()]:
+            fix = f"inside {{...}}, quote a ${{VAR}} value: {ref.group(1)}: '{ref.group(2)}'"
+    return Problem((), f"YAML syntax error{col}: {what}; {fix}", line)
 
 
 def not_a_mapping(data: Any) -> Problem:

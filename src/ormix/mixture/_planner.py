@@ -251,10 +251,22 @@ def _check_step(step: object) -> None:
 
 
 def _normalised(weights: Mapping[str, float], members: Sequence[str]) -> dict[str, float]:
-    total = math.fsum(max(0.0, float(weights.get(m, 0.0))) for m in members)
+    """The weights as shares summing to 1 (equal shares when none is positive).
+
+    Example:
+        >>> _normalised({"a": 1e308, "b": 1e308}, ["a", "b"])   # scaled first: the sum would overflow
+        {'a': 0.5, 'b': 0.5}
+    """
+    raw = {m: max(0.0, float(weights.get(m, 0.0))) for m in members}
+    try:
+        total = math.fsum(raw.values())
+    except OverflowError:
+        top = max(raw.values())  # only the ratios matter; the usual path stays bit for bit as it was
+        raw = {m: w / top for m, w in raw.items()}
+        total = math.fsum(raw.values())
     if total <= 0:
         return {m: 1.0 / len(members) for m in members}
-    return {m: max(0.0, float(weights.get(m, 0.0))) / total for m in members}
+    return {m: w / total for m, w in raw.items()}
 
 
 class Planner:
