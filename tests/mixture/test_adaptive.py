@@ -925,3 +925,37 @@ def test_uniform_mix_spreads_its_share_of_the_batch_evenly(seed: int, mix: float
     assert min(got.values()) >= mix / 2 - 1e-9  # each member keeps at least its part of the uniform share
     more = _scores("denoised", hist, ["a", "b"], random.Random(0), uniform_mix=min(1.0, mix + 0.3))
     assert abs(more["b"] - 0.5) <= abs(got["b"] - 0.5) + 1e-9  # a larger uniform share: closer to even
+
+
+def _observed_split(cfg: MixtureConfig, rewards: list[float], generations: int, world: int) -> list[Any]:
+    """What the planner observes for step 1 when `world` processes each record their slice of the batch."""
+    from types import SimpleNamespace
+
+    from ormix.mixture._adaptive_run import AdaptiveRun
+    from ormix.mixture._planner import Planner
+    from ormix.rollout._rewards import ScoredBatch
+
+    n = len(rewards) // world
+    runs = []
+    for rank in range(world):
+        run = AdaptiveRun(Planner(cfg, {"a": [0, 1, 2]}), rows={"a": {t: {} for t in range(3)}})
+        run.rank, run.num_generations = rank, generations
+        part = range(rank * n, (rank + 1) * n)
+        episodes = [SimpleNamespace(task_index=i // generations) for i in part]
+        run.record(ScoredBatch("a", episodes, [rewards[i] for i in part], list(enumerate(episodes))))
+        runs.append(run)
+    runs[0].end_step(1, [run.take_groups() for run in runs])
+    return runs[0].planner.state_dict()["history"]["1"]["a"]
+
+
+def test_groups_split_over_processes_reach_the_planner_whole_as_on_one_process() -> None:
+    """TRL hands process k the slice [k*n, (k+1)*n) of the global batch: with n not a multiple of
+    num_generations a GRPO group is split over processes, and the planner must still see it as one group (a
+    group [1, 1 | 0, 0] split in two is informative; its halves are not)."""
+    cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, strategy="adaptive", prompts_per_step=3)
+    rng = random.Random(0)
+    for generations, processes in ((4, 2), (8, 2), (4, 4), (8, 4), (2, 6), (4, 6), (4, 3)):
+        rewards = [float(rng.random() < 0.5) for _ in range(3 * generations)]  # prompts_per_step groups
+        one = _observed_split(cfg, rewards, generations, 1)
+        assert [len(r) for _, r in one] == [generations] * 3
+        assert _observed_split(cfg, rewards, generations, processes) == one, (generations, processes)

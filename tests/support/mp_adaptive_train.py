@@ -95,7 +95,9 @@ def main(model: str, out: str) -> None:
             steps.append(
                 {
                     "step": step,
-                    "local_groups": {m: [[t, list(r)] for t, r in g] for m, g in taken[-1].items()},
+                    "local_groups": {
+                        m: [[t, list(r)] for _, (t, r) in sorted(g.items())] for m, g in taken[-1].items()
+                    },
                     "weights": planner.weights(step),
                     "state": planner.state_dict(),
                 }

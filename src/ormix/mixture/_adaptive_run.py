@@ -117,21 +117,36 @@ class AdaptiveRun:
                 entry = mine.setdefault(groups[i], (int(task), []))
                 entry[1].append(batch.rewards[i])
 
-    def take_groups(self) -> dict[str, list[tuple[int, list[float | None]]]]:
-        """This process's groups of the step just trained (and forget them)."""
+    def take_groups(self) -> dict[str, dict[int, tuple[int, list[float | None]]]]:
+        """This process's groups of the step just trained, by their global group position (and forget
+        them)."""
         with self._lock:
             groups, self._groups = self._groups, {}
-        return {m: [groups[m][k] for k in sorted(groups[m])] for m in groups}
+        return groups
 
     def end_step(
-        self, step: int, pooled: Sequence[Mapping[str, Sequence[tuple[int, Sequence[float | None]]]]]
+        self, step: int, pooled: Sequence[Mapping[str, Mapping[int, tuple[int, Sequence[float | None]]]]]
     ) -> None:
-        """Hand the step's groups of every rank (in rank order) to the planner."""
-        merged: dict[str, list[tuple[int, list[float | None]]]] = {}
+        """Hand the step's groups of every rank (`take_groups`, in rank order) to the planner, each group
+        whole: a group whose rollouts were split over processes (a process's batch not a multiple of
+        ``num_generations``) is one group of all its rewards, not a part-group per process, as on one process.
+
+        Example:
+            >>> from ormix.config import MixtureConfig
+            >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}}, strategy="adaptive",
+            ...                     prompts_per_step=1)
+            >>> run = AdaptiveRun(Planner(cfg, {"a": [0]}), rows={"a": {0: {}}})
+            >>> run.end_step(1, [{"a": {0: (0, [1.0, 1.0])}}, {"a": {0: (0, [0.0, 0.0])}}])
+            >>> run.planner.state_dict()["history"]["1"]     # one group of 4 rewards, not two of 2
+            {'a': [[0, [1.0, 1.0, 0.0, 0.0]]]}
+        """
+        merged: dict[str, dict[int, tuple[int, list[float | None]]]] = {}
         for part in pooled:
             for member, groups in part.items():
-                merged.setdefault(member, []).extend((int(t), list(r)) for t, r in groups)
-        self.planner.observe(step, merged)
+                mine = merged.setdefault(member, {})
+                for position, (task, rewards) in groups.items():
+                    mine.setdefault(int(position), (int(task), []))[1].extend(rewards)
+        self.planner.observe(step, {m: [g[p] for p in sorted(g)] for m, g in merged.items()})
 
 
 class _Observer:
