@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ormix.config import (
+    EvalConfig,
     MemberConfig,
     MixtureConfig,
     MixtureConfigError,
@@ -738,8 +739,9 @@ def test_without() -> None:
     cfg = load(THREE)
     w = cfg.without("b")
     assert list(w.members) == ["a", "b", "c", "held"] and w.name == "three-without-b"
-    # Not trained on, still evaluated: on its own selection (it had no eval: section).
+    # Not trained on, still evaluated: as in the full mixture (it had no eval: section).
     assert w.train_members == ["a", "c"] and w.eval_members == ["b", "held"]
+    assert w.members["b"].eval == EvalConfig(split="test", fallback="own_tasks")
     assert w.members["b"].role == "eval" and w.members["b"].target == cfg.members["b"].target
     assert [p.weights for p in w.schedule or []] == [{"a": 1.0, "c": 0.0}, {"a": 1.0, "c": 1.0}]
     assert cfg.members.keys() == {"a", "b", "c", "held"}  # the original is untouched
@@ -773,9 +775,27 @@ def test_without_a_needed_member_reports_why() -> None:
         info.value
     )
     assert len(info.value.problems) == 1  # not also the empty weights it would leave
-    with pytest.raises(MixtureConfigError) as info:
-        cfg.without("a")  # phase 0 now gives every train member weight 0
-    assert "schedule[0].weights" in str(info.value) and "is 0" in str(info.value)
+
+
+def test_without_the_only_weighted_member_weighs_the_rest_equally() -> None:
+    # Phase 0 trains on a alone: without a, b and c share it rather than the derived file failing.
+    w = load(THREE).without("a")
+    assert [p.weights for p in w.schedule or []] == [{"b": 1.0, "c": 1.0}, {"b": 1.0, "c": 1.0}]
+    members = textwrap.dedent(
+        """
+        members:
+          a: {target: "local:terminals"%s}
+          b: {target: "local:seta"%s}
+          c: {target: "local:echo"%s}
+        """
+    )
+    weights = load(members % ("", "", "") + "weights: {a: 1, b: 0, c: 0}\n")
+    assert weights.without("a").weights == {"b": 1.0, "c": 1.0}
+    per_member = load(members % (", weight: 1", ", weight: 0", ", weight: 0")).without("a")
+    assert per_member.static_weights() == {"b": 1.0, "c": 1.0}
+    assert MixtureConfig.from_yaml_text(per_member.to_yaml()) == per_member
+    # Weights that are not all 0 stay as they were.
+    assert load(THREE).without("b").schedule[0].weights == {"a": 1.0, "c": 0.0}  # type: ignore[index]
 
 
 def test_only() -> None:
@@ -799,6 +819,49 @@ def test_reweight() -> None:
         cfg.reweight(held=1.0)
     with pytest.raises(MixtureConfigError, match="negative"):
         cfg.reweight(a=-1)
+
+
+def test_reweight_keeps_the_weights_the_others_start_with() -> None:
+    members = textwrap.dedent(
+        """
+        members:
+          a: {target: "local:terminals"}
+          b: {target: "local:seta"%s}
+          c: {target: "local:echo", num_tasks: 9}
+        prompts_per_step: 4
+        """
+    )
+    # Adaptive: its settings and task filters are about adaptive mixing, gone with it.
+    adaptive = load(members % ", filter: {window: 3}" + "strategy: adaptive\nadaptive: {warmup_steps: 4}\n")
+    r = adaptive.reweight(a=2)
+    assert (r.strategy, r.adaptive, r.members["b"].filter) == ("weights", None, None)
+    assert r.weights == {"a": 2.0, "b": 1.0, "c": 1.0}  # the starting weights: equal
+    # A schedule: the others keep their first phase's weights, the ones of step 1.
+    phased = load(
+        members % ""
+        + "schedule: [{until_step: 5, weights: {a: 1, b: 0, c: 2}}, {weights: {a: 1, b: 1, c: 1}}]\n"
+    )
+    assert phased.reweight(a=3).weights == {"a": 3.0, "b": 0.0, "c": 2.0}
+    # Temperature: its weights follow task counts only the servers know, so every member is given.
+    temperature = load(members % "" + "strategy: temperature\ntemperature: 0.5\n")
+    with pytest.raises(MixtureConfigError, match="needs every train member's weight.* b, c have no weight"):
+        temperature.reweight(a=2)
+    assert temperature.reweight(a=2, b=1, c=1).weights == {"a": 2.0, "b": 1.0, "c": 1.0}
+
+
+def test_prior_pass_rates_are_fractions() -> None:
+    prior = """
+        members:
+          a: {target: "local:echo", filter: {prior: {field: difficulty, pass_rates: %s}}}
+        strategy: adaptive
+        prompts_per_step: 2
+        """
+    line = line_with(problems_of(prior % "{Easy: 95, Medium: 50, Hard: 5}"), "pass_rates")
+    assert "{Easy: 95, Medium: 50, Hard: 5} are not between 0 and 1" in line
+    assert "a pass rate is a fraction: write 0.95, not 95" in line
+    assert "pass_rates {Hard: -0.1} is not between 0 and 1" in problems_of(prior % "{Easy: 1, Hard: -0.1}")
+    rule = load(prior % "{Easy: 1.0, Medium: 0.5, Hard: 0}").task_filter("a")
+    assert rule is not None and rule.prior is not None and rule.prior.pass_rates["Easy"] == 1.0  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("op", ["without", "only", "reweight"])

@@ -15,8 +15,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from ormix import MixtureSpec, OpenRewardSpec
 from ormix.app._cli import app
-from ormix.config import MixtureConfig, load_mixture_config
+from ormix.config import EvalConfig, MixtureConfig, load_mixture_config
+from ormix.evaluation import eval_tasks
 from ormix.mixture._ablation import (
     arm_file_text,
     arms,
@@ -25,7 +27,10 @@ from ormix.mixture._ablation import (
     select_arms,
     write_ablations,
 )
+from ormix.mixture._planner import Planner
+from ormix.server import serve_in_thread
 from ormix.trl._args import derive_batch
+from support.envs import SweSurface
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,7 +90,9 @@ def test_every_arm_keeps_every_member_and_follows_its_budget_rule(cfg: MixtureCo
         assert arm.dropped and set(arm.dropped) <= set(arm.config.eval_members)
         for name in arm.dropped:
             assert arm.config.members[name].role == "eval"
-            assert arm.config.members[name].eval == cfg.members[name].eval
+            # Its eval set kept; without one, the rule that picks the full mixture's (its test split).
+            before = cfg.members[name].eval or EvalConfig(split="test", fallback="own_tasks")
+            assert arm.config.members[name].eval == before
         kept_share = sum(shares[n] for n in arm.config.train_members)
         new = arm.config.prompts_per_step
         assert new is not None
@@ -208,3 +215,87 @@ def test_an_arm_file_of_a_warm_started_mixture_says_arms_compare_from_one_start(
     assert "arms compare only from ONE start" in text and "--model STUDY/start --warmup-sft 0" in text
     cold, _ = arm_file_text(arms(MixtureConfig(name="m", members=members), leave_one_out=True)[1], "<python>")
     assert "ONE start" not in cold
+
+
+def test_an_arm_evaluates_a_dropped_member_on_the_tasks_the_full_mixture_does() -> None:
+    # local:echo has a test split (the full mixture evaluates echo there), the SWE surface none (its training
+    # tasks): dropped, each is evaluated where it was, not on its own selection.
+    with serve_in_thread([SweSurface]) as server:
+        cfg = MixtureConfig(
+            name="m",
+            members={
+                "echo": {"target": "local:echo", "num_tasks": 2, "local_serve": "thread"},
+                "swe": {"target": server.url, "env_name": "swesurface", "num_tasks": 2},
+                "seta": {"target": "local:seta", "num_tasks": 2, "local_serve": "thread"},
+            },
+            prompts_per_step=3,
+        )
+        full = eval_tasks(cfg)
+        study = arms(cfg, leave_one_out=True)
+        for arm in study[1:]:
+            (dropped,) = arm.dropped
+            chosen = eval_tasks(arm.config)[dropped]
+            assert (chosen.split, chosen.indices) == (full[dropped].split, full[dropped].indices), arm.name
+            # The file written for it chooses the same.
+            text, _ = arm_file_text(arm, "<test>")
+            again = eval_tasks(MixtureConfig.from_yaml_text(text), members=[dropped])[dropped]
+            assert (again.split, again.indices) == (chosen.split, chosen.indices)
+    assert (full["echo"].split, full["echo"].indices) == ("test", (0, 1, 2, 3))
+    assert (full["swe"].split, full["swe"].indices) == ("train", (0, 1))
+
+
+def test_an_arm_whose_members_had_weight_0_somewhere_weighs_them_equally_and_says_so() -> None:
+    members = {n: {"target": "local:echo"} for n in ("a", "b", "c")}
+    cfg = MixtureConfig(
+        name="m",
+        members=members,
+        prompts_per_step=4,
+        schedule=[
+            {"until_step": 10, "weights": {"a": 1, "b": 0, "c": 0}},
+            {"weights": {"a": 1, "b": 1, "c": 1}},
+        ],
+    )
+    study = arms(cfg, leave_one_out=True)
+    without_a = study[1]
+    assert [p.weights for p in without_a.config.schedule or []] == [{"b": 1.0, "c": 1.0}] * 2
+    assert sorted({m for m, _ in Planner(without_a.config, {"b": [0], "c": [0]}).rows(1)}) == ["b", "c"]
+    text, _ = arm_file_text(without_a, "<test>")
+    said = (
+        "schedule phase 0 (until step 10): 0 for every member this arm trains on (b, c), so they have equal"
+    )
+    assert said in text and said in without_a.notes[0]
+    assert all(not arm.notes for arm in study if arm.name != "without-a")
+    weighted = MixtureConfig(name="m", members=members, prompts_per_step=4, weights={"a": 1, "b": 0, "c": 0})
+    arm = arms(weighted, leave_one_out=True)[1]
+    assert arm.config.weights == {"b": 1.0, "c": 1.0} and arm.notes[0].startswith("weights: 0 for every")
+
+
+def test_a_same_per_member_arm_leaves_the_batch_to_ormix_whatever_the_processes() -> None:
+    cfg = MixtureConfig(
+        name="m",
+        members={n: {"target": "local:echo"} for n in ("a", "b", "c", "d")},
+        prompts_per_step=4,
+        train={"num_generations": 8, "per_device_train_batch_size": 8, "gradient_accumulation_steps": 2},
+    )
+    derive_batch(dict(cfg.train), 4, 2, "")  # the full mixture trains on 2 processes
+    without_a = arms(cfg, leave_one_out=True, budget="same-per-member")[1]
+    assert without_a.config.prompts_per_step == 3
+    # 3 × 8 = 24 completions: 12 per process, which a batch of 8 does not divide; ormix derives one.
+    assert "per_device_train_batch_size" not in without_a.config.train
+    assert "per_device_train_batch_size=8" in without_a.budget
+    settings = dict(without_a.config.train)
+    derive_batch(settings, 3, 2, "")
+    assert settings["per_device_train_batch_size"] * settings["gradient_accumulation_steps"] == 12
+
+
+def test_mixture_spec_reweight_of_temperature_keeps_the_planners_weights() -> None:
+    echo = lambda n: OpenRewardSpec("local:echo", num_tasks=n, local_serve="thread")  # noqa: E731
+    mix = MixtureSpec({"a": echo(1), "b": echo(4), "c": echo(9)}, strategy="temperature", prompts_per_step=4)
+    try:
+        start = mix.planner.weights(1)
+        heavier = mix.reweight(a=0.5)
+        assert heavier.config.strategy == "weights"
+        assert heavier.config.weights == {"a": 0.5, "b": start["b"], "c": start["c"]}
+        assert start["c"] > start["b"]  # the task counts, not 1.0 each
+    finally:
+        mix.close()

@@ -85,6 +85,8 @@ DEFAULT_API_KEY_ENV = "OPENREWARD_API_KEY"
 CATALOG_OPEN_TIMEOUT_S = 900.0
 #: The most characters of one tool result the model sees (`max_output_chars`); the full size is recorded.
 MODEL_OUTPUT_CHARS = 16_384
+#: The split a train member without an eval set is evaluated on, when its environment has it.
+TEST_SPLIT = "test"
 
 _MIXTURE_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
@@ -114,11 +116,16 @@ class EvalConfig(BaseModel):
     """Which tasks of a member form its eval set.
 
     ``split`` defaults to the member's split. ``num_tasks`` and ``indices`` are mutually exclusive, as for
-    training; with neither, the whole split is used.
+    training; with neither, the whole split is used. ``fallback: own_tasks`` (with ``split``): when the
+    environment has no such split, the member's own tasks instead of an error; `MixtureConfig.without` writes
+    ``{split: test, fallback: own_tasks}`` for a member it makes eval-only, the choice a train member without
+    ``eval:`` gets (its environment's test split, else its own tasks).
 
     Example:
         >>> EvalConfig(split="test", num_tasks=32).num_tasks
         32
+        >>> EvalConfig(split="test", fallback="own_tasks").fallback
+        'own_tasks'
     """
 
     model_config = _MODEL_CONFIG
@@ -126,8 +133,18 @@ class EvalConfig(BaseModel):
     split: str | None = Field(None, min_length=1)
     num_tasks: int | None = Field(None, ge=1)
     indices: list[int] | None = None
+    fallback: Literal["own_tasks"] | None = None
 
     _indices = field_validator("indices")(classmethod(lambda cls, v: _non_negative_indices(v)))
+
+    @model_validator(mode="after")
+    def _fallback_needs_split(self) -> Self:
+        if self.fallback is not None and self.split is None:
+            raise problem_error(
+                "eval.fallback says what to evaluate on when eval.split is missing on the environment; "
+                "set split (e.g. split: test) or remove fallback"
+            )
+        return self
 
     @model_validator(mode="wrap")
     @classmethod
@@ -512,6 +529,20 @@ class PriorConfig(BaseModel):
 
     field: str = Field(min_length=1)
     pass_rates: dict[str, float]
+
+    @field_validator("pass_rates")
+    @classmethod
+    def _fractions(cls, v: dict[str, float]) -> dict[str, float]:
+        # A percentage read as a fraction sets nearly every task aside (50 >= 0.9) without a word.
+        wrong = {k: r for k, r in v.items() if not 0.0 <= r <= 1.0}
+        if wrong:
+            listed = ", ".join(f"{k}: {r:g}" for k, r in wrong.items())
+            verb = "is" if len(wrong) == 1 else "are"
+            raise problem_error(
+                f"pass_rates {{{listed}}} {verb} not between 0 and 1; a pass rate is a fraction: "
+                "write 0.95, not 95"
+            )
+        return v
 
 
 class AdaptiveConfig(BaseModel):
@@ -1020,6 +1051,8 @@ class MixtureConfig(BaseModel):
             for key in ("reference", "stragglers", "group_scoring"):
                 if member.get(key) is None:
                     member.pop(key, None)
+            if member.get("eval") is not None and member["eval"].get("fallback") is None:
+                del member["eval"]["fallback"]  # likewise for an eval set without one
         del data["base_dir"]  # where modules are found, not what is trained: a moved copy keeps its hash
         data.pop("lookahead", None)  # when sessions open, not what is trained (the same tokens either way)
         data["telemetry"].pop("no_learning_steps", None)  # when to warn, not what is trained
@@ -1056,17 +1089,18 @@ class MixtureConfig(BaseModel):
         """The mixture that does not train on the named members (dropped from weights and schedule too).
 
         A dropped member stays as an eval-only member (``role: eval``, its ``eval:`` set kept; without one,
-        its own selection is its eval set), so the effect of not training on it can be measured on it;
-        ``as_eval=False`` removes it altogether. Named ``<name>-without-<a>[-<b>...]``. When one train
-        member is left, its weights and schedule are dropped (a one-member mixture trains on that member
-        only; an adaptive one stays adaptive, for its task filter).
+        ``eval: {split: test, fallback: own_tasks}``, the tasks the full mixture evaluates it on), so the
+        effect of not training on it can be measured on it; ``as_eval=False`` removes it altogether. Named
+        ``<name>-without-<a>[-<b>...]``. When one train member is left, its weights and schedule are dropped
+        (a one-member mixture trains on that member only; an adaptive one stays adaptive, for its task
+        filter). Weights (or a schedule phase) that are 0 for every member left become equal weights.
 
         Example:
             >>> cfg = MixtureConfig(name="m", members={"a": {"target": "local:echo"},
             ...                                        "b": {"target": "local:seta"}})
             >>> w = cfg.without("b")
-            >>> w.name, w.train_members, w.members["b"].role
-            ('m-without-b', ['a'], 'eval')
+            >>> w.name, w.train_members, w.members["b"].role, w.members["b"].eval.split
+            ('m-without-b', ['a'], 'eval', 'test')
             >>> list(cfg.without("b", as_eval=False).members)
             ['a']
         """
@@ -1103,8 +1137,13 @@ class MixtureConfig(BaseModel):
     def reweight(self, **weights: float) -> MixtureConfig:
         """The mixture with static weights: the given ones, others keep their current static weight.
 
-        Replaces any schedule and sets ``strategy: weights``; per-member weights move to ``weights:``.
-        Named ``<name>-reweight-<member><weight>...`` (the members given, sorted).
+        A member's current weight is the one it starts with: ``weights:`` or its ``weight`` (equal if
+        neither; for ``strategy: adaptive`` its starting weight), a schedule's first phase, 1.0 each for
+        ``round_robin``. ``temperature`` weights come from task counts only the servers know, so there every
+        train member must be given (`ormix.mixture.MixtureSpec.reweight` knows them). Replaces any schedule
+        and sets ``strategy: weights``, without what only adaptive mixing uses (``adaptive:``, members'
+        ``filter:``); per-member weights move to ``weights:``. Named ``<name>-reweight-<member><weight>...``
+        (the members given, sorted).
 
         Example:
             >>> cfg = MixtureConfig(name="m", members={"a": {"target": "local:echo"},
@@ -1112,13 +1151,43 @@ class MixtureConfig(BaseModel):
             >>> derived = cfg.reweight(b=3)
             >>> derived.name, derived.weights
             ('m-reweight-b3', {'a': 1.0, 'b': 3.0})
+            >>> phased = cfg.updated(prompts_per_step=2, schedule=[
+            ...     {"until_step": 5, "weights": {"a": 1, "b": 0}}, {"weights": {"a": 1, "b": 1}}])
+            >>> phased.reweight(a=2).weights    # b keeps its weight at the first step
+            {'a': 2.0, 'b': 0.0}
         """
+        return self.reweighted(weights)
+
+    def reweighted(
+        self, weights: Mapping[str, float], current: Mapping[str, float] | None = None
+    ) -> MixtureConfig:
+        """`reweight` with the weights the members not given keep: ``current`` (the planner's, which knows
+        the task counts temperature mixing weighs by), else the file's (see `reweight`)."""
         self._require_known(tuple(weights), "reweight")
-        base = self.static_weights() or {}
+        unnamed = [n for n in self.train_members if n not in weights]
+        if self.strategy == "temperature" and unnamed and current is None:
+            raise MixtureConfigError(
+                [
+                    Problem(
+                        ("strategy",),
+                        f"reweight() of a temperature mixture needs every train member's weight: its "
+                        f"weights come from task counts its servers know, so {', '.join(unnamed)} "
+                        "have no weight to keep; give theirs too, e.g. "
+                        + ", ".join(f"{n}=1.0" for n in self.train_members),
+                    )
+                ],
+                self.name,
+            )
+        if current is not None:
+            base = dict(current)
+        elif self.schedule is not None:
+            base = dict(self.schedule[0].weights)
+        else:
+            base = self.static_weights() or {}
         new = {n: float(weights.get(n, base.get(n, 1.0))) for n in self.train_members}
         # An explicitly named eval-only member stays in, so validation says why it cannot take a weight.
         new.update({n: float(w) for n, w in weights.items() if n not in new})
-        members = {n: m.model_copy(update={"weight": None}) for n, m in self.members.items()}
+        members = {n: m.model_copy(update={"weight": None, "filter": None}) for n, m in self.members.items()}
         return self.updated(
             name=derived_name(
                 f"{self.name}-reweight-" + "-".join(f"{k}{v:g}" for k, v in sorted(weights.items()))
@@ -1127,6 +1196,7 @@ class MixtureConfig(BaseModel):
             weights=new,
             schedule=None,
             strategy="weights",
+            adaptive=None,
         )
 
     def renamed(self, name: str) -> MixtureConfig:
@@ -1155,12 +1225,26 @@ class MixtureConfig(BaseModel):
             if n in train or m.role == "eval":
                 members[n] = m
             else:
-                # Never trained on now: no weight, no task filter (both are about training).
-                members[n] = m.model_copy(update={"role": "eval", "weight": None, "filter": None})
-        weights = {n: w for n, w in self.weights.items() if n in train} if self.weights else self.weights
+                # Never trained on now: no weight, no task filter (both are about training). Evaluated on the
+                # tasks the full mixture evaluates it on: an eval-only member without `eval:` would take its
+                # own (training) tasks, a train member its environment's test split when there is one.
+                evaluation = m.eval
+                if evaluation is None and m.role == "train":
+                    evaluation = EvalConfig(split=TEST_SPLIT, fallback="own_tasks")
+                update = {"role": "eval", "weight": None, "filter": None, "eval": evaluation}
+                members[n] = m.model_copy(update=update)
+        weights = (
+            _evened({n: w for n, w in self.weights.items() if n in train}) if self.weights else self.weights
+        )
+        if self.weights is None and any(m.weight is not None for m in self.members.values()):
+            # Per-member weights that are all 0 among the members left: equal, as in `_evened`.
+            if not any(members[n].weight for n in train):
+                members.update({n: members[n].model_copy(update={"weight": 1.0}) for n in train})
         schedule = (
             [
-                ph.model_copy(update={"weights": {n: w for n, w in ph.weights.items() if n in train}})
+                ph.model_copy(
+                    update={"weights": _evened({n: w for n, w in ph.weights.items() if n in train})}
+                )
                 for ph in self.schedule
             ]
             if self.schedule
@@ -1225,6 +1309,12 @@ class MixtureConfig(BaseModel):
 
 #: A check of a ``train:`` section: ``(key, message)`` for every setting that is wrong.
 TrainCheck = Callable[[dict[str, Any]], list[tuple[str, str]]]
+
+
+def _evened(weights: dict[str, float]) -> dict[str, float]:
+    """``weights``, or equal weights when every one is 0: what is left of a phase that trained only on the
+    dropped members (an arm's members then share its steps, rather than the arm failing validation)."""
+    return weights if any(weights.values()) else {n: 1.0 for n in weights}
 
 
 def _positive_int(value: Any) -> TypeGuard[int]:

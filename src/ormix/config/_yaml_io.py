@@ -125,7 +125,7 @@ def syntax_problem(e: yaml.YAMLError) -> Problem:
     col = f", column {mark.column + 1}" if mark is not None else ""
     fix = "fix the YAML (check indentation and quoting)"
     buffer = getattr(mark, "buffer", None)
-    if isinstance(buffer, str):
+    if mark is not None and isinstance(buffer, str):
         start = buffer.rfind("\n", 0, mark.pointer) + 1
         end = buffer.find("\n", mark.pointer)
         text = buffer[start : end if end >= 0 else len(buffer)]

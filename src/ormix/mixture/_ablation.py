@@ -9,7 +9,7 @@ measured on it. The budget rule says what happens to the prompts the dropped mem
   member includes that);
 - ``same-per-member`` scales ``prompts_per_step`` by the share of the step the members left had in the
   full mixture (rounded half up, at least 1), so each keeps about the rollouts per step it had (less compute
-  in all); the batch size settings that no longer fit are left for ormix to derive.
+  in all); the batch size settings of ``train:`` are left out, for ormix to derive from it.
 
 The share of a member is its weight over the train members' weights (``weights:``, or each member's
 ``weight``, or equal; for ``strategy: adaptive`` the starting weights; ``round_robin`` equal; ``temperature``
@@ -47,7 +47,8 @@ FULL = "full"
 @dataclass(frozen=True)
 class Arm:
     """One arm of a study: its name (``full``, ``without-<member>``, ``only-<member>``), its mixture, the
-    train members of the full mixture it does not train on, and the budget rule as applied to it.
+    train members of the full mixture it does not train on, the budget rule as applied to it, and what else
+    it changed (``notes``: weights that were 0 for every member it trains on, made equal).
 
     Example:
         >>> cfg = MixtureConfig(members={"a": {"target": "local:echo"}, "b": {"target": "local:seta"}})
@@ -60,6 +61,7 @@ class Arm:
     config: MixtureConfig
     dropped: tuple[str, ...]
     budget: str
+    notes: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: name, mixture name, trained and dropped members, prompts per step, budget rule."""
@@ -117,18 +119,44 @@ def scaled_prompts(prompts_per_step: int, kept_share: float) -> int:
     return max(1, math.floor(prompts_per_step * kept_share + 0.5))
 
 
-def _fit_batch(train: Mapping[str, Any], prompts_per_step: int) -> tuple[dict[str, Any], list[str]]:
-    """The ``train:`` settings with the batch sizes that no longer make one step of ``prompts_per_step``
-    prompts left out (ormix derives them), and what was left out."""
+def _fit_batch(train: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The ``train:`` settings for a changed ``prompts_per_step``, the batch sizes left out (ormix derives
+    them from it), and what was left out.
+
+    Whether a kept batch size still fits depends on the number of processes, which only ``ormix train``
+    knows: a size that divides the step's completions on one may not on two (8 and 3 × 8 = 24 completions
+    over 2 processes: 12 each).
+    """
     settings = dict(train)
     dropped = []
-    completions = prompts_per_step * int(settings.get("num_generations") or 8)
-    batch = settings.get("per_device_train_batch_size")
-    if "gradient_accumulation_steps" in settings:
-        dropped.append(f"gradient_accumulation_steps={settings.pop('gradient_accumulation_steps')}")
-    if isinstance(batch, int) and completions % batch:
-        dropped.append(f"per_device_train_batch_size={settings.pop('per_device_train_batch_size')}")
+    for key in ("gradient_accumulation_steps", "per_device_train_batch_size"):
+        if key in settings:
+            dropped.append(f"{key}={settings.pop(key)}")
     return settings, dropped
+
+
+def _equal_weights_note(full: MixtureConfig, train: Sequence[str]) -> str | None:
+    """What an arm training on ``train`` says when weights of the full mixture (``weights:``, the members'
+    ``weight``, a schedule phase) were 0 for all of them: `MixtureConfig.without` made those equal."""
+    if len(train) < 2:
+        return None  # one member left trains without weights
+    where = []
+    if full.weights is not None:
+        if not any(full.weights.get(n) for n in train):
+            where.append("weights")
+    elif any(m.weight is not None for m in full.members.values()):
+        if not any(full.members[n].weight for n in train):
+            where.append("the members' weight")
+    for i, phase in enumerate(full.schedule or []):
+        if not any(phase.weights.get(n) for n in train):
+            until = f" (until step {phase.until_step})" if phase.until_step is not None else ""
+            where.append(f"schedule phase {i}{until}")
+    if not where:
+        return None
+    return (
+        f"{', '.join(where)}: 0 for every member this arm trains on ({', '.join(train)}), so they have "
+        "equal weights there"
+    )
 
 
 def _budgeted(full: MixtureConfig, derived: MixtureConfig, budget: Budget) -> tuple[MixtureConfig, str]:
@@ -152,7 +180,7 @@ def _budgeted(full: MixtureConfig, derived: MixtureConfig, budget: Budget) -> tu
             derived,
             f"same-per-member: prompts_per_step {pps} (the members trained on had {kept_share:.3g})",
         )
-    train, left_out = _fit_batch(derived.train, new)
+    train, left_out = _fit_batch(derived.train)
     note = (
         f"same-per-member: prompts_per_step {pps} → {new} ({pps} × {kept_share:.3g}, the share of a step "
         "the members trained on had in the full mixture, rounded)"
@@ -193,7 +221,8 @@ def arms(
     for name, cfg in derived:
         budgeted, note = _budgeted(config, cfg, budget)
         dropped = tuple(n for n in config.train_members if n not in cfg.train_members)
-        out.append(Arm(name, budgeted, dropped, note))
+        evened = _equal_weights_note(config, cfg.train_members)
+        out.append(Arm(name, budgeted, dropped, note, (evened,) if evened else ()))
     return out
 
 
@@ -236,8 +265,7 @@ def arm_file_text(arm: Arm, source: str) -> tuple[str, str]:
     header = (
         f"Derived from {source} by `ormix ablate` (arm {arm.name}).\n"
         f"{dropped}\n"
-        f"budget: {arm.budget}\n"
-        f"manifest hash: {digest}"
+        f"budget: {arm.budget}\n" + "".join(f"{note}\n" for note in arm.notes) + f"manifest hash: {digest}"
     )
     warm = config.warm_start
     if warm is not None and warm.sft_steps > 0:

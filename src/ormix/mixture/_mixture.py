@@ -48,6 +48,7 @@ from ormix.config import (
     TelemetryConfig,
 )
 from ormix.config._checks import eval_overlap_note, held_out
+from ormix.config._models import TEST_SPLIT
 from ormix.config._problems import Problem, problems_from
 from ormix.mixture._adaptive_run import AdaptiveRun
 from ormix.mixture._planner import Planner, PlanRow
@@ -57,10 +58,6 @@ from ormix.ors._errors import ORSError
 from ormix.rollout._batch import SPLIT_COLUMN
 from ormix.rollout._rewards import RewardFunction
 from ormix.rollout._routing import RoutingEnvironment, make_routing_class
-
-#: The split a member without an eval set is evaluated on, when its environment has it.
-TEST_SPLIT = "test"
-
 
 #: The options a `Member` takes besides its spec: `MemberConfig`'s own fields, and the spec's reward for an
 #: unscored rollout (a member may score its spec's rollouts differently).
@@ -499,7 +496,8 @@ class MixtureSpec:
           outside its task selection (the tasks it trains on; the same for ``role: eval``, so dropping a
           member to eval-only keeps its eval tasks); when fewer remain, the split's first N, said in
           `EvalSet.notes`;
-        - ``eval: {}`` on its own split: its training tasks.
+        - ``eval: {}`` on its own split: its training tasks;
+        - ``eval: {split: S, fallback: own_tasks}`` on an environment without split S: its own tasks.
 
         Raises `MixtureError` naming the member when it has no eval set, its eval split does not exist on the
         environment or an eval index is out of range. `eval_selection` also chooses for members without one.
@@ -579,6 +577,8 @@ class MixtureSpec:
         spec, evaluation = self.spec(member), config.eval
         split = (evaluation.split if evaluation is not None else None) or spec.split
         names, total = self.split_facts(member, split)
+        if total is None and evaluation is not None and evaluation.fallback == "own_tasks":
+            return self._own_tasks(member, config, split)
         if total is None:
             raise MixtureError(
                 f"member {member!r}: eval split {split!r} does not exist on {spec.target} (its splits: "
@@ -625,6 +625,16 @@ class MixtureSpec:
             notes.append(f"{member}: {overlap} of its {len(indices)} eval tasks are training tasks")
         kind = "eval set" if evaluation is not None else "eval member"
         return EvalSet(member, split, indices, source, overlap, tuple(notes), kind=kind), derived
+
+    def _own_tasks(self, member: str, config: MemberConfig, split: str) -> tuple[EvalSet, OpenRewardSpec]:
+        """``eval: {split: S, fallback: own_tasks}`` on an environment without split S: the member's own
+        tasks, as a train member without ``eval:`` whose environment has no test split is evaluated."""
+        spec = self.spec(member)
+        indices = tuple(spec.task_indices)
+        overlap = len(set(indices)) if config.trains else 0
+        source = f"its own tasks: its environment has no split {split!r} (eval.fallback: own_tasks)"
+        notes = (f"{member}: evaluated on the tasks it trains on (no split {split!r})",) if overlap else ()
+        return EvalSet(member, spec.split, indices, source, overlap, notes, kind="eval set"), spec
 
     def _held_out(
         self, member: str, split: str, total: int, wanted: int, selection: list[int], trained: list[int]
@@ -802,8 +812,11 @@ class MixtureSpec:
         return self._derived(self.config.only(*names, as_eval=as_eval))
 
     def reweight(self, **weights: float) -> MixtureSpec:
-        """A new mixture with these static weights (others keep theirs); see `MixtureConfig.reweight`."""
-        return self._derived(self.config.reweight(**weights))
+        """A new mixture with these static weights (others keep theirs); see `MixtureConfig.reweight`. A
+        ``temperature`` mixture's others keep the weights its planner gives them (from their task counts).
+        """
+        current = self.planner.weights(1) if self.config.strategy == "temperature" else None
+        return self._derived(self.config.reweighted(weights, current))
 
     def manifest(self) -> dict[str, Any]:
         """What exactly this run trains on: the config, per-member task indices and tools, the plan, versions.
