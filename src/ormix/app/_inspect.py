@@ -94,6 +94,9 @@ def eval_description(config: Any) -> str:
         >>> from ormix.config import MemberConfig
         >>> eval_description(MemberConfig(target="local:seta", num_tasks=4, eval={"num_tasks": 2}))
         'eval: {num_tasks: 2} (held out of split train when it has enough tasks)'
+        >>> dropped = MemberConfig(target="local:seta", eval={"split": "test", "fallback": "own_tasks"})
+        >>> eval_description(dropped)
+        'eval: split test, else its own tasks'
     """
     e = config.eval
     if e is None:
@@ -105,7 +108,9 @@ def eval_description(config: Any) -> str:
         return f"eval: {{num_tasks: {e.num_tasks}}} (held out of split {split} when it has enough tasks)"
     if e.num_tasks is not None:
         return f"eval: the first {e.num_tasks} tasks of split {split}"
-    return f"eval: split {split}" if split != config.split else "its training tasks"
+    if split == config.split:
+        return "its training tasks"
+    return f"eval: split {split}" + (", else its own tasks" if e.fallback == "own_tasks" else "")
 
 
 def _eval_summary(mix: MixtureSpec, member: str, summary: MemberSummary, contact: bool) -> MemberSummary:
