@@ -409,7 +409,8 @@ class RunDirectory:
     def cut_back(self, step: int) -> dict[str, int]:
         """Cut the run's own append-only files (logs, alarms) back to ``step`` and mark it the last completed
         one; returns the lines dropped per file. Each rank's rollout records are cut by its own telemetry
-        (`ormix.telemetry._records.TelemetryRun`) when training resumes."""
+        (`ormix.telemetry._records.TelemetryRun`) when training resumes, and rank 0's also cuts the files of
+        ranks the resumed run does not have (it resumed on fewer processes)."""
         dropped = {name: truncate_jsonl(self.path / name, step) for name in APPEND_ONLY}
         self.write_progress(step)
         return dropped

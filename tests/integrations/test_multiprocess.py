@@ -87,3 +87,41 @@ def test_group_scoring_on_two_ranks_scores_each_group_whole_on_its_rank(tiny_mod
         assert sorted(r["group_reward"] for r in group) == [0.5, 1.0]
         assert all(r["group_status"] == "scored" and r["env_reward"] == 1.0 for r in group)
         assert all(r["reward"] == pytest.approx(1.0 + r["group_reward"]) for r in group)
+
+
+SPLIT_SCRIPT = Path(__file__).with_name("mp_split_group_train.py")
+
+
+def test_a_group_split_over_two_ranks_is_logged_and_alarmed_as_one_group(tiny_model, tmp_path):
+    # G=8 over 4 rollouts a rank: rank 0's half scores 1.0, rank 1's 0.0. TRL pools each rank's judgement of
+    # its half (0.0 twice); the telemetry callback judges the group whole, as one process would.
+    out = tmp_path / "run"
+    proc = subprocess.run(
+        [torchrun(), "--standalone", "--nproc_per_node", "2", str(SPLIT_SCRIPT), tiny_model, str(out)],
+        env=rank_env(SPLIT_SCRIPT),
+        capture_output=True,
+        text=True,
+        timeout=150,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    for trainer in ("GRPOTrainer", "ConcurrentGRPOTrainer"):
+        where = out / trainer
+        records = read_records(where)
+        assert len(records) == 2 * 8 and {r["group"] for r in records} == {0}
+        history = json.loads((where / "log_history.json").read_text())
+        logs = {h["step"]: h for h in history if "ormix/a/share" in h}
+        assert sorted(logs) == [1, 2]
+        for step, log in logs.items():
+            batch = [r for r in records if r["step"] == step]
+            assert sorted(r["reward"] for r in batch) == [0.0] * 4 + [1.0] * 4
+            assert batch_metrics(batch, ["a"])["ormix/a/informative_groups"] == 1.0
+            assert log["ormix/a/informative_groups"] == 1.0, (trainer, step)
+        assert "uninformative" not in json.loads((where / "no_learning.json").read_text())
+        # A `report_to` logger (wandb, tensorboard) sees the whole-group figure with ormix's own trainer,
+        # which puts ormix's telemetry before it; with TRL's, it sees TRL's per-process one (as the docs say).
+        seen = [
+            e["ormix/a/informative_groups"]
+            for e in json.loads((where / "logged.json").read_text())
+            if "ormix/a/share" in e
+        ]
+        assert seen == ([1.0, 1.0] if trainer == "ConcurrentGRPOTrainer" else [0.0, 0.0]), trainer

@@ -31,6 +31,7 @@ from ormix.telemetry._metrics import (
     group_ids,
     member_values,
     metric_key,
+    pooled_informative,
     summarize,
 )
 from ormix.telemetry._records import read_records, rollout_record
@@ -380,6 +381,12 @@ def test_pooling_over_ranks_equals_the_whole_batch(batch, ranks):
     for metric in set(whole) - {"informative_groups"}:  # groups cut in two are counted on both sides
         assert sum(pooled[metric]) == pytest.approx(sum(whole[metric]))
         assert len(pooled[metric]) == len(whole[metric])
+    # ... so the telemetry callback judges each group on every process's rewards of it instead.
+    parts = [
+        [("a", 1, r["group"], r["reward"]) for r in batch[lo:hi] if r["member"] == "a"]
+        for lo, hi in zip(cut, cut[1:], strict=False)
+    ]
+    assert pooled_informative(parts, "a") == summarize(whole).get("informative_groups")
     share = summarize(whole).get("share")
     mine = sum(r["member"] == "a" for r in batch)
     assert share == pytest.approx(mine / len(batch))
@@ -389,6 +396,70 @@ def test_pooling_over_ranks_equals_the_whole_batch(batch, ranks):
         total = summarize(whole)
         assert total["coverage"] + total["unscored_rate"] + total["error_rate"] == pytest.approx(1.0)
     assert set(whole) <= set(METRICS)
+
+
+def test_a_group_split_over_processes_is_judged_on_all_its_rewards_as_on_one_process():
+    """`ormix train`'s default geometry on 2 processes (G=8, one prompt a step: 4 rollouts each): half the
+    group solves the task, on rank 0. Each rank alone sees equal rewards; the group teaches all the same."""
+    from ormix.trl._callbacks import _GroupsRun
+
+    rewards = [1.0] * 4 + [0.0] * 4
+    runs, per_rank = [], []
+    for rank in (0, 1):
+        run = _GroupsRun(None, rank=rank, num_generations=8)
+        ids = group_ids(4, rank=rank, num_generations=8)
+        records = [
+            {**rec(reward=r, group=g), "mode": "train", "step": 1}
+            for r, g in zip(rewards[4 * rank : 4 * rank + 4], ids, strict=True)
+        ]
+        run.note("a", records)
+        runs.append(run)
+        per_rank += member_values(records, "a", 4)["informative_groups"]
+    assert per_rank == [0.0, 0.0]  # what TRL pools: one group counted twice, uninformative each time
+    parts = [run.take_groups() for run in runs]
+    assert pooled_informative(parts, "a") == 1.0
+    # A window of two steps: TRL's mean of its per-step figures, each group judged whole.
+    second = [[("a", 2, 0, 1.0)] * 4, [("a", 2, 0, 1.0)] * 4]
+    both = [a + b for a, b in zip(parts, second, strict=True)]
+    assert pooled_informative(both, "a") == 0.5 and pooled_informative(both, "b") is None
+
+
+def test_a_member_on_several_servers_counts_group_scored_rollouts_as_covered_per_server():
+    scored = {"outcome": "unscored", "group_status": "scored", "group_reward": 0.7}
+    batch = [
+        {**rec(outcome="unscored", reward=0.7, group=0), **scored, "server": "http://h1:8000"},
+        {**rec(outcome="unscored", reward=0.2, group=0), **scored, "server": "http://h2:8000"},
+        rec(outcome="error", reward=None, group=2) | {"server": "http://h2:8000"},
+    ]
+    v = summarize(member_values(batch, "a", 3))
+    assert v["coverage"] == pytest.approx(2 / 3)
+    assert v["server/h1:8000/coverage"] == 1.0 and v["server/h2:8000/coverage"] == 0.5
+
+
+def test_an_evaluation_entry_leaves_the_training_causes_to_the_coverage_alarm():
+    """eval_steps not aligned with logging_steps: an evaluation logged between two training entries does not
+    take the failure causes the next training entry's alarm counts."""
+    from types import SimpleNamespace
+
+    from ormix.telemetry._records import TelemetryObserver, TelemetryRun
+    from ormix.trl._callbacks import TelemetryCallback
+
+    callback = TelemetryCallback({"a": TelemetryObserver("a")}, {"min_coverage": 0.5, "consecutive_steps": 1})
+    callback.run = TelemetryRun(None, num_generations=2)
+    callback.run.note("a", [{"mode": "train", "outcome": "error", "error_kind": "session_open"}] * 3)
+    control = SimpleNamespace(should_training_stop=False)
+    evaluation = {"eval_loss": 0.0}
+    state = SimpleNamespace(
+        global_step=1, log_history=[{**evaluation, "step": 1}], is_world_process_zero=True
+    )
+    callback.on_log(None, state, control, logs=evaluation)
+    training = {"loss": 0.0, metric_key("a", "coverage"): 0.0, metric_key("a", "error_rate"): 1.0}
+    state.log_history.append({**training, "step": 1})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CoverageAlarmWarning)
+        callback.on_log(None, state, control, logs=training)
+    (alarm,) = callback.alarms
+    assert alarm.cause == ("session_open", 3, 3) and "(3 of 3" in alarm.message
 
 
 @given(st.integers(1, 16), st.integers(0, 3), st.integers(1, 4))

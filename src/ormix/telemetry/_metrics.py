@@ -12,8 +12,11 @@ candidate rollout: its group was scored) and `group_score_failed` (1/0 per group
 is unsupported, so the pointwise rewards stood). A member on several servers also logs,
 per server, ``server/<host:port>/share``, ``.../coverage`` and ``.../error_rate`` (one value per rollout of
 the member, and per rollout on that server; `server_label`). Values are ONE PER ROLLOUT (or per call / group),
-so TRL's pooling (sum and count over all processes, then the mean) gives the exact batch-wide value. A member
-absent from a batch logs only `share` (0s), so TRL shows no value for the rest instead of a misleading 0.
+so TRL's pooling of a batch (sum and count over all processes, then the mean) gives the exact batch-wide
+value; over a logging window of several batches TRL logs the mean of those batch values (not pooled: each
+batch weighs the same). A GRPO group split over processes is judged here on each process's part; the telemetry
+callback judges it whole (`pooled_informative`). A member absent from a batch logs only `share` (0s), so TRL
+shows no value for the rest instead of a misleading 0.
 
 Example:
     >>> recs = [{"member": "a", "outcome": "scored", "env_reward": 1.0, "reward": 1.0, "finished": True,
@@ -180,9 +183,34 @@ def member_values(
         on = [r for r in mine if r.get("server") == server]
         label = f"server/{server_label(server)}"
         out[f"{label}/share"] = [float(r.get("server") == server) for r in mine]
-        out[f"{label}/coverage"] = [float(r["outcome"] == "scored") for r in on]
+        # The member's rule (`coverage` above): a rollout its group scored has a reward too.
+        out[f"{label}/coverage"] = [float(r["outcome"] == "scored" or _group_scored(r)) for r in on]
         out[f"{label}/error_rate"] = [float(r["outcome"] == "error") for r in on]
     return {k: v for k, v in out.items() if v}
+
+
+def pooled_informative(parts: Iterable[Iterable[Sequence[Any]]], member: str) -> float | None:
+    """`informative_groups` of one member over a logging window, from every process's training rollouts as
+    ``(member, step, group, reward)``: each GRPO group is judged on its rewards from all processes (a group
+    whose rollouts were split over processes is one group, as on one process), then each step's fraction of
+    informative groups is averaged over the window's steps, as TRL averages its per-batch figures. ``None``
+    when the member had no group.
+
+    Example:
+        >>> rank0 = [("a", 1, 0, 1.0), ("a", 1, 0, 1.0)]
+        >>> rank1 = [("a", 1, 0, 0.0), ("a", 1, 0, 0.0), ("a", 1, 2, 1.0), ("a", 1, 2, None)]
+        >>> pooled_informative([rank0, rank1], "a"), pooled_informative([rank0, rank1], "b")
+        (0.5, None)
+    """
+    steps: dict[Any, dict[Any, list[float | None]]] = {}
+    for part in parts:
+        for name, step, group, reward in part:
+            if name == member:
+                steps.setdefault(step, {}).setdefault(group, []).append(reward)
+    if not steps:
+        return None
+    fractions = [sum(map(is_informative, groups.values())) / len(groups) for groups in steps.values()]
+    return sum(fractions) / len(fractions)
 
 
 def _group_scored(record: Mapping[str, Any]) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -42,6 +43,7 @@ from ormix.telemetry._alarm import (
     unchanged_weights_alarm,
     unscored_notice,
 )
+from ormix.telemetry._metrics import metric_key, pooled_informative
 from ormix.telemetry._records import TelemetryObserver, TelemetryRun
 
 logger = logging.getLogger("ormix.telemetry")
@@ -219,6 +221,40 @@ def _is_eval_entry(logs: Mapping[str, Any]) -> bool:
     return any(k.startswith("eval_") for k in logs)
 
 
+class _GroupsRun(TelemetryRun):
+    """A `TelemetryRun` that also keeps each training rollout's ``(member, step, group, reward)`` until the
+    next training log entry takes them (`take_groups`): a GRPO group split over processes can only be judged
+    on the rewards of all its parts (`pooled_informative`).
+
+    Example:
+        >>> run = _GroupsRun(None)
+        >>> run.note("a", [{"mode": "train", "outcome": "scored", "step": 1, "group": 0, "reward": 1.0}])
+        >>> run.take_groups(), run.take_groups()
+        ([('a', 1, 0, 1.0)], [])
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._groups: list[tuple[str, Any, Any, float | None]] = []
+        self._groups_lock = threading.Lock()
+
+    def note(self, member: str, records: Sequence[Mapping[str, Any]]) -> None:
+        super().note(member, records)
+        kept = [
+            (member, r.get("step"), r.get("group"), r.get("reward"))
+            for r in records
+            if r.get("mode") == "train"
+        ]
+        with self._groups_lock:
+            self._groups.extend(kept)
+
+    def take_groups(self) -> list[tuple[str, Any, Any, float | None]]:
+        """The training rollouts' ``(member, step, group, reward)`` noted since the last call (forgotten)."""
+        with self._groups_lock:
+            taken, self._groups = self._groups, []
+        return taken
+
+
 def weight_fingerprint(model: Any) -> list[list[float]] | None:
     """Per parameter tensor of ``model``: the sum and the sum of squares of its values, in float64 (what the
     no-learning alarm compares between the start and the end of training; equal fingerprints mean unchanged
@@ -389,7 +425,7 @@ class TelemetryCallback(TrainerCallback):
         output_dir = getattr(args, "output_dir", None)
         num_generations = getattr(args, "num_generations", None)
         resumed = state.global_step if state.global_step > 0 else None
-        self.run = TelemetryRun(
+        self.run = _GroupsRun(
             output_dir if (self.settings.records and output_dir) else None,
             rank=getattr(args, "process_index", 0) or 0,
             num_generations=num_generations,
@@ -466,13 +502,28 @@ class TelemetryCallback(TrainerCallback):
             entry = state.log_history[-1] if state.log_history else None
             if values and entry is not None and all(k in entry for k in logs if k.startswith("eval_")):
                 entry.update(values)  # the entry the trainer just appended, as the trainer wrote it
-        for alarm in self._tracker.update(state.global_step, logs or {}, self.run.take_causes()):
+        training = logs is not None and not _is_eval_entry(logs)
+        if logs is not None and training:
+            self._pool_groups(logs, state.log_history[-1] if state.log_history else None)
+        # Causes go with the coverage they explain: an entry without coverage (an evaluation's) leaves the
+        # training rollouts' causes to the next one that has it, so the alarm's "n of m" counts them all.
+        logs_coverage = (
+            logs is not None
+            and training
+            and any(
+                metric_key(member, metric) in logs
+                for member in self.observers
+                for metric in ("coverage", "error_rate")
+            )
+        )
+        causes = self.run.take_causes() if logs_coverage else {}
+        for alarm in self._tracker.update(state.global_step, logs or {}, causes):
             self.alarms.append(alarm)
             self._say(state, alarm, CoverageAlarmWarning)
             if alarm.stop:
                 control.should_training_stop = True
                 self.stopped_by = self.stopped_by or alarm
-        if logs is not None and not _is_eval_entry(logs):
+        if logs is not None and training:
             if self.upload is not None:
                 counts = self.upload.metrics()  # this process's (uploads are not pooled across ranks)
                 logs.update(counts)
@@ -487,6 +538,32 @@ class TelemetryCallback(TrainerCallback):
                 self._unscored_said = True
                 self._say(state, unscored_notice(dropped, state.global_step), UnscoredRolloutsWarning)
         return control
+
+    def _pool_groups(self, logs: dict[str, Any], entry: dict[str, Any] | None) -> None:
+        """On several processes, put in a training entry (and ``entry``, the trainer's copy of it, when it
+        was already appended) each member's `informative_groups` judged on every process's rewards of each
+        group (`pooled_informative`): TRL's figure judges each process's part of a group split over
+        processes, counting the group once per part.
+
+        Called by every process for every training entry (it gathers from all of them); on one process the
+        entry is left as TRL wrote it (its groups are whole). The callbacks after this one see the pooled
+        figure: `ConcurrentGRPOTrainer` puts this callback before every logger; with TRL's trainer, loggers
+        (``report_to``) come first and see TRL's.
+        """
+        if not isinstance(self.run, _GroupsRun):
+            return
+        parts = every_rank(self.run.take_groups())
+        if len(parts) < 2:
+            return
+        if entry is not None and not all(entry.get(k) == v for k, v in logs.items() if k in entry):
+            entry = None  # not this entry's copy
+        for member in sorted({name for part in parts for name, *_ in part}):
+            key = metric_key(member, "informative_groups")
+            value = pooled_informative(parts, member)
+            if key in logs and value is not None:
+                logs[key] = value
+                if entry is not None:
+                    entry[key] = value
 
     def _say(self, state: Any, alarm: Alarm | NoLearningAlarm | str, category: type[Warning]) -> None:
         """Say an alarm (or a notice) once, on the main process: the warning is what a console shows, the log

@@ -61,7 +61,7 @@ from ormix.rollout._batch import DEFAULT_MAX_IN_FLIGHT, OpenRequest, ToolRound, 
 from ormix.rollout._episode import Episode, episode_of, set_tool_round
 from ormix.rollout._lookahead import DEFAULT_LOOKAHEAD, choose_ahead, generation_batches, locate
 from ormix.rollout._routing import RoutingEnvironment
-from ormix.trl._callbacks import trl_notices_filtered
+from ormix.trl._callbacks import TelemetryCallback, trl_notices_filtered
 
 logger = logging.getLogger(__name__)
 
@@ -203,6 +203,11 @@ class ConcurrentGRPOTrainer(GRPOTrainer):
                 f"{trl.__version__}; its internals still look the same, so it runs",
                 stacklevel=2,
             )
+        # ormix's telemetry first: its `on_log` puts in figures only all processes together know (informative
+        # groups split over processes), and the loggers `report_to` added before it must see them.
+        callbacks = self.callback_handler.callbacks
+        # Stable: the rest keep their order.
+        callbacks.sort(key=lambda c: not isinstance(c, TelemetryCallback))
         self.max_in_flight = max(1, int(max_in_flight))
         self.concurrent = concurrent
         self._batch_started: float | None = None
