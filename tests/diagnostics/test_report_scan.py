@@ -104,8 +104,11 @@ def _make_run(run_dir: Path, messy: bool) -> None:
             run.write(batch(step, run.rank, "train"))
             if step in (2, 5):
                 run.write(batch(step, run.rank, "eval"))
-    # Rank 0 stopped and resumed from its checkpoint at step 4: steps 5-7 are cut and written again.
-    resumed = TelemetryRun(run_dir, rank=0, num_generations=2, resume_step=4)
+    # Rank 0 stopped and resumed from its checkpoint at step 4: steps 5-7 are cut and written again. The run
+    # has 2 processes (simulated in this one), so rank 1's file is rank 1's to cut, not rank 0's.
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("WORLD_SIZE", "2")
+        resumed = TelemetryRun(run_dir, rank=0, num_generations=2, resume_step=4)
     for step in range(5, 8):
         resumed.write(batch(step, 0, "train"))
     rank1 = run_dir / "rollouts" / "rank-1.jsonl"

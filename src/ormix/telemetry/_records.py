@@ -24,12 +24,16 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
+import re
+import sys
 import threading
 import time
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,33 +93,71 @@ class TelemetryRun:
         self._eval: list[dict[str, Any]] = []
         self._seq = 0
         self._write_failed = False
+        # A fresh run's records are its own: an earlier run's in its file are set aside at its first write
+        # (not here: a resumed trainer is built as a fresh one, and learns it resumes only when training
+        # begins).
+        self._fresh = resume_step is None
         #: The rollout upload to the OpenReward platform (an `ormix.telemetry._upload.UploadRun`), when the
         #: mixture asks for one (`TelemetryCallback` sets it).
         self.upload: Any = None
         if resume_step is not None and self.records_path is not None:
             # A resumed run redoes the steps after its checkpoint: their records (from the interrupted
-            # process) go, so no step is counted twice.
-            truncate_jsonl(self.records_path, resume_step)
+            # processes) go, so no step is counted twice.
+            for path in self._files():
+                truncate_jsonl(path, resume_step)
             with contextlib.suppress(OSError):
                 self._seq = sum(1 for _ in self.records_path.open(encoding="utf-8"))
+
+    def _files(self) -> list[Path]:
+        """The record files a resumed process cuts back: its own and, on rank 0, those of the ranks this run
+        does not have (an earlier start on more processes left them, and no process of this run would cut
+        them). A live rank's file is left to that rank: it may be writing."""
+        assert self.records_path is not None
+        files = [self.records_path]
+        if self.rank == 0:
+            size = _world_size()
+            for path in record_files(self.records_path.parent.parent):
+                match = _RANK_FILE.fullmatch(path.name)
+                if match and int(match.group(1)) >= size:
+                    files.append(path)
+        return files
+
+    def _set_aside_earlier_records(self) -> None:
+        assert self.records_path is not None
+        moved = _set_aside(self.records_path)
+        if moved is not None:
+            logger.warning(
+                "ormix: %s held rollout records of an earlier run in this output_dir; moved them to %s, so "
+                "this run's records are its own (reports read rank-*.jsonl only). Resume from a checkpoint "
+                "to continue a run, or pick another output_dir",
+                self.records_path,
+                moved.name,
+            )
 
     def group_size(self, mode: str) -> int | None:
         """GRPO group size for `train` or `eval` batches."""
         return self.num_generations_eval if mode == "eval" else self.num_generations
 
     def write(self, records: Sequence[dict[str, Any]]) -> None:
-        """Append records (a JSON line each) to this rank's file; a disk error is logged once, not raised."""
+        """Append records (a JSON line each) to this rank's file; a disk error, or a record JSON cannot hold,
+        is logged once, not raised. A fresh run's first write sets an earlier run's records aside
+        (``rank-<k>.jsonl.before-<UTC time>``, which readers skip)."""
         if self.records_path is None or not records:
             return
         with self._lock:
             try:
+                if self._fresh:
+                    self._set_aside_earlier_records()
+                    self._fresh = False
                 self._seq = append_jsonl(self.records_path, records, self._seq)
-            except OSError as e:
+            except (OSError, ValueError, TypeError) as e:
+                # Records are a diagnosis of training, never a reason to stop it.
                 if not self._write_failed:
                     self._write_failed = True
                     logger.warning(
-                        "ormix: cannot write rollout records to %s (%s); training continues without them",
+                        "ormix: cannot write rollout records to %s (%s: %s); training continues without them",
                         self.records_path,
+                        type(e).__name__,
                         e,
                     )
 
@@ -260,14 +302,66 @@ def group_fields(episode: Any, secrets: Iterable[str] = ()) -> dict[str, Any]:
 
 
 def _redacted(value: Any, secrets: tuple[str, ...]) -> Any:
-    """``value`` (chat messages) as JSON data, every string in it redacted."""
+    """``value`` (chat messages, a group's judging detail) as JSON data, every string in it redacted and
+    every NaN or infinity ``None``: a server's `json.dumps` sends them, strict JSON has no word for them.
+
+    Example:
+        >>> _redacted({"confidence": float("nan"), "spread": [float("inf"), 0.5], "by": "sk-1"}, ("sk-1",))
+        {'confidence': None, 'spread': [None, 0.5], 'by': '[redacted]'}
+    """
     if isinstance(value, str):
         return redact_text(value, secrets)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     if isinstance(value, Mapping):
         return {str(k): _redacted(v, secrets) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_redacted(v, secrets) for v in value]
     return value if value is None or isinstance(value, (bool, int, float)) else str(value)
+
+
+#: A live record file's name, ``rank-<k>.jsonl`` (a file set aside, ``rank-<k>.jsonl.before-<time>``: none).
+_RANK_FILE = re.compile(r"rank-(\d+)\.jsonl")
+
+
+def _world_size() -> int:
+    """How many processes this run trains on: torch.distributed's world once it is set up (the trainer's
+    arguments set it up under `accelerate launch` or `torchrun`), else the launchers' ``WORLD_SIZE``, else 1.
+    torch is not imported for it: a process that has not loaded torch runs no process group."""
+    dist = getattr(sys.modules.get("torch"), "distributed", None)
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        return int(dist.get_world_size())
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        return 1
+
+
+def _set_aside(path: Path) -> Path | None:
+    """Move a record file that holds anything to ``<name>.before-<UTC time>`` beside it; returns where
+    (``None``: no such file, or an empty one, left as it is).
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "rank-0.jsonl"
+        >>> _ = p.write_text('{"step": 1}\\n')
+        >>> moved = _set_aside(p)
+        >>> p.exists(), moved.name.startswith("rank-0.jsonl.before-"), moved.read_text()
+        (False, True, '{"step": 1}\\n')
+    """
+    try:
+        if path.stat().st_size == 0:
+            return None
+    except FileNotFoundError:
+        return None
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    target = path.with_name(f"{path.name}.before-{stamp}")
+    n = 1
+    while target.exists():  # two fresh starts within a second
+        target = path.with_name(f"{path.name}.before-{stamp}-{n}")
+        n += 1
+    path.rename(target)
+    return target
 
 
 def _clip(text: str | None, secrets: tuple[str, ...]) -> str | None:
@@ -433,8 +527,9 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
     Example:
         >>> import tempfile
         >>> with tempfile.TemporaryDirectory() as run_dir:
+        ...     runs = {rank: TelemetryRun(run_dir, rank=rank) for rank in (0, 1)}
         ...     for rank, step in [(1, 2), (0, 2), (0, 1)]:
-        ...         TelemetryRun(run_dir, rank=rank).write([{"mode": "train", "step": step, "rank": rank}])
+        ...         runs[rank].write([{"mode": "train", "step": step, "rank": rank}])
         ...     [(r["step"], r["rank"]) for r in read_records(run_dir)]
         [(1, 0), (2, 0), (2, 1)]
     """
@@ -446,7 +541,8 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def record_files(run_dir: str | os.PathLike[str]) -> list[Path]:
-    """A run's record files, ``rollouts/rank-*.jsonl``, in the order `read_records` merges them.
+    """A run's record files, ``rollouts/rank-*.jsonl``, in the order `read_records` merges them (an earlier
+    run's set aside, ``rank-<k>.jsonl.before-<time>``, are not among them).
 
     Example:
         >>> record_files("no/such/run")
