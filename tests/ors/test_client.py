@@ -40,7 +40,8 @@ from ormix.ors import (
 from ormix.ors._client import DEFAULT_MAX_KEPT_CHARS
 from ormix.ors._http import HTTPClient
 from ormix.ors._sse import CallStream, SSEParser
-from ormix.server import serve_in_process
+from ormix.server import serve_in_process, serve_in_thread
+from ormix.workbench.envs.echo import Echo
 from ormix.workbench.envs.faulty import big_text
 from support.hostile_server import encode_event
 from support.tcp_proxy import TCPProxy
@@ -320,6 +321,71 @@ def test_aclose_closes_open_sessions(echo_server):
             await c.health()
 
     run(main)
+
+
+class SlowOpen(Echo):
+    """Echo whose constructor takes the task spec's `open_s`: a `/create` stays on the wire that long."""
+
+    def __init__(self, task_spec: dict, secrets: dict[str, str] | None = None) -> None:
+        time.sleep(float(task_spec.get("open_s", 0.0)))  # the server runs constructors off its loop
+        super().__init__(task_spec, secrets)
+
+
+def test_opens_cut_at_any_point_leave_no_session_on_the_server():
+    """An open cut (Ctrl-C, a caller's scope, its deadline, the client closed) after its `/create` left
+    and before the answer: the server makes that session anyway, and deletes only sessions it has made, so
+    a `/delete` that overtook the `/create` deleted nothing. Cut here while the server is inside `/create`
+    (the constructor sleeps), and at points before and after it: no session is left on the server."""
+    srv = serve_in_thread([SlowOpen])  # its own server: every session on it is this test's
+
+    def spec(i: int, open_s: float) -> dict:
+        return {"word": f"w{i}", "open_s": open_s}
+
+    async def main():
+        async with ORSClient(srv.url, env_name="slowopen", ping_interval_s=None) as c:
+            opened = []
+
+            async def open_one(i: int, open_s: float) -> None:
+                opened.append(await c.open_session(task_spec=spec(i, open_s)))
+
+            for cut_s in (0.0, 0.02, 0.1, 0.2, 0.35, 0.5):  # before, during, after the 0.3 s constructors
+                with anyio.move_on_after(cut_s):  # what Ctrl-C does to the task running the opens
+                    async with anyio.create_task_group() as tg:
+                        for i in range(6):
+                            tg.start_soon(open_one, i, 0.3 if i % 2 else 0.0)
+                # The cut opens deleted their sessions before they returned.
+                assert set(srv.active_sessions()) == {s.id for s in opened}, cut_s
+                for s in opened:
+                    await s.close()
+                opened.clear()
+            assert srv.active_sessions() == []
+
+            t = time.perf_counter()
+            with pytest.raises(SessionOpenError, match="deadline"):
+                await c.open_session(task_spec=spec(0, 0.3), timeout_s=0.1)
+            assert time.perf_counter() - t < 2.0 and srv.active_sessions() == []
+
+        c = ORSClient(srv.url, env_name="slowopen", ping_interval_s=None)
+        failed: list[BaseException] = []
+
+        async def open_until_closed() -> None:
+            try:
+                await c.open_session(task_spec=spec(1, 0.3))
+            except ORSError as e:
+                failed.append(e)
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(open_until_closed)
+            await anyio.sleep(0.1)
+            await c.aclose()  # what the exit hook does, the opens' `/create`s on the wire
+            assert srv.active_sessions() == []
+        assert len(failed) == 4 and all("closed while the session opened" in str(e) for e in failed)
+
+    try:
+        run(main)
+    finally:
+        srv.close()
 
 
 def test_task_spec_session_and_client_chosen_id(faulty_server):

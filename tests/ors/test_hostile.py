@@ -13,6 +13,11 @@ Each fault: what ormix does → what the user sees.
 - SSE stream that ends (cleanly or by a reset) without `end`: retried with the server's `task_id` (a
   replay, never a second run), then stops → `TransportError` within a second; in an `Episode`: outcome
   `error` (`transport`).
+- `POST /{env}/call` answered 200 with a body that is not SSE (JSON or an HTML page: a proxy, a wrong URL
+  prefix): the content type is checked when no `end` came → `ProtocolError` naming it, not retried (the
+  tool may have run).
+- an `error` event longer than the 64 K characters kept: the head of the text (where a traceback names
+  the exception) is kept, not its last piece; it counts as no payload received.
 - stream that sends only `: ping` comments, or nothing, past the deadline: the per-call deadline cancels
   the read and closes that connection → `DeadlineExceeded` at the deadline; the session stays usable; in
   an `Episode`: outcome `error` (`deadline`).
@@ -161,6 +166,49 @@ def test_stream_ending_without_end_event_is_a_transport_error_not_a_hang(hostile
             assert (await s.call("ok")).text == "ok ran"
 
     run(main)
+
+
+class NotAStream(HostileServer):
+    """The hostile server, whose `/call` of tools `json` and `html` answers 200 with a plain body: what a
+    proxy in between, or another app under a wrong URL prefix, sends back."""
+
+    async def _call(self, env, tool, args, headers, writer):  # noqa: ANN001, ANN202 - the base's signature
+        if tool == "json":
+            return await self._json(writer, {"ok": True, "output": {"blocks": [], "reward": 1.0}})
+        if tool == "html":
+            return await self._send(writer, 200, "<html><body>Welcome</body></html>", "text/html")
+        return await super()._call(env, tool, args, headers, writer)
+
+
+def test_a_call_answered_with_a_body_that_is_not_sse_is_a_protocol_error_not_retried():
+    async def main(srv):
+        async with (
+            ORSClient(srv.url, env_name="ok", ping_interval_s=None, timeout_s=10) as c,
+            c.session(split="train", index=0) as s,
+        ):
+            for tool, ctype in (("json", "application/json"), ("html", "text/html")):
+                before = srv.requests.get("/ok/call", 0)
+                with pytest.raises(ProtocolError) as ei:
+                    await s.call(tool, {})
+                assert srv.requests["/ok/call"] - before == 1  # never sent again: the tool may have run
+                _assert_typed(ei.value, f"{tool!r}", ctype, "not an SSE stream", "may have run", srv.url)
+            assert (await s.call("ok")).text == "ok ran"
+
+    with NotAStream() as srv:
+        run(main, srv)
+
+
+def test_a_long_error_event_keeps_its_head():
+    text = "Traceback (most recent call last):\nValueError: the tool failed\n" + "x" * 200_000 + "\nlast line"
+    wire = encode_event("task_id", "t1") + encode_event("error", text)
+    for cut in (4096, 65_000, len(wire)):
+        parser, stream = SSEParser(), CallStream(4_000_000)
+        for i in range(0, len(wire), cut):
+            for event, data in parser.feed(wire[i : i + cut]):
+                stream.on_event(event, data)
+        assert stream.done and stream.error is not None and stream.result is None
+        assert stream.error == text[:65_536] + "…", cut
+        assert stream.received == 0  # an error's pieces are no payload
 
 
 @pytest.mark.parametrize("tool", ["pings", "stall"])

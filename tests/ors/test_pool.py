@@ -3,13 +3,19 @@ loopback servers (the faults a real server process causes are in tests/test_reli
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import threading
+import time
+
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from ormix import OpenRewardSpec
 from ormix._errors import SpecError
-from ormix.ors import Endpoint, ServerPool, TransportError, run_sync
+from ormix.ors import DeadlineExceeded, Endpoint, ServerPool, TransportError, run_sync
 from ormix.ors._balance import Rotation, pick_server
 from ormix.server import serve_in_thread
 from ormix.telemetry._metrics import member_values
@@ -151,3 +157,152 @@ def test_a_server_that_refuses_leaves_the_rotation_and_opens_go_to_the_others(ec
                 await lone.open_session(split="train", index=0)
 
     run_sync(run)
+
+
+class HangingProxy:
+    """A loopback TCP proxy to a real server that, once `hang()` is called, stops forwarding: connections
+    open, requests are read, nothing is answered (a server wedged, or a network path that went dark)."""
+
+    def __init__(self, upstream_url: str) -> None:
+        self.upstream_port = int(upstream_url.rsplit(":", 1)[1])
+        self.hung = False
+        self.loop = asyncio.new_event_loop()
+        sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        ready = threading.Event()
+
+        async def serve() -> None:
+            self.server = await asyncio.start_server(self._handle, sock=sock)
+            ready.set()
+            await self.server.serve_forever()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.loop.run_until_complete(serve())
+            except asyncio.CancelledError:
+                pass
+
+        self.thread = threading.Thread(target=run, daemon=True, name="hanging-proxy")
+        self.thread.start()
+        ready.wait(10)
+
+    def hang(self) -> None:
+        self.hung = True
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                while self.hung:
+                    await asyncio.sleep(3600)
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.hung:
+            await asyncio.sleep(3600)
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.server.close)
+        for task in asyncio.all_tasks(self.loop):
+            self.loop.call_soon_threadsafe(task.cancel)
+        self.thread.join(5)
+
+
+@pytest.fixture
+def hung_and_healthy(echo_server):
+    """A proxy to a server of the test's own (the sessions the hung proxy strands stay there), and a
+    healthy server."""
+    with serve_in_thread(["local:echo"]) as behind:
+        proxy = HangingProxy(behind.url)
+        try:
+            yield proxy, echo_server
+        finally:
+            proxy.close()
+
+
+def _pool(urls: list[str], **kw) -> ServerPool:
+    return ServerPool(
+        [Endpoint.for_url(u, "echo") for u in urls],
+        probe_interval_s=0.5,
+        probe_timeout_s=0.3,
+        ping_interval_s=None,
+        **kw,
+    )
+
+
+async def _until_out(pool: ServerPool, i: int) -> None:
+    with anyio.fail_after(5):
+        while pool.servers[i].rotation.up:
+            await anyio.sleep(0.05)
+
+
+def test_a_server_out_of_rotation_is_not_waited_on_at_close(hung_and_healthy):
+    """Closing a pool whose server hangs: its sessions are dropped at once (the server reaps them itself),
+    not each waited on for the 30 s of a deletion; the healthy server's sessions are deleted."""
+    proxy, b = hung_and_healthy
+
+    async def run():
+        pool = _pool([proxy.url, b.url], timeout_s=20)
+        s1 = await pool.open_session(split="train", index=0)
+        s2 = await pool.open_session(split="train", index=1)
+        assert (s1.server, s2.server) == (proxy.url, b.url)
+        proxy.hang()
+        await _until_out(pool, 0)
+        t = time.perf_counter()
+        await pool.aclose()
+        return time.perf_counter() - t, s2.id
+
+    took, healthy = run_sync(run)
+    assert took < 3.0, took
+    assert healthy not in b.active_sessions()
+
+
+def test_an_open_cut_by_its_server_leaving_the_rotation_moves_on_at_once(hung_and_healthy):
+    """An open in flight on a server that hangs ends when the prober takes the server out, and goes to the
+    next server: the cut open's cleanup (its `/create`'s answer, its deletion) does not wait on the hung
+    one."""
+    proxy, b = hung_and_healthy
+
+    async def run():
+        pool = _pool([proxy.url, b.url], timeout_s=60)
+        proxy.hang()
+        t = time.perf_counter()
+        with anyio.fail_after(15):
+            s = await pool.open_session(split="train", index=0)
+        took = time.perf_counter() - t
+        assert s.server == b.url and not pool.servers[0].rotation.up
+        await s.close()
+        await pool.aclose()
+        return took
+
+    assert run_sync(run) < 5.0
+
+
+def test_a_stateless_call_past_its_deadline_is_typed_and_makes_its_server_suspect():
+    """`num_tasks` (any stateless call) on a server that accepts and never answers: `DeadlineExceeded`
+    naming the request, the server and the deadline, and its pool probes the server at once (the regular
+    probe is a minute away) and takes it out."""
+    hung = socket.create_server(("127.0.0.1", 0))  # the kernel accepts connections; nothing ever answers
+    url = f"http://127.0.0.1:{hung.getsockname()[1]}"
+
+    async def run():
+        pool = ServerPool([Endpoint.for_url(url, "echo")], timeout_s=0.5, probe_interval_s=60, retries=0)
+        async with pool:
+            with pytest.raises(DeadlineExceeded) as ei:
+                await pool.num_tasks("train")
+            await _until_out(pool, 0)
+        return str(ei.value)
+
+    try:
+        message = run_sync(run)
+    finally:
+        hung.close()
+    for word in ("POST /echo/num_tasks", url, "0.5s", "timeout_s"):
+        assert word in message, (word, message)

@@ -26,11 +26,12 @@ Example:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import anyio
@@ -40,8 +41,15 @@ from pydantic import BaseModel, Field, StrictInt, StrictStr, TypeAdapter, Valida
 from ormix.ors import _bridge as bridge
 from ormix.ors._bridge import run_in_new_loop
 from ormix.ors._endpoint import Endpoint
-from ormix.ors._errors import ORSError, ProtocolError, ServerError, SessionOpenError, TransportError
-from ormix.ors._http import HTTPClient
+from ormix.ors._errors import (
+    DeadlineExceeded,
+    ORSError,
+    ProtocolError,
+    ServerError,
+    SessionOpenError,
+    TransportError,
+)
+from ormix.ors._http import HTTPClient, Response
 from ormix.ors._models import Split, ToolSpec, invalid_because
 from ormix.ors._platform import BackendGate, OpenWait
 from ormix.ors._secrets import encode_secrets
@@ -72,6 +80,13 @@ _OBJECT = TypeAdapter(dict[str, Any])
 #: Default cap on the characters of one tool result a client keeps in memory (not what a model is shown:
 #: that is `OpenRewardSpec(max_output_chars=...)`, far smaller).
 DEFAULT_MAX_KEPT_CHARS = 4_000_000
+
+# How long an open that was cut (a deadline, a Ctrl-C, a closed client) still waits for the answer to the
+# `/create` it already sent: only that answer tells whether the server made the session, and a `/delete`
+# that arrives before the server has made it deletes nothing.
+_CUT_CREATE_WAIT_S = 10.0
+# How long any cleanup waits on a server that a `ServerPool` took out of rotation: it is not waited on.
+_OUT_OF_ROTATION_WAIT_S = 0.2
 
 
 class ORSClient:
@@ -134,6 +149,13 @@ class ORSClient:
         self._creating = 0  # `/create_session` requests in flight
         self._deleting = 0  # deletions of unopened sessions in flight (a cut open's cleanup)
         self._opening: set[anyio.CancelScope] = set()  # opens in flight: `aclose()` cuts them
+        # Session ids whose `/create` is in flight: their open deletes them once it is answered (a deletion
+        # sent before would arrive first and delete nothing), so `aclose()` waits for them instead.
+        self._sending: set[str] = set()
+        # Set by a `ServerPool` while it holds the server out of rotation: cleanup does not wait on it.
+        self._out_of_rotation = False
+        # The cleanups in progress (with their loops): cut when the server leaves a pool's rotation.
+        self._cleanups: set[tuple[anyio.CancelScope, asyncio.AbstractEventLoop]] = set()
         self._closed = False
         endpoint = target if isinstance(target, Endpoint) else Endpoint.for_url(target, env_name, api_key)
         if endpoint.env_name or endpoint.is_platform:
@@ -198,7 +220,7 @@ class ORSClient:
         with anyio.CancelScope(shield=True):
             sessions = [s for s in list(self._sessions) if not s.closed]
             self._closed = True
-            with anyio.move_on_after(10.0):
+            with anyio.move_on_after(self._wait_s(10.0)):
                 while self._creating:  # their ids join `_pending`, deleted below
                     await anyio.sleep(0.01)
             # An open still riding out a cold start would go on retrying `/create` for its whole deadline
@@ -210,15 +232,46 @@ class ORSClient:
                 for s in sessions:
                     tg.start_soon(s.close)
                 if self._transport is not None:
-                    for sid in list(self._pending):
+                    for sid in list(self._pending - self._sending):
                         tg.start_soon(self._delete_unopened, self._transport, sid)
             # A Ctrl-C cancels an open in its own task and the exit hook closes this client at once: that
-            # open's deletion may still be on the wire, and closing the connections under it would leak
-            # its session. Bounded as each deletion is.
-            with anyio.move_on_after(30.0):
-                while self._deleting:
+            # open's deletion may still be on the wire (or its `/create`, whose answer it waits for before
+            # deleting), and closing the connections under it would leak its session. Bounded as each
+            # deletion is.
+            with anyio.move_on_after(self._wait_s(30.0)):
+                while self._deleting or self._sending:
                     await anyio.sleep(0.01)
             await self._http.aclose()
+
+    def set_out_of_rotation(self, out: bool) -> None:
+        """A `ServerPool` took this client's server out of rotation (`True`) or back in (`False`).
+
+        While it is out, cleanup against it (closing and deleting sessions, waiting for the answer of a cut
+        open's `/create`) waits at most 0.2 s, and the cleanup in progress ends now: the server is not waited
+        on (it deletes what is left itself, by its idle reaper, once it answers again or restarts).
+        """
+        self._out_of_rotation = out
+        if out:
+            for scope, loop in list(self._cleanups):
+                with contextlib.suppress(RuntimeError):  # a closed loop: nothing left to cut there
+                    loop.call_soon_threadsafe(scope.cancel)
+
+    def _wait_s(self, limit_s: float) -> float:
+        # How long cleanup may wait on the server now.
+        return min(limit_s, _OUT_OF_ROTATION_WAIT_S) if self._out_of_rotation else limit_s
+
+    @contextlib.contextmanager
+    def cleanup_scope(self, limit_s: float, *, shield: bool = True) -> Iterator[anyio.CancelScope]:
+        """A cancel scope for cleanup against the server (a deletion, a close): shielded unless told, ending
+        after `limit_s`, or at once when the server leaves a pool's rotation (`set_out_of_rotation`)."""
+        scope = anyio.CancelScope(shield=shield, deadline=anyio.current_time() + self._wait_s(limit_s))
+        entry = (scope, asyncio.get_running_loop())
+        self._cleanups.add(entry)
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._cleanups.discard(entry)
 
     def forget(self, session: Session) -> None:
         """Drop a closed session from the ones `aclose()` closes (sessions call it when they close)."""
@@ -245,14 +298,24 @@ class ORSClient:
     async def _stateless(self, method: str, suffix: str, body: Any = None, *, env_path: bool = True) -> Any:
         tr = await self._tr()
         path = tr.endpoint.path(suffix) if env_path else suffix
-        with anyio.fail_after(self.timeout_s):
-            async with self._throwaway_sid(tr) as sid:
-                try:
-                    resp = await tr.request(method, path, json_body=body, sid=sid)
-                except ServerError as e:
-                    if e.status_code != 404 or not env_path or tr.endpoint.is_platform:
-                        raise
-                    raise await self._unknown_environment(tr, e) from None
+        try:
+            with anyio.fail_after(self.timeout_s):
+                async with self._throwaway_sid(tr) as sid:
+                    try:
+                        resp = await tr.request(method, path, json_body=body, sid=sid)
+                    except ServerError as e:
+                        if e.status_code != 404 or not env_path or tr.endpoint.is_platform:
+                            raise
+                        raise await self._unknown_environment(tr, e) from None
+        except DeadlineExceeded:
+            raise
+        except TimeoutError as e:
+            raise DeadlineExceeded(
+                f"{method} {path} to {tr.endpoint.target} did not answer within {self.timeout_s:g}s "
+                f"(timeout_s): the server is overloaded or hung. Check it answers GET /health, or pass a "
+                f"larger timeout_s.",
+                env=tr.endpoint.env_name or tr.endpoint.deployment,
+            ) from e
         try:
             return json_of(
                 resp,
@@ -418,7 +481,7 @@ class ORSClient:
         paths = ("/delete", "/delete_session") if tr.endpoint.is_platform else ("/delete",)
         self._deleting += 1  # `aclose()` waits for it
         try:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(30.0):
+            with self.cleanup_scope(30.0):
                 for path in paths:
                     try:
                         await tr.request(
@@ -576,14 +639,7 @@ class ORSClient:
     ) -> None:
         what = f"task {body['split']}[{body['index']}]" if "split" in body else "the given task_spec"
         try:
-            resp = await tr.request(
-                "POST",
-                "/create",
-                json_body=body,
-                headers=headers,
-                ok_statuses=frozenset({200, 400}),
-                waited=waited,
-            )
+            resp = await self._send_create(tr, sid, body, headers, waited)
         except TransportError:
             raise
         except ORSError as e:
@@ -617,6 +673,67 @@ class ORSClient:
                 env=label,
                 session_id=sid,
             )
+
+    async def _send_create(
+        self, tr: Transport, sid: str, body: dict, headers: dict[str, str], waited: OpenWait | None
+    ) -> Response:
+        """`POST /create`, which a cancel of the open (its deadline, a Ctrl-C, `aclose()`) does not cut short.
+
+        The server makes the session when the request arrives, whether or not this client still waits, and
+        it deletes only a session it has made: a `/delete` sent as the cancel lands (on another connection)
+        can arrive before the `/create` and delete nothing, and the `/create` then makes a session no one
+        deletes. So the request runs in a shielded task; a cancel lets it finish (bounded: 10 s, nothing
+        while the backend still answers "starting", which makes no session) before it goes on, and the
+        open's cleanup sends its `/delete` only after the answer. A server that does not answer in time is
+        sent the deletion anyway (its idle reaper removes a session made later).
+        """
+        outcome: list[Response | Exception] = []
+        answered = anyio.Event()
+        request = anyio.CancelScope(shield=True)
+
+        async def send() -> None:
+            try:
+                with request:
+                    try:
+                        outcome.append(
+                            await tr.request(
+                                "POST",
+                                "/create",
+                                json_body=body,
+                                headers=headers,
+                                ok_statuses=frozenset({200, 400}),
+                                waited=waited,
+                            )
+                        )
+                    except Exception as e:  # noqa: BLE001 - raised in the open's own task below
+                        outcome.append(e)
+            finally:
+                answered.set()
+
+        self._sending.add(sid)
+        entry = (request, asyncio.get_running_loop())
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(send)
+                try:
+                    await answered.wait()
+                except anyio.get_cancelled_exc_class():
+                    # Registered before the bound is read: a server that leaves a pool's rotation meanwhile
+                    # either shortens the bound or cuts the request.
+                    self._cleanups.add(entry)
+                    starting = waited is not None and waited.waiting
+                    request.deadline = anyio.current_time() + self._wait_s(
+                        0.0 if starting else _CUT_CREATE_WAIT_S
+                    )
+                    raise  # once the task group has waited for the request
+        finally:
+            self._cleanups.discard(entry)
+            # No checkpoint from here to the open's deletion of the session, which counts in `_deleting`
+            # before its first await: `aclose()`, waiting for both, cannot miss it in between.
+            self._sending.discard(sid)
+        if isinstance(outcome[0], Exception):
+            raise outcome[0]
+        return outcome[0]
 
     @contextlib.asynccontextmanager
     async def session(

@@ -215,6 +215,9 @@ class ServerPool:
 
     def _took_down(self, server: PoolServer, why: str) -> None:
         server.down_reason = why
+        # Before the calls in flight are cut: the cleanup their cut starts (deleting a session, waiting for
+        # a `/create`'s answer) must not wait on this server either.
+        server.client.set_out_of_rotation(True)
         logger.warning(
             "ormix: ORS server %s taken out of rotation (%s); its %d call(s) in flight end now, new sessions "
             "go to the other servers, and it is probed back in when it answers.",
@@ -232,6 +235,7 @@ class ServerPool:
             self._took_down(server, why)
         elif change == "up":
             server.down_reason = None
+            server.client.set_out_of_rotation(False)
             logger.warning("ormix: ORS server %s answers again; back in rotation.", server.url)
 
     async def _probe(self, server: PoolServer, http: HTTPClient) -> None:

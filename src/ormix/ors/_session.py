@@ -499,9 +499,9 @@ class Session:
 
     async def _attempt(
         self, body: dict[str, Any], stream: CallStream, fresh: bool, url: str | None = None
-    ) -> Response | None:
-        """One `POST /call`: feeds the SSE events to `stream` as they arrive. Returns the response when
-        the status is not 200 (body read), else None. Connection failures raise `HTTPFailure`."""
+    ) -> Response:
+        """One `POST /call`: feeds the SSE events of a 200 answer to `stream` as they arrive, and returns the
+        answer (the body read when the status is not 200). Connection failures raise `HTTPFailure`."""
         feed = SSEParser().feed
         on_event = stream.on_event
 
@@ -519,7 +519,7 @@ class Session:
             read_timeout_s=_STREAM_READ_TIMEOUT_S,
             fresh=fresh,
         )
-        return None if resp.status_code == 200 else resp
+        return resp
 
     async def _call_stream(
         self,
@@ -545,7 +545,7 @@ class Session:
             except HTTPFailure as e:
                 failure: HTTPFailure = e
             else:
-                if resp is not None:
+                if resp.status_code != 200:
                     code = resp.status_code
                     # A non-200 answer comes before the server starts the tool: retrying is safe.
                     if code in RETRY_STATUSES and (
@@ -566,8 +566,22 @@ class Session:
                             **self._ctx(name),
                         )
                     return
+                ctype = resp.headers.get("content-type", "")
+                if ctype and not ctype.lower().startswith("text/event-stream"):
+                    raise self._not_a_stream(name, route, ctype)
                 failure = HTTPFailure("the stream ended before the `end` event", kind="cut", answered=True)
             attempt, fresh = await self._after_failure(failure, name, stream, attempt, fresh)
+
+    def _not_a_stream(self, name: str, route: str, ctype: str) -> ProtocolError:
+        # A 200 whose body is not SSE (plain JSON or an HTML page): a proxy in between, or a URL whose
+        # prefix reaches something else than the ORS server. Sending it again would get the same.
+        return ProtocolError(
+            f"tool call {name!r}: POST {self._t.endpoint.path(route)} to {self._t.endpoint.target} answered "
+            f"200 with content type {ctype.split(';')[0].strip()!r}, not an SSE stream (text/event-stream). "
+            f"Something other than the ORS server answered (a proxy, or a wrong URL prefix or env_name): "
+            f"check the target URL. Not retried: the tool may have run.",
+            **self._ctx(name),
+        )
 
     def _call_refused(self, resp: Response, name: str, route: str) -> ORSError:
         # The error for a call answered with a status that is not retried (the stream never started).
@@ -736,12 +750,21 @@ class Session:
         self._closed = True
         if (scope := self._ping_scope) is not None:
             bridge.call_soon(scope.cancel)  # the scope belongs to the portal's loop
+        # Bounded; shorter, and cut, when the owner's server leaves a pool's rotation (not waited on).
+        owner = self._owner
+        bound = (
+            owner.cleanup_scope(30.0, shield=False)
+            if hasattr(owner, "cleanup_scope")
+            else anyio.CancelScope(deadline=anyio.current_time() + 30.0)
+        )
         try:
-            with anyio.fail_after(30.0):
+            with bound as scope:
                 for path in ("/delete", "/delete_session") if self._t.endpoint.is_platform else ("/delete",):
                     await self._t.request(
                         "POST", path, sid=self.id, headers=self._close_headers, ok_statuses=GONE_OK
                     )
+            if scope.cancelled_caught:
+                logger.debug("ormix.ors: closing session %s gave up waiting for the server", self.id)
         except Exception as e:  # noqa: BLE001 - closing must not mask the caller's own error
             logger.debug("ormix.ors: closing session %s failed: %s", self.id, type(e).__name__)
         finally:

@@ -371,7 +371,18 @@ class CallStream:
         ('t1', True, '{"ok":true}')
     """
 
-    __slots__ = ("task_id", "done", "result", "error", "received", "max_chars", "clip", "_chunks")
+    __slots__ = (
+        "task_id",
+        "done",
+        "result",
+        "error",
+        "received",
+        "max_chars",
+        "clip",
+        "_chunks",
+        "_piece_chars",
+        "_piece_head",
+    )
 
     def __init__(self, max_chars: int | None = None) -> None:
         self.task_id: str | None = None
@@ -382,6 +393,10 @@ class CallStream:
         self.max_chars = max_chars
         self.clip: ClippedJSON | None = None
         self._chunks: list[str] = []
+        # The pieces of the event in progress (`PARTIAL`): handed out before the parser knows what event
+        # they belong to. Counted, and their head kept, in case it turns out to be a long `error`.
+        self._piece_chars = 0
+        self._piece_head = ""
 
     def _add(self, data: str) -> None:
         self.received += len(data)
@@ -399,7 +414,13 @@ class CallStream:
 
     def on_event(self, event: str, data: str) -> None:
         """Take one parsed SSE event (`task_id`, `chunk`, a `PARTIAL` piece, `end`, `error`)."""
-        if event == "chunk" or event == PARTIAL:
+        if event == PARTIAL:
+            if len(self._piece_head) < _ERROR_MAX:
+                self._piece_head += data[: _ERROR_MAX - len(self._piece_head)]
+            self._piece_chars += len(data)
+            self._add(data)
+            return
+        if event == "chunk":
             self._add(data)
         elif event == "end":
             self._add(data)
@@ -414,13 +435,21 @@ class CallStream:
         elif event == "task_id":
             self.task_id = data.strip()[:_TASK_ID_MAX]
         elif event == "error":
-            self.error = data if len(data) <= _ERROR_MAX else data[:_ERROR_MAX] + "…"
+            # A long error came in pieces: its head (where a traceback names the exception) is kept, and
+            # the pieces were never payload.
+            head = self._piece_head + data[: _ERROR_MAX - len(self._piece_head)]
+            self.error = head if self._piece_chars + len(data) <= _ERROR_MAX else head + "…"
+            self.received -= self._piece_chars
             self._chunks = []
             self.clip = None
             self.done = True
+        self._piece_chars = 0
+        self._piece_head = ""
 
     def reset_partial(self) -> None:
         """Drop chunks of an interrupted stream; a resumed stream sends the whole result again."""
         self._chunks = []
         self.clip = None
         self.received = 0
+        self._piece_chars = 0
+        self._piece_head = ""
