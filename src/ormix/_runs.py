@@ -338,12 +338,42 @@ class RunDirectory:
 
     def changes_since(self, new_config: Mapping[str, Any]) -> list[str]:
         """What differs between the stored run's config and ``new_config`` (``MixtureConfig.manifest_dict``),
-        ignoring how to train (`RESUMABLE_KEYS`)."""
+        ignoring how to train (`RESUMABLE_KEYS`) and the eval set of a member that only evaluates (in both:
+        it changes no training step, only what the run's last evaluation measures).
+
+        Example:
+            >>> import json, tempfile
+            >>> run = RunDirectory(tempfile.mkdtemp())
+            >>> def config(eval_set):
+            ...     return {"members": {"a": {"role": "train"}, "b": {"role": "eval", "eval": eval_set}}}
+            >>> _ = run.manifest_path.write_text(json.dumps({"config": config(None)}))
+            >>> run.changes_since(config({"split": "test"})), run.changes_since({**config(None), "seed": 1})
+            ([], ['seed: added'])
+        """
         stored = (self.read_manifest() or {}).get("config")
         if stored is None:
             return ["the run directory has no manifest with a config (it was not written by ormix train)"]
-        strip = lambda c: {k: v for k, v in c.items() if k not in RESUMABLE_KEYS}  # noqa: E731
-        return config_changes(strip(stored), strip(dict(new_config)))
+        new = dict(new_config)
+        evaluating = {
+            name
+            for name, member in (stored.get("members") or {}).items()
+            if isinstance(member, Mapping)
+            and member.get("role") == "eval"
+            and ((new.get("members") or {}).get(name) or {}).get("role") == "eval"
+        }
+
+        def strip(config: Mapping[str, Any]) -> dict[str, Any]:
+            kept = {k: v for k, v in config.items() if k not in RESUMABLE_KEYS}
+            if isinstance(kept.get("members"), Mapping):
+                kept["members"] = {
+                    n: {k: v for k, v in m.items() if not (n in evaluating and k == "eval")}
+                    if isinstance(m, Mapping)
+                    else m
+                    for n, m in kept["members"].items()
+                }
+            return kept
+
+        return config_changes(strip(stored), strip(new))
 
     def prepare(
         self,

@@ -227,8 +227,15 @@ def test_an_arm_evaluates_a_dropped_member_on_the_tasks_the_full_mixture_does() 
                 "echo": {"target": "local:echo", "num_tasks": 2, "local_serve": "thread"},
                 "swe": {"target": server.url, "env_name": "swesurface", "num_tasks": 2},
                 "seta": {"target": "local:seta", "num_tasks": 2, "local_serve": "thread"},
+                # Trains on 2 tasks of the test split itself: evaluated on the whole split all the same.
+                "echo_test": {
+                    "target": "local:echo",
+                    "split": "test",
+                    "num_tasks": 2,
+                    "local_serve": "thread",
+                },
             },
-            prompts_per_step=3,
+            prompts_per_step=4,
         )
         full = eval_tasks(cfg)
         study = arms(cfg, leave_one_out=True)
@@ -242,6 +249,7 @@ def test_an_arm_evaluates_a_dropped_member_on_the_tasks_the_full_mixture_does() 
             assert (again.split, again.indices) == (chosen.split, chosen.indices)
     assert (full["echo"].split, full["echo"].indices) == ("test", (0, 1, 2, 3))
     assert (full["swe"].split, full["swe"].indices) == ("train", (0, 1))
+    assert (full["echo_test"].split, full["echo_test"].indices) == ("test", (0, 1, 2, 3))
 
 
 def test_an_arm_whose_members_had_weight_0_somewhere_weighs_them_equally_and_says_so() -> None:

@@ -195,3 +195,24 @@ def test_a_resume_on_fewer_processes_cuts_every_ranks_records_back_but_leaves_a_
     assert steps(tmp_path / "same") == {0: [1, 2], 1: [1, 2, 3, 4]}  # rank 1 cuts its own as it resumes
     TelemetryRun(tmp_path / "same", rank=1, resume_step=2)
     assert steps(tmp_path / "same") == {0: [1, 2], 1: [1, 2]}
+
+
+def test_a_fresh_run_on_fewer_processes_sets_aside_every_earlier_ranks_records(tmp_path, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    _two_ranks_to_step_4(tmp_path)
+    monkeypatch.delenv("WORLD_SIZE")
+    TelemetryRun(tmp_path, rank=0).write([_record(1, "error", rank=0)])  # a fresh run on 1 process
+    assert [(r["rank"], r["outcome"]) for r in read_records(tmp_path)] == [(0, "error")]
+    moved = sorted(p.name.split(".before-")[0] for p in (tmp_path / "rollouts").glob("*.before-*"))
+    assert moved == ["rank-0.jsonl", "rank-1.jsonl"]
+
+
+def test_a_run_built_fresh_beside_a_checkpoint_sets_nothing_aside_so_it_can_still_resume(tmp_path):
+    # Python API: a trainer built on the run's directory evaluates, then `train(resume_from_checkpoint=...)`:
+    # its telemetry learns it resumes only then, after the evaluation wrote.
+    _two_ranks_to_step_4(tmp_path)
+    (tmp_path / "checkpoint-2").mkdir()
+    TelemetryRun(tmp_path, rank=0).write([{**_record(4, rank=0), "mode": "eval"}])
+    TelemetryRun(tmp_path, rank=0, resume_step=2)
+    assert not list((tmp_path / "rollouts").glob("*.before-*"))
+    assert [r["step"] for r in read_records(tmp_path) if r["rank"] == 0 and r["mode"] == "train"] == [1, 2]

@@ -614,6 +614,11 @@ class MixtureSpec:
                 notes.append(
                     f"{member}: eval asks for {evaluation.num_tasks} tasks; split {split!r} has {total}"
                 )
+        elif evaluation.fallback == "own_tasks":
+            # What the full mixture evaluates a train member without `eval:` on: the whole test split, even
+            # the member's own split with a task selection.
+            derived = spec.derive(split=split, indices=None, num_tasks=None)
+            source = f"split {split!r} (all its tasks)"
         else:
             derived = spec.derive(split=split)
             source = "its training tasks (eval: {} on its own split)"

@@ -123,16 +123,32 @@ class TelemetryRun:
         return files
 
     def _set_aside_earlier_records(self) -> None:
+        """An earlier run's record files, set aside at a fresh run's first write: this rank's and, on rank 0,
+        those of ranks this run does not have. Not where the directory holds a checkpoint: a run built
+        fresh may still resume from it (a trainer learns it resumes only when training begins, after an
+        evaluation may have written), and a resume cuts the files back instead."""
         assert self.records_path is not None
-        moved = _set_aside(self.records_path)
-        if moved is not None:
-            logger.warning(
-                "ormix: %s held rollout records of an earlier run in this output_dir; moved them to %s, so "
-                "this run's records are its own (reports read rank-*.jsonl only). Resume from a checkpoint "
-                "to continue a run, or pick another output_dir",
-                self.records_path,
-                moved.name,
-            )
+        run_dir = self.records_path.parent.parent
+        if any(p.is_dir() for p in run_dir.glob("checkpoint-*")):
+            return
+        files = [self.records_path]
+        if self.rank == 0:
+            size = _world_size()
+            files += [
+                p
+                for p in record_files(run_dir)
+                if (m := _RANK_FILE.fullmatch(p.name)) is not None and int(m.group(1)) >= size
+            ]
+        for path in files:
+            moved = _set_aside(path)
+            if moved is not None:
+                logger.warning(
+                    "ormix: %s held rollout records of an earlier run in this output_dir; moved them to %s, "
+                    "so this run's records are its own (reports read rank-*.jsonl only). Resume from a "
+                    "checkpoint to continue a run, or pick another output_dir",
+                    path,
+                    moved.name,
+                )
 
     def group_size(self, mode: str) -> int | None:
         """GRPO group size for `train` or `eval` batches."""
@@ -528,7 +544,7 @@ def read_records(run_dir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         >>> import tempfile
         >>> with tempfile.TemporaryDirectory() as run_dir:
         ...     runs = {rank: TelemetryRun(run_dir, rank=rank) for rank in (0, 1)}
-        ...     for rank, step in [(1, 2), (0, 2), (0, 1)]:
+        ...     for rank, step in [(0, 2), (1, 2), (0, 1)]:
         ...         runs[rank].write([{"mode": "train", "step": step, "rank": rank}])
         ...     [(r["step"], r["rank"]) for r in read_records(run_dir)]
         [(1, 0), (2, 0), (2, 1)]

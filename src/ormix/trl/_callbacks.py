@@ -387,6 +387,8 @@ class TelemetryCallback(TrainerCallback):
         )
         self.secrets = [s for s in secrets if s]
         self.run: TelemetryRun | None = None
+        # Per step since the last training entry: member → informative groups pooled over processes.
+        self._informative: list[dict[str, float]] = []
         self.alarms: list[Alarm] = []
         self.no_learning: list[NoLearningAlarm] = []
         self.stopped_by: Alarm | None = None
@@ -435,6 +437,7 @@ class TelemetryCallback(TrainerCallback):
         )
         self._tracker = AlarmTracker(self.settings, self.observers)
         self._learning = LearningTracker(self.settings, self.observers)
+        self._informative = []
         saved = _state_file(args, state, STATE_FILE)
         if resumed is not None and saved is not None and saved.exists():
             kept = json.loads(saved.read_text())
@@ -503,8 +506,8 @@ class TelemetryCallback(TrainerCallback):
             if values and entry is not None and all(k in entry for k in logs if k.startswith("eval_")):
                 entry.update(values)  # the entry the trainer just appended, as the trainer wrote it
         training = logs is not None and not _is_eval_entry(logs)
-        if logs is not None and training:
-            self._pool_groups(logs, state.log_history[-1] if state.log_history else None)
+        if logs is not None and training and self._informative:
+            self._put_informative(logs, state.log_history[-1] if state.log_history else None)
         # Causes go with the coverage they explain: an entry without coverage (an evaluation's) leaves the
         # training rollouts' causes to the next one that has it, so the alarm's "n of m" counts them all.
         logs_coverage = (
@@ -539,31 +542,44 @@ class TelemetryCallback(TrainerCallback):
                 self._say(state, unscored_notice(dropped, state.global_step), UnscoredRolloutsWarning)
         return control
 
-    def _pool_groups(self, logs: dict[str, Any], entry: dict[str, Any] | None) -> None:
-        """On several processes, put in a training entry (and ``entry``, the trainer's copy of it, when it
-        was already appended) each member's `informative_groups` judged on every process's rewards of each
-        group (`pooled_informative`): TRL's figure judges each process's part of a group split over
-        processes, counting the group once per part.
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        """On several processes, judge each member's GRPO groups of the step on every process's rewards
+        (`pooled_informative`): TRL's ``informative_groups`` judges each process's part of a group split over
+        processes, counting the group once per part. Kept for the step's log entry (`_put_informative`).
 
-        Called by every process for every training entry (it gathers from all of them); on one process the
-        entry is left as TRL wrote it (its groups are whole). The callbacks after this one see the pooled
-        figure: `ConcurrentGRPOTrainer` puts this callback before every logger; with TRL's trainer, loggers
-        (``report_to``) come first and see TRL's.
+        Here, not in ``on_log``: every process ends every step, while a log entry can be one process's alone
+        (an interrupted run's last). Not when an optimizer step makes several generation batches
+        (``steps_per_generation`` < ``gradient_accumulation_steps``): their groups share step and position,
+        so TRL's per-batch figure stands.
         """
         if not isinstance(self.run, _GroupsRun):
-            return
-        parts = every_rank(self.run.take_groups())
-        if len(parts) < 2:
-            return
+            return control
+        groups = self.run.take_groups()
+        batches = getattr(args, "steps_per_generation", None) or 1
+        if (getattr(args, "world_size", 1) or 1) < 2 or batches < (args.gradient_accumulation_steps or 1):
+            return control
+        parts = every_rank(groups)
+        members = sorted({name for part in parts for name, *_ in part})
+        pooled = {m: pooled_informative(parts, m) for m in members}
+        self._informative.append({m: v for m, v in pooled.items() if v is not None})
+        return control
+
+    def _put_informative(self, logs: dict[str, Any], entry: dict[str, Any] | None) -> None:
+        """Put the pooled ``informative_groups`` of the steps since the last training entry (`on_step_end`;
+        their mean, as TRL averages its per-batch figures) in that entry and ``entry``, the trainer's copy of
+        it. The callbacks after this one see it: `ConcurrentGRPOTrainer` puts this callback before every
+        logger; with TRL's trainer, loggers (``report_to``) come first and see TRL's.
+        """
+        steps, self._informative = self._informative, []
         if entry is not None and not all(entry.get(k) == v for k, v in logs.items() if k in entry):
             entry = None  # not this entry's copy
-        for member in sorted({name for part in parts for name, *_ in part}):
+        for member in sorted({m for step in steps for m in step}):
             key = metric_key(member, "informative_groups")
-            value = pooled_informative(parts, member)
-            if key in logs and value is not None:
-                logs[key] = value
+            values = [step[member] for step in steps if member in step]
+            if key in logs:
+                logs[key] = sum(values) / len(values)
                 if entry is not None:
-                    entry[key] = value
+                    entry[key] = logs[key]
 
     def _say(self, state: Any, alarm: Alarm | NoLearningAlarm | str, category: type[Warning]) -> None:
         """Say an alarm (or a notice) once, on the main process: the warning is what a console shows, the log
