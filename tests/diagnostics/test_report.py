@@ -340,3 +340,96 @@ def test_evaluations_are_reported_by_step_apart_from_the_training_tables(tmp_pat
     assert "outcomes (4 training rollouts; 12 eval rollouts below)" in text
     assert "eval at step 2 (2 samples per task; 12 eval rollouts over 2 evaluation(s)" in text
     assert re.search(r"│ a\s+│ 0\.00\s+│ 0\.50\s+│", text.split("eval pass@1 by step")[1])
+
+
+def _write_eval(path, wins, samples=2, k=(1, 2)):
+    """An eval directory as `ormix eval --overwrite` leaves it: 3 tasks of member a, ``wins`` of each task's
+    ``samples`` rollouts solved."""
+    from ormix.app._eval_dir import EvalDirectory
+
+    manifest = {
+        "samples": samples,
+        "k": list(k),
+        "members": {"a": {"target": "local:echo", "split": "test", "tasks": [0, 1, 2]}},
+    }
+    records = [
+        {"mode": "eval", "member": "a", "split": "test", "task_index": task, "outcome": "scored"}
+        | {"env_reward": float(sample < wins), "reward": float(sample < wins)}
+        for task in range(3)
+        for sample in range(samples)
+    ]
+    out = EvalDirectory(path)
+    out.prepare(manifest, overwrite=True)
+    out.write_manifest(manifest)
+    out.append(records, seq=0)
+    out.write_outputs(out.summary_records(), manifest, lambda _: None)
+
+
+def test_the_report_drops_what_training_changed_when_an_eval_was_run_again_since(tmp_path):
+    from ormix.app._compare import compare, load_eval, write_comparison
+    from ormix.app._workspace import Workspace
+
+    run = Workspace(tmp_path)
+    TelemetryRun(tmp_path).write([_record("a", "scored", 1.0, 1)])
+    _write_eval(run.eval_before_path, wins=0)
+    _write_eval(run.eval_path, wins=1)
+    # What `ormix train` does after its evals (`_train/evals.compare_evals`).
+    write_comparison(
+        compare([load_eval(run.eval_before_path), load_eval(run.eval_path)]), run.comparison_path
+    )
+    console, buf = _console()
+    assert report_command(tmp_path, console) == 0
+    assert "what training changed (after" in buf.getvalue() and "note:" not in buf.getvalue()
+    assert "What training changed" in (tmp_path / "report" / "report.md").read_text()
+    for wins, samples, k, why in ((2, 2, (1, 2), "run again since"), (1, 4, (1, 4), "eval/ now has k 1,4")):
+        _write_eval(run.eval_path, wins=wins, samples=samples, k=k)
+        console, buf = _console()
+        assert report_command(tmp_path, console) == 0
+        text = " ".join(buf.getvalue().split())
+        assert "what training changed (after" not in text, text
+        assert f"note: {run.comparison_path} no longer matches" in text and why in text
+        assert f"ormix compare {run.eval_before_path} {run.eval_path}" in text
+        md = (tmp_path / "report" / "report.md").read_text()
+        assert "### What training changed" not in md and "no longer matches" in md
+        assert "change" not in write_report(tmp_path).summary["run_evals"]
+
+
+def test_a_member_only_evaluated_is_not_drawn_in_the_training_figures(tmp_path, monkeypatch):
+    import ormix.app._report as report
+
+    # a trains; held is eval-only (evaluated at step 1, never in a training batch).
+    train = [_record("a", "scored", 1.0, s) for s in (1, 2)]
+    evals = [{**_record(m, "scored", 1.0, 1), "mode": "eval", "task_index": 0} for m in ("a", "held")]
+    TelemetryRun(tmp_path).write(train + evals)
+    labels = {}
+    save = report._save
+
+    def legends(fig, path):  # what each saved figure's legends name, read before it is closed
+        labels[path.name] = {
+            t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().texts
+        }
+        return save(fig, path)
+
+    monkeypatch.setattr(report, "_save", legends)
+    write_report(tmp_path)
+    assert "a" in labels["reward_coverage.png"] and not any(
+        "held" in t for t in labels["reward_coverage.png"]
+    )
+    assert "a" in labels["share.png"] and "held" not in labels["share.png"]
+    assert {"a", "held"} <= labels["eval.png"]
+
+
+def test_a_run_that_completed_no_step_is_said_to_hold_records_of_unfinished_steps_only(tmp_path):
+    # The run stopped in its first step: its records were written, no step completed.
+    TelemetryRun(tmp_path).write([_record("a", "unscored", None, 1) for _ in range(6)])
+    (tmp_path / "progress.json").write_text('{"completed_step": 0}\n')
+    console, buf = _console()
+    err, err_buf = _console()
+    assert report_command(tmp_path, console, err) == 2
+    said = " ".join(err_buf.getvalue().split())
+    assert (
+        said.startswith("error: ")
+        and "6 rollout records, all from steps after the last completed step 0" in said
+    )
+    assert "(the run stopped before completing one)" in said and f"ormix show {tmp_path}" in said
+    assert "no rollout records" not in said and "callbacks" not in said and not buf.getvalue()

@@ -508,3 +508,18 @@ def test_only_the_completion_logs_of_the_steps_shown_are_read(run, monkeypatch):
     assert read == ["completions_00001.parquet"]  # a long run's other steps are never opened
     assert text.count("── step 1 ·") == 1 and "no text" not in text and "[user]" in text
     assert "1 of 4 rollout(s) shown" in text
+
+
+def test_a_run_that_completed_no_step_shows_its_latest_step_without_calling_it_completed(tmp_path):
+    from ormix.telemetry._records import TelemetryRun
+
+    # The run stopped in its first steps: records of steps 1 and 2, none of them completed.
+    records = [
+        {"step": s, "mode": "train", "member": "echo", "task_index": 0, "outcome": "unscored", "calls": []}
+        for s in (1, 2)
+    ]
+    TelemetryRun(tmp_path).write(records)
+    (tmp_path / "progress.json").write_text('{"completed_step": 0}\n')
+    text = " ".join(_show(tmp_path).split())
+    assert "· step 2 (not completed) (the latest that matches; steps 1-2: --step N for another)" in text
+    assert "latest completed" not in text

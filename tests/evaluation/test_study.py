@@ -289,3 +289,43 @@ def test_an_arm_whose_eval_stopped_short_is_not_done(tmp_path):
     assert not arm_done(tmp_path)
     summary.write_text(json.dumps({"complete": True, "members": {}}))
     assert arm_done(tmp_path)
+
+
+def test_the_heatmap_says_its_intervals_cover_seeds_when_the_arms_pool_several(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from ormix.app._plots import study_heatmap
+
+    source = tmp_path / "mix.yaml"
+    source.write_text(MIXTURE)
+    full = load_mixture_config(source).config_hash()
+    labels = {}
+    for seeds in ((), (0, 1)):
+        study = tmp_path / f"study-{len(seeds)}"
+        for arm in ("full", "without-echo", "without-terminals"):
+            for run in [study / "arms" / arm / f"seed-{s}" for s in seeds] or [study / "arms" / arm]:
+                _fake_eval(run, {"echo": [1, 0, 1, 1], "terminals": [0, 1, 0, 0]}, full)
+        result = run_study(source, StudyOptions(out_dir=study, seeds=seeds), console=_console()[0])
+        assert result.exit_status == 0 and result.ran == []
+        data = json.loads((study / "study.json").read_text())
+        try:
+            labels[len(seeds)] = study_heatmap(data).axes[-1].get_ylabel()  # the colorbar's
+        finally:
+            plt.close("all")
+        assert (len(seeds) > 1) == ("over seeds and tasks" in (study / "study.md").read_text())
+    assert labels == {0: "pass@1 (95% interval over tasks)", 2: "pass@1 (95% interval over seeds and tasks)"}
+
+
+def test_a_metric_the_studys_evals_do_not_report_exits_2_before_anything_trains(tmp_path: Path) -> None:
+    source = tmp_path / "mix.yaml"
+    source.write_text(MIXTURE)
+    for metric, k in (("pass@4", "1"), ("pass1", "1,4")):
+        study = tmp_path / f"study-{metric}"
+        result = runner.invoke(
+            app, ["ablate", str(source), "--run", "--metric", metric, "-k", k, "--out", str(study)]
+        )
+        said = " ".join(result.output.split())
+        assert result.exit_code == 2, result.output
+        assert f"--metric {metric!r} is not a metric of the study's evals (-k {k})" in said
+        assert "choose from pass@1, pass^1" in said and "needs it in -k too" in said
+        assert not study.exists()  # no arm file, no study.json, no run

@@ -172,6 +172,15 @@ def study_heatmap(study: Mapping[str, Any], metric: str | None = None) -> Any:
     ax.set_xlabel("evaluated on (member)")
     ax.set_ylabel("arm (trained on)")
     ax.set_title(f"{study.get('mixture', '')}: {metric}", fontsize="medium")
-    fig.colorbar(image, ax=ax, label=f"{metric} ({study.get('confidence', 0.95):.0%} interval over tasks)")
+    # With several training seeds a cell pools them: its interval covers seeds too, as study.md says.
+    covered = {
+        cell.get("covers")
+        for per_arm in study["matrix"].values()
+        for per_member in per_arm.values()
+        if isinstance(cell := per_member.get(metric), Mapping)
+    }
+    pooled = "seeds and tasks" in covered or len(study.get("seeds") or []) > 1
+    covers = "seeds and tasks" if pooled else "tasks"
+    fig.colorbar(image, ax=ax, label=f"{metric} ({study.get('confidence', 0.95):.0%} interval over {covers})")
     fig.tight_layout()
     return fig

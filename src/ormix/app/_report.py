@@ -44,6 +44,7 @@ from ormix.app._render import print_table
 from ormix.app._workspace import Workspace
 from ormix.evaluation._summary import markdown_table, summary_markdown, summary_table
 from ormix.rollout._outcome import ERROR_KINDS
+from ormix.telemetry._records import record_files
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -242,6 +243,8 @@ def _markdown(
     if finals.get("change"):
         lines += ["", "### What training changed (after − before, paired over the same tasks)", ""]
         lines += [f"- {metric}: {verdict}" for metric, verdict in finals["change"].items()]
+    if finals.get("change_stale"):
+        lines += ["", f"Note: {finals['change_stale']}."]
     if alarms:
         lines += ["", "## Alarms", ""] + [f"- step {a.get('step')}: {a.get('message')}" for a in alarms]
     if plots:
@@ -657,7 +660,8 @@ def _save(fig: Any, path: Path) -> Path:
 def run_evals(run_dir: str | Path) -> dict[str, Any]:
     """The run's own evals as their files hold them: ``after`` (``RUN_DIR/eval``, `ormix train`'s eval of the
     trained model), ``before`` (``RUN_DIR/eval-before``) and ``change`` (the verdicts per metric of
-    ``RUN_DIR/eval-comparison``); only those that exist.
+    ``RUN_DIR/eval-comparison``), or ``change_stale`` (why not) when the evals there no longer give those
+    verdicts (one was run again with ``--overwrite``); only those that exist.
 
     Example:
         >>> run_evals("no-such-run")
@@ -671,9 +675,59 @@ def run_evals(run_dir: str | Path) -> dict[str, Any]:
             out[key] = json.loads(path.read_text(encoding="utf-8"))
     path = run.comparison_path / "comparison.json"
     if path.is_file():
-        comparisons = json.loads(path.read_text(encoding="utf-8")).get("comparisons") or [{}]
-        out["change"] = comparisons[0].get("verdicts", {})
+        comparison = json.loads(path.read_text(encoding="utf-8"))
+        verdicts = (comparison.get("comparisons") or [{}])[0].get("verdicts", {})
+        # `ormix eval --overwrite` can replace eval/ (or eval-before/) after training compared them: a
+        # verdict is shown only while the evals there still give it.
+        stale = _stale_comparison(run, comparison, verdicts, out.get("before"), out.get("after"))
+        if stale is None:
+            out["change"] = verdicts
+        else:
+            out["change_stale"] = (
+                f"{run.comparison_path} no longer matches {run.eval_before_path.name}/ and "
+                f"{run.eval_path.name}/ ({stale}), so what training changed is not shown: "
+                f"`ormix compare {run.eval_before_path} {run.eval_path} --out {run.comparison_path}` "
+                "compares them again"
+            )
     return out
+
+
+def _stale_comparison(
+    run: Workspace,
+    comparison: Mapping[str, Any],
+    verdicts: Mapping[str, str],
+    before: Mapping[str, Any] | None,
+    after: Mapping[str, Any] | None,
+) -> str | None:
+    """Why ``comparison.json`` no longer holds what the run's evals give (``None`` when it does; ``before``
+    and ``after``: their summaries): the comparison is made again, with the settings it was made with, from
+    the evals there now.
+
+    comparison.json names the evals it compared by path only (the same after an ``--overwrite``), so
+    their content is what tells.
+    """
+    from ormix._errors import UsageError
+    from ormix.app._compare import compare, load_eval
+
+    for where, summary in ((run.eval_before_path, before), (run.eval_path, after)):
+        ks = (summary or {}).get("k")
+        if ks is not None and comparison.get("k") is not None and list(ks) != list(comparison["k"]):
+            # Training evaluates before and after with the same k: another k is an eval run again since.
+            shown = ",".join(map(str, ks))
+            return f"{where.name}/ now has k {shown}, the comparison k {','.join(map(str, comparison['k']))}"
+    try:
+        again = compare(
+            [load_eval(run.eval_before_path), load_eval(run.eval_path)],
+            ks=comparison.get("k"),
+            success_threshold=comparison.get("success_threshold"),
+            confidence=float(comparison.get("confidence", 0.95)),
+            metrics=comparison.get("metrics"),
+        )
+    except UsageError as e:
+        return str(e).splitlines()[0].rstrip(":")
+    if again["comparisons"][0]["verdicts"] != verdicts:
+        return "one of them was run again since"
+    return None
 
 
 def write_report(run_dir: str | Path, scan: Mapping[str, Any] | None = None) -> ReportResult:
@@ -688,7 +742,11 @@ def write_report(run_dir: str | Path, scan: Mapping[str, Any] | None = None) -> 
         from ormix.app._scan import scan_run
 
         scan = scan_run(run_dir)
-    members, summary, series, evaluated = scan["members"], scan["summary"], scan["series"], scan["evaluated"]
+    summary, series, evaluated = scan["summary"], scan["series"], scan["evaluated"]
+    # The training figures show the members that trained (an eval-only one would read "never scored"); the
+    # eval figure all, the trained first so that each keeps its colour there.
+    trained = list(summary)
+    members = [*trained, *(m for m in scan["members"] if m not in summary)]
     alarms = read_jsonl(run_dir / "alarms.jsonl")
     folder = run_dir / "report"
     folder.mkdir(parents=True, exist_ok=True)
@@ -727,7 +785,7 @@ def write_report(run_dir: str | Path, scan: Mapping[str, Any] | None = None) -> 
             if series:
                 logged = logged_series(run_dir, ("weight", "tasks_set_aside", "noise", "signal"))
                 planned = planned_shares(Workspace(run_dir).read_manifest())
-                drawn = figures(series, members, logged, result.summary["trend"], planned)
+                drawn = figures(series, trained, logged, result.summary["trend"], planned)
             if env_time:
                 drawn["env_time.png"] = env_time_figure(env_time)
             if evaluated:
@@ -746,8 +804,9 @@ def write_report(run_dir: str | Path, scan: Mapping[str, Any] | None = None) -> 
 
 def report_command(run_dir: Path, console: Any, err: Any = None) -> int:
     """`ormix report RUN_DIR`: print the per-environment table and write plots; 2 when the directory does
-    not exist or holds no rollout records (an eval directory included), else 0. Errors go to ``err`` (the
-    command line's stderr console; default: ``console``, as at the end of `ormix train`).
+    not exist or holds no rollout records (an eval directory included) or none of a completed step, else 0.
+    Errors go to ``err`` (the command line's stderr console; default: ``console``, as at the end of
+    `ormix train`).
 
     Example:
         >>> import io, tempfile
@@ -770,19 +829,7 @@ def report_command(run_dir: Path, console: Any, err: Any = None) -> int:
     try:
         result = write_report(run_dir)
     except FileNotFoundError:
-        if (run_dir / "rollouts.jsonl").is_file() and (run_dir / "summary.json").is_file():
-            # `ormix eval`'s output (or a run's eval/): its summary is its report already.
-            err.print(
-                f"[red]error:[/red] {run_dir} is an eval directory, not a run directory: read its "
-                f"summary.json (and report.md), or see its rollouts with `ormix show {run_dir}`",
-                highlight=False,
-            )
-        else:
-            err.print(
-                f"[red]error:[/red] no rollout records in {run_dir / 'rollouts'} (rank-*.jsonl). "
-                "Train with ormix's callbacks (`callbacks=mix.callbacks` or `spec.callbacks`) so each "
-                "rollout is recorded, or point at the run's output_dir."
-            )
+        err.print(f"[red]error:[/red] {_no_report_because(run_dir)}", highlight=False)
         return EXIT_BAD_INPUT
     rows = table_rows(result.summary["members"])
     # Two narrower tables read better in a terminal than one with 14 columns.
@@ -848,6 +895,8 @@ def _print_run_evals(finals: Mapping[str, Any], console: Any) -> None:
         console.print("[bold]what training changed[/bold] (after − before, paired over the same eval tasks):")
         for metric, verdict in finals["change"].items():
             console.print(f"  {metric}: {verdict}", highlight=False, markup=False)
+    if finals.get("change_stale"):
+        console.print(f"[yellow]note:[/yellow] {finals['change_stale']}", highlight=False)
 
 
 def _legend(ax, loc: str) -> None:
@@ -860,3 +909,37 @@ def _legend(ax, loc: str) -> None:
         ax.figure.tight_layout()
     else:
         ax.legend(loc=loc, fontsize=8)
+
+
+def _no_report_because(run_dir: Path) -> str:
+    """Why a run directory gives no report, and what to do: its records are all of steps it did not
+    complete, it is an eval directory, or it holds no records."""
+    completed = Workspace(run_dir).completed_step()
+    held = _lines(record_files(run_dir)) if completed is not None else 0
+    if held:
+        stopped = " (the run stopped before completing one)" if completed == 0 else ""
+        return (
+            f"{run_dir} holds {held} rollout records, all from steps after the last completed step "
+            f"{completed}{stopped}, and a report counts completed steps only: `ormix show {run_dir}` shows "
+            "those rollouts"
+        )
+    if (run_dir / "rollouts.jsonl").is_file() and (run_dir / "summary.json").is_file():
+        # `ormix eval`'s output (or a run's eval/): its summary is its report already.
+        return (
+            f"{run_dir} is an eval directory, not a run directory: read its summary.json (and report.md), or "
+            f"see its rollouts with `ormix show {run_dir}`"
+        )
+    return (
+        f"no rollout records in {run_dir / 'rollouts'} (rank-*.jsonl). Train with ormix's callbacks "
+        "(`callbacks=mix.callbacks` or `spec.callbacks`) so each rollout is recorded, or point at the run's "
+        "output_dir."
+    )
+
+
+def _lines(paths: Sequence[Path]) -> int:
+    """How many lines the files hold (a torn last line counted): what a run without a report holds."""
+    count = 0
+    for path in paths:
+        with open(path, "rb") as fh:
+            count += sum(1 for _ in fh)
+    return count

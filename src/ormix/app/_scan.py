@@ -244,7 +244,9 @@ def scan_run(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def _finished_records(run_dir: Path) -> tuple[pa.Table, int]:
-    """The run's records of completed steps (one chunk per column), and how many records it holds in all."""
+    """The run's records of completed steps (one chunk per column), and how many records it holds in all.
+    Raises `FileNotFoundError` without any (`ormix report` says which: none at all, or none of a completed
+    step)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 

@@ -753,7 +753,9 @@ def _footer(
         if completed is not None and chosen_step > completed:
             text += " (not completed)"
         if asked_step is None and len(steps) > 1:
-            latest = "latest completed" if completed is not None and steps[-1] > completed else "latest"
+            # "completed" only for a step that did: a run that completed none shows its latest, cut short.
+            done = completed is not None and chosen_step <= completed < steps[-1]
+            latest = "latest completed" if done else "latest"
             text += f" (the {latest} that matches; steps {_ranges(steps)}: --step N for another)"
     if len(shown) < len(chosen):
         text += " · --limit 0 shows all"

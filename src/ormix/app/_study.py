@@ -68,7 +68,7 @@ from ormix.app._command import (
 from ormix.app._render import print_table
 from ormix.app._workspace import Workspace
 from ormix.config._trainer_rules import max_steps_problem
-from ormix.evaluation._summary import format_metric, markdown_table
+from ormix.evaluation._summary import format_metric, markdown_table, metric_names
 from ormix.mixture._ablation import FULL, Arm, Budget, arm_file_text, arms, select_arms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -384,6 +384,14 @@ def _study_config(path: str | Path, options: StudyOptions) -> MixtureConfig:
         train["max_steps"] = options.max_steps
     if len(set(options.seeds)) != len(options.seeds):
         raise UsageError(f"--seeds names a seed twice: {','.join(map(str, options.seeds))}")
+    # Checked before anything trains: an unknown metric would leave every cell and effect empty ("-").
+    names = metric_names(options.k)
+    if options.metric not in names:
+        raise UsageError(
+            f"--metric {options.metric!r} is not a metric of the study's evals (-k "
+            f"{','.join(map(str, options.k))}): choose from {', '.join(names)} (pass@K for another K needs "
+            "it in -k too, e.g. -k 1,4)"
+        )
     return config.updated(train=train) if train != config.train else config
 
 
