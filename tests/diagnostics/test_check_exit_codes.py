@@ -53,6 +53,10 @@ def test_the_table_covers_every_status_and_the_problems_of_issue_39() -> None:
     assert commands["ormix check tests/data/user_envs/broken_tool_raises.yaml"] == 1
     assert commands["ormix check tests/data/user_envs/broken_finish_unscored.yaml"] == 1
     assert commands["ormix eval tests/data/user_envs/broken_finish_unscored.yaml --policy reference"] == 1
+    # An eval whose every rollout of a member failed in the environment measured nothing: 1, never a quiet 0.
+    assert commands["ormix eval tests/data/user_envs/broken_constructor_raises.yaml"] == 1
+    # An oracle eval of a member without any reference solution would run nothing of it: refused, 2.
+    assert commands["ormix eval tests/data/user_envs/two_members.yaml --policy reference"] == 2
     # The table is the only place that says which status a command ends with on such inputs.
     text = CLI_PAGE.read_text()
     assert "exit 1 when a member is unusable" in text and "2 for\nbad input" not in text
@@ -86,3 +90,18 @@ def test_each_example_of_the_exit_table_exits_as_it_says(
     assert "Traceback" not in out, out[-3000:]
     if status in (1, 2):
         assert "error:" in out, out[-3000:]  # every failure says why, in one line
+
+
+def test_a_rerun_of_an_eval_whose_member_only_errored_fails_again_naming_the_member_and_the_fix(
+    tmp_path: Path, tiny_model: str
+) -> None:
+    # The rerun finds every task done (the errors are records too) and once said so and exited 0.
+    command = "ormix eval tests/data/user_envs/broken_constructor_raises.yaml --out out"
+    for attempt in ("first", "rerun"):
+        done = run(command, tmp_path, "")
+        out = done.stdout + done.stderr
+        assert done.returncode == 1, (attempt, out[-3000:])
+        errors = [line for line in out.splitlines() if line.startswith("error:")]
+        assert len(errors) == 1, (attempt, out[-3000:])
+        assert "'mine'" in errors[0] and "mostly session_open" in errors[0] and "--overwrite" in errors[0]
+    assert "every task is done already" in out

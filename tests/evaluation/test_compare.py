@@ -433,3 +433,18 @@ def test_the_compare_command_compares_groups_of_runs(tmp_path):
         app, ["compare", str(base[0].path), str(base[1].path), "--vs", str(tmp_path / "nope")]
     )
     assert refused.exit_code == 2 and "does not exist" in refused.output
+
+
+def test_rewards_off_the_unit_range_with_no_spread_give_no_interval_and_the_verdict_says_so(tmp_path):
+    # Rewards on another scale: every task +0.5 once read "+0.50 [0.50, 0.50]": certainty from 4 tasks.
+    a = {t: [-1.5 if t % 2 else -1.0] for t in range(4)}
+    b = {t: [r + 0.5 for r in rewards] for t, rewards in a.items()}
+    base = write_eval(tmp_path / "a", records("seta", a), k=(1,))
+    other = write_eval(tmp_path / "b", records("seta", b), k=(1,))
+    result = compare([load_eval(base), load_eval(other)], metrics=["mean_reward"])
+    metric = result["comparisons"][0]["members"]["seta"]["metrics"]["mean_reward"]
+    assert (metric["difference"]["low"], metric["difference"]["high"]) == (None, None)
+    assert metric["verdict"] == "seta: +0.50 (no interval from 4 tasks)"
+    # Every task at -1: the summary's mean reward has no interval either.
+    alike = summarize(records("seta", {t: [-1.0] for t in range(16)}))["members"]["seta"]["mean_reward"]
+    assert alike == {"value": -1.0, "low": None, "high": None, "n": 16}

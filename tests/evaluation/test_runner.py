@@ -317,3 +317,68 @@ def test_a_directory_with_records_but_no_manifest_is_refused(tmp_path):
     (tmp_path / "rollouts.jsonl").write_text("{}\n")
     with pytest.raises(EvalError, match="no manifest.json"):
         run_eval(DEMO, members=("echo",), out_dir=tmp_path)
+
+
+def _half_adder(tmp_path: Path, solve: str) -> Path:
+    """A mixture of one user environment whose right answer scores 0.5 (not 1.0), with ``solve`` as the
+    body of its reference hook."""
+    module = f"half_adder_{uuid.uuid4().hex[:8]}"
+    source = USER_ENV.replace("reward=float(right)", "reward=0.5 * right")
+    head, _ = source.split("def solve(row):")
+    (tmp_path / f"{module}.py").write_text(f"{head}def solve(row):\n    {solve}\n")
+    mixture = tmp_path / "half.yaml"
+    mixture.write_text(
+        textwrap.dedent(f"""
+        members:
+          adder: {{target: "{module}:Adder", reference: "{module}:solve"}}
+          echo: {{target: "local:echo", num_tasks: 2}}
+        train: {{max_completion_length: 64}}
+        """)
+    )
+    return mixture
+
+
+def test_an_oracle_eval_of_a_member_without_any_reference_solution_is_refused_before_it_runs(tmp_path):
+    # It once ran the other members, printed an empty row and "wrote ...: rollouts.jsonl" (no such file).
+    mixture = _half_adder(tmp_path, "return None")
+    out = tmp_path / "oracle"
+    result = runner.invoke(app, ["eval", str(mixture), "--policy", "reference", "--out", str(out)])
+    assert result.exit_code == 2, result.output[-3000:]
+    assert "member 'adder' has no reference solution for any task" in result.output
+    assert "--members" in result.output and not out.exists()  # refused before anything ran
+
+
+def test_print_summary_names_only_the_files_the_eval_left(tmp_path):
+    from rich.console import Console
+
+    from ormix.app._eval import EvalResult, print_summary
+    from ormix.evaluation._summary import summarize
+
+    (tmp_path / "summary.json").write_text("{}")
+    (tmp_path / "manifest.json").write_text("{}")
+    console = Console(record=True, width=300, color_system=None)
+    print_summary(EvalResult(tmp_path, summarize([]), {}), console)
+    wrote = next(line for line in console.export_text().splitlines() if line.startswith("wrote "))
+    assert wrote == f"wrote {tmp_path}/: summary.json, manifest.json"
+
+
+def test_the_success_threshold_flag_decides_pass_at_k_and_is_recorded(tiny_model, tmp_path):
+    # Every reference answer scores 0.5: no success at the default threshold 1.0, all at 0.5.
+    mixture = _half_adder(
+        tmp_path, 'return [("add", {"a": row["task_spec"]["a"], "b": row["task_spec"]["b"]})]'
+    )
+    out = tmp_path / "oracle"
+    base = ["eval", str(mixture), "--policy", "reference", "--members", "adder", "--out", str(out)]
+    strict = runner.invoke(app, base)
+    assert strict.exit_code == 0, strict.output[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["members"]["adder"]["pass@1"]["value"] == 0.0 and summary["success_threshold"] == 1.0
+    # The same eval, finished: summarised again at the new threshold, nothing run again.
+    lenient = runner.invoke(app, [*base, "--success-threshold", "0.5"])
+    assert lenient.exit_code == 0, lenient.output[-3000:]
+    assert "every task is done already (4)" in lenient.output and "env_reward >= 0.5" in lenient.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["members"]["adder"]["pass@1"]["value"] == 1.0 and summary["success_threshold"] == 0.5
+    assert json.loads((out / "manifest.json").read_text())["success_threshold"] == 0.5
+    refused = runner.invoke(app, [*base, "--success-threshold", "0"])
+    assert refused.exit_code == 2 and "--success-threshold" in refused.output and "above 0" in refused.output

@@ -305,3 +305,59 @@ def test_iqm_is_the_mean_of_the_middle_half(values):
     cut = len(x) // 4
     assert iqm(values) == pytest.approx(x[cut : len(x) - cut].mean())
     assert min(values) - 1e-9 <= iqm(values) <= max(values) + 1e-9  # a mean rounds
+
+
+# --- No spread seen is not certainty: values on another scale get no interval, never a point ------------
+
+off_scale = st.one_of(st.floats(-100, -1e-3), st.floats(1.001, 100))
+
+
+@given(off_scale, st.integers(2, 40))
+def test_alike_values_outside_the_unit_range_get_no_interval_not_a_point(value, tasks):
+    # 16 tasks all at reward -1 once read "-1.00 [-1.00, -1.00]": a certainty the tasks do not give.
+    iv = mean_interval([value] * tasks)
+    assert (iv.value, iv.low, iv.high, iv.n) == (pytest.approx(value), None, None, tasks)
+    assert hierarchical_interval([[value] * tasks]).low is None
+    for statistic in ("mean", "iqm"):
+        group = hierarchical_interval([[value] * tasks] * 3, statistic=statistic, resamples=200)
+        assert group.value == pytest.approx(value) and (group.low, group.high) == (None, None)
+
+
+@given(
+    st.lists(st.floats(-3, 3), min_size=2, max_size=30).filter(lambda a: np.ptp(a) > 0.01),
+    st.floats(-2, 2).filter(lambda s: abs(s) > 1e-3),
+    st.integers(1, 4),
+    st.sampled_from(["mean", "iqm"]),
+)
+@settings(max_examples=80, deadline=None)
+def test_every_task_changed_by_the_same_amount_off_the_unit_range_gives_no_interval(
+    a, shift, seeds, statistic
+):
+    # `compare --metric mean_reward`: every task +0.5 once read "+0.50 [0.50, 0.50]".
+    xa = np.array(a) - 1.5  # some values below 0: the t form
+    xb = xa + shift
+    iv = paired_interval(xa, xb)
+    assert iv.value == pytest.approx(shift) and (iv.low, iv.high) == (None, None)
+    group = paired_hierarchical_interval([xa] * seeds, [xb] * seeds, statistic=statistic, resamples=200)
+    assert group.value == pytest.approx(shift) and (group.low, group.high) == (None, None)
+
+
+def test_a_constant_side_off_the_unit_range_still_pairs_with_a_spread_side():
+    # One eval alike on every task, the other not: the differences have spread, the paired t-interval holds.
+    a, b = np.full(16, -1.0), np.array([-1.0, 0.5] * 8)
+    iv = paired_interval(a, b)
+    half = t_quantile(0.975, 15) * np.std(b - a, ddof=1) / 4
+    assert (iv.low, iv.high) == pytest.approx((0.75 - half, 0.75 + half))
+
+
+@given(st.floats(0.001, 0.999), st.integers(2, 40), st.integers(1, 4), st.sampled_from(["mean", "iqm"]))
+@settings(max_examples=80, deadline=None)
+def test_alike_fractions_count_each_task_as_one_trial_whatever_the_rounding(value, tasks, seeds, statistic):
+    # 10 tasks at 0.01 average to 0.009999999999999998 with a variance of 1e-36, which once read as spread:
+    # an interval of width 1e-18. No spread seen, to rounding, is the binomial's width at that many tasks.
+    z = NormalDist().inv_cdf(0.975)
+    floor = z * math.sqrt(value * (1 - value) / tasks) / (1 + z * z / tasks)  # Wilson's half-width, at least
+    iv = mean_interval([value] * tasks)
+    assert iv.high - iv.low > floor
+    group = hierarchical_interval(np.full((seeds, tasks), value), statistic=statistic, resamples=200)
+    assert group.high - group.low > floor

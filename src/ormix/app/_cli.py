@@ -639,6 +639,16 @@ def eval_(
             "--chunk", metavar="N", help="tasks whose rollouts run at once (records kept per chunk)"
         ),
     ] = 16,
+    success_threshold: Annotated[
+        float,
+        typer.Option(
+            "--success-threshold",
+            metavar="R",
+            help="a scored rollout succeeds (pass@k, pass^k) when its env_reward reaches R (> 0); recorded "
+            "in the manifest, where `ormix compare` reads it; a finished eval run again with another R is "
+            "summarised again",
+        ),
+    ] = 1.0,
 ) -> None:
     """Evaluate a model on every member's eval tasks: pass@k, pass^k, mean reward, coverage and errors per
     member, each with an interval; resumable (run the same command again).
@@ -658,6 +668,7 @@ def eval_(
         seed=seed,
         overwrite=overwrite,
         tasks_per_chunk=chunk,
+        success_threshold=success_threshold,
     )
     raise typer.Exit(
         eval_command(path, options, overrides=set_ or [], console=console, debug=_state["debug"])

@@ -569,7 +569,8 @@ def _threshold(evals: Sequence[EvalData], success_threshold: float | None) -> fl
     if len(thresholds) > 1:
         raise UsageError(
             f"the evals count success at different reward thresholds ({sorted(thresholds)}): "
-            "rerun them with the same --success-threshold"
+            "run the same `ormix eval` command of each again with the same --success-threshold (a finished "
+            "eval is summarised again at it; nothing runs again)"
         )
     return thresholds.pop()
 

@@ -96,7 +96,9 @@ class EvalOptions:
         settings: GRPOConfig overrides (``--set``) over the file's ``train:`` section: generation settings
             such as ``temperature``, ``max_completion_length``, ``use_vllm``.
         overwrite: start over in an ``out_dir`` holding another eval.
-        success_threshold: a scored sample succeeds when its ``env_reward`` reaches it.
+        success_threshold: a scored sample succeeds when its ``env_reward`` reaches it (above 0; recorded
+            in the manifest, it is not part of the eval's identity: a finished eval run again with another
+            one is summarised again).
         tasks_per_chunk: tasks whose rollouts run at once (one ``evaluate()`` batch of
             ``tasks_per_chunk × samples`` rollouts); records are written after each chunk.
         max_chunks: stop after this many chunks (the rest resume on the next run).
@@ -162,6 +164,11 @@ class EvalOptions:
             )
         if self.tasks_per_chunk < 1 or (self.max_chunks is not None and self.max_chunks < 1):
             raise EvalError("tasks_per_chunk and max_chunks are at least 1")
+        if not self.success_threshold > 0.0:  # NaN too
+            raise EvalError(
+                f"--success-threshold is the env_reward a scored rollout must reach to succeed, a number "
+                f"above 0 (e.g. 1.0 or 0.5), not {self.success_threshold}"
+            )
 
 
 @dataclass
@@ -577,6 +584,7 @@ def run_eval(
         )
         tasks = eval_tasks(mix, opts.members, opts.split)
         calls, missing = reference_calls(mix, tasks) if reference else ({}, {})
+        _refuse_unsolvable(tasks, missing)
         longest = max((len(c) for c in calls.values()), default=0)
         with tempfile.TemporaryDirectory(prefix="ormix-eval-") as scratch:
             args, notes = _eval_args(mix, opts, Path(scratch), model_path, longest)
@@ -611,6 +619,26 @@ def run_eval(
     finally:
         mix.close()
     return result
+
+
+def _refuse_unsolvable(tasks: Mapping[str, EvalTasks], missing: Mapping[str, Sequence[int]]) -> None:
+    """Refuse an oracle eval of a member none of whose tasks has a reference solution (`EvalError`, before
+    anything runs): nothing of it would run, and an empty table would read as a check that passed."""
+    unsolvable = [
+        m
+        for m, selection in tasks.items()
+        if selection.indices and set(missing.get(m, ())) >= set(selection.indices)
+    ]
+    if not unsolvable:
+        return
+    names = ", ".join(repr(m) for m in unsolvable)
+    one = len(unsolvable) == 1
+    raise EvalError(
+        f"{f'member {names} has' if one else f'members {names} have'} no reference solution for any task: "
+        f'give {"it" if one else "each"} a `reference: "module:function"` in its mixture entry (a function '
+        "of a task's row returning its (tool, arguments) calls), or leave "
+        f"{'it' if one else 'them'} out with --members"
+    )
 
 
 def _manifest(
@@ -756,10 +784,36 @@ def print_summary(result: EvalResult, console: Any) -> None:
         console.print(f"  {result.resumed_tasks} task(s) were done already (resumed)", highlight=False)
     if not result.complete:
         console.print("[yellow]incomplete[/yellow]: run the same command again to finish", highlight=False)
-    files = [name for name in ("rollouts.jsonl", "summary.json", "report.md", "manifest.json")]
-    if (result.out_dir / "plots" / "summary.png").is_file():
-        files.append("plots/summary.png")
+    names = ("rollouts.jsonl", "summary.json", "report.md", "manifest.json", "plots/summary.png")
+    files = [name for name in names if (result.out_dir / name).is_file()]
     console.print(f"wrote {result.out_dir}/: {', '.join(files)}", highlight=False, soft_wrap=True)
+
+
+def all_errors(summary: Mapping[str, Any]) -> dict[str, str]:
+    """Member → why it failed, for each member whose every rollout was an infrastructure error (an
+    environment that cannot be reached or cannot start a session): its dominant error kind, and how to run
+    the tasks again (a rerun resumes and keeps the records it finds, errors included).
+
+    Example:
+        >>> summary = {"members": {"mine": {"samples": 4, "error_mix": {"env_error": 3, "timeout": 1}},
+        ...                        "echo": {"samples": 4, "error_mix": {"timeout": 1}}}}
+        >>> print(all_errors(summary)["mine"])  # doctest: +ELLIPSIS
+        every rollout of member 'mine' failed in the environment (4 of 4; mostly env_error: 3): ...
+        >>> list(all_errors(summary))
+        ['mine']
+    """
+    out: dict[str, str] = {}
+    for member, entry in (summary.get("members") or {}).items():
+        samples, mix = int(entry.get("samples") or 0), Counter(entry.get("error_mix") or {})
+        if not samples or sum(mix.values()) < samples:
+            continue
+        kind, count = mix.most_common(1)[0]
+        out[member] = (
+            f"every rollout of member {member!r} failed in the environment ({samples} of {samples}; mostly "
+            f"{kind}: {count}): nothing was measured; fix it (`ormix check FILE` names the failing call), "
+            "then run the same command with --overwrite to run its tasks again"
+        )
+    return out
 
 
 def eval_command(
@@ -771,8 +825,10 @@ def eval_command(
     debug: bool = False,
     **option_fields: Any,
 ) -> int:
-    """`ormix eval FILE`: returns the exit status (0 done, 1 failed or, with ``policy="reference"``, a
-    member whose reference solutions were never scored (`oracle_failures`), 2 bad input, 130 interrupted).
+    """`ormix eval FILE`: returns the exit status (0 done, 1 failed: a member whose every rollout was an
+    infrastructure error (`all_errors`; on a rerun that finds its tasks done too) or, with
+    ``policy="reference"``, a member whose reference solutions were never scored (`oracle_failures`), 2 bad
+    input, 130 interrupted).
 
     As `run_eval`, plus ``overrides``: the ``--set KEY=VALUE`` items, applied over ``options.settings``;
     prints the summary table and where the files went. Every failure is one ``error:`` line (``debug``, or
@@ -795,10 +851,13 @@ def eval_command(
         result = run_eval(mixture, opts, console=console)
         print_summary(result, console)
         console.print(f"done in {math.ceil(time.monotonic() - started)}s", highlight=False)
-        # An oracle run that scores nothing found a broken environment: a failure, never a quiet 0.
-        failures = oracle_failures(result.summary)
+        # A member whose every rollout was an infrastructure error measured nothing, and an oracle run that
+        # scores nothing found a broken environment: failures, never a quiet 0 (on a rerun that finds every
+        # task done too: the records are what failed).
+        errored = all_errors(result.summary)
+        failures = list(errored.values()) + oracle_failures(result.summary, reported=errored)
         for line in failures:
-            console.print(f"[red]error:[/red] {line}", highlight=False)
+            console.print(f"[red]error:[/red] {line}", highlight=False, soft_wrap=True)
         return EXIT_FAILED if failures else EXIT_OK
 
     return run_command(

@@ -15,7 +15,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ormix._errors import OrmixRuntimeError
@@ -188,11 +188,12 @@ def attach_reference_policy(trainer: Any, calls: ReferenceCalls) -> Any:
     return ScriptedPolicy(ReferenceScript(trainer, calls)).attach(trainer)
 
 
-def oracle_failures(summary: Mapping[str, Any]) -> list[str]:
+def oracle_failures(summary: Mapping[str, Any], reported: Collection[str] = ()) -> list[str]:
     """Why an oracle run (``ormix eval --policy reference``) failed: one line per member whose reference
-    solutions were never scored (coverage 0). The oracle plays answers known to work, so a member it cannot
-    score is a broken environment (or reference), not a result: ``ormix eval`` prints each line as an
-    ``error:`` and exits 1.
+    solutions were never scored (coverage 0), but the ``reported`` members (already given a line: one that
+    failed on every rollout, `ormix.app._eval.all_errors`). The oracle plays answers known to work, so a
+    member it cannot score is a broken environment (or reference), not a result: ``ormix eval`` prints each
+    line as an ``error:`` and exits 1.
 
     Example:
         >>> summary = {"policy": "reference", "members": {
@@ -200,15 +201,15 @@ def oracle_failures(summary: Mapping[str, Any]) -> list[str]:
         ...     "echo": {"samples": 2, "coverage": {"value": 1.0}, "error_rate": {"value": 0.0}}}}
         >>> print(oracle_failures(summary)[0])  # doctest: +ELLIPSIS
         the reference solutions of 'mine' were never scored (coverage 0.00 over 2 rollouts): ...
-        >>> oracle_failures({**summary, "policy": "model"})
-        []
+        >>> oracle_failures({**summary, "policy": "model"}), oracle_failures(summary, reported={"mine"})
+        ([], [])
     """
     if summary.get("policy") != "reference":
         return []
     out = []
     for member, metrics in (summary.get("members") or {}).items():
         coverage = (metrics.get("coverage") or {}).get("value")
-        if not metrics.get("samples") or coverage is None or coverage > 0:
+        if member in reported or not metrics.get("samples") or coverage is None or coverage > 0:
             continue
         errors = (metrics.get("error_rate") or {}).get("value") or 0.0
         why = (

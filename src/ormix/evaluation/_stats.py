@@ -24,7 +24,10 @@ members whose per-task success rates are drawn from a Beta, 16–64 tasks, 1 or 
   t quantile with T−1 degrees of freedom (the variance is estimated). It keeps Wilson's behaviour near 0
   and 1, where a t-interval under-covers (90% at 16 tasks), while the t quantile accounts for the estimated
   spread (with the normal quantile it covers 92–93% at 16 tasks).
-- Values outside [0, 1] (a mean reward on another scale): the t-interval.
+- Values outside [0, 1] (a mean reward on another scale): the t-interval. When every task has the same
+  value (no spread seen, to rounding), there is **no interval** (``low`` and ``high`` are ``None``): no spread
+  seen is not a claim of none, and such values have no binomial width to fall back on, so a point would
+  claim a certainty the tasks do not give.
 
 Measured (``benchmarks/eval_calibration.py``, 2000 repetitions a figure): a member's 95% interval covers
 the truth in 94.0–96.3% of repetitions in all 27 figures (16/32/64 tasks, 1/4 samples, hard/mid/easy
@@ -35,7 +38,8 @@ limits by the method of variance estimates recovery (MOVER; Newcombe's interval 
 generalised) with the correlation of the two evals' per-task values. It inherits the score intervals'
 behaviour near 0 and 1 (a paired t-interval collapses to 0 when nearly every task agrees and misses a
 small true difference: 15–80% coverage on nearly solved members), and equals the paired t-interval for
-values outside [0, 1]. Inside it, each member's limits use the t quantile with T−1 degrees of freedom,
+values outside [0, 1] (no interval when the per-task differences have no spread: every task changed by the
+same amount). Inside it, each member's limits use the t quantile with T−1 degrees of freedom,
 binary values too (the correlation is estimated from the same tasks; with Wilson's normal quantile it
 covers 92–93% at 16 tasks of mid-range members). Measured: 93.7–97.5% in the judged paired figures; it errs
 on the wide side (97–97.5%) for binary values at 16–32 tasks, so a verdict of change is not over-claimed.
@@ -59,8 +63,10 @@ is a seeded two-level bootstrap's (runs drawn with replacement, then one draw of
 run), rescaled by the ratio of the mean's closed-form variance to the same replicates' variance of the
 mean (the bootstrap shrinks a variance over S seeds by (S − 1)/S: half at two seeds). Such an interval
 covers the procedure's expected value over training seeds and the task distribution ("seeds and tasks");
-one run gives the interval over tasks only ("tasks"). Measured (``benchmarks/eval_calibration.py``,
-two-level world, `MIN_SEEDS_CALIBRATED` = 3 seeds or more): 93–97% (figures in docs/guides/evaluation.md).
+one run gives the interval over tasks only ("tasks"). With no spread seen (a variance of 0, to rounding),
+values in [0, 1] count each task as one trial (Wilson's width at T tasks); other values get no interval.
+Measured (``benchmarks/eval_calibration.py``, two-level world, `MIN_SEEDS_CALIBRATED` = 3 seeds or more):
+93–97% (figures in docs/guides/evaluation.md).
 
 Example:
     >>> round(pass_at_k(n=4, c=1, k=2), 3), pass_hat_k(n=4, c=2, k=2)
@@ -228,8 +234,22 @@ def _values(values: Sequence[float] | np.ndarray) -> np.ndarray:
     return x
 
 
+#: A standard deviation below this fraction of the values' size is rounding, not spread: 16 values of 0.01
+#: averaged by seed and then by task have a variance of about 1e-35, and a "spread" of that size gave a
+#: zero-width interval.
+_ROUNDING = 1e-9
+
+
+def _no_spread(sd: float, *values: np.ndarray) -> bool:
+    """Whether a standard deviation (or standard error) is no spread at all, to the values' rounding (NaN
+    counts as none)."""
+    scale = max((float(np.max(np.abs(v))) for v in values if v.size), default=0.0)
+    return not sd > _ROUNDING * scale
+
+
 def mean_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95) -> Interval:
-    """The mean of per-task values with its interval over tasks (method: the module docstring).
+    """The mean of per-task values with its interval over tasks (method: the module docstring). Values
+    outside [0, 1] that are all alike get no interval (``low`` and ``high`` ``None``), never a point.
 
     Example:
         >>> iv = mean_interval([0.0] * 16)          # every task failed: the interval still has an upper end
@@ -240,6 +260,8 @@ def mean_interval(values: Sequence[float] | np.ndarray, confidence: float = 0.95
         (0.168, 0.78)
         >>> mean_interval([]).as_dict()
         {'value': None, 'low': None, 'high': None, 'n': 0}
+        >>> mean_interval([-1.0] * 16).as_dict()   # a reward on another scale, every task alike
+        {'value': -1.0, 'low': None, 'high': None, 'n': 16}
     """
     x = _values(values)
     t = len(x)
@@ -257,7 +279,12 @@ def _mean_limits(x: np.ndarray, confidence: float, paired: bool = False) -> tupl
     if np.any(x < 0.0) or np.any(x > 1.0):
         if t < 2:
             return None, None
-        h = t_quantile(0.5 + confidence / 2.0, t - 1) * float(x.std(ddof=1)) / math.sqrt(t)
+        sd = float(x.std(ddof=1))
+        if _no_spread(sd, x):
+            # No spread seen is not a claim of none, and there is no binomial width to fall back on: no
+            # interval. A paired interval takes this side as a point; the differences' spread decides there.
+            return (m, m) if paired else (None, None)
+        h = t_quantile(0.5 + confidence / 2.0, t - 1) * sd / math.sqrt(t)
         return m - h, m + h
     binary = bool(np.all((x == 0.0) | (x == 1.0)))
     spread = m * (1.0 - m)
@@ -270,10 +297,11 @@ def _mean_limits(x: np.ndarray, confidence: float, paired: bool = False) -> tupl
         if t < 2:
             return 0.0, 1.0
         z = t_quantile(0.5 + confidence / 2.0, t - 1)
-        phi = float(x.var(ddof=1)) / spread
+        variance = float(x.var(ddof=1))
+        phi = variance / spread
         # Every task the same fraction (e.g. 2 tasks at 1/4): no spread seen does not mean none. Count each
         # task as one trial (the binomial's width at t tasks) rather than claim a zero-width interval.
-        n_eff = t / phi if phi > 0.0 else float(t)
+        n_eff = float(t) if _no_spread(math.sqrt(variance), x) else t / phi
     return _wilson(m, n_eff, z)
 
 
@@ -296,7 +324,8 @@ def paired_interval(
     baseline: Sequence[float] | np.ndarray, other: Sequence[float] | np.ndarray, confidence: float = 0.95
 ) -> Interval:
     """The difference ``mean(other) − mean(baseline)`` of per-task values of the same tasks (position i of
-    both is task i), with its paired interval (MOVER, the module docstring).
+    both is task i), with its paired interval (MOVER, the module docstring). Values outside [0, 1] whose
+    per-task differences are all alike get no interval (``low`` and ``high`` ``None``), never a point.
 
     Example:
         >>> a = [0, 0, 1, 0, 1, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 0]
@@ -306,6 +335,8 @@ def paired_interval(
         (0.4375, 0.145, 0.624, 16)
         >>> paired_interval(a, a).covers(0.0)
         True
+        >>> paired_interval([-1.5, -1.0] * 2, [-1.0, -0.5] * 2).as_dict()   # every task +0.5: no spread seen
+        {'value': 0.5, 'low': None, 'high': None, 'n': 4}
     """
     xa, xb = _values(baseline), _values(other)
     if len(xa) != len(xb):
@@ -320,10 +351,14 @@ def paired_interval(
     lb, ub = _mean_limits(xb, confidence, paired=True)
     if la is None or ua is None or lb is None or ub is None:
         return Interval(d, None, None, t)
+    bounded = _bounded(xa, xb)
+    if not bounded and _no_spread(float((xb - xa).std()), xa, xb):
+        # Every task changed by the same amount: the paired t-interval would be a point, a certainty that
+        # tasks showing no spread do not give (values in [0, 1] keep their score limits' width).
+        return Interval(d, None, None, t)
     sa, sb = float(xa.std()), float(xb.std())
     r = float(np.mean((xa - ma) * (xb - mb)) / (sa * sb)) if sa > 0.0 and sb > 0.0 else 0.0
     r = min(1.0, max(-1.0, r))
-    bounded = bool(np.all((xa >= 0.0) & (xa <= 1.0) & (xb >= 0.0) & (xb <= 1.0)))
     if bounded and t < MIN_TASKS_FOR_CORRELATION:
         # Two or three tasks always look perfectly correlated: a correlation seen on so few narrows nothing.
         # (Unbounded values keep it: there the limits are the paired t-interval's, whose t quantile counts
@@ -549,7 +584,9 @@ def hierarchical_interval(
     variance and quantile, as `mean_interval` does. ``statistic="iqm"``: the interquartile mean of all
     values, its variance from a seeded two-level bootstrap (seeds, then tasks shared by every run)
     rescaled as the module docstring says. One run (fewer than `MIN_SEEDS`): exactly `mean_interval`
-    (mean) — an interval over tasks only, ``covers="tasks"``. Deterministic for a given ``seed``.
+    (mean) — an interval over tasks only, ``covers="tasks"``. No spread seen (a variance of 0, to rounding)
+    is not a claim of none: values in [0, 1] count each task as one trial, other values get no interval
+    (``low`` and ``high`` ``None``). Deterministic for a given ``seed``.
 
     Example:
         >>> runs = [[1, 0, 1, 1, 0, 1, 0, 1], [1, 0, 0, 1, 0, 1, 0, 1], [1, 1, 1, 1, 0, 1, 0, 1]]
@@ -559,6 +596,8 @@ def hierarchical_interval(
         >>> one = hierarchical_interval(runs[:1])
         >>> task_only = mean_interval(runs[0])
         >>> (one.low, one.high, one.over) == (task_only.low, task_only.high, "tasks")
+        True
+        >>> hierarchical_interval([[-1.0] * 4] * 3).as_dict()["low"] is None   # every value alike
         True
     """
     y = _matrix(values, "hierarchical_interval")
@@ -584,13 +623,17 @@ def hierarchical_interval(
         if t >= 2:
             variance = _bootstrap_variance([y], [1.0], variance, resamples, seed)
     q = t_quantile(0.5 + confidence / 2.0, int(df))
-    if statistic == "mean" and _bounded(y):
-        if variance > 0.0 and 0.0 < m < 1.0:
+    unspread = _no_spread(math.sqrt(max(variance, 0.0)), y)
+    if _bounded(y) and (statistic == "mean" or unspread):
+        if not unspread and 0.0 < m < 1.0:
             low, high = _wilson(m, m * (1.0 - m) / variance, q)
         else:
             # No spread seen (every value equal): not a claim of none. Count each task as one trial.
-            low, high = _wilson(m, float(t), _z(confidence))
-        return GroupInterval(m, low, high, t, seeds=s, over=covers)
+            low, high = _wilson(value, float(t), _z(confidence))
+        return GroupInterval(value, low, high, t, seeds=s, over=covers, statistic=statistic)
+    if unspread:
+        # Not bounded to [0, 1]: no binomial width to fall back on, and a point would claim certainty.
+        return GroupInterval(value, None, None, t, seeds=s, over=covers, statistic=statistic)
     floor = 0.0 if _bounded(y) else None
     return _t_interval(value, variance, q, floor, t, seeds=s, over=covers, statistic=statistic)
 
@@ -598,7 +641,8 @@ def hierarchical_interval(
 def _unspread(ya: np.ndarray, yb: np.ndarray, value: float, confidence: float) -> tuple[float, float] | None:
     """Limits for two groups of values in [0, 1] with no spread seen (every run of each group alike), which is
     not a claim of none: as `hierarchical_interval` does, each task counts as one trial, through the paired
-    interval of the seed-averaged tasks, centred on ``value``. ``None`` for unbounded values."""
+    interval of the seed-averaged tasks, centred on ``value``. ``None`` for unbounded values: they have no
+    binomial width to fall back on, so they get no interval."""
     if not _bounded(ya, yb):
         return None
     one = paired_interval(ya.mean(axis=0), yb.mean(axis=0), confidence)
@@ -629,8 +673,9 @@ def paired_hierarchical_interval(
     ``covers="tasks"``. ``same_runs``: the caller says both groups are the same runs (not merely equal
     values): 0 with a zero-width interval, since nothing was drawn independently. Values in [0, 1] with no
     spread seen (every run of each group alike) are not a claim of none: the interval is the paired one of
-    the seed-averaged tasks (`paired_interval`), each task one trial. IQM: the two-level bootstrap (one task
-    draw shared by both groups), rescaled as in `hierarchical_interval`.
+    the seed-averaged tasks (`paired_interval`), each task one trial; other values with no spread seen (a
+    variance of 0, to rounding) get no interval (``low`` and ``high`` ``None``), never a point. IQM: the
+    two-level bootstrap (one task draw shared by both groups), rescaled as in `hierarchical_interval`.
 
     Example:
         >>> a = [[0, 0, 1, 0, 1, 0, 0, 1, 0, 0], [0, 0, 1, 0, 1, 0, 0, 1, 0, 1],
@@ -646,6 +691,9 @@ def paired_hierarchical_interval(
         >>> alike = paired_hierarchical_interval([[0] * 16] * 3, [[1] * 16] * 3)   # no spread: not certainty
         >>> round(alike.low, 2), alike.high
         (0.69, 1.0)
+        >>> shifted = paired_hierarchical_interval([[-1.5, -1.0] * 2] * 3, [[-1.0, -0.5] * 2] * 3)
+        >>> shifted.value, shifted.low, shifted.high   # every task +0.5 in every run: no interval
+        (0.5, None, None)
     """
     ya, yb = _matrix(baseline, "paired_hierarchical_interval"), _matrix(other, "paired_hierarchical_interval")
     _check_statistic(statistic, confidence)
@@ -674,8 +722,10 @@ def paired_hierarchical_interval(
             variance = _bootstrap_variance([ya, yb], [-1.0, 1.0], variance, resamples, seed)
     else:
         value = float(yb.mean() - ya.mean())
-    if variance <= 0.0 and (seen := _unspread(ya, yb, value, confidence)) is not None:
-        return GroupInterval(value, seen[0], seen[1], t, seeds=seeds, over=covers, statistic=statistic)
+    if _no_spread(math.sqrt(max(variance, 0.0)), ya, yb):
+        seen = _unspread(ya, yb, value, confidence)
+        low, high = seen if seen is not None else (None, None)
+        return GroupInterval(value, low, high, t, seeds=seeds, over=covers, statistic=statistic)
     q = t_quantile(0.5 + confidence / 2.0, int(df))
     floor = -1.0 if _bounded(ya, yb) else None
     return _t_interval(value, variance, q, floor, t, seeds=seeds, over=covers, statistic=statistic)
