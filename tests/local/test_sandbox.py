@@ -308,3 +308,24 @@ def test_terminals_tells_a_closed_sandbox_from_a_missing_bubblewrap(monkeypatch)
             await env.bash(BashParams(command="echo hi"))
 
     anyio.run(main)
+
+
+def test_unsandboxed_temporary_files_stay_in_the_session(tmp_path):
+    """Unsandboxed, `mktemp` (graders use it) writes under the session, and close() removes it all."""
+    import tempfile
+
+    async def main():
+        async with Sandbox(bwrap="/nonexistent/bwrap", allow_unsandboxed=True, base_dir=tmp_path) as sb:
+            r = await sb.run(
+                "mktemp && mktemp -d && python3 -c 'import tempfile; print(tempfile.gettempdir())'"
+            )
+            return sb, r
+
+    host_tmp = set(os.listdir(tempfile.gettempdir()))
+    sb, r = run(main())
+    made = r.output.split("\n")
+    assert r.return_code == 0 and len(made) == 3, r.output
+    assert all(Path(p).resolve().is_relative_to(tmp_path.resolve()) for p in made), made
+    assert not any(Path(p).resolve().is_relative_to(sb.host_dir) for p in made)  # not among graded files
+    assert list(tmp_path.iterdir()) == []
+    assert not {Path(p).name for p in made[:2]} & (set(os.listdir(tempfile.gettempdir())) - host_tmp)

@@ -153,3 +153,54 @@ def test_second_submission_is_penalised_in_process():
     assert first.finished and first.reward == 0.0
     assert second.finished and second.reward == RESUBMIT_PENALTY == -0.1
     assert not env.sandbox.host_dir.exists()
+
+
+_MODULE_UNDER_TEST = {
+    "seta-fix-add": "calc.py",
+    "seta-lru-cache": "lru.py",
+    "seta-roman": "roman.py",
+    "seta-matrix": "matrix.py",
+    "seta-inventory-tests": "inventory.py",
+}
+
+
+@pytest.mark.parametrize("exit_call", ["os._exit(0)", "raise SystemExit(0)"])
+def test_code_under_test_cannot_pass_a_check_by_exiting_early(exit_call):
+    """A module that ends the checking process with status 0 on import passes no check that imports it."""
+    from ormix.workbench.envs.sandbox import Sandbox
+    from ormix.workbench.envs.tasks import weighted_score
+
+    by_id = {t.task_id: t for t in TASKS}
+
+    async def main():
+        scores = {}
+        for task_id, module in _MODULE_UNDER_TEST.items():
+            task = by_id[task_id]
+            async with Sandbox() as sb:
+                task.seed(sb)
+                sb.write_file(module, f"import os\n{exit_call}\n" + sb.read_file(module))
+                scores[task_id] = weighted_score(await task.grade(sb))
+        return scores
+
+    scores = asyncio.run(main())
+    # seta-inventory-tests keeps only "tests unchanged" (weight 1 of 5): it reads the file, runs nothing.
+    assert scores == {**dict.fromkeys(_MODULE_UNDER_TEST, 0.0), "seta-inventory-tests": 0.2}
+
+
+def test_submit_waits_for_calls_in_flight(server):
+    """submit_solution is exclusive: a bash call already running finishes before the workspace is graded."""
+    split, index = _INDEX["seta-hello-file"]
+
+    async def main():
+        async with client(server) as c, c.session(split=split, index=index) as s:
+            await s.prompt_text()
+            slow = asyncio.create_task(
+                s.call("bash", {"command": "sleep 2; echo 'Hello, SETA!' > hello.txt"})
+            )
+            await asyncio.sleep(0.7)  # the bash call is running on the server
+            submitted = await s.call("submit_solution", {})
+            return await slow, submitted
+
+    bash, submitted = asyncio.run(main())
+    assert bash.metadata["exit_code"] == 0
+    assert submitted.reward == 1.0, submitted.text

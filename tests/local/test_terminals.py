@@ -149,3 +149,79 @@ def test_sessions_are_isolated(server):
     seen_by_b = asyncio.run(main())
     assert "only_a.txt" not in seen_by_b.text
     assert seen_by_b.metadata["exit_code"] == 1
+
+
+def test_submit_waits_for_calls_in_flight(server):
+    """submit is exclusive: a bash call already running finishes before the workspace is graded."""
+    split, index = _INDEX["files-mkdir-note"]
+
+    async def main():
+        async with client(server) as c, c.session(split=split, index=index) as s:
+            await s.prompt_text()
+            slow = asyncio.create_task(
+                s.call("bash", {"command": "sleep 2; mkdir -p notes && echo 'buy milk' > notes/todo.txt"})
+            )
+            await asyncio.sleep(0.7)  # the bash call is running on the server
+            submitted = await s.call("submit", {})
+            return await slow, submitted
+
+    bash, submitted = asyncio.run(main())
+    assert bash.metadata["exit_code"] == 0
+    assert submitted.reward == 1.0, submitted.text
+
+
+def test_view_never_follows_symlinks(server):
+    """view lists a symlink as a link: it never shows what lies outside the workspace through one."""
+
+    async def main():
+        async with client(server) as c, c.session(split="train", index=0) as s:
+            await s.prompt_text()
+            await s.call(
+                "bash", {"command": "mkdir -p d/sub && ln -s /usr u && ln -s / d/up && ln -s sub d/in"}
+            )
+            return (
+                await s.call("view", {"path": "."}),
+                await s.call("view", {"path": "d"}),
+                await s.call("view", {"path": "u"}),
+            )
+
+    top, d, u = asyncio.run(main())
+    assert "u -> /usr" in top.text.split("\n") and "u/" not in top.text.split("\n")
+    assert sorted(d.text.split("\n")) == ["in -> sub", "sub/", "up -> /"]
+    assert u.text.startswith("Error") and "outside the workspace" in u.text
+
+
+def _grade(task_id: str, calls) -> list:
+    """Grade one task in-process after shell commands (`calls`) ran in its workspace."""
+    from ormix.workbench.envs.sandbox import Sandbox
+
+    task = next(t for t in TASKS if t.task_id == task_id)
+
+    async def main():
+        async with Sandbox() as sb:
+            task.seed(sb)
+            for cmd in calls:
+                assert (await sb.run(cmd)).return_code == 0, cmd
+            return await task.grade(sb)
+
+    return asyncio.run(main())
+
+
+_ROWS = [("bolt", 120, 0.25), ("nut", 300, 0.1), ("washer", 75, 0.05), ("gear", 4, 12.5)]
+
+
+def test_csv_to_json_takes_no_float_for_an_integer():
+    """qty is an integer: 120.0 is a wrong answer, though Python's == takes it for 120."""
+    rows = ",".join(f'{{"name": "{n}", "qty": {q}.0, "price": {p}}}' for n, q, p in _ROWS)
+    results = _grade("script-csv-to-json", [f"echo '[{rows}]' > inventory.json"])
+    assert [r.passed for r in results] == [False]
+
+
+def test_fix_count_counts_only_files_directly_inside():
+    """The task says "directly inside": a recursive count is wrong."""
+    recursive = _grade("script-fix-count", ["""echo 'find "$1" -name "*.txt" | wc -l' > count_txt.sh"""])
+    assert [(r.name, r.passed) for r in recursive] == [
+        ("two .txt files", True),
+        ("no .txt file", True),
+        ("only directly inside", False),
+    ]

@@ -20,9 +20,17 @@ vLLM's batching, its sampler's numerics, NCCL, or GPU memory.
 
 With ``script=`` the sampling is scripted, as `ormix.workbench._scripted.ScriptedPolicy` does for the sync
 trainer (a random tiny model never emits a tool call): ``script(prompt_text, sample)`` returns the
-completion text for a request whose prompt decodes to ``prompt_text`` (``sample`` counts earlier requests
-with the same prompt: the rollout's place in its GRPO group); the token ids are its encoding plus EOS and
-the logprobs are still the served model's, computed on those tokens.
+completion text for a request whose prompt decodes to ``prompt_text``; the token ids are its encoding plus EOS
+and the logprobs are still the served model's, computed on those tokens. ``sample`` is the rollout's place in
+its GRPO group: it counts earlier requests with the same prompt, modulo ``group_size`` (TRL's
+``num_generations``) when given, so it restarts at 0 with each group. TRL's requests carry no group id and a
+group may span a weight sync, so the count cannot restart anywhere else; two groups of one prompt sampled at
+the same time can interleave.
+
+Sampling: ``temperature`` scales the logits (``0`` is greedy decoding, its logprobs unscaled) and ``seed``
+seeds it. ``top_p``, ``top_k``, ``min_p``, ``repetition_penalty`` and ``n`` are not implemented: their
+defaults (what TRL sends unless configured otherwise) are accepted, any other value is refused with HTTP
+400 naming the parameter, rather than silently sampling from another distribution.
 
 Example:
     >>> from ormix.workbench._vllm_standin import completion_response
@@ -41,6 +49,38 @@ from typing import Any
 
 #: A scripted policy: (decoded prompt, sample index within identical prompts) -> completion text.
 Script = Callable[[str, int], str]
+
+#: Sampling parameters the stand-in does not implement, with the values that mean "off" (vLLM's and TRL's
+#: defaults); a request with any other value is refused.
+UNSUPPORTED_DEFAULTS: dict[str, tuple[Any, ...]] = {
+    "top_p": (None, 1, 1.0),
+    "top_k": (None, 0, -1),
+    "min_p": (None, 0, 0.0),
+    "repetition_penalty": (None, 1, 1.0),
+    "n": (None, 1),
+}
+
+
+def check_supported(payload: dict[str, Any]) -> None:
+    """Raise ``ValueError`` (answered with HTTP 400) naming the first sampling parameter set to a value the
+    stand-in ignores.
+
+    Example:
+        >>> check_supported({"temperature": 0.7, "top_p": 1.0, "top_k": 0, "repetition_penalty": 1.0, "n": 1})
+        >>> try:
+        ...     check_supported({"top_p": 0.9})
+        ... except ValueError as e:
+        ...     print(str(e)[:48])
+        the vLLM stand-in does not implement top_p=0.9 (
+    """
+    for name, defaults in UNSUPPORTED_DEFAULTS.items():
+        value = payload.get(name)
+        if value not in defaults or isinstance(value, bool):
+            allowed = ", ".join(map(str, defaults))
+            raise ValueError(
+                f"the vLLM stand-in does not implement {name}={value!r} (it only accepts {allowed}); "
+                "leave it at its default or serve the model with vLLM"
+            )
 
 
 def completion_response(
@@ -74,11 +114,19 @@ class VLLMStandIn:
         model_path: a transformers checkpoint directory (``ormix.workbench._tiny.build_tiny_model()``).
         script: optional scripted sampling (see the module docstring).
         max_model_len: what ``/v1/models`` reports (TRL's default token budget).
+        group_size: the GRPO group size (``num_generations``); a script's ``sample`` counts modulo it.
 
     Use as a context manager, or `start` / `stop`; ``url`` is the base URL to give TRL.
     """
 
-    def __init__(self, model_path: str, *, script: Script | None = None, max_model_len: int = 2048) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        script: Script | None = None,
+        max_model_len: int = 2048,
+        group_size: int | None = None,
+    ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -93,6 +141,9 @@ class VLLMStandIn:
         self.eos_ids = eos_ids
         self.script = script
         self.max_model_len = int(max_model_len)
+        if group_size is not None and group_size < 1:
+            raise ValueError(f"group_size must be at least 1 (TRL's num_generations), got {group_size}")
+        self.group_size = group_size
         self.lock = threading.Lock()  # one request at a time uses the model; a weight load waits for it
         self.paused = threading.Event()
         self.weight_loads = 0
@@ -142,16 +193,21 @@ class VLLMStandIn:
         """Answer one ``/v1/completions`` request (token ids in, token ids and their logprobs out)."""
         import torch
 
+        check_supported(payload)
         prompt = [int(t) for t in payload["prompt"]]
         max_tokens = int(payload.get("max_tokens") or 16)
-        temperature = float(payload.get("temperature") or 1.0)
+        temperature = payload.get("temperature")
+        # 0 is greedy decoding (vLLM's meaning), not "unset".
+        temperature = 1.0 if temperature is None else float(temperature)
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 is greedy decoding), got {temperature}")
         seed = int(payload.get("seed") or 0) % (2**63)
         with self.lock:
             self.requests += 1
             if self.script is not None:
                 text = str(self.tokenizer.decode(prompt))
                 sample = self._seen[text]
-                self._seen[text] += 1
+                self._seen[text] = (sample + 1) % self.group_size if self.group_size else sample + 1
                 out = self.tokenizer.encode(self.script(text, sample), add_special_tokens=False)
                 out = out[: max(0, max_tokens - 1)] + self.eos_ids[:1]
                 logprobs = self._score(prompt, out, temperature)
@@ -166,7 +222,7 @@ class VLLMStandIn:
 
         with torch.no_grad():
             logits = self.model(torch.tensor([prompt + out])).logits[0, len(prompt) - 1 : -1]
-            logp = torch.log_softmax(logits.float() / temperature, dim=-1)
+            logp = torch.log_softmax(logits.float() / (temperature or 1.0), dim=-1)
             return [float(v) for v in logp.gather(1, torch.tensor(out)[:, None])[:, 0]]
 
     def _sample(
@@ -179,8 +235,11 @@ class VLLMStandIn:
         with torch.no_grad():
             result = self.model(torch.tensor([prompt]), use_cache=True)
             for _ in range(max_tokens):
-                logp = torch.log_softmax(result.logits[0, -1].float() / temperature, dim=-1)
-                token = int(torch.multinomial(logp.exp(), 1, generator=generator))
+                logp = torch.log_softmax(result.logits[0, -1].float() / (temperature or 1.0), dim=-1)
+                if temperature == 0:
+                    token = int(torch.argmax(logp))
+                else:
+                    token = int(torch.multinomial(logp.exp(), 1, generator=generator))
                 out.append(token)
                 logprobs.append(float(logp[token]))
                 if token in self.eos_ids:
@@ -249,6 +308,8 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/v1/completions":
             try:
                 self._reply(200, self.owner.complete(payload))
+            except ValueError as e:  # a request asking for what the stand-in does not do
+                self._reply(400, {"error": str(e)})
             except Exception as e:  # noqa: BLE001 - said to the client, as a server would
                 self._reply(500, {"error": f"{type(e).__name__}: {e}"})
         elif path == "/pause":

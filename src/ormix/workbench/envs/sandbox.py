@@ -18,7 +18,8 @@ The object has the async interface the openreward SDK's `CLIToolset` expects of 
 
 Without a working `bwrap` the sandbox refuses to run model commands (`SandboxError`, with what to
 do) unless unsandboxed runs are explicitly allowed (`allow_unsandboxed=True` or `ORMIX_ALLOW_UNSANDBOXED=1`);
-then commands run plainly in the session directory, which is then also the working directory the model sees.
+then commands run plainly in the session directory, which is then also the working directory the model sees,
+with `TMPDIR` a directory of the session's own (removed with it).
 
 Settings read from the environment at construction: `ORMIX_BWRAP` (path of the bwrap binary, default
 `bwrap` on `PATH`), `ORMIX_ALLOW_UNSANDBOXED` (`1`/`true`/`yes`), `ORMIX_SANDBOX_DIR` (where session
@@ -212,6 +213,7 @@ class Sandbox:
         self.max_file_bytes = max_file_bytes
         self.max_memory_bytes = max_memory_bytes
         self._dir: Path | None = None
+        self._tmp: Path | None = None
         self._bwrap_path: str | None = None
         self._refusal: str | None = None
         self._procs: set[asyncio.subprocess.Process] = set()
@@ -231,6 +233,11 @@ class Sandbox:
         elif not self.allow_unsandboxed:
             self._refusal = _unavailable_message(self.bwrap, why)
         self._dir = Path(tempfile.mkdtemp(prefix="ormix-sandbox-", dir=self.base_dir)).resolve()
+        if why is not None and self.allow_unsandboxed:
+            # Unsandboxed commands (graders' `mktemp` included) would otherwise leave their temporary files
+            # in the host's /tmp; bwrap gives each command a private one. Beside the workspace, not in it,
+            # so it is not one of the files the task is graded on.
+            self._tmp = Path(tempfile.mkdtemp(prefix="ormix-sandbox-tmp-", dir=self.base_dir)).resolve()
         return self
 
     async def close(self) -> None:
@@ -241,8 +248,9 @@ class Sandbox:
         for proc in list(self._procs):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(proc.wait(), timeout=5)
-        if self._dir is not None:
-            _rmtree(self._dir)
+        for d in (self._dir, self._tmp):
+            if d is not None:
+                _rmtree(d)
 
     async def __aenter__(self) -> Sandbox:
         return await self.start()
@@ -326,18 +334,10 @@ class Sandbox:
             raise SandboxError(self._refusal)
         if self._closed:
             raise SandboxError("this sandbox was closed; the session is over")
-        env = None
-        if self._bwrap_path is None:
-            env = {
-                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-                "HOME": str(self.host_dir),
-                "LANG": "C.UTF-8",
-                "TERM": "dumb",
-            }
         proc = await asyncio.create_subprocess_exec(
             *self._command(cmd),
             cwd=str(self.host_dir),
-            env=env,
+            env=self._unsandboxed_env(),
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -384,6 +384,21 @@ class Sandbox:
         return RunResult(
             output=output, return_code=code, truncated=truncated, timed_out=timed_out, sanitised=sanitise
         )
+
+    def _unsandboxed_env(self) -> dict[str, str] | None:
+        """A command's environment without bubblewrap (under it, bwrap sets its own): a minimal one, with
+        its temporary files in the session's own directory, removed with it."""
+        if self._bwrap_path is not None:
+            return None
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.host_dir),
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+        }
+        if self._tmp is not None:
+            env["TMPDIR"] = str(self._tmp)
+        return env
 
     async def check_run(
         self,
@@ -471,6 +486,52 @@ class Sandbox:
             os.close(leaf)
             raise
         return leaf
+
+    def _open_dir(self, path: str) -> int:
+        """Open a workspace directory without following any symlink the sandbox could swap in meanwhile.
+
+        Raises NotADirectoryError when it is something else (a file), `SandboxPathError` for a symlink.
+        """
+        parts = self.host_path(path).relative_to(self.host_dir).parts
+        fd = os.open(self.host_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for i, part in enumerate(parts):
+                try:
+                    nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                except NotADirectoryError:
+                    # A symlink opened with O_NOFOLLOW | O_DIRECTORY is "not a directory" too.
+                    if stat.S_ISLNK(os.lstat(part, dir_fd=fd).st_mode):
+                        raise SandboxPathError(
+                            f"{path!r}: {'/'.join(parts[: i + 1])} changed into a symlink; refused"
+                        ) from None
+                    raise NotADirectoryError(
+                        f"{path!r}: {'/'.join(parts[: i + 1])} is not a directory"
+                    ) from None
+                os.close(fd)
+                fd = nxt
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def list_dir(self, path: str) -> list[str]:
+        """The entries of a workspace directory (host side), sorted: subdirectories with a trailing `/`,
+        symlinks as `name -> target` (never followed, so a link cannot show what lies outside).
+
+        Raises NotADirectoryError when `path` is not a directory, `SandboxPathError` outside the workspace.
+        """
+        fd = self._open_dir(path)
+        try:
+            entries = []
+            with os.scandir(fd) as it:
+                for e in it:
+                    if e.is_symlink():
+                        entries.append(f"{e.name} -> {os.readlink(e.name, dir_fd=fd)}")
+                    else:
+                        entries.append(e.name + ("/" if e.is_dir(follow_symlinks=False) else ""))
+            return sorted(entries)
+        finally:
+            os.close(fd)
 
     def read_bytes(self, path: str, max_size: int | None = 256 * 2**20) -> bytes:
         """Read a workspace file (host side); FileNotFoundError, IsADirectoryError or SandboxPathError."""

@@ -69,7 +69,8 @@ class Seta(SandboxedTaskEnvironment):
             )
         ]
 
-    @tool
+    # Exclusive: it waits for every call in flight and holds new ones, so nothing changes what it grades.
+    @tool(exclusive=True)
     async def submit_solution(self, params: SubmitParams) -> ToolOutput:
         """Submit your solution for grading. Call it once, when you are done."""
         self.submissions += 1

@@ -134,11 +134,13 @@ class Terminals(SandboxedTaskEnvironment):
 
     def _view(self, params: ViewParams) -> ToolOutput:
         try:
-            target = self.sandbox.host_path(params.path)
-            if target.is_dir():
-                entries = sorted(p.name + ("/" if p.is_dir() else "") for p in target.iterdir())
+            try:
+                # Listed through a descriptor, never a path: a symlink swapped in meanwhile is not followed.
+                entries = self.sandbox.list_dir(params.path)
+            except NotADirectoryError:
+                data = self.sandbox.read_bytes(params.path, max_size=None)
+            else:
                 return _text("\n".join(entries) if entries else "(empty directory)")
-            data = self.sandbox.read_bytes(params.path, max_size=None)
         except (SandboxError, OSError) as e:
             return _text(f"Error: cannot view {params.path!r}: {e}", error="view_failed")
         lines = data[:VIEW_MAX_BYTES].decode("utf-8", errors="replace").splitlines()
@@ -188,7 +190,8 @@ class Terminals(SandboxedTaskEnvironment):
             return _text(f"Error: cannot edit {params.path!r}: {e}", error="edit_failed")
         return _text(f"Edited {params.path}")
 
-    @tool
+    # Exclusive: it waits for every call in flight and holds new ones, so nothing changes what it grades.
+    @tool(exclusive=True)
     async def submit(self, params: SubmitParams) -> ToolOutput:
         """Submit the workspace for grading. Ends the episode."""
         results = await self.task.grade(self.sandbox)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -93,17 +94,35 @@ class FileMatches(Check):
         return True, ""
 
 
+def json_same(got: Any, expected: Any) -> bool:
+    """Whether two JSON values are equal with the same types throughout (Python's `==` says `120.0 == 120`
+    and `True == 1`, but a task asking for an integer does not accept `120.0` or `true`).
+
+    Example:
+        >>> json_same({"qty": [1, 2.5]}, {"qty": [1, 2.5]}), json_same({"qty": 120.0}, {"qty": 120})
+        (True, False)
+        >>> json_same([True], [1]), json_same({"a": 1}, {"a": 1, "b": 2})
+        (False, False)
+    """
+    if type(got) is not type(expected):
+        return False
+    if isinstance(expected, dict):
+        return got.keys() == expected.keys() and all(json_same(got[k], v) for k, v in expected.items())
+    if isinstance(expected, list):
+        return len(got) == len(expected) and all(json_same(g, e) for g, e in zip(got, expected, strict=True))
+    return bool(got == expected)
+
+
 @dataclass(frozen=True)
 class JsonEquals(Check):
-    """The file parses as JSON equal to `expected`."""
+    """The file parses as JSON equal to `expected`, types included (`json_same`: `120.0` is not `120`)."""
 
     path: str = ""
     expected: Any = None
 
     async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
-        return json.loads(
-            await _read(sandbox, self.path)
-        ) == self.expected, f"{self.path}: unexpected JSON value"
+        got = json.loads(await _read(sandbox, self.path))
+        return json_same(got, self.expected), f"{self.path}: unexpected JSON value"
 
 
 @dataclass(frozen=True)
@@ -130,40 +149,81 @@ class Executable(Check):
         return bool(sandbox.host_path(self.path).stat().st_mode & 0o100), f"{self.path} is not executable"
 
 
+#: Placeholder in a `Command` with `nonce=True`, replaced by a fresh random token on every run.
+NONCE = "@ORMIX_NONCE@"
+
+
 @dataclass(frozen=True)
 class Command(Check):
-    """Run `cmd` with bash in the sandbox: it must exit 0 and, when `output` is set, print exactly that."""
+    """Run `cmd` with bash in the sandbox: it must exit 0 and, when `output` is set, print exactly that.
+
+    With `nonce=True`, every `NONCE` in `cmd` is replaced by a fresh random token, and the command must
+    also print that token on a line of its own (it is not part of what `output` is compared with). A check
+    that runs the code under test in its own process sets it: that code can end the process early with
+    status 0 (`os._exit(0)` on import), but it cannot know the token that only the check's last statement
+    prints.
+    """
 
     cmd: str = ""
     output: str | None = None
     #: How failures name the command (default: the command itself).
     label: str | None = None
+    nonce: bool = False
 
     async def _run(self, sandbox: Sandbox) -> tuple[bool, str]:
         what = self.label or f"`{self.cmd}`"
-        res = await sandbox.run(self.cmd, timeout=CHECK_TIMEOUT_S, max_bytes=200_000)
+        cmd, token = self.cmd, None
+        if self.nonce:
+            token = secrets.token_hex(16)
+            cmd = cmd.replace(NONCE, token)
+        res = await sandbox.run(cmd, timeout=CHECK_TIMEOUT_S, max_bytes=200_000)
         if res.timed_out:
             return False, f"{what} timed out after {CHECK_TIMEOUT_S:g}s"
         if res.return_code != 0:
             return False, f"{what} exited {res.return_code}"
-        if self.output is not None and _norm(res.output) != _norm(self.output):
+        output = res.output
+        if token is not None:
+            lines = output.split("\n")
+            if token not in (line.strip() for line in lines):
+                return False, f"{what} ended before its last statement (the code under test exited early)"
+            output = "\n".join(line for line in lines if line.strip() != token)
+        if self.output is not None and _norm(output) != _norm(self.output):
             return False, f"{what} printed something else"
         return True, ""
 
 
 def python_check(name: str, code: str, weight: float = 1.0) -> Command:
-    """A check that runs `code` with the sandbox's python3 in the workspace; it passes when it exits 0.
+    """A check that runs `code` with the sandbox's python3 in the workspace; it passes when `code` runs to
+    its end and the process exits 0 (so code under test that exits early, even with status 0, fails it).
 
     `-I` keeps PYTHON* variables and user site-packages out; the workspace is put first on `sys.path`
     explicitly so the code under test imports.
     """
     prelude = "import os, sys\nsys.path.insert(0, os.getcwd())\n"
+    # Flushed here, so nothing the code under test does at interpreter exit can hold it back.
+    done = f"\nprint({NONCE!r}, flush=True)"
     return Command(
         name,
         weight,
-        cmd=f"python3 -I - <<'ORMIX_CHECK_EOF'\n{prelude}{code}\nORMIX_CHECK_EOF",
+        cmd=f"python3 -I - <<'ORMIX_CHECK_EOF'\n{prelude}{code}{done}\nORMIX_CHECK_EOF",
         label="the Python check",
+        nonce=True,
     )
+
+
+def unittest_check(name: str, tests: str, weight: float = 1.0) -> Command:
+    """A `python_check` that runs the unittest tests named by `tests` (a module, class or method, dotted as
+    for `python -m unittest`) and passes when at least one ran and all succeeded.
+
+    Not `python -m unittest`: its exit status is all it reports, and code under test can fake that.
+    """
+    code = (
+        "import unittest\n"
+        f"suite = unittest.defaultTestLoader.loadTestsFromName({tests!r})\n"
+        "result = unittest.TextTestRunner(verbosity=0).run(suite)\n"
+        "assert result.testsRun and result.wasSuccessful(), result"
+    )
+    return python_check(name, code, weight)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from ormix.workbench.envs.tasks import (
     JsonEquals,
     Task,
     python_check,
+    unittest_check,
 )
 
 # ── seed data ────────────────────────────────────────────────────────────────────────────────────
@@ -370,15 +371,9 @@ TASKS: list[Task] = [
         "unknown item gives 0.",
         files={"inventory.py": _INVENTORY_PY, "test_inventory.py": _TEST_INVENTORY},
         checks=[
-            Command(
-                "test_remove_too_many",
-                cmd="python3 -m unittest -q test_inventory.TestInventory.test_remove_too_many",
-            ),
-            Command(
-                "test_count_missing",
-                cmd="python3 -m unittest -q test_inventory.TestInventory.test_count_missing",
-            ),
-            Command("whole suite", 2, cmd="python3 -m unittest -q test_inventory"),
+            unittest_check("test_remove_too_many", "test_inventory.TestInventory.test_remove_too_many"),
+            unittest_check("test_count_missing", "test_inventory.TestInventory.test_count_missing"),
+            unittest_check("whole suite", "test_inventory", 2),
             FileEquals("tests unchanged", path="test_inventory.py", expected=_TEST_INVENTORY),
         ],
         tags=("python", "testing", "unittest"),

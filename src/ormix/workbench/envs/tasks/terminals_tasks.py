@@ -403,6 +403,12 @@ TASKS: list[Task] = [
             Command(
                 "no .txt file", output="0", cmd="d=$(mktemp -d) && touch $d/x.md && bash count_txt.sh $d"
             ),
+            Command(
+                "only directly inside",
+                output="1",
+                cmd="d=$(mktemp -d) && mkdir $d/sub && touch $d/a.txt $d/sub/b.txt $d/sub/c.txt && "
+                "bash count_txt.sh $d",
+            ),
         ],
     ),
     # ── hard ──
