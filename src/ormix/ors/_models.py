@@ -27,6 +27,25 @@ def text_of(blocks: list[dict[str, Any]] | None) -> str:
     )
 
 
+def bad_text_block(blocks: list[dict[str, Any]] | None) -> str | None:
+    """What is wrong with the first text block whose `text` is not a string (`None` when every one is):
+    such a block has no text to show, and joining it would fail far from the server that sent it.
+
+    Example:
+        >>> bad_text_block([{"type": "text", "text": "a"}, {"type": "text", "text": None}])
+        'block 1 is a text block whose `text` is null, not a string'
+        >>> bad_text_block([{"type": "image", "data": "..."}, {"type": "text"}]) is None
+        True
+    """
+    for at, b in enumerate(blocks or ()):
+        if isinstance(b, dict) and b.get("type", "text") == "text" and "text" in b:
+            text = b["text"]
+            if not isinstance(text, str):
+                what = "null" if text is None else type(text).__name__
+                return f"block {at} is a text block whose `text` is {what}, not a string"
+    return None
+
+
 class ToolSpec(BaseModel):
     """A tool as the server describes it: name, description, JSON-schema of its input.
 
@@ -82,10 +101,33 @@ class ToolResult(BaseModel):
     truncated: bool = False
     full_chars: int | None = None
 
+    @field_validator("blocks")
+    @classmethod
+    def _texts_are_strings(cls, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        why = bad_text_block(blocks)
+        if why is not None:
+            raise ValueError(why)
+        return blocks
+
     @property
     def text(self) -> str:
         """Text blocks joined by newlines; non-text blocks are skipped."""
         return text_of(self.blocks)
+
+    def dropped(self) -> dict[str, int]:
+        """The blocks `text` leaves out (images, audio...), counted by type.
+
+        Example:
+            >>> blocks = [{"type": "image"}, {"type": "text", "text": "a"}, {"type": "image"}]
+            >>> ToolResult(blocks=blocks).dropped()
+            {'image': 2}
+        """
+        counts: dict[str, int] = {}
+        for b in self.blocks:
+            kind = b.get("type", "text")
+            if kind != "text":
+                counts[str(kind)] = counts.get(str(kind), 0) + 1
+        return counts
 
 
 class Split(BaseModel):

@@ -73,7 +73,7 @@ from ormix.ors._errors import (
     TransportError,
 )
 from ormix.ors._http import HTTPClient, HTTPFailure, Response, error_name
-from ormix.ors._models import GroupScore, ToolResult, ToolSpec, invalid_because, text_of
+from ormix.ors._models import GroupScore, ToolResult, ToolSpec, bad_text_block, invalid_because, text_of
 from ormix.ors._platform import is_starting
 from ormix.ors._sse import CallStream, SSEParser, unclip
 from ormix.ors._transport import (
@@ -364,6 +364,14 @@ class Session:
                 raise ProtocolError(
                     f"GET /prompt answered {kind_of(blocks)}, not a list of blocks. The server does not "
                     f"speak ORS as ormix expects; check its version (GET /version).",
+                    **self._ctx(),
+                )
+            why = bad_text_block(blocks)
+            if why is not None:
+                raise ProtocolError(
+                    f"GET /prompt answered a prompt whose {why}. The server does not speak ORS as ormix "
+                    f"expects (broken, or an incompatible version): check GET /version and the environment's "
+                    f"get_prompt.",
                     **self._ctx(),
                 )
             return blocks

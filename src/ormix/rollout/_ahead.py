@@ -150,13 +150,21 @@ class SessionsAhead:
     def take(self, position: Any, requests: Sequence[OpenRequest]) -> Taken:
         """Hand the sessions opened ahead for the batch at `position` to its specs (parked for `reset`)."""
         with self._lock:
-            batch = self._batches.pop(position, None)
+            batch = self._batches.get(position)
         taken = Taken()
+        t0 = time.perf_counter()
+        if batch is not None:
+            # Taken out only once its opens are done: a Ctrl-C during the wait leaves it where `close()`
+            # finds it (its sessions are pinged: the server would never reap them).
+            batch.done.wait()
+        with self._lock:
+            if self._batches.get(position) is batch:
+                self._batches.pop(position, None)
+            else:
+                batch = None  # discarded meanwhile (another thread): closed there
         if batch is None:
             taken.remaining = list(requests)
             return taken
-        t0 = time.perf_counter()
-        batch.done.wait()
         taken.wait_s = time.perf_counter() - t0
         self.opened += len(batch.results)
         pool: dict[tuple[int, tuple[Any, ...]], list[Any]] = defaultdict(list)

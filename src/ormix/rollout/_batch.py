@@ -272,9 +272,21 @@ class ToolRound:
             self._results.pop(id(environment), None)
         t0 = time.perf_counter()
         workers = min(len(pending), max(1, self.max_in_flight))
-        with concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ormix-round") as pool:
+        pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="ormix-round")
+        try:
             futures = {pool.submit(self._run_rollout, *item): item[0] for item in pending}
             latencies = self._wait(futures, t0)
+        except BaseException:
+            # Ctrl-C or SIGTERM's grace bound: leaving the pool the usual way would wait for every call in
+            # flight (minutes of tools) and run the calls queued after them. Cutting the round cancels its
+            # calls and fails their later ones at once; the caller's cleanup closes the sessions.
+            from ormix.rollout._episode import cut_straggler
+
+            for environment, _ in pending:
+                cut_straggler(environment, "interrupted")
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         self.stats.rounds += 1
         self.stats.wait_s += time.perf_counter() - t0
         self.stats.tail_wait_s += tail_wait(latencies)

@@ -12,6 +12,7 @@ rollout's outcome `error` (reward `None`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import logging
@@ -43,7 +44,8 @@ class CallRecord:
     head: `truncated`). `error` is `None` for a successful call, else a kind: `rejected:<reason>` (the server
     refused the arguments or the tool), `tool_failed` (the environment raised), `wrong_env` (namespaced
     routing), or an infrastructure kind (`transport`, `session_died`, `deadline`, `session_open`, `straggler`:
-    abandoned by the round's `ormix.rollout._stragglers` rule).
+    abandoned by the round's `ormix.rollout._stragglers` rule). `detail` is the cause of a failed call; of a
+    successful one, the blocks the model was not shown (it reads text only: images...), if any.
     """
 
     tool: str
@@ -279,8 +281,17 @@ class Episode:
             kind = infra_error_kind(e) or "transport"
             self._record_infra(kind, e)
             raise self._tool_error(wire_name, t0, kind, e) from None
+        except ToolCallError:
+            raise
+        except Exception as e:  # noqa: BLE001 - never into TRL's loop (Ctrl-C and cancellation still pass)
+            # Not an ORS error (a bug, arguments the client could not send): the call did not happen, and
+            # the rollout must not look scored or unscored for it.
+            unexpected = _unexpected(e)
+            self._record_infra("transport", unexpected)
+            raise self._tool_error(wire_name, t0, "transport", unexpected) from None
         latency = (time.perf_counter() - t0) * 1000
-        text = result.text or "(no output)"
+        dropped = result.dropped()
+        text = result.text or (_not_shown(dropped) if dropped else "(no output)")
         # The client may already have kept only the head of a huge output (bounded memory): its full
         # size is what the model and the record are told.
         clipped = bool(getattr(result, "truncated", False))
@@ -304,6 +315,7 @@ class Episode:
                 finished=bool(result.finished),
                 output_chars=full,
                 truncated=truncated,
+                detail=_not_shown(dropped) if dropped else None,
             )
         )
         return text
@@ -418,9 +430,24 @@ def detach_session(episode: Any) -> Any:
         >>> detach_session(Unopened()) is None
         True
     """
+    held = getattr(episode, "_session", None)
     session = open_session_of(episode)
     episode._session = None
+    if held is not None and session is None:
+        # Dead (the server forgot it): nobody else would close it, and its client would keep it until the
+        # run ends. Closed without waiting: the caller may be on an event loop.
+        call_soon(_close_soon, held)
     return session
+
+
+_closing: set[Any] = set()
+
+
+def _close_soon(session: Any) -> None:
+    # On the portal's loop: a task of its own, kept referenced until it ends.
+    task = asyncio.get_running_loop().create_task(session.close())
+    _closing.add(task)
+    task.add_done_callback(_closing.discard)
 
 
 def close_episodes(episodes: Sequence[Episode]) -> None:
@@ -491,11 +518,43 @@ async def _open(config: EpisodeConfig, row: Mapping[str, Any]) -> _Opened:
                     starting = open_ms if getattr(e, "detail", None) == "backend starting" else 0.0
                     return _Opened(error=e, retries=attempt, open_ms=open_ms, starting_ms=starting)
                 attempt += 1
+            except Exception as e:  # noqa: BLE001 - recorded as a failed open, never raised into TRL
+                # Not an ORS error (a bug, a task spec the client could not send): not worth another open.
+                if session is not None:
+                    await session.close()
+                open_ms = (time.perf_counter() - t0) * 1000
+                return _Opened(error=_unexpected(e), retries=attempt, open_ms=open_ms)
             except BaseException:
                 if session is not None:
                     with anyio.CancelScope(shield=True):
                         await session.close()
                 raise
+
+
+def _not_shown(dropped: Mapping[str, int]) -> str:
+    """What the model is told of the blocks it does not see (it reads text only).
+
+    Example:
+        >>> _not_shown({"image": 1})
+        '[ormix: the tool returned 1 image block, which is not shown]'
+        >>> _not_shown({"image": 2, "audio": 1})
+        '[ormix: the tool returned 2 image blocks and 1 audio block, which are not shown]'
+    """
+    parts = [f"{n} {kind} block{'s' if n != 1 else ''}" for kind, n in dropped.items()]
+    listed = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    verb = "is" if sum(dropped.values()) == 1 else "are"
+    return f"[ormix: the tool returned {listed}, which {verb} not shown]"
+
+
+def _unexpected(exc: Exception) -> ors_errors.ORSError:
+    """An exception that is not the ORS client's, as an ORS error naming it (`infra_error_kind` gives it no
+    kind: the caller says which its failure is).
+
+    Example:
+        >>> str(_unexpected(TypeError("Object of type set is not JSON serializable")))
+        'unexpected TypeError: Object of type set is not JSON serializable'
+    """
+    return ors_errors.ORSError(f"unexpected {type(exc).__name__}: {exc}")
 
 
 def all_at_once(closers: Sequence[Callable[[], Coroutine[Any, Any, Any]]]) -> None:

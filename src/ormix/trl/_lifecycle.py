@@ -10,7 +10,6 @@ interrupts at once. Either way the caller's cleanup (closing sessions, stopping 
 
 from __future__ import annotations
 
-import _thread
 import contextlib
 import json
 import logging
@@ -76,9 +75,18 @@ def handle_termination(
         yield stop
         return
 
+    main = threading.main_thread().ident
+    active = threading.Lock()  # guards `in_force`: no signal is sent once the handler is removed
+    in_force = True
+
     def interrupt() -> None:
-        stop.forced = True
-        _thread.interrupt_main()
+        # A real signal, not `_thread.interrupt_main()`: that only sets a flag, which a main thread blocked
+        # on a lock or in I/O (a step stuck in a tool call) reads when the call returns, after the
+        # scheduler's SIGKILL. The signal wakes it; `on_term`, in force for the block, raises there.
+        with active:
+            if in_force and main is not None:
+                stop.forced = True
+                signal.pthread_kill(main, signal.SIGTERM)
 
     def on_term(signum: int, frame: Any) -> None:
         if stop.requested or policy == "abandon":
@@ -98,9 +106,11 @@ def handle_termination(
     try:
         yield stop
     finally:
-        signal.signal(signal.SIGTERM, previous)
         if stop._timer is not None:
             stop._timer.cancel()
+        with active:
+            in_force = False
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _fmt(value: Any) -> str:
