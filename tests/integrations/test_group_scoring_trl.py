@@ -39,7 +39,9 @@ def mixture(tmp_path, split: str = "train", name: str = "gs") -> str:
               ranked:
                 target: "local:ranked"
                 split: {split}
-                indices: [0, 1]
+                # One group a task: a stand-in's script numbers a prompt's samples in arrival order, and two
+                # groups of one prompt in flight at once would interleave them.
+                indices: [0, 1, 2, 3, 4, 5, 6, 7]
                 local_serve: thread
                 group_scoring: {{mode: auto, combine: add, candidates: trajectory}}
             prompts_per_step: 2
