@@ -342,7 +342,7 @@ def test_evaluations_are_reported_by_step_apart_from_the_training_tables(tmp_pat
     assert re.search(r"│ a\s+│ 0\.00\s+│ 0\.50\s+│", text.split("eval pass@1 by step")[1])
 
 
-def _write_eval(path, wins, samples=2, k=(1, 2)):
+def _write_eval(path, wins, samples=2, k=(1, 2), success_threshold=1.0):
     """An eval directory as `ormix eval --overwrite` leaves it: 3 tasks of member a, ``wins`` of each task's
     ``samples`` rollouts solved."""
     from ormix.app._eval_dir import EvalDirectory
@@ -351,6 +351,7 @@ def _write_eval(path, wins, samples=2, k=(1, 2)):
         "samples": samples,
         "k": list(k),
         "members": {"a": {"target": "local:echo", "split": "test", "tasks": [0, 1, 2]}},
+        "success_threshold": success_threshold,
     }
     records = [
         {"mode": "eval", "member": "a", "split": "test", "task_index": task, "outcome": "scored"}
@@ -381,8 +382,12 @@ def test_the_report_drops_what_training_changed_when_an_eval_was_run_again_since
     assert report_command(tmp_path, console) == 0
     assert "what training changed (after" in buf.getvalue() and "note:" not in buf.getvalue()
     assert "What training changed" in (tmp_path / "report" / "report.md").read_text()
-    for wins, samples, k, why in ((2, 2, (1, 2), "run again since"), (1, 4, (1, 4), "eval/ now has k 1,4")):
-        _write_eval(run.eval_path, wins=wins, samples=samples, k=k)
+    for wins, samples, k, threshold, why in (
+        (2, 2, (1, 2), 1.0, "give other verdicts"),
+        (1, 4, (1, 4), 1.0, "eval/ now has k 1,4"),
+        (1, 2, (1, 2), 0.5, "eval/ now counts a success at reward >= 0.5, the comparison at 1"),
+    ):
+        _write_eval(run.eval_path, wins=wins, samples=samples, k=k, success_threshold=threshold)
         console, buf = _console()
         assert report_command(tmp_path, console) == 0
         text = " ".join(buf.getvalue().split())

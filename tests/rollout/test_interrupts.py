@@ -110,3 +110,18 @@ def test_ctrl_c_while_a_step_waits_for_its_sessions_opened_ahead_leaves_none_ope
             time.sleep(0.1)
         assert server.active_sessions() == []
         spec.close_sessions()
+
+
+def test_a_disarmed_grace_bound_leaves_the_cleanup_alone_and_the_handler_is_restored():
+    previous = signal.getsignal(signal.SIGTERM)
+    timer = _signal_in(0.1, signal.SIGTERM)
+    try:
+        with handle_termination("checkpoint", grace_s=0.5) as stop:
+            time.sleep(0.3)  # the SIGTERM arrived: the step would end and save; the grace timer runs
+            assert stop.requested and not stop.forced
+            stop.disarm()  # training returned: what follows is cleanup (closing sessions)
+            threading.Event().wait(1.0)  # a blocking wait past the grace bound, not interrupted
+    finally:
+        timer.cancel()
+    assert not stop.forced
+    assert signal.getsignal(signal.SIGTERM) is previous

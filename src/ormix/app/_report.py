@@ -715,6 +715,12 @@ def _stale_comparison(
             # Training evaluates before and after with the same k: another k is an eval run again since.
             shown = ",".join(map(str, ks))
             return f"{where.name}/ now has k {shown}, the comparison k {','.join(map(str, comparison['k']))}"
+        threshold = (summary or {}).get("success_threshold")
+        if threshold is not None and threshold != comparison.get("success_threshold", threshold):
+            # Re-summarised at another threshold: its table's pass@k is not the one compared.
+            return f"{where.name}/ now counts a success at reward >= {threshold:g}, the comparison at " + (
+                f"{comparison['success_threshold']:g}"
+            )
     try:
         again = compare(
             [load_eval(run.eval_before_path), load_eval(run.eval_path)],
@@ -726,7 +732,7 @@ def _stale_comparison(
     except UsageError as e:
         return str(e).splitlines()[0].rstrip(":")
     if again["comparisons"][0]["verdicts"] != verdicts:
-        return "one of them was run again since"
+        return "the evals there now give other verdicts (one was run again, or summarised otherwise, since)"
     return None
 
 

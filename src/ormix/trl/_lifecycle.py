@@ -43,6 +43,13 @@ class StopRequest:
     forced: bool = False
     saved_step: int | None = None
     _timer: threading.Timer | None = field(default=None, repr=False)
+    _disarm: Callable[[], None] | None = field(default=None, repr=False)
+
+    def disarm(self) -> None:
+        """Training has returned or raised: the grace bound no longer interrupts anything (the cleanup
+        after it closes sessions). A second signal still stops at once."""
+        if self._disarm is not None:
+            self._disarm()
 
 
 class RunLifecycle(TrainerCallback):
@@ -102,15 +109,23 @@ def handle_termination(
         stop._timer.daemon = True
         stop._timer.start()
 
+    def disarm() -> None:
+        nonlocal in_force
+        with active:
+            in_force = False
+        if stop._timer is not None:
+            stop._timer.cancel()
+
+    stop._disarm = disarm
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
         yield stop
     finally:
-        if stop._timer is not None:
-            stop._timer.cancel()
-        with active:
-            in_force = False
-        signal.signal(signal.SIGTERM, previous)
+        try:
+            disarm()
+        finally:
+            # Restored even when a forced stop sent just before lands here and raises.
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _fmt(value: Any) -> str:

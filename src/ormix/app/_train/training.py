@@ -68,6 +68,7 @@ def run_trainer(
             with quiet_trainer(trainer.model), alarms_on_console(console), frozen_heap():
                 trainer.train(resume_from_checkpoint=str(run.checkpoint) if run.checkpoint else None)
         except KeyboardInterrupt:
+            stop.disarm()
             if stop.requested:
                 result.terminated = True  # a second SIGTERM, the grace bound, or the abandon policy
             else:
@@ -78,6 +79,7 @@ def run_trainer(
                 "[yellow]stopping[/yellow]: closing sessions; the run directory keeps what was logged"
             )
         finally:
+            stop.disarm()  # the step is over: the grace bound must not cut the cleanup below
             # Now, while the trainer still holds its environments: the episodes are tracked weakly, so once
             # the trainer is dropped their open sessions can no longer be found (and keepalive pings hold
             # them open).

@@ -160,8 +160,8 @@ class Command(Check):
     With `nonce=True`, every `NONCE` in `cmd` is replaced by a fresh random token, and the command must
     also print that token on a line of its own (it is not part of what `output` is compared with). A check
     that runs the code under test in its own process sets it: that code can end the process early with
-    status 0 (`os._exit(0)` on import), but it cannot know the token that only the check's last statement
-    prints.
+    status 0 (`os._exit(0)` on import), and then the token is never printed. It stops an early exit, not
+    code written to find the token (it is in the check's own process: its source, its frames, its argv).
     """
 
     cmd: str = ""
