@@ -71,8 +71,9 @@ from ormix.ors import (
 )
 from ormix.ors._sse import PARTIAL, CallStream, SSEParser, unclip
 from ormix.rollout._episode import ToolCallError, call_tool, close_episode
-from ormix.server import serve_in_process
+from ormix.server import serve_in_process, serve_in_thread
 from ormix.workbench.envs.faulty import big_text as faulty_big_text
+from support.envs import Blocks
 from support.hostile_server import HostileServer, big_text, encode_event
 from support.tools import tool_text
 
@@ -566,43 +567,9 @@ def test_sse_parser_hands_out_huge_events_in_pieces_that_join_exactly(data, spil
 # ----------------------------------------------------------------------------- text that is not a string
 
 
-from openreward import environments as ore  # noqa: E402
-from pydantic import BaseModel  # noqa: E402
-
-from ormix.server import serve_in_thread  # noqa: E402
-
-
-class _SayParams(BaseModel, extra="forbid"):
-    text: str
-
-
-class Nulltext(ore.Environment):
-    """A real environment (served by the openreward server) whose text blocks hold null: in the prompt of
-    task 1, and in the result of its `say` tool."""
-
-    def __init__(self, task_spec, secrets=None):
-        super().__init__(task_spec, secrets or {})
-
-    @classmethod
-    def list_splits(cls):
-        return ["train"]
-
-    @classmethod
-    def list_tasks(cls, split):
-        return [{"index": 0}, {"index": 1, "null_prompt": True}]
-
-    def get_prompt(self):
-        text = None if self.task_spec.get("null_prompt") else "say something"
-        return [ore.TextBlock.model_construct(type="text", text=text)]
-
-    @ore.tool
-    async def say(self, params: _SayParams) -> ore.ToolOutput:
-        return ore.ToolOutput(blocks=[ore.TextBlock.model_construct(type="text", text=None)], reward=1.0)
-
-
 def test_a_text_block_whose_text_is_not_a_string_is_a_protocol_error_naming_where():
     async def probe(url):
-        async with ORSClient(url, env_name="nulltext") as client:
+        async with ORSClient(url, env_name="blocks") as client:
             async with client.session(split="train", index=0) as session:
                 with pytest.raises(ProtocolError) as in_result:
                     await session.call("say", {"text": "x"})
@@ -612,7 +579,7 @@ def test_a_text_block_whose_text_is_not_a_string_is_a_protocol_error_naming_wher
                     await session.prompt_text()
         return in_result.value, in_prompt.value
 
-    with serve_in_thread([Nulltext]) as srv:
+    with serve_in_thread([Blocks]) as srv:
         in_result, in_prompt = run(probe, srv.url)
     _assert_typed(in_result, "'say'", "block 0", "`text` is null")
     _assert_typed(in_prompt, "GET /prompt", "block 0", "`text` is null")

@@ -7,48 +7,11 @@ from __future__ import annotations
 import time
 
 import pytest
-from openreward.environments import Environment, ImageBlock, TextBlock, ToolOutput, tool
-from pydantic import BaseModel
 
 from ormix import OpenRewardSpec
 from ormix.rollout._episode import ToolCallError, close_episode, detach_session
 from ormix.server import serve_in_thread
-
-
-class TextParams(BaseModel, extra="forbid"):
-    text: str
-
-
-class Blocks(Environment):
-    """Task 0 has a proper prompt, task 1 a prompt whose text block holds null."""
-
-    def __init__(self, task_spec, secrets=None):
-        super().__init__(task_spec, secrets or {})
-
-    @classmethod
-    def list_splits(cls):
-        return ["train"]
-
-    @classmethod
-    def list_tasks(cls, split):
-        return [{"index": 0}, {"index": 1, "null_prompt": True}]
-
-    def get_prompt(self):
-        if self.task_spec.get("null_prompt"):
-            return [TextBlock.model_construct(type="text", text=None)]
-        return [TextBlock(text="say something")]
-
-    @tool
-    async def say(self, params: TextParams) -> ToolOutput:
-        """A result whose text block holds null (and a reward the client must not take for a score)."""
-        return ToolOutput(
-            blocks=[TextBlock.model_construct(type="text", text=None)], reward=1.0, finished=True
-        )
-
-    @tool
-    async def look(self, params: TextParams) -> ToolOutput:
-        """A result with an image and no text."""
-        return ToolOutput(blocks=[ImageBlock(data="iVBORw0KGgo=", mimeType="image/png")], reward=0.5)
+from support.envs import Blocks
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 from typing import Any, ClassVar
 
-from openreward.environments import Environment, TextBlock, ToolOutput, tool
+from openreward.environments import Environment, ImageBlock, TextBlock, ToolOutput, tool
 from openreward.environments.types import ListToolsOutput, RunToolOutput, RunToolSuccess, ToolSpec
 from pydantic import BaseModel
 
@@ -209,3 +209,41 @@ class FlakyEcho(Environment):
             reward=1.0 - reward if flip else reward,
             finished=True,
         )
+
+
+class _TextParams(BaseModel, extra="forbid"):
+    text: str
+
+
+class Blocks(Environment):
+    """Odd content blocks: task 0 has a proper prompt, task 1 a prompt whose text block holds null; `say`
+    answers a text block holding null (with a reward a client must not take for a score), `look` an image
+    and no text."""
+
+    def __init__(self, task_spec: dict[str, Any], secrets: dict[str, str] | None = None) -> None:
+        super().__init__(task_spec, secrets or {})
+
+    @classmethod
+    def list_splits(cls) -> list[str]:
+        return ["train"]
+
+    @classmethod
+    def list_tasks(cls, split: str) -> list[dict[str, Any]]:
+        return [{"index": 0}, {"index": 1, "null_prompt": True}]
+
+    def get_prompt(self) -> list[TextBlock]:
+        if self.task_spec.get("null_prompt"):
+            return [TextBlock.model_construct(type="text", text=None)]
+        return [TextBlock(text="say something")]
+
+    @tool
+    async def say(self, params: _TextParams) -> ToolOutput:
+        """A result whose text block holds null."""
+        return ToolOutput(
+            blocks=[TextBlock.model_construct(type="text", text=None)], reward=1.0, finished=True
+        )
+
+    @tool
+    async def look(self, params: _TextParams) -> ToolOutput:
+        """A result with an image and no text."""
+        return ToolOutput(blocks=[ImageBlock(data="iVBORw0KGgo=", mimeType="image/png")], reward=0.5)
