@@ -79,8 +79,10 @@ def test_detaching_a_dead_session_closes_it():
         session = ep._session
         assert session is not None and session.dead
         assert detach_session(ep) is None and ep.session_id is None
+        # The close runs on the client's loop: the session is marked closed at once, and forgotten by its
+        # client once its deletion is answered.
         deadline = time.monotonic() + 5.0
-        while not session.closed and time.monotonic() < deadline:
+        while session in session._owner._sessions and time.monotonic() < deadline:
             time.sleep(0.02)
         # Closed, so its client no longer holds it (nor pings it) for the rest of the run.
         assert session.closed and session not in session._owner._sessions
